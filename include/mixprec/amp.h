@@ -1,0 +1,92 @@
+// amp.h: automatic mixed precision: the autocast mode and its op policy table.
+// Semantics follow torch.autocast (CPU default dtype bf16); differences are in docs/amp.md.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mixprec/dtype.h"
+#include "mixprec/tensor.h"
+
+namespace mixprec::amp {
+
+// What autocast does to an op's floating inputs (f64 and integer inputs are never cast).
+enum class CastPolicy : uint8_t {
+  lower,    // to the autocast dtype (bf16/f16): matrix work, where 16 bits pay
+  fp32,     // to f32: precision-sensitive ops (softmax, norms, exp/log, reductions, losses)
+  promote,  // to the widest floating dtype among the inputs: mixed-input elementwise ops
+  keep,     // as they are: ops that are exact or indifferent in any dtype
+};
+const char* policy_name(CastPolicy p);
+
+// Every op of the functional API. Adding an enumerator without a row in the policy table
+// (src/amp/policy.cpp) fails to compile.
+enum class OpId : uint16_t {
+  // lower
+  conv2d, linear, matmul, bmm,
+  // fp32
+  softmax, log_softmax, layer_norm, batch_norm, exp, log, pow, sum, mean, mse_loss, nll_loss,
+  cross_entropy,
+  // promote
+  add, sub, mul, div, cat, stack,
+  // keep
+  relu, gelu, max_pool2d, avg_pool2d, dropout, reshape, flatten, transpose, neg,
+  count
+};
+
+const char* op_name(OpId op);
+std::optional<OpId> parse_op(const std::string& name);
+// The table's policy, or the override set for this op.
+CastPolicy policy_for(OpId op);
+CastPolicy default_policy_for(OpId op);
+// Changes an op's policy process-wide (e.g. keep softmax in bf16 as PyTorch's CPU list does).
+void set_policy_override(OpId op, CastPolicy policy);
+void clear_policy_overrides();
+
+// ---- autocast mode (thread-local, nests) ----
+struct AutocastState {
+  bool enabled = false;
+  DType dtype = DType::bf16;
+  bool cache_enabled = true;
+};
+AutocastState autocast_state();
+bool is_autocast_enabled();
+DType autocast_dtype();
+
+// Enters an autocast region for the current thread; restores the previous state when it
+// goes out of scope (also when an exception leaves the region). Leaving the outermost
+// region clears the weight-cast cache. `enabled = false` switches autocast off inside an
+// enabled region (one layer in f32).
+class AutocastGuard {
+ public:
+  explicit AutocastGuard(DType dtype = DType::bf16, bool enabled = true, bool cache_enabled = true);
+  explicit AutocastGuard(bool enabled);  // keeps the current dtype
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  AutocastState previous_;
+};
+
+// Applies op's policy to its inputs under the current autocast state (a no-op when
+// autocast is off). Undefined tensors stay undefined. Used by every op in src/ops.
+std::vector<Tensor> cast_inputs(OpId op, std::initializer_list<Tensor> inputs);
+
+// The weight-cast cache: f32 leaves that require grad (parameters) are cast to the
+// autocast dtype at most once per outermost region, and a parameter changed in place
+// (optimizer step: version bump) is cast again.
+struct CastCacheStats {
+  int64_t casts = 0;  // parameter casts performed (cache misses)
+  int64_t hits = 0;   // casts served from the cache
+  int64_t entries = 0;
+};
+CastCacheStats cast_cache_stats();
+void reset_cast_cache_stats();
+void clear_cast_cache();
+
+// The policy table as text: op, policy, resulting dtype of an f32 input under bf16 / f16.
+std::string policy_table_string();
+
+}  // namespace mixprec::amp

@@ -1,0 +1,143 @@
+// data.h: image datasets (IDX / IDX.gz as MNIST and Fashion-MNIST ship them, CIFAR-10
+// binary batches, synthetic data) and a prefetching, seeded-shuffle DataLoader.
+//
+// Readers validate everything they read: a corrupt, truncated or mislabelled file gives a
+// Status (data_loss / not_found / io_error) whose message names the file, the field, the
+// byte offset and the expected and actual values. Claimed sizes are checked against limits
+// before anything is allocated, so a hostile header or a gzip bomb cannot exhaust memory.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mixprec/status.h"
+#include "mixprec/tensor.h"
+
+namespace mixprec {
+
+enum class Split : uint8_t { train, test };
+const char* split_name(Split split);  // "train", "test"
+
+// Limits a reader accepts before allocating (why: a header is untrusted input).
+inline constexpr int64_t kMaxImageSide = 1024;              // IDX rows / cols
+inline constexpr int64_t kMaxDatasetBytes = int64_t(1) << 30;  // pixels of one file
+
+// N images of C x H x W unsigned bytes plus one label byte each.
+struct ImageDataset {
+  int64_t count = 0, channels = 0, height = 0, width = 0;
+  std::vector<uint8_t> images;  // [count, C, H, W], row-major (CHW per sample)
+  std::vector<uint8_t> labels;  // [count], each < num_classes
+  int num_classes = 0;
+  std::string name;             // "fashion-mnist", "mnist", "cifar10", "synthetic", "idx"
+  std::string source;           // the files or parameters it came from (for messages)
+  // Per-channel normalisation the loader applies: x = (pixel / 255 - mean[c]) / stddev[c].
+  std::vector<double> mean, stddev;
+
+  int64_t sample_bytes() const { return channels * height * width; }
+  const uint8_t* image(int64_t i) const { return images.data() + i * sample_bytes(); }
+  // The first min(first_n, count) samples (negative first_n gives an empty dataset).
+  ImageDataset subset(int64_t first_n) const;
+  // Internal consistency: vector sizes, label range, and when mean/stddev are set, one
+  // finite value per channel with stddev > 0.
+  Status validate() const;
+};
+
+// ---- single files ----
+struct IdxImages {
+  int64_t count = 0, rows = 0, cols = 0;
+  std::vector<uint8_t> pixels;  // [count, rows, cols]
+};
+// IDX unsigned-byte 3-D images (magic 0x00000803). Plain or gzip (detected by the magic
+// bytes 1f 8b, not by the name). Rejects bad magic, non-square or out-of-range dims,
+// truncated data and trailing bytes.
+StatusOr<IdxImages> read_idx_images(const std::string& path);
+// IDX unsigned-byte 1-D labels (magic 0x00000801), each < num_classes.
+StatusOr<std::vector<uint8_t>> read_idx_labels(const std::string& path, int num_classes = 10);
+// One CIFAR-10 binary batch: records of 1 label byte + 3072 pixel bytes (3 x 32 x 32, CHW).
+StatusOr<ImageDataset> read_cifar10_batch(const std::string& path);
+
+// ---- datasets ----
+enum class MnistVariant : uint8_t {
+  automatic,      // fashion_mnist if the directory path contains "fashion", else mnist
+  mnist,          // mean 0.1307, std 0.3081
+  fashion_mnist,  // mean 0.2860, std 0.3530
+};
+// Finds {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] in dir (plain preferred).
+StatusOr<ImageDataset> load_mnist_like(const std::string& dir, Split split,
+                                       MnistVariant variant = MnistVariant::automatic);
+// data_batch_1..5.bin (train) or test_batch.bin (test), in dir or dir/cifar-10-batches-bin.
+StatusOr<ImageDataset> load_cifar10(const std::string& dir, Split split);
+// Learnable synthetic images: each class has a fixed random prototype; a sample is its
+// class prototype blended with uniform noise. Deterministic in seed (own RNG arithmetic, no
+// implementation-defined std distributions). mean/stddev are the data's own statistics.
+ImageDataset make_synthetic(int64_t count, int64_t channels, int64_t height, int64_t width,
+                            int num_classes, uint64_t seed);
+// Exact per-channel mean and std of pixel / 255 over the whole dataset.
+void compute_channel_stats(const ImageDataset& dataset, std::vector<double>& mean,
+                           std::vector<double>& stddev);
+
+// ---- loader ----
+struct DataLoaderOptions {
+  int64_t batch_size = 64;
+  bool shuffle = true;
+  bool drop_last = false;  // drop the final partial batch
+  uint64_t seed = 0;       // shuffle seed; epoch e's order depends only on (seed, e)
+  int prefetch = 2;        // batches built ahead by a background thread; 0 = synchronous
+  bool normalize = true;   // (x/255 - mean)/std; false gives x/255 in [0, 1]
+};
+
+struct Batch {
+  Tensor images;      // [B, C, H, W] f32, contiguous
+  Tensor labels;      // [B] i64
+  int64_t index = 0;  // position of this batch within its epoch
+  int64_t epoch = 0;
+};
+
+// The sample order of one epoch: a Fisher-Yates shuffle driven by std::mt19937_64 seeded
+// from (seed, epoch) through std::seed_seq, with our own bounded draws, so the order is the
+// same on every standard library. Independent of manual_seed().
+std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed, int64_t epoch);
+
+// Iterates one epoch at a time:
+//   loader.set_epoch(e);                  // or begin_epoch(e, start_batch) to resume
+//   while (auto batch = loader.next()) ...
+// Batches are built on a background thread (bounded queue of `prefetch` batches) and are
+// charged to MemoryCategory::data. Destroying the loader mid-epoch stops the thread.
+// One thread drives a loader (next / begin_epoch / set_epoch are not mutually thread-safe).
+// Throws Error(invalid_argument) from the constructor on bad options or a bad dataset.
+class DataLoader {
+ public:
+  DataLoader(std::shared_ptr<const ImageDataset> dataset, DataLoaderOptions options = {});
+  DataLoader(ImageDataset dataset, DataLoaderOptions options = {});
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  int64_t num_batches() const;
+  int64_t num_samples() const;
+  const DataLoaderOptions& options() const;
+  const ImageDataset& dataset() const;
+
+  // The next next() starts epoch `epoch` from its first batch.
+  void set_epoch(int64_t epoch);
+  // Starts (or restarts) epoch `epoch` at batch `start_batch` now; any epoch in progress is
+  // abandoned. start_batch == num_batches() gives an empty remainder. Errors:
+  // invalid_argument when epoch < 0 or start_batch is outside [0, num_batches()].
+  Status begin_epoch(int64_t epoch, int64_t start_batch = 0);
+  // The next batch of the current epoch, or nullopt once the epoch is exhausted (until
+  // set_epoch / begin_epoch). Before any set_epoch / begin_epoch, epoch 0 starts.
+  std::optional<Batch> next();
+
+  int64_t epoch() const;     // the epoch next() serves
+  int64_t position() const;  // index of the batch next() returns next (for checkpoints)
+  // The sample order epoch `epoch` uses (identity when shuffle is off).
+  std::vector<int64_t> epoch_order(int64_t epoch) const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace mixprec

@@ -1,0 +1,103 @@
+// grad_scaler.h: dynamic loss scaling (torch.amp.GradScaler's API, defaults and update
+// rule), plus what PyTorch lacks: min/max scale, hysteresis, step counters and a report of
+// which parameters overflowed.
+//
+//   scaler.scale(loss).backward();
+//   scaler.unscale(opt);                 // optional: before clip_grad_norm_
+//   bool stepped = scaler.step(opt);     // skips the update if any gradient is inf/NaN
+//   scaler.update();
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "mixprec/optim.h"
+#include "mixprec/tensor.h"
+
+namespace mixprec::amp {
+
+struct GradScalerOptions {
+  double init_scale = 65536.0;  // 2^16
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+  bool enabled = true;
+  // Beyond PyTorch:
+  std::optional<double> min_scale;  // never back off below (DeepSpeed / Megatron)
+  std::optional<double> max_scale;  // never grow above (Apex: 2^24)
+  int64_t hysteresis = 1;           // overflows tolerated before backing off (Megatron); 1 = PyTorch
+  bool allow_fp16_grads = false;    // PyTorch refuses to unscale f16 gradients
+};
+
+// A parameter whose gradient held inf/NaN on a skipped step.
+struct NonFiniteGrad {
+  std::string name;          // from name_parameters(), or "param.<index>"
+  int64_t count = 0;         // non-finite elements
+  int64_t first_index = -1;  // flat index of the first one
+};
+
+class GradScaler {
+ public:
+  explicit GradScaler(GradScalerOptions options = {});
+
+  // loss * scale, computed in f32 (f16 would overflow at 65504). Pass-through if disabled.
+  Tensor scale(const Tensor& loss) const;
+  // Divides the optimizer's gradients by the scale in place and records whether any was
+  // inf/NaN (one fused pass). At most once per optimizer between update()s: a second call
+  // throws Error, as PyTorch's unscale_ does.
+  void unscale(optim::Optimizer& opt);
+  // Unscales if needed, then runs opt.step() unless a gradient was inf/NaN. Returns whether
+  // the update was applied. A second step() before update() throws.
+  bool step(optim::Optimizer& opt);
+  // Backs off on overflow, grows after growth_interval clean steps, resets per-step state.
+  // With new_scale, sets the scale directly instead.
+  void update(std::optional<double> new_scale = std::nullopt);
+
+  double get_scale() const;  // 1.0 when disabled (PyTorch returns 1.0 too)
+  bool is_enabled() const { return options_.enabled; }
+  double get_growth_factor() const { return options_.growth_factor; }
+  double get_backoff_factor() const { return options_.backoff_factor; }
+  int64_t get_growth_interval() const { return options_.growth_interval; }
+  void set_growth_factor(double v);
+  void set_backoff_factor(double v);
+  void set_growth_interval(int64_t v);
+  const GradScalerOptions& options() const { return options_; }
+
+  // PyTorch's five keys: scale, growth_factor, backoff_factor, growth_interval,
+  // _growth_tracker; plus ours: _hysteresis_tracker, applied_steps, skipped_steps.
+  std::map<std::string, double> state_dict() const;
+  void load_state_dict(const std::map<std::string, double>& state);
+
+  // Counters across the run (LR schedules and logs use them).
+  int64_t applied_steps() const { return applied_steps_; }
+  int64_t skipped_steps() const { return skipped_steps_; }
+  // Whether the last update() saw an overflow, and which parameters had it.
+  bool last_step_skipped() const { return last_skipped_; }
+  const std::vector<NonFiniteGrad>& last_nonfinite() const { return last_nonfinite_; }
+  // Names for the non-finite report (e.g. model.named_parameters()).
+  void name_parameters(const std::vector<std::pair<std::string, Tensor>>& named);
+
+ private:
+  enum class Stage : uint8_t { ready, unscaled, stepped };
+  struct PerOptimizer {
+    Stage stage = Stage::ready;
+    bool found_inf = false;
+  };
+  std::string param_name(const Tensor& p, size_t index) const;
+
+  GradScalerOptions options_;
+  float scale_;  // f32, as PyTorch's _scale tensor: growth/backoff round the same way
+  int64_t growth_tracker_ = 0;
+  int64_t hysteresis_tracker_;
+  int64_t applied_steps_ = 0, skipped_steps_ = 0;
+  bool last_skipped_ = false;
+  std::vector<NonFiniteGrad> last_nonfinite_, pending_nonfinite_;
+  std::unordered_map<const optim::Optimizer*, PerOptimizer> per_optimizer_;
+  std::unordered_map<const void*, std::string> names_;
+};
+
+}  // namespace mixprec::amp

@@ -1,0 +1,17 @@
+// mixprec.h: the umbrella header. One include gives the whole public API.
+#pragma once
+#include "mixprec/amp.h"
+#include "mixprec/autograd.h"
+#include "mixprec/data.h"
+#include "mixprec/dtype.h"
+#include "mixprec/grad_scaler.h"
+#include "mixprec/memory.h"
+#include "mixprec/models.h"
+#include "mixprec/nn.h"
+#include "mixprec/ops.h"
+#include "mixprec/optim.h"
+#include "mixprec/precision.h"
+#include "mixprec/safetensors.h"
+#include "mixprec/status.h"
+#include "mixprec/tensor.h"
+#include "mixprec/train.h"

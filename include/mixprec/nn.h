@@ -1,0 +1,126 @@
+// nn.h: the module system (PyTorch's torch.nn, the parts these models need). Parameters
+// are named hierarchically ("conv1.weight", "features.0.bias") and initialised as PyTorch
+// does by default (kaiming_uniform with a = sqrt(5), bias U(-1/sqrt(fan_in), 1/sqrt(fan_in))).
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mixprec/ops.h"
+#include "mixprec/tensor.h"
+
+namespace mixprec::nn {
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  virtual Tensor forward(const Tensor& input) = 0;
+  // Runs forward, honouring this module's autocast override.
+  Tensor operator()(const Tensor& input);
+  virtual const char* type_name() const = 0;
+
+  // Depth-first, in registration order: "conv1.weight", "conv1.bias", "fc1.weight", ...
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  std::vector<Tensor> parameters() const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules() const;
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const {
+    return children_;
+  }
+  int64_t num_parameters() const;
+
+  // Training mode switches behaviour of dropout and batch norm; recursive.
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  // Sets every parameter's .grad to undefined (PyTorch's set_to_none=True default).
+  void zero_grad();
+  // Converts every parameter in place to dtype (half-precision inference, O2 weights).
+  // Keeps requires_grad; drops any .grad.
+  void to(DType dtype);
+  // Per-module autocast: false runs this module (and its children) with autocast off, its
+  // floating inputs cast to f32 first (a precision-sensitive layer in an AMP model);
+  // true forces it on; nullopt (default) inherits the caller's state.
+  void set_autocast(std::optional<bool> enabled) { autocast_override_ = enabled; }
+  std::optional<bool> autocast_override() const { return autocast_override_; }
+
+ protected:
+  Tensor& register_parameter(const std::string& name, Tensor value);
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    children_.emplace_back(name, module);
+    return module;
+  }
+
+ private:
+  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const;
+  std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+  std::optional<bool> autocast_override_;
+};
+
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Tensor forward(const Tensor& input) override;  // [N, in] -> [N, out]
+  const char* type_name() const override { return "Linear"; }
+  Tensor weight;  // [out, in]
+  Tensor bias;    // [out] or undefined
+};
+
+class Conv2d : public Module {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1,
+         int64_t padding = 0, bool bias = true);
+  Tensor forward(const Tensor& input) override;  // [N, C, H, W] -> [N, O, OH, OW]
+  const char* type_name() const override { return "Conv2d"; }
+  Tensor weight;  // [out, in, k, k]
+  Tensor bias;    // [out] or undefined
+  int64_t stride, padding;
+};
+
+class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& input) override { return relu(input); }
+  const char* type_name() const override { return "ReLU"; }
+};
+
+class MaxPool2d : public Module {
+ public:
+  explicit MaxPool2d(int64_t kernel_size, int64_t stride = -1, int64_t padding = 0)
+      : kernel_(kernel_size), stride_(stride), padding_(padding) {}
+  Tensor forward(const Tensor& input) override {
+    return max_pool2d(input, kernel_, stride_, padding_);
+  }
+  const char* type_name() const override { return "MaxPool2d"; }
+
+ private:
+  int64_t kernel_, stride_, padding_;
+};
+
+class Flatten : public Module {
+ public:
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_(start_dim), end_(end_dim) {}
+  Tensor forward(const Tensor& input) override { return flatten(input, start_, end_); }
+  const char* type_name() const override { return "Flatten"; }
+
+ private:
+  int64_t start_, end_;
+};
+
+// Children are named "0", "1", ... as in torch.nn.Sequential.
+class Sequential : public Module {
+ public:
+  Sequential() = default;
+  Sequential(std::initializer_list<std::shared_ptr<Module>> modules);
+  Sequential& add(std::shared_ptr<Module> module);
+  Tensor forward(const Tensor& input) override;
+  const char* type_name() const override { return "Sequential"; }
+};
+
+// One line per module with its parameters' shapes and dtypes (like print(model)).
+std::string summary(const Module& module);
+
+}  // namespace mixprec::nn

@@ -1,0 +1,65 @@
+// ops.h: the functional API (PyTorch's torch.* / F.*). Every op records autograd when an
+// input requires grad and grad mode is on, and picks its dtypes from the autocast policy.
+// Shapes are logical (NCHW); errors throw mixprec::Error naming the op and the shapes.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "mixprec/tensor.h"
+
+namespace mixprec {
+
+// ---- layout and dtype ----
+Tensor cast(const Tensor& src, DType dtype);                   // differentiable
+Tensor to_memory_format(const Tensor& src, MemoryFormat format);  // differentiable copy
+Tensor reshape(const Tensor& src, const Shape& shape);
+Tensor flatten(const Tensor& src, int64_t start_dim = 1, int64_t end_dim = -1);
+Tensor transpose(const Tensor& src, int64_t dim0, int64_t dim1);  // returns a contiguous copy
+
+// ---- elementwise (promote: mixed dtypes compute in the widest) ----
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, double b);
+Tensor add(const Tensor& a, double b);
+Tensor neg(const Tensor& a);
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor relu(const Tensor& a);
+
+// ---- matrix ops ----
+// src [N, K], weights [O, K] (PyTorch layout), bias [O] or undefined -> [N, O]
+Tensor linear(const Tensor& src, const Tensor& weights, const Tensor& bias = Tensor());
+// a [.., M, K] x b [.., K, N] -> [.., M, N]
+Tensor matmul(const Tensor& a, const Tensor& b);
+// src [N, C, H, W], weights [O, C, KH, KW], bias [O] -> [N, O, OH, OW]
+Tensor conv2d(const Tensor& src, const Tensor& weights, const Tensor& bias = Tensor(),
+              int64_t stride = 1, int64_t padding = 0);
+
+// ---- pooling ----
+Tensor max_pool2d(const Tensor& src, int64_t kernel, int64_t stride = -1, int64_t padding = 0);
+Tensor avg_pool2d(const Tensor& src, int64_t kernel, int64_t stride = -1, int64_t padding = 0);
+
+// ---- reductions ----
+Tensor sum(const Tensor& src);                                          // all elements
+Tensor sum(const Tensor& src, const std::vector<int64_t>& dims, bool keepdim = false);
+Tensor mean(const Tensor& src);
+Tensor mean(const Tensor& src, const std::vector<int64_t>& dims, bool keepdim = false);
+
+// ---- softmax and losses ----
+Tensor softmax(const Tensor& src, int64_t dim);
+Tensor log_softmax(const Tensor& src, int64_t dim);
+enum class Reduction : uint8_t { none, mean, sum };
+// log_probs [N, C], target [N] i64 class indices -> scalar (mean) or [N]
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction r = Reduction::mean);
+// logits [N, C], target [N] i64 -> scalar; computed in f32 (log_softmax + nll)
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction r = Reduction::mean);
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction r = Reduction::mean);
+
+// ---- no autograd ----
+// Index of the max along the last dim: logits [N, C] -> [N] i64.
+Tensor argmax(const Tensor& src);
+
+}  // namespace mixprec

@@ -1,0 +1,94 @@
+// optim.h: SGD, Adam and AdamW with PyTorch's defaults and update formulas, plus gradient
+// clipping. Parameters are updated in place (their version bumps, which invalidates
+// autocast's weight-cast cache).
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "mixprec/tensor.h"
+
+namespace mixprec::optim {
+
+class Optimizer {
+ public:
+  explicit Optimizer(std::vector<Tensor> params, double lr);
+  virtual ~Optimizer() = default;
+  // One update from the parameters' current .grad (parameters without a grad are skipped).
+  void step();
+  // Sets every .grad to undefined (PyTorch's set_to_none=True).
+  void zero_grad();
+  const std::vector<Tensor>& params() const { return params_; }
+  double lr() const { return lr_; }
+  void set_lr(double lr) { lr_ = lr; }
+  int64_t step_count() const { return step_count_; }
+  virtual const char* name() const = 0;
+  // Optimizer state tensors ("exp_avg.3", "momentum_buffer.0", ...) for checkpoints.
+  virtual std::map<std::string, Tensor> state_tensors() const = 0;
+  void set_step_count(int64_t n) { step_count_ = n; }
+
+ protected:
+  virtual void update(size_t index, Tensor& param, const Tensor& grad) = 0;
+  std::vector<Tensor> params_;
+  double lr_;
+  int64_t step_count_ = 0;
+};
+
+struct SGDOptions {
+  double lr = 1e-3;  // PyTorch requires lr for SGD; the CLI's default
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Tensor> params, SGDOptions options = {});
+  const char* name() const override { return "sgd"; }
+  std::map<std::string, Tensor> state_tensors() const override;
+
+ private:
+  void update(size_t index, Tensor& param, const Tensor& grad) override;
+  SGDOptions options_;
+  std::vector<Tensor> momentum_buffers_;
+};
+
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;  // Adam: L2 added to the gradient; AdamW: decoupled (default 1e-2)
+};
+
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<Tensor> params, AdamOptions options = {}, bool decoupled_weight_decay = false);
+  const char* name() const override { return decoupled_ ? "adamw" : "adam"; }
+  std::map<std::string, Tensor> state_tensors() const override;
+
+ private:
+  void update(size_t index, Tensor& param, const Tensor& grad) override;
+  AdamOptions options_;
+  bool decoupled_;
+  std::vector<Tensor> exp_avg_, exp_avg_sq_;
+};
+
+// AdamW: Adam with decoupled weight decay, PyTorch default weight_decay 1e-2.
+class AdamW : public Adam {
+ public:
+  static AdamOptions defaults() {
+    AdamOptions o;
+    o.weight_decay = 1e-2;
+    return o;
+  }
+  explicit AdamW(std::vector<Tensor> params, AdamOptions options = defaults())
+      : Adam(std::move(params), options, true) {}
+};
+
+// Scales all gradients so their global L2 norm is at most max_norm; returns the norm
+// before clipping (PyTorch's clip_grad_norm_). Non-finite norms leave gradients as they are.
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
+
+}  // namespace mixprec::optim

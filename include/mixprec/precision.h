@@ -1,0 +1,57 @@
+// precision.h: precision presets (the O0-O3 levels Apex users know) and f32 master
+// weights. A preset names the dtype of each precision role: param_dtype (model weights),
+// compute_dtype (what matrix ops run in), and whether f32 masters and loss scaling are used.
+#pragma once
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mixprec/dtype.h"
+#include "mixprec/status.h"
+#include "mixprec/tensor.h"
+
+namespace mixprec::amp {
+
+struct Preset {
+  std::string name;                      // "amp-bf16", ...
+  const char* level;                     // "O0".."O3"
+  std::optional<DType> autocast_dtype;   // O1: ops pick their dtype from the policy table
+  DType param_dtype = DType::f32;        // dtype of the model's weights
+  DType compute_dtype = DType::f32;      // dtype matrix work runs in
+  bool master_weights = false;           // O2: the optimizer updates f32 copies
+  bool loss_scaling = false;             // GradScaler on (f16 with f32 master weights)
+  bool keep_norm_fp32 = false;           // O2: normalisation layers stay f32
+  const char* description;
+};
+
+// fp32, amp-bf16, amp-fp16, o2-bf16, o2-fp16, pure-bf16, pure-fp16, in that order.
+const std::vector<Preset>& all_presets();
+// Accepts the names above, "O0".."O3" (O1/O2 mean the bf16 variants on CPU) and a jmp-style
+// policy "params=float32,compute=bfloat16,output=float32".
+StatusOr<Preset> preset_by_name(const std::string& name);
+std::string preset_names();  // "fp32, amp-bf16, ..." for messages and --help
+
+// f32 master copies of 16-bit model weights (O2). The optimizer steps the masters; the
+// model's 16-bit weights are refreshed from them after every applied step, so each 16-bit
+// weight always equals its master rounded to nearest even.
+class MasterWeights {
+ public:
+  explicit MasterWeights(const std::vector<std::pair<std::string, Tensor>>& model_params);
+  // f32 tensors (requires_grad) to hand to the optimizer, in model_params order. An f32
+  // model parameter (a normalisation layer under O2) is its own master.
+  const std::vector<Tensor>& masters() const { return masters_; }
+  std::vector<std::pair<std::string, Tensor>> named_masters() const;
+  // Moves the model's gradients into the masters' .grad, accumulating in f32 (gradient
+  // accumulation over micro-batches never sums in 16 bits), and clears the model's.
+  void accumulate_grads();
+  // model weight = round(master) for every 16-bit weight.
+  void copy_to_model();
+  void zero_grad();
+
+ private:
+  std::vector<std::pair<std::string, Tensor>> model_;
+  std::vector<Tensor> masters_;
+};
+
+}  // namespace mixprec::amp

@@ -1,0 +1,93 @@
+// train.h: the training loop behind `mixprec train`: data, model, optimizer, evaluation and
+// reporting through callbacks (the CLI draws progress from them; tests read them).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "mixprec/status.h"
+
+namespace mixprec::train {
+
+struct TrainConfig {
+  std::string model = "cnn";               // cnn (1x28x28), seed-cnn (3x32x32), mlp
+  std::string dataset = "fashion-mnist";   // fashion-mnist, mnist, cifar10, synthetic
+  std::string data_dir;                    // empty: the dataset's default location
+  std::string precision = "amp-bf16";      // a preset (docs/precision.md): fp32, amp-bf16, ...
+  int64_t epochs = 2;
+  int64_t max_steps = -1;                  // stop after this many optimizer steps (-1: no limit)
+  int64_t batch_size = 256;
+  double lr = 1e-3;
+  std::string optimizer = "adam";          // adam, adamw, sgd
+  double momentum = 0.9;                   // sgd only
+  double weight_decay = 0.0;
+  uint64_t seed = 0;
+  int threads = 0;                         // 0: all cores
+  int64_t train_subset = -1;               // use only the first N training images (-1: all)
+  int64_t test_subset = -1;
+  bool shuffle = true;
+  bool evaluate = true;                    // test accuracy after each epoch
+  bool stop_on_divergence = true;          // false: end the run early and report it (compare)
+  // GradScaler options (used by presets with loss scaling; PyTorch's defaults).
+  double init_scale = 65536.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+  int64_t hysteresis = 1;
+  double min_scale = 0.0;                  // 0: no minimum
+};
+
+struct StepReport {
+  int64_t step = 0;          // 1-based optimizer step
+  int64_t total_steps = 0;   // planned steps of the whole run
+  int64_t epoch = 0;         // 0-based
+  double loss = 0.0;
+  double lr = 0.0;
+  double scale = 1.0;        // loss scale in force for this step (1 without scaling)
+  bool skipped = false;      // the scaler skipped this step's update (inf/NaN gradients)
+  int64_t skipped_total = 0;
+  double images_per_second = 0.0;  // over the last report interval
+  double elapsed_seconds = 0.0;
+};
+
+struct EvalReport {
+  int64_t epoch = 0;
+  int64_t step = 0;
+  double accuracy = 0.0;  // in [0, 1]
+  double loss = 0.0;
+  int64_t samples = 0;
+};
+
+struct TrainResult {
+  std::vector<double> losses;  // one per step
+  std::vector<EvalReport> evals;
+  double best_accuracy = 0.0;
+  double final_accuracy = 0.0;
+  int64_t steps = 0;
+  double seconds = 0.0;
+  double seconds_per_step = 0.0;       // median over the run (excludes evaluation)
+  int64_t peak_activation_bytes = 0;   // tracked allocator, activations category
+  int64_t peak_total_bytes = 0;
+  int64_t skipped_steps = 0;
+  double final_scale = 1.0;
+  bool diverged = false;               // only with stop_on_divergence = false
+  int64_t diverged_at_step = 0;
+  std::string precision;               // the preset that ran
+};
+
+struct Callbacks {
+  std::function<void(const TrainConfig&, const std::vector<std::pair<std::string, std::string>>&)>
+      on_start;                                   // the resolved configuration table
+  std::function<void(const StepReport&)> on_step;
+  std::function<void(const EvalReport&)> on_eval;
+};
+
+// Checks a configuration without touching data (flag values, names).
+Status validate(const TrainConfig& config);
+
+// Runs the whole training. Errors: invalid_argument (bad config), not_found / data_loss
+// (dataset), internal with "diverged" in the message when the loss becomes NaN/inf.
+StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& callbacks = {});
+
+}  // namespace mixprec::train

@@ -1,0 +1,112 @@
+// autocast.cpp: the thread-local autocast state, its RAII guard, input casting by policy
+// and the weight-cast cache.
+#include <unordered_map>
+
+#include "autograd/node.h"
+#include "core/tensor_impl.h"
+#include "mixprec/amp.h"
+#include "mixprec/ops.h"
+#include "mixprec/status.h"
+
+namespace mixprec::amp {
+
+namespace {
+
+struct CacheEntry {
+  std::weak_ptr<Storage> source_storage;  // detects a parameter whose buffer was swapped
+  uint64_t version;
+  Tensor cast;
+};
+
+struct ThreadState {
+  AutocastState state;
+  int depth = 0;  // nesting of AutocastGuards: the cache lives until depth returns to 0
+  std::unordered_map<const TensorImpl*, CacheEntry> cache;
+  CastCacheStats stats;
+};
+
+thread_local ThreadState t;
+
+// f32 leaves that require grad: the parameters, which stay the same across the region.
+bool cacheable(const Tensor& x) {
+  return t.state.cache_enabled && x.is_leaf() && x.requires_grad() && x.dtype() == DType::f32;
+}
+
+Tensor cast_to(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  if (!cacheable(x)) return cast(x, dtype);
+  auto& im = TensorImpl::of(x);
+  auto it = t.cache.find(&im);
+  if (it != t.cache.end() && it->second.version == im.storage->version() &&
+      it->second.source_storage.lock() == im.storage && it->second.cast.dtype() == dtype) {
+    ++t.stats.hits;
+    return it->second.cast;
+  }
+  Tensor c = cast(x, dtype);
+  ++t.stats.casts;
+  t.cache[&im] = CacheEntry{im.storage, im.storage->version(), c};
+  t.stats.entries = int64_t(t.cache.size());
+  return c;
+}
+
+// Floating inputs other than f64 are eligible for casting (as in PyTorch).
+bool eligible(const Tensor& x) {
+  return x.defined() && is_floating(x.dtype()) && x.dtype() != DType::f64;
+}
+
+}  // namespace
+
+AutocastState autocast_state() { return t.state; }
+bool is_autocast_enabled() { return t.state.enabled; }
+DType autocast_dtype() { return t.state.dtype; }
+
+AutocastGuard::AutocastGuard(DType dtype, bool enabled, bool cache_enabled) : previous_(t.state) {
+  if (enabled && !is_half(dtype))
+    throw Error(Status::invalid_argument(std::string("autocast: dtype must be bf16 or f16, got ") +
+                                         dtype_name(dtype)));
+  t.state = AutocastState{enabled, dtype, cache_enabled};
+  ++t.depth;
+}
+
+AutocastGuard::AutocastGuard(bool enabled) : AutocastGuard(t.state.dtype, enabled, t.state.cache_enabled) {}
+
+AutocastGuard::~AutocastGuard() {
+  t.state = previous_;
+  if (--t.depth == 0) clear_cast_cache();
+}
+
+std::vector<Tensor> cast_inputs(OpId op, std::initializer_list<Tensor> inputs) {
+  std::vector<Tensor> out(inputs);
+  if (!t.state.enabled) return out;
+  switch (policy_for(op)) {
+    case CastPolicy::lower:
+      for (auto& x : out)
+        if (eligible(x)) x = cast_to(x, t.state.dtype);
+      break;
+    case CastPolicy::fp32:
+      for (auto& x : out)
+        if (eligible(x)) x = cast(x, DType::f32);
+      break;
+    case CastPolicy::promote: {
+      std::optional<DType> widest;
+      for (auto& x : out)
+        if (x.defined() && is_floating(x.dtype()))
+          widest = widest ? promote_types(*widest, x.dtype()) : x.dtype();
+      if (widest)
+        for (auto& x : out)
+          if (x.defined() && is_floating(x.dtype())) x = cast(x, *widest);
+      break;
+    }
+    case CastPolicy::keep: break;
+  }
+  return out;
+}
+
+CastCacheStats cast_cache_stats() { return t.stats; }
+void reset_cast_cache_stats() { t.stats = {}; t.stats.entries = int64_t(t.cache.size()); }
+void clear_cast_cache() {
+  t.cache.clear();
+  t.stats.entries = 0;
+}
+
+}  // namespace mixprec::amp

@@ -1,0 +1,18 @@
+// unscale_kernel.h: the fused "multiply by 1/scale and look for inf/NaN" pass over one
+// gradient (PyTorch's _amp_foreach_non_finite_check_and_unscale_).
+#pragma once
+#include <cstdint>
+
+#include "mixprec/tensor.h"
+
+namespace mixprec::amp {
+
+struct UnscaleResult {
+  int64_t nonfinite = 0;     // elements that were inf/NaN before scaling
+  int64_t first_index = -1;  // flat index (buffer order) of the first one
+};
+
+// grad *= inv_scale in place (f32, f64, bf16, f16), counting non-finite elements.
+UnscaleResult unscale_and_check(Tensor& grad, float inv_scale);
+
+}  // namespace mixprec::amp

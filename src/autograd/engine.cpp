@@ -1,0 +1,149 @@
+// engine.cpp: reverse-mode backward. Nodes run in reverse topological order, each once,
+// after all gradients flowing into it have been summed; leaves accumulate into .grad.
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/node.h"
+#include "core/convert.h"
+#include "core/strided.h"
+#include "core/tensor_impl.h"
+#include "mixprec/amp.h"
+#include "mixprec/autograd.h"
+#include "mixprec/ops.h"
+#include "mixprec/status.h"
+
+namespace mixprec {
+namespace {
+
+// Reverse post-order of the DAG below `root` (iterative: deep graphs must not overflow
+// the stack).
+std::vector<Node*> topological_order(Node* root) {
+  std::vector<Node*> post;
+  std::unordered_set<Node*> seen{root};
+  std::vector<std::pair<Node*, size_t>> stack{{root, 0}};
+  while (!stack.empty()) {
+    auto& [node, next] = stack.back();
+    const auto& edges = node->edges();
+    if (next < edges.size()) {
+      Node* child = edges[next++].fn.get();
+      if (child && seen.insert(child).second) stack.push_back({child, 0});
+    } else {
+      post.push_back(node);
+      stack.pop_back();
+    }
+  }
+  return {post.rbegin(), post.rend()};
+}
+
+// The gradient for an input must have the input's dtype and shape.
+Tensor conform(const Tensor& g, const Edge& e, const char* node_name) {
+  if (g.dtype() == e.dtype) return g;
+  NoGradGuard ng;
+  return g.to(e.dtype);
+}
+
+void accumulate_leaf(Tensor leaf, const Tensor& g) {
+  MemoryCategoryGuard mg(MemoryCategory::gradients);
+  Tensor& slot = leaf.mutable_grad();
+  if (!slot.defined()) {
+    // A fresh buffer laid out like the parameter, so optimizers walk both linearly.
+    Tensor fresh = Tensor::empty(leaf.shape(), leaf.dtype(), leaf.suggest_memory_format());
+    fresh.copy_(g);
+    slot = fresh;
+  } else {
+    accumulate_into(slot, g);
+  }
+}
+
+}  // namespace
+
+void accumulate_into(Tensor& dst, const Tensor& src) {
+  if (dst.shape() != src.shape())
+    throw Error(Status::invalid_argument("gradient accumulation: shapes " + shape_str(dst.shape()) +
+                                         " and " + shape_str(src.shape()) + " differ"));
+  if (dst.dtype() == DType::f32 && src.dtype() == DType::f32 && dst.strides() == src.strides() &&
+      dst.is_dense()) {
+    float* d = dst.data_ptr<float>();
+    const float* s = src.data_ptr<float>();
+    const int64_t n = dst.numel();
+#pragma omp parallel for simd if (n > 100000)
+    for (int64_t i = 0; i < n; ++i) d[i] += s[i];
+  } else {
+    const std::vector<double> a = dst.to_vector_f64(), b = src.to_vector_f64();
+    std::vector<double> sum(a.size());
+    for (size_t i = 0; i < a.size(); ++i) sum[i] = a[i] + b[i];
+    Tensor tmp = Tensor::from_vector_f64(sum, dst.shape(), DType::f64);
+    dst.copy_(tmp);
+  }
+  dst.storage()->bump_version();
+}
+
+void Tensor::backward(const Tensor& gradient) const {
+  if (!requires_grad())
+    throw Error(Status::invalid_argument("backward: " + str() +
+                                         " does not require grad (no input requires grad, or "
+                                         "it was computed under NoGradGuard)"));
+  Tensor seed = gradient;
+  if (!seed.defined()) {
+    if (numel() != 1)
+      throw Error(Status::invalid_argument(
+          "backward: gradient can be implicitly created only for scalar outputs, got " +
+          shape_str(shape()) + "; pass a gradient of that shape"));
+    seed = Tensor::ones(shape(), dtype());
+  } else if (seed.shape() != shape()) {
+    throw Error(Status::invalid_argument("backward: gradient shape " + shape_str(seed.shape()) +
+                                         " does not match output shape " + shape_str(shape())));
+  }
+  if (seed.dtype() != dtype()) {
+    NoGradGuard ng;
+    seed = seed.to(dtype());
+  }
+  NoGradGuard ng;  // backward itself records nothing
+  // Backward runs each op in the dtypes its forward used, never re-cast by autocast.
+  amp::AutocastGuard no_autocast(false);
+  if (grad_fn() && grad_fn()->released())
+    throw Error(Status::invalid_argument(
+        "backward: trying to run backward through the graph a second time (" + str() +
+        "'s graph was freed by an earlier backward)"));
+  if (!grad_fn()) {  // a leaf: d(self)/d(self) = seed
+    accumulate_leaf(*this, seed);
+    return;
+  }
+  std::unordered_map<Node*, Tensor> pending;
+  pending[grad_fn().get()] = seed;
+  // Hold the nodes alive while we run them: releasing one frees its edges.
+  std::vector<std::shared_ptr<Node>> keep;
+  const std::vector<Node*> order = topological_order(grad_fn().get());
+  for (Node* node : order) {
+    for (const auto& e : node->edges())
+      if (e.fn) keep.push_back(e.fn);
+    auto it = pending.find(node);
+    if (it == pending.end()) {  // no gradient reached it (e.g. only through ignored inputs)
+      node->release();
+      continue;
+    }
+    if (node->released())
+      throw Error(Status::invalid_argument(
+          std::string("backward: trying to run backward through the graph a second time (") +
+          node->name() + " was already freed by an earlier backward)"));
+    Tensor diff_dst = std::move(it->second);
+    pending.erase(it);
+    std::vector<Tensor> grads = node->backward(diff_dst);
+    const auto& edges = node->edges();
+    MIXPREC_CHECK(grads.size() == edges.size(),
+                  std::string(node->name()) + " backward returned the wrong number of gradients");
+    for (size_t i = 0; i < edges.size(); ++i) {
+      if (!edges[i].active() || !grads[i].defined()) continue;
+      Tensor g = conform(grads[i], edges[i], node->name());
+      if (edges[i].leaf.defined()) {
+        accumulate_leaf(edges[i].leaf, g);
+      } else {
+        auto [slot, inserted] = pending.try_emplace(edges[i].fn.get(), g);
+        if (!inserted) slot->second = add(slot->second, g);
+      }
+    }
+    node->release();
+  }
+}
+
+}  // namespace mixprec

@@ -1,0 +1,40 @@
+// grad_mode.cpp: the thread-local switch behind NoGradGuard, and graph recording.
+#include "autograd/node.h"
+#include "core/tensor_impl.h"
+#include "mixprec/autograd.h"
+
+namespace mixprec {
+namespace {
+thread_local bool t_grad_enabled = true;
+}
+
+NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
+bool grad_mode_enabled() { return t_grad_enabled; }
+
+bool any_requires_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!t_grad_enabled) return false;
+  for (const Tensor* t : inputs)
+    if (t && t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+void record_op(Tensor& out, const char* name, std::initializer_list<const Tensor*> inputs,
+               Node::BackwardFn fn) {
+  std::vector<Edge> edges;
+  edges.reserve(inputs.size());
+  for (const Tensor* t : inputs) {
+    Edge e;
+    if (t && t->defined() && t->requires_grad()) {
+      e.dtype = t->dtype();
+      if (t->grad_fn())
+        e.fn = t->grad_fn();
+      else
+        e.leaf = *t;
+    }
+    edges.push_back(std::move(e));
+  }
+  out.set_grad_fn(std::make_shared<Node>(name, std::move(edges), std::move(fn)));
+}
+
+}  // namespace mixprec

@@ -1,0 +1,58 @@
+// node.h: one recorded op in the define-by-run graph. An output tensor owns its Node
+// (grad_fn); the Node points back at its inputs' Nodes (or, for leaves, at the leaf),
+// never at its output, so the graph is a DAG of shared_ptrs with no cycles.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mixprec/tensor.h"
+
+namespace mixprec {
+
+// Where the gradient of one input goes: into the input's own grad_fn (a non-leaf), or
+// into a leaf's .grad. Capturing only these (not the input tensor) lets activations that
+// backward does not need be freed during forward.
+struct Edge {
+  std::shared_ptr<Node> fn;  // non-leaf input: its producer
+  Tensor leaf;               // leaf input that requires grad (params, user inputs)
+  DType dtype = DType::f32;  // the input's dtype: its gradient arrives in this dtype
+  bool active() const { return fn != nullptr || leaf.defined(); }
+};
+
+class Node {
+ public:
+  using BackwardFn = std::function<std::vector<Tensor>(const Tensor& diff_dst)>;
+  Node(const char* name, std::vector<Edge> edges, BackwardFn fn)
+      : name_(name), edges_(std::move(edges)), backward_(std::move(fn)) {}
+
+  // One gradient per edge (undefined where that input needs none).
+  std::vector<Tensor> backward(const Tensor& diff_dst) { return backward_(diff_dst); }
+  const std::vector<Edge>& edges() const { return edges_; }
+  const char* name() const { return name_; }
+  // Frees everything backward captured (activations); called once the node has run.
+  bool released() const { return !backward_; }
+  void release() {
+    backward_ = nullptr;
+    edges_.clear();
+  }
+
+ private:
+  const char* name_;
+  std::vector<Edge> edges_;
+  BackwardFn backward_;
+};
+
+// True when grad mode is on and any of the inputs requires grad.
+bool any_requires_grad(std::initializer_list<const Tensor*> inputs);
+
+// Attaches a Node to `out` whose edges are `inputs` (undefined inputs or inputs that
+// need no grad get inactive edges, and backward's result for them is ignored).
+void record_op(Tensor& out, const char* name, std::initializer_list<const Tensor*> inputs,
+               Node::BackwardFn fn);
+
+// Adds src into dst's buffer in place (same shape; dtype converted). Used for .grad.
+void accumulate_into(Tensor& dst, const Tensor& src);
+
+}  // namespace mixprec

@@ -1,0 +1,30 @@
+// kernel_params.h: the geometry of each kernel family, shared by backend/ref and
+// backend/onednn so that both implement exactly the same contracts (see backend/kernels.h).
+#pragma once
+#include <cstdint>
+
+namespace mixprec::backend {
+
+// 2-D convolution, groups 1, dilation 1 (what the models need).
+struct Conv2dParams {
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;
+};
+
+// 2-D pooling window; padding counts as -inf for max pooling and is excluded from the
+// average (count_include_pad = false would differ: we follow PyTorch's default, true).
+struct Pool2dParams {
+  int64_t kernel_h = 2, kernel_w = 2;
+  int64_t stride_h = 2, stride_w = 2;
+  int64_t pad_h = 0, pad_w = 0;
+};
+
+enum class BinaryOp : uint8_t { add, sub, mul, div, max, min };
+enum class UnaryOp : uint8_t { exp, log, neg, sqrt, abs, tanh, sigmoid, square };
+enum class ReduceOp : uint8_t { sum, mean, max, min };
+
+inline int64_t conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t pad) {
+  return (in + 2 * pad - k) / stride + 1;
+}
+
+}  // namespace mixprec::backend

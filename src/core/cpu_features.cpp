@@ -1,0 +1,119 @@
+// cpu_features.cpp: CPUID + XGETBV, asked once. A feature counts only if the CPU has it AND
+// the OS saves its register state (XCR0), since using AVX-512 registers the kernel doesn't
+// context-switch would corrupt them. AMX additionally needs a per-process permission
+// request on Linux (arch_prctl ARCH_REQ_XCOMP_PERM) before the first tile instruction.
+//
+// MIXPREC_CPU_DISABLE=avx512f,f16c,... switches features off (names as in the struct), so
+// tests and benchmarks can exercise the fallback paths on a machine that has everything.
+#include "core/cpu_features.h"
+
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+namespace mixprec {
+namespace {
+
+struct CpuidRegs {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+};
+
+CpuidRegs cpuid(unsigned leaf, unsigned subleaf) {
+  CpuidRegs r;
+  if (!__get_cpuid_count(leaf, subleaf, &r.eax, &r.ebx, &r.ecx, &r.edx)) return CpuidRegs{};
+  return r;
+}
+
+bool bit(unsigned reg, int b) { return (reg >> b) & 1u; }
+
+uint64_t read_xcr0() {
+  unsigned eax = 0, edx = 0;
+  // Inline asm rather than _xgetbv so this file needs no -mxsave.
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (static_cast<uint64_t>(edx) << 32) | eax;
+}
+
+bool request_amx_permission() {
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+#ifdef SYS_arch_prctl
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
+
+bool disabled_by_env(std::string_view name) {
+  const char* env = std::getenv("MIXPREC_CPU_DISABLE");
+  if (env == nullptr) return false;
+  std::string_view list(env);
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    if (list.substr(0, comma) == name) return true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+CpuFeatures detect() {
+  CpuFeatures f;
+  const unsigned max_leaf = __get_cpuid_max(0, nullptr);
+  if (max_leaf < 1) return f;
+  const CpuidRegs leaf1 = cpuid(1, 0);
+  const bool osxsave = bit(leaf1.ecx, 27);
+  if (!osxsave) return f;  // no XGETBV: the OS enables nothing beyond SSE for us
+  const uint64_t xcr0 = read_xcr0();
+  const bool os_avx = (xcr0 & 0x6) == 0x6;             // XMM + YMM state
+  const bool os_avx512 = (xcr0 & 0xe6) == 0xe6;        // + opmask, ZMM_Hi256, Hi16_ZMM
+  const bool os_amx = (xcr0 & 0x60000) == 0x60000;     // XTILECFG + XTILEDATA
+
+  f.f16c = os_avx && bit(leaf1.ecx, 28) && bit(leaf1.ecx, 29);  // AVX + F16C
+  if (max_leaf >= 7) {
+    const CpuidRegs leaf7 = cpuid(7, 0);
+    const CpuidRegs leaf7_1 = cpuid(7, 1);
+    f.avx512f = os_avx512 && bit(leaf7.ebx, 16);
+    f.avx512_bf16 = f.avx512f && bit(leaf7_1.eax, 5);
+    f.avx512_fp16 = f.avx512f && bit(leaf7.edx, 23);
+    const bool amx_tile = bit(leaf7.edx, 24);
+    f.amx_bf16 = os_amx && amx_tile && bit(leaf7.edx, 22);
+  }
+
+  if (disabled_by_env("f16c")) f.f16c = false;
+  if (disabled_by_env("avx512f")) f.avx512f = false;
+  if (disabled_by_env("avx512_bf16") || !f.avx512f) f.avx512_bf16 = false;
+  if (disabled_by_env("avx512_fp16") || !f.avx512f) f.avx512_fp16 = false;
+  if (disabled_by_env("amx_bf16")) f.amx_bf16 = false;
+  // Ask last, and only if we would use it: the permission enlarges every signal frame.
+  if (f.amx_bf16) f.amx_bf16 = request_amx_permission();
+  return f;
+}
+
+}  // namespace
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures features = detect();  // thread-safe one-time init
+  return features;
+}
+
+std::string cpu_features_string() {
+  const CpuFeatures& f = cpu_features();
+  std::string s;
+  auto add = [&s](bool on, const char* name) {
+    if (!on) return;
+    if (!s.empty()) s += ' ';
+    s += name;
+  };
+  add(f.avx512f, "AVX512F");
+  add(f.f16c, "F16C");
+  add(f.avx512_bf16, "AVX512-BF16");
+  add(f.avx512_fp16, "AVX512-FP16");
+  add(f.amx_bf16, "AMX-BF16");
+  return s.empty() ? std::string("none") : s;
+}
+
+}  // namespace mixprec

@@ -1,0 +1,19 @@
+// cpu_features.h: what this CPU can do, asked once via CPUID (and AMX permission from the
+// kernel). Kernels pick their path from here; `mixprec train` prints it at start.
+#pragma once
+#include <string>
+
+namespace mixprec {
+
+struct CpuFeatures {
+  bool f16c = false;
+  bool avx512f = false;
+  bool avx512_bf16 = false;
+  bool avx512_fp16 = false;
+  bool amx_bf16 = false;
+};
+
+const CpuFeatures& cpu_features();
+std::string cpu_features_string();  // "AVX512F F16C AVX512-BF16 AVX512-FP16 AMX-BF16"
+
+}  // namespace mixprec

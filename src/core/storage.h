@@ -1,0 +1,38 @@
+// storage.h: a 64-byte aligned buffer charged to the tracking allocator (memory.h).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "mixprec/memory.h"
+
+namespace mixprec {
+
+class Storage {
+ public:
+  // Allocates `bytes` (uninitialised), charged to `category`.
+  Storage(size_t bytes, MemoryCategory category);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() { return data_; }
+  const void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  MemoryCategory category() const { return category_; }
+  // Moves the charge to another category (a tensor becoming a parameter or a .grad).
+  void recharge(MemoryCategory category);
+  // Bumped by every in-place write through any tensor viewing this buffer (detach() and
+  // reshape views share it), so caches of derived copies (oneDNN weight layouts, autocast
+  // casts) can tell the data changed.
+  uint64_t version() const { return version_; }
+  void bump_version() { ++version_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  MemoryCategory category_;
+  uint64_t version_ = 0;
+};
+
+}  // namespace mixprec

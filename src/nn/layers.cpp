@@ -1,0 +1,52 @@
+// layers.cpp: Linear and Conv2d with PyTorch's default initialisation.
+#include <cmath>
+
+#include "mixprec/nn.h"
+#include "mixprec/status.h"
+
+namespace mixprec::nn {
+
+namespace {
+
+// kaiming_uniform_(a = sqrt(5)) reduces to U(-1/sqrt(fan_in), 1/sqrt(fan_in)):
+// gain = sqrt(2 / (1 + a^2)) = sqrt(1/3), bound = gain * sqrt(3 / fan_in).
+Tensor default_init(const Shape& shape, int64_t fan_in) {
+  const double bound = fan_in > 0 ? 1.0 / std::sqrt(double(fan_in)) : 0.0;
+  MemoryCategoryGuard mg(MemoryCategory::parameters);
+  return Tensor::uniform(shape, -bound, bound, DType::f32);
+}
+
+void check_positive(const char* layer, const char* field, int64_t v) {
+  if (v < 1)
+    throw Error(Status::invalid_argument(std::string(layer) + ": " + field + " must be >= 1, got " +
+                                         std::to_string(v)));
+}
+
+}  // namespace
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias) {
+  check_positive("Linear", "in_features", in_features);
+  check_positive("Linear", "out_features", out_features);
+  weight = register_parameter("weight", default_init({out_features, in_features}, in_features));
+  if (with_bias) bias = register_parameter("bias", default_init({out_features}, in_features));
+}
+
+Tensor Linear::forward(const Tensor& input) { return linear(input, weight, bias); }
+
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride_,
+               int64_t padding_, bool with_bias)
+    : stride(stride_), padding(padding_) {
+  check_positive("Conv2d", "in_channels", in_channels);
+  check_positive("Conv2d", "out_channels", out_channels);
+  check_positive("Conv2d", "kernel_size", kernel_size);
+  const int64_t fan_in = in_channels * kernel_size * kernel_size;
+  weight = register_parameter(
+      "weight", default_init({out_channels, in_channels, kernel_size, kernel_size}, fan_in));
+  if (with_bias) bias = register_parameter("bias", default_init({out_channels}, fan_in));
+}
+
+Tensor Conv2d::forward(const Tensor& input) {
+  return conv2d(input, weight, bias, stride, padding);
+}
+
+}  // namespace mixprec::nn

@@ -1,0 +1,119 @@
+// module.cpp: parameter registration, hierarchical names, train/eval and dtype moves.
+#include <sstream>
+
+#include "core/tensor_impl.h"
+#include "mixprec/amp.h"
+#include "mixprec/autograd.h"
+#include "mixprec/nn.h"
+#include "mixprec/status.h"
+
+namespace mixprec::nn {
+
+Tensor Module::operator()(const Tensor& input) {
+  if (!autocast_override_) return forward(input);
+  if (!*autocast_override_) {
+    amp::AutocastGuard off(false);
+    const bool cast = is_floating(input.dtype()) && input.dtype() != DType::f64;
+    return forward(cast ? input.to(DType::f32) : input);
+  }
+  amp::AutocastGuard on(amp::autocast_dtype(), true);
+  return forward(input);
+}
+
+Tensor& Module::register_parameter(const std::string& name, Tensor value) {
+  if (value.defined()) {
+    value.storage()->recharge(MemoryCategory::parameters);
+    value.requires_grad_(true);
+  }
+  params_.emplace_back(name, value);
+  return params_.back().second;
+}
+
+void Module::collect(const std::string& prefix,
+                     std::vector<std::pair<std::string, Tensor>>& out) const {
+  for (const auto& [name, t] : params_)
+    if (t.defined()) out.emplace_back(prefix + name, t);
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect("", out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() const {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
+  for (const auto& [name, child] : children_) {
+    out.emplace_back(name, child);
+    for (auto& [sub, m] : child->named_modules()) out.emplace_back(name + "." + sub, m);
+  }
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (auto& [name, t] : named_parameters()) n += t.numel();
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+void Module::zero_grad() {
+  for (auto& [name, t] : named_parameters()) t.set_grad(Tensor());
+}
+
+void Module::to(DType dtype) {
+  if (!is_floating(dtype))
+    throw Error(Status::invalid_argument(std::string("Module::to: parameters must stay floating, got ") +
+                                         dtype_name(dtype)));
+  NoGradGuard ng;
+  MemoryCategoryGuard mg(MemoryCategory::parameters);
+  for (auto& [name, t] : named_parameters()) {
+    if (t.dtype() == dtype) continue;
+    // Swap the buffer inside the shared impl, so every handle (optimizers, layers' fields)
+    // sees the converted parameter.
+    Tensor converted = t.detach().to(dtype);
+    auto& im = TensorImpl::of(t);
+    im.storage = converted.storage();
+    im.strides = converted.strides();
+    im.offset = converted.storage_offset();
+    im.dtype = dtype;
+    im.grad = Tensor();
+    im.storage->bump_version();
+  }
+}
+
+Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules) {
+  for (auto& m : modules) add(m);
+}
+
+Sequential& Sequential::add(std::shared_ptr<Module> module) {
+  register_module(std::to_string(children().size()), std::move(module));
+  return *this;
+}
+
+Tensor Sequential::forward(const Tensor& input) {
+  Tensor x = input;
+  for (auto& [name, child] : children()) x = (*child)(x);
+  return x;
+}
+
+std::string summary(const Module& module) {
+  std::ostringstream os;
+  os << module.type_name() << " (" << module.num_parameters() << " parameters)\n";
+  for (auto& [name, t] : module.named_parameters())
+    os << "  " << name << " " << shape_str(t.shape()) << " " << dtype_name(t.dtype()) << "\n";
+  return os.str();
+}
+
+}  // namespace mixprec::nn

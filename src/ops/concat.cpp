@@ -1,0 +1,173 @@
+// concat.cpp: cat and stack (promote policy: mixed dtypes join in the widest), forward
+// and backward. Any number of inputs, so the autocast step and the graph edges are built
+// here from a vector (amp::cast_inputs and record_op take initializer lists).
+#include <cstring>
+#include <memory>
+
+#include "autograd/node.h"
+#include "mixprec/amp.h"
+#include "mixprec/autograd.h"
+#include "mixprec/ops.h"
+#include "mixprec/ops_extra.h"
+#include "mixprec/status.h"
+
+namespace mixprec {
+
+namespace {
+
+// amp::cast_inputs for a vector, then one common dtype (the kernel copies bytes).
+// lower/fp32/keep act on each input alone, so per-tensor cast_inputs calls give exactly
+// the list semantics (and honour overrides); promote needs the widest over all inputs.
+std::vector<Tensor> promote_all(amp::OpId op, const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> out;
+  out.reserve(inputs.size());
+  if (amp::is_autocast_enabled() && amp::policy_for(op) == amp::CastPolicy::promote) {
+    std::optional<DType> widest;
+    for (const auto& x : inputs)
+      if (is_floating(x.dtype())) widest = widest ? promote_types(*widest, x.dtype()) : x.dtype();
+    for (const auto& x : inputs) out.push_back(widest && is_floating(x.dtype()) ? x.to(*widest) : x);
+  } else {
+    for (const auto& x : inputs) out.push_back(amp::cast_inputs(op, {x})[0]);
+  }
+  DType common = out[0].dtype();
+  for (const auto& x : out) common = promote_types(common, x.dtype());
+  for (auto& x : out) x = x.to(common);
+  return out;
+}
+
+void check_defined(const char* op, const std::vector<Tensor>& inputs) {
+  if (inputs.empty())
+    throw Error(Status::invalid_argument(std::string(op) + ": needs at least one tensor, got none"));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!inputs[i].defined())
+      throw Error(Status::invalid_argument(std::string(op) + ": tensor " + std::to_string(i) +
+                                           " is undefined"));
+}
+
+int64_t normalize_dim(const char* op, int64_t dim, int64_t rank, const Shape& shape) {
+  const int64_t d = dim < 0 ? dim + rank : dim;
+  if (d < 0 || d >= rank)
+    throw Error(Status::invalid_argument(std::string(op) + ": dim " + std::to_string(dim) +
+                                         " out of range for tensors of shape " + shape_str(shape) +
+                                         " (expected in [" + std::to_string(-rank) + ", " +
+                                         std::to_string(rank - 1) + "])"));
+  return d;
+}
+
+bool any_input_requires_grad(const std::vector<Tensor>& inputs) {
+  if (!grad_mode_enabled()) return false;
+  for (const auto& x : inputs)
+    if (x.requires_grad()) return true;
+  return false;
+}
+
+// record_op for a vector of inputs: one edge per input, active where it requires grad.
+void record_vector_op(Tensor& out, const char* name, const std::vector<Tensor>& inputs,
+                      Node::BackwardFn fn) {
+  std::vector<Edge> edges(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].requires_grad()) continue;
+    edges[i].dtype = inputs[i].dtype();
+    if (inputs[i].grad_fn())
+      edges[i].fn = inputs[i].grad_fn();
+    else
+      edges[i].leaf = inputs[i];
+  }
+  out.set_grad_fn(std::make_shared<Node>(name, std::move(edges), std::move(fn)));
+}
+
+// Joins inputs (one dtype, equal sizes except dim d) along d. Row-major: for each of the
+// `outer` leading index tuples, each input contributes one contiguous chunk of
+// size(d) * inner elements.
+Tensor cat_impl(const char* name, const std::vector<Tensor>& inputs, int64_t d) {
+  const Shape& first = inputs[0].shape();
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < d; ++i) outer *= first[size_t(i)];
+  for (size_t i = size_t(d) + 1; i < first.size(); ++i) inner *= first[i];
+  Shape out_shape = first;
+  out_shape[size_t(d)] = 0;
+  for (const auto& x : inputs) out_shape[size_t(d)] += x.size(d);
+  const DType dtype = inputs[0].dtype();
+  const size_t es = dtype_size(dtype);
+  Tensor out = Tensor::empty(out_shape, dtype);
+  char* dst = static_cast<char*>(out.data());
+  std::vector<Tensor> src(inputs.size());
+  std::vector<size_t> chunk(inputs.size());
+  for (size_t t = 0; t < inputs.size(); ++t) {
+    src[t] = inputs[t].detach().contiguous();
+    chunk[t] = size_t(inputs[t].size(d) * inner) * es;
+  }
+  for (int64_t o = 0; o < outer; ++o)
+    for (size_t t = 0; t < src.size(); ++t) {
+      std::memcpy(dst, static_cast<const char*>(src[t].data()) + size_t(o) * chunk[t], chunk[t]);
+      dst += chunk[t];
+    }
+  if (any_input_requires_grad(inputs)) {
+    std::vector<Shape> shapes;
+    std::vector<bool> needs;
+    for (const auto& x : inputs) {
+      shapes.push_back(x.shape());
+      needs.push_back(x.requires_grad());
+    }
+    record_vector_op(out, name, inputs, [shapes, needs, chunk, outer](const Tensor& diff_dst) {
+      // The forward copy in reverse: chunk t of each outer row goes back to input t.
+      const Tensor g = diff_dst.contiguous();
+      const char* s = static_cast<const char*>(g.data());
+      std::vector<Tensor> grads(shapes.size());
+      for (size_t t = 0; t < shapes.size(); ++t)
+        if (needs[t]) grads[t] = Tensor::empty(shapes[t], g.dtype());
+      size_t row = 0;
+      for (size_t c : chunk) row += c;
+      for (int64_t o = 0; o < outer; ++o) {
+        const char* p = s + size_t(o) * row;
+        for (size_t t = 0; t < shapes.size(); ++t) {
+          if (needs[t]) std::memcpy(static_cast<char*>(grads[t].data()) + size_t(o) * chunk[t], p, chunk[t]);
+          p += chunk[t];
+        }
+      }
+      return grads;
+    });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  check_defined("cat", tensors);
+  const Shape& first = tensors[0].shape();
+  const int64_t rank = int64_t(first.size());
+  if (rank == 0)
+    throw Error(Status::invalid_argument("cat: tensor 0 is zero-dimensional " + tensors[0].str() +
+                                         " and cannot be concatenated (use stack)"));
+  const int64_t d = normalize_dim("cat", dim, rank, first);
+  for (size_t t = 1; t < tensors.size(); ++t) {
+    const Shape& s = tensors[t].shape();
+    bool fits = int64_t(s.size()) == rank;
+    for (int64_t i = 0; fits && i < rank; ++i) fits = i == d || s[size_t(i)] == first[size_t(i)];
+    if (!fits)
+      throw Error(Status::invalid_argument(
+          "cat: tensor " + std::to_string(t) + " has shape " + shape_str(s) + " but tensor 0 has " +
+          shape_str(first) + " (sizes must match except in dim " + std::to_string(d) + ")"));
+  }
+  return cat_impl("cat", promote_all(amp::OpId::cat, tensors), d);
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  check_defined("stack", tensors);
+  const Shape& first = tensors[0].shape();
+  const int64_t d = normalize_dim("stack", dim, int64_t(first.size()) + 1, first);
+  for (size_t t = 1; t < tensors.size(); ++t)
+    if (tensors[t].shape() != first)
+      throw Error(Status::invalid_argument("stack: tensor " + std::to_string(t) + " has shape " +
+                                           shape_str(tensors[t].shape()) + " but tensor 0 has " +
+                                           shape_str(first) + " (all shapes must be equal)"));
+  // stack = cat of the inputs with a size-1 dim inserted at d (differentiable reshapes).
+  Shape unsqueezed = first;
+  unsqueezed.insert(unsqueezed.begin() + d, 1);
+  std::vector<Tensor> parts;
+  for (const auto& x : promote_all(amp::OpId::stack, tensors)) parts.push_back(reshape(x, unsqueezed));
+  return cat_impl("stack", parts, d);
+}
+
+}  // namespace mixprec

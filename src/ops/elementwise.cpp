@@ -1,0 +1,142 @@
+// elementwise.cpp: binary ops with numpy broadcasting (promote policy: mixed dtypes run in
+// the widest) and unary math, forward and backward together.
+#include "autograd/node.h"
+#include "mixprec/autograd.h"
+#include "mixprec/amp.h"
+#include "mixprec/ops.h"
+#include "mixprec/status.h"
+#include "ops/dispatch.h"
+
+namespace mixprec {
+
+using namespace backend;
+
+namespace {
+
+Tensor run_binary(const char* name, BinaryOp op, const Tensor& a, const Tensor& b) {
+  return ops_detail::dispatch(name, a.dtype(), [&] { return onednn::binary(op, a, b); },
+                              [&] { return ref::binary(op, a, b); });
+}
+
+Tensor run_unary(const char* name, UnaryOp op, const Tensor& a) {
+  return ops_detail::dispatch(name, a.dtype(), [&] { return onednn::unary(op, a); },
+                              [&] { return ref::unary(op, a); });
+}
+
+Tensor run_scale(const Tensor& a, double alpha, double beta) {
+  return ops_detail::dispatch("linear_scale", a.dtype(),
+                              [&] { return onednn::linear_scale(a, alpha, beta); },
+                              [&] { return ref::linear_scale(a, alpha, beta); });
+}
+
+// Gradient of a broadcast input: sum diff over the dims that were broadcast.
+// g: [..broadcast shape..] -> shape (leading dims summed away, size-1 dims summed keepdim).
+Tensor sum_to_shape(const Tensor& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  const int64_t lead = g.dim() - int64_t(shape.size());
+  std::vector<int64_t> axes;
+  for (int64_t i = 0; i < g.dim(); ++i)
+    if (i < lead || (shape[size_t(i - lead)] == 1 && g.size(i) != 1)) axes.push_back(i);
+  Tensor r = axes.empty() ? g : sum(g, axes, /*keepdim=*/true);
+  return reshape(r, shape);
+}
+
+// Both operands in one dtype: the autocast policy's choice when autocast is on, else the
+// common dtype (binary kernels take one dtype).
+std::pair<Tensor, Tensor> promote(amp::OpId op, const Tensor& a_in, const Tensor& b_in) {
+  const auto in = amp::cast_inputs(op, {a_in, b_in});
+  const DType t = promote_types(in[0].dtype(), in[1].dtype());
+  return {in[0].to(t), in[1].to(t)};
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a_in, const Tensor& b_in) {
+  auto [a, b] = promote(amp::OpId::add, a_in, b_in);
+  Tensor out = run_binary("add", BinaryOp::add, a, b);
+  if (any_requires_grad({&a, &b})) {
+    record_op(out, "add", {&a, &b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) {
+      return std::vector<Tensor>{sum_to_shape(g, sa), sum_to_shape(g, sb)};
+    });
+  }
+  return out;
+}
+
+Tensor sub(const Tensor& a_in, const Tensor& b_in) {
+  auto [a, b] = promote(amp::OpId::sub, a_in, b_in);
+  Tensor out = run_binary("sub", BinaryOp::sub, a, b);
+  if (any_requires_grad({&a, &b})) {
+    record_op(out, "sub", {&a, &b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) {
+      return std::vector<Tensor>{sum_to_shape(g, sa), sum_to_shape(neg(g), sb)};
+    });
+  }
+  return out;
+}
+
+Tensor mul(const Tensor& a_in, const Tensor& b_in) {
+  auto [a, b] = promote(amp::OpId::mul, a_in, b_in);
+  Tensor out = run_binary("mul", BinaryOp::mul, a, b);
+  if (any_requires_grad({&a, &b})) {
+    const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+    Tensor ca = need_b ? a.detach() : Tensor(), cb = need_a ? b.detach() : Tensor();
+    record_op(out, "mul", {&a, &b}, [ca, cb, sa = a.shape(), sb = b.shape()](const Tensor& g) {
+      return std::vector<Tensor>{cb.defined() ? sum_to_shape(mul(g, cb), sa) : Tensor(),
+                                 ca.defined() ? sum_to_shape(mul(g, ca), sb) : Tensor()};
+    });
+  }
+  return out;
+}
+
+Tensor div(const Tensor& a_in, const Tensor& b_in) {
+  auto [a, b] = promote(amp::OpId::div, a_in, b_in);
+  Tensor out = run_binary("div", BinaryOp::div, a, b);
+  if (any_requires_grad({&a, &b})) {
+    Tensor ca = a.detach(), cb = b.detach();
+    record_op(out, "div", {&a, &b}, [ca, cb, sa = a.shape(), sb = b.shape()](const Tensor& g) {
+      // d(a/b)/da = 1/b; d(a/b)/db = -a/b^2
+      Tensor ga = sum_to_shape(div(g, cb), sa);
+      Tensor gb = sum_to_shape(neg(div(mul(g, ca), mul(cb, cb))), sb);
+      return std::vector<Tensor>{ga, gb};
+    });
+  }
+  return out;
+}
+
+Tensor mul(const Tensor& a, double s) {
+  Tensor out = run_scale(a, s, 0.0);
+  if (any_requires_grad({&a}))
+    record_op(out, "mul_scalar", {&a},
+              [s](const Tensor& g) { return std::vector<Tensor>{mul(g, s)}; });
+  return out;
+}
+
+Tensor add(const Tensor& a, double s) {
+  Tensor out = run_scale(a, 1.0, s);
+  if (any_requires_grad({&a}))
+    record_op(out, "add_scalar", {&a}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
+  return out;
+}
+
+Tensor neg(const Tensor& a) { return mul(a, -1.0); }
+
+Tensor exp(const Tensor& a_in) {
+  const Tensor a = amp::cast_inputs(amp::OpId::exp, {a_in})[0];
+  Tensor out = run_unary("exp", UnaryOp::exp, a);
+  if (any_requires_grad({&a}))
+    record_op(out, "exp", {&a}, [dst = out.detach()](const Tensor& g) {
+      return std::vector<Tensor>{mul(g, dst)};  // d exp(x) = exp(x)
+    });
+  return out;
+}
+
+Tensor log(const Tensor& a_in) {
+  const Tensor a = amp::cast_inputs(amp::OpId::log, {a_in})[0];
+  Tensor out = run_unary("log", UnaryOp::log, a);
+  if (any_requires_grad({&a}))
+    record_op(out, "log", {&a}, [src = a.detach()](const Tensor& g) {
+      return std::vector<Tensor>{div(g, src)};  // d log(x) = 1/x
+    });
+  return out;
+}
+
+}  // namespace mixprec

@@ -1,0 +1,111 @@
+// layout.cpp: dtype casts, memory-format changes and reshapes, with their backward.
+// Casts never go through oneDNN: its f16 reorder is a scalar path (limits.md §1.5).
+#include "autograd/node.h"
+#include "core/convert.h"
+#include "core/tensor_impl.h"
+#include "mixprec/autograd.h"
+#include "mixprec/ops.h"
+#include "mixprec/status.h"
+#include "ops/dispatch.h"
+
+namespace mixprec {
+
+using namespace backend;
+
+Tensor cast(const Tensor& src, DType dtype) {
+  if (src.dtype() == dtype) return src;
+  Tensor in = src.is_dense() ? src : src.contiguous();
+  // Same strides as the input: a dense buffer converts in one linear pass.
+  Tensor out = Tensor::empty(in.shape(), dtype, in.suggest_memory_format());
+  convert_elements(in.data(), in.dtype(), out.data(), dtype, in.numel());
+  if (any_requires_grad({&src}) && is_floating(dtype)) {
+    const DType src_dtype = src.dtype();
+    record_op(out, "cast", {&src}, [src_dtype](const Tensor& diff_dst) {
+      return std::vector<Tensor>{cast(diff_dst, src_dtype)};
+    });
+  }
+  return out;
+}
+
+Tensor to_memory_format(const Tensor& src, MemoryFormat format) {
+  Tensor out = ops_detail::dispatch(
+      "reorder", src.dtype(), [&] { return onednn::reorder(src, src.dtype(), format); },
+      [&] { return ref::reorder(src, src.dtype(), format); });
+  if (any_requires_grad({&src})) {
+    const MemoryFormat src_format = src.suggest_memory_format();
+    record_op(out, "to_memory_format", {&src}, [src_format](const Tensor& diff_dst) {
+      return std::vector<Tensor>{diff_dst.to_memory_format(src_format)};
+    });
+  }
+  return out;
+}
+
+Tensor reshape(const Tensor& src, const Shape& shape) {
+  Shape resolved = shape;
+  int64_t known = 1, infer_at = -1;
+  for (size_t i = 0; i < resolved.size(); ++i) {
+    if (resolved[i] == -1) {
+      if (infer_at >= 0)
+        throw Error(Status::invalid_argument("reshape: only one dimension can be -1, got " +
+                                             shape_str(shape)));
+      infer_at = int64_t(i);
+    } else {
+      known *= resolved[i];
+    }
+  }
+  if (infer_at >= 0 && known > 0) resolved[size_t(infer_at)] = src.numel() / known;
+  if (shape_numel(resolved) != src.numel())
+    throw Error(Status::invalid_argument("reshape: cannot view " + src.str() + " (" +
+                                         std::to_string(src.numel()) + " elements) as " +
+                                         shape_str(shape)));
+  // A view when the memory is already in logical order; otherwise reorder first (a
+  // channels-last activation flattened for a linear layer).
+  Tensor in = src.is_contiguous() ? src.detach() : src.detach().contiguous();
+  Tensor out = in.as_strided(resolved, contiguous_strides(resolved), in.storage_offset());
+  if (any_requires_grad({&src})) {
+    const Shape src_shape = src.shape();
+    record_op(out, "reshape", {&src}, [src_shape](const Tensor& diff_dst) {
+      return std::vector<Tensor>{reshape(diff_dst, src_shape)};
+    });
+  }
+  return out;
+}
+
+Tensor flatten(const Tensor& src, int64_t start_dim, int64_t end_dim) {
+  const int64_t n = src.dim();
+  const int64_t s = start_dim < 0 ? start_dim + n : start_dim;
+  const int64_t e = end_dim < 0 ? end_dim + n : end_dim;
+  if (n == 0) return reshape(src, {1});
+  if (s < 0 || e >= n || s > e)
+    throw Error(Status::invalid_argument("flatten: dims (" + std::to_string(start_dim) + ", " +
+                                         std::to_string(end_dim) + ") out of range for " + src.str()));
+  Shape shape;
+  for (int64_t i = 0; i < s; ++i) shape.push_back(src.size(i));
+  int64_t merged = 1;
+  for (int64_t i = s; i <= e; ++i) merged *= src.size(i);
+  shape.push_back(merged);
+  for (int64_t i = e + 1; i < n; ++i) shape.push_back(src.size(i));
+  return reshape(src, shape);
+}
+
+Tensor transpose(const Tensor& src, int64_t dim0, int64_t dim1) {
+  const int64_t n = src.dim();
+  const int64_t a = dim0 < 0 ? dim0 + n : dim0, b = dim1 < 0 ? dim1 + n : dim1;
+  if (a < 0 || a >= n || b < 0 || b >= n)
+    throw Error(Status::invalid_argument("transpose: dims (" + std::to_string(dim0) + ", " +
+                                         std::to_string(dim1) + ") out of range for " + src.str()));
+  Shape shape = src.shape(), strides = src.strides();
+  std::swap(shape[size_t(a)], shape[size_t(b)]);
+  std::swap(strides[size_t(a)], strides[size_t(b)]);
+  Tensor view = src.detach().as_strided(shape, strides, src.storage_offset());
+  Tensor out = Tensor::empty(shape, src.dtype());
+  out.copy_(view);
+  if (any_requires_grad({&src})) {
+    record_op(out, "transpose", {&src}, [a, b](const Tensor& diff_dst) {
+      return std::vector<Tensor>{transpose(diff_dst, a, b)};
+    });
+  }
+  return out;
+}
+
+}  // namespace mixprec

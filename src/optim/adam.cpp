@@ -1,0 +1,43 @@
+// adam.cpp: Adam and AdamW (torch.optim.Adam / AdamW, single-tensor path).
+#include "mixprec/optim.h"
+#include "mixprec/status.h"
+#include "optim/update_kernels.h"
+
+namespace mixprec::optim {
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled)
+    : Optimizer(std::move(params), options.lr), options_(options), decoupled_(decoupled) {
+  if (!(options.beta1 >= 0 && options.beta1 < 1) || !(options.beta2 >= 0 && options.beta2 < 1))
+    throw Error(Status::invalid_argument("Adam: betas must be in [0, 1), got (" +
+                                         std::to_string(options.beta1) + ", " +
+                                         std::to_string(options.beta2) + ")"));
+  if (!(options.eps >= 0) || !(options.weight_decay >= 0))
+    throw Error(Status::invalid_argument("Adam: eps and weight_decay must be >= 0"));
+  exp_avg_.resize(params_.size());
+  exp_avg_sq_.resize(params_.size());
+}
+
+void Adam::update(size_t index, Tensor& param, const Tensor& grad) {
+  if (!exp_avg_[index].defined()) {
+    exp_avg_[index] = Tensor::zeros(param.shape(), param.dtype());
+    exp_avg_sq_[index] = Tensor::zeros(param.shape(), param.dtype());
+    if (param.suggest_memory_format() == MemoryFormat::channels_last) {
+      exp_avg_[index] = exp_avg_[index].to_memory_format(MemoryFormat::channels_last);
+      exp_avg_sq_[index] = exp_avg_sq_[index].to_memory_format(MemoryFormat::channels_last);
+    }
+  }
+  adam_update(param, grad, exp_avg_[index], exp_avg_sq_[index], lr_, options_.beta1,
+              options_.beta2, options_.eps, options_.weight_decay, decoupled_, step_count_);
+}
+
+std::map<std::string, Tensor> Adam::state_tensors() const {
+  std::map<std::string, Tensor> out;
+  for (size_t i = 0; i < exp_avg_.size(); ++i) {
+    if (!exp_avg_[i].defined()) continue;
+    out["exp_avg." + std::to_string(i)] = exp_avg_[i];
+    out["exp_avg_sq." + std::to_string(i)] = exp_avg_sq_[i];
+  }
+  return out;
+}
+
+}  // namespace mixprec::optim

@@ -1,0 +1,31 @@
+// sgd.cpp: SGD with momentum, dampening, nesterov and L2 weight decay (torch.optim.SGD).
+#include "mixprec/optim.h"
+#include "mixprec/status.h"
+#include "optim/update_kernels.h"
+
+namespace mixprec::optim {
+
+SGD::SGD(std::vector<Tensor> params, SGDOptions options)
+    : Optimizer(std::move(params), options.lr), options_(options) {
+  if (options.nesterov && (options.momentum <= 0.0 || options.dampening != 0.0))
+    throw Error(Status::invalid_argument("SGD: nesterov needs momentum > 0 and dampening 0"));
+  if (options.momentum < 0.0 || options.weight_decay < 0.0)
+    throw Error(Status::invalid_argument("SGD: momentum and weight_decay must be >= 0"));
+  momentum_buffers_.resize(params_.size());
+}
+
+void SGD::update(size_t index, Tensor& param, const Tensor& grad) {
+  Tensor& buf = momentum_buffers_[index];
+  if (options_.momentum != 0.0 && !buf.defined()) buf = Tensor::empty_like(param);
+  sgd_update(param, grad, buf, lr_, options_.momentum, options_.dampening, options_.weight_decay,
+             options_.nesterov, /*first_step=*/step_count_ == 1 || !buf.defined());
+}
+
+std::map<std::string, Tensor> SGD::state_tensors() const {
+  std::map<std::string, Tensor> out;
+  for (size_t i = 0; i < momentum_buffers_.size(); ++i)
+    if (momentum_buffers_[i].defined()) out["momentum_buffer." + std::to_string(i)] = momentum_buffers_[i];
+  return out;
+}
+
+}  // namespace mixprec::optim

@@ -1,0 +1,73 @@
+// data_source.cpp: dataset selection for the training loop.
+#include "train/data_source.h"
+
+namespace mixprec::train {
+
+std::string default_data_dir(const std::string& dataset) {
+  if (dataset == "fashion-mnist") return "/usr/share/datasets/fashion-mnist";  // Debian package
+  if (dataset == "mnist") return "/usr/share/datasets/mnist";
+  return "";
+}
+
+namespace {
+
+StatusOr<ImageDataset> load_split(const TrainConfig& c, const nn::ModelSpec& spec, Split split) {
+  const std::string dir = c.data_dir.empty() ? default_data_dir(c.dataset) : c.data_dir;
+  if (c.dataset == "fashion-mnist")
+    return load_mnist_like(dir, split, MnistVariant::fashion_mnist);
+  if (c.dataset == "mnist") return load_mnist_like(dir, split, MnistVariant::mnist);
+  if (c.dataset == "cifar10") {
+    if (dir.empty())
+      return Status::invalid_argument("--dataset cifar10 needs --data-dir (the folder of "
+                                      "data_batch_1.bin .. test_batch.bin)");
+    return load_cifar10(dir, split);
+  }
+  if (c.dataset == "synthetic") {
+    // Shaped like the model's input; test data shares the class prototypes (same seed).
+    const int64_t n = split == Split::train ? 6000 : 1000;
+    ImageDataset all = make_synthetic(7000, spec.channels, spec.height, spec.width,
+                                      int(spec.classes), c.seed + 12345);
+    if (split == Split::train) return all.subset(n);
+    ImageDataset test = all;
+    const int64_t sb = all.sample_bytes();
+    test.images.assign(all.images.begin() + 6000 * sb, all.images.end());
+    test.labels.assign(all.labels.begin() + 6000, all.labels.end());
+    test.count = n;
+    return test;
+  }
+  return Status::invalid_argument("unknown dataset '" + c.dataset +
+                                  "' (expected one of: fashion-mnist, mnist, cifar10, synthetic)");
+}
+
+Status check_fits(const ImageDataset& d, const nn::ModelSpec& spec) {
+  if (d.channels != spec.channels || d.height != spec.height || d.width != spec.width)
+    return Status::invalid_argument(
+        "dataset " + d.name + " has images of " + std::to_string(d.channels) + "x" +
+        std::to_string(d.height) + "x" + std::to_string(d.width) + " but model " + spec.name +
+        " expects " + std::to_string(spec.channels) + "x" + std::to_string(spec.height) + "x" +
+        std::to_string(spec.width) + " (try --model cnn for 28x28, seed-cnn for 3x32x32)");
+  if (d.num_classes > spec.classes)
+    return Status::invalid_argument("dataset " + d.name + " has " + std::to_string(d.num_classes) +
+                                    " classes, model has " + std::to_string(spec.classes));
+  return Status::ok();
+}
+
+}  // namespace
+
+StatusOr<DataSplits> load_data(const TrainConfig& config, const nn::ModelSpec& spec) {
+  auto train = load_split(config, spec, Split::train);
+  if (!train.is_ok()) return train.status();
+  auto test = load_split(config, spec, Split::test);
+  if (!test.is_ok()) return test.status();
+  MIXPREC_RETURN_IF_ERROR(check_fits(*train, spec));
+  MIXPREC_RETURN_IF_ERROR(check_fits(*test, spec));
+  DataSplits s;
+  s.train = std::make_shared<ImageDataset>(config.train_subset >= 0 ? train->subset(config.train_subset)
+                                                                    : std::move(train).value());
+  s.test = std::make_shared<ImageDataset>(config.test_subset >= 0 ? test->subset(config.test_subset)
+                                                                  : std::move(test).value());
+  if (s.train->count == 0) return Status::invalid_argument("the training set is empty");
+  return s;
+}
+
+}  // namespace mixprec::train

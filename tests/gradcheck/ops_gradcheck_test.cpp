@@ -1,0 +1,165 @@
+// ops_gradcheck_test.cpp: every differentiable op, through the public API and the autograd
+// engine, against central finite differences in float64 (f64 runs on backend/ref).
+// Loss used: L = sum(op(inputs) * R) with a fixed random R, so every output element
+// contributes with a different weight.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "common/finite_diff.h"
+#include "mixprec/autograd.h"
+#include "mixprec/ops.h"
+
+namespace mixprec {
+namespace {
+
+using test::random_tensor;
+using OpFn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+// Checks d L / d inputs[i] for every input i that is floating.
+void check_op(const char* name, const OpFn& op, std::vector<Tensor> inputs,
+              double rtol = 1e-6 /* f64 central differences: ~1e-10 error, plenty of margin */) {
+  SCOPED_TRACE(name);
+  Tensor probe;
+  {
+    NoGradGuard ng;
+    probe = op(inputs);
+  }
+  const Tensor weights = random_tensor(probe.shape(), 99);
+  // Analytic: autograd.
+  std::vector<Tensor> leaves;
+  for (auto& t : inputs) {
+    Tensor leaf = t.clone();
+    if (is_floating(leaf.dtype())) leaf.requires_grad_(true);
+    leaves.push_back(leaf);
+  }
+  Tensor loss = sum(mul(op(leaves), weights));
+  loss.backward();
+  // Numerical: the same op without autograd.
+  test::ScalarFn f = [&](std::vector<Tensor>& xs) {
+    NoGradGuard ng;
+    return test::dot_f64(op(xs), weights);
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!is_floating(inputs[i].dtype())) continue;
+    SCOPED_TRACE("input " + std::to_string(i));
+    ASSERT_TRUE(leaves[i].grad().defined());
+    EXPECT_EQ(leaves[i].grad().dtype(), DType::f64);
+    Tensor numeric = test::numerical_gradient(f, inputs, i);
+    EXPECT_TRUE(test::gradients_match(leaves[i].grad(), numeric, rtol));
+  }
+}
+
+TEST(OpsGradcheck, Conv2dWithBiasStrideAndPadding) {
+  check_op("conv2d", [](auto& x) { return conv2d(x[0], x[1], x[2], 2, 1); },
+           {random_tensor({2, 3, 5, 5}, 1), random_tensor({4, 3, 3, 3}, 2), random_tensor({4}, 3)});
+}
+
+TEST(OpsGradcheck, Conv2dNoBias) {
+  check_op("conv2d", [](auto& x) { return conv2d(x[0], x[1], Tensor(), 1, 0); },
+           {random_tensor({1, 2, 4, 4}, 4), random_tensor({3, 2, 2, 2}, 5)});
+}
+
+TEST(OpsGradcheck, Linear) {
+  check_op("linear", [](auto& x) { return linear(x[0], x[1], x[2]); },
+           {random_tensor({3, 5}, 6), random_tensor({4, 5}, 7), random_tensor({4}, 8)});
+}
+
+TEST(OpsGradcheck, Matmul2dAnd3d) {
+  check_op("matmul2d", [](auto& x) { return matmul(x[0], x[1]); },
+           {random_tensor({3, 4}, 9), random_tensor({4, 2}, 10)});
+  check_op("bmm", [](auto& x) { return matmul(x[0], x[1]); },
+           {random_tensor({2, 3, 4}, 11), random_tensor({2, 4, 5}, 12)});
+}
+
+TEST(OpsGradcheck, ReluAwayFromKink) {
+  // Values in [0.1, 1] with random signs: no element within eps of the kink at 0.
+  Tensor x = random_tensor({2, 3, 4}, 13, 0.1, 1.0);
+  Tensor s = random_tensor({2, 3, 4}, 14);
+  {
+    NoGradGuard ng;
+    std::vector<double> v = x.to_vector_f64(), sv = s.to_vector_f64();
+    for (size_t i = 0; i < v.size(); ++i) v[i] *= sv[i] < 0 ? -1 : 1;
+    x = Tensor::from_vector_f64(v, x.shape());
+  }
+  check_op("relu", [](auto& t) { return relu(t[0]); }, {x});
+}
+
+TEST(OpsGradcheck, MaxPoolWithDistinctValues) {
+  // A random permutation of distinct values spaced 1e-2 apart: no ties within eps.
+  std::vector<double> v(2 * 2 * 6 * 6);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = double((i * 37) % v.size()) * 1e-2;
+  check_op("max_pool2d", [](auto& t) { return max_pool2d(t[0], 2); },
+           {Tensor::from_vector_f64(v, {2, 2, 6, 6})});
+  check_op("max_pool2d_3x3_s2_p1", [](auto& t) { return max_pool2d(t[0], 3, 2, 1); },
+           {Tensor::from_vector_f64(v, {2, 2, 6, 6})});
+}
+
+TEST(OpsGradcheck, AvgPool) {
+  check_op("avg_pool2d", [](auto& t) { return avg_pool2d(t[0], 2); }, {random_tensor({1, 2, 4, 6}, 15)});
+}
+
+TEST(OpsGradcheck, SoftmaxAndLogSoftmax) {
+  check_op("softmax", [](auto& t) { return softmax(t[0], 1); }, {random_tensor({3, 5}, 16)});
+  check_op("log_softmax", [](auto& t) { return log_softmax(t[0], -1); }, {random_tensor({3, 5}, 17)});
+  check_op("log_softmax_dim0", [](auto& t) { return log_softmax(t[0], 0); }, {random_tensor({4, 3}, 18)});
+}
+
+TEST(OpsGradcheck, BinaryWithBroadcasting) {
+  check_op("add", [](auto& t) { return add(t[0], t[1]); },
+           {random_tensor({2, 3}, 19), random_tensor({3}, 20)});
+  check_op("sub", [](auto& t) { return sub(t[0], t[1]); },
+           {random_tensor({2, 1}, 21), random_tensor({2, 3}, 22)});
+  check_op("mul", [](auto& t) { return mul(t[0], t[1]); },
+           {random_tensor({2, 3}, 23), random_tensor({1, 3}, 24)});
+  check_op("div", [](auto& t) { return div(t[0], t[1]); },
+           {random_tensor({2, 3}, 25), random_tensor({2, 3}, 26, 0.5, 2.0)});
+  check_op("mul_scalar", [](auto& t) { return add(mul(t[0], 2.5), 1.0); }, {random_tensor({4}, 27)});
+}
+
+TEST(OpsGradcheck, UnaryMath) {
+  check_op("exp", [](auto& t) { return exp(t[0]); }, {random_tensor({5}, 28)});
+  check_op("log", [](auto& t) { return log(t[0]); }, {random_tensor({5}, 29, 0.5, 3.0)});
+}
+
+TEST(OpsGradcheck, Reductions) {
+  check_op("sum_all", [](auto& t) { return sum(t[0]); }, {random_tensor({2, 3, 4}, 30)});
+  check_op("sum_dim", [](auto& t) { return sum(t[0], {1}, false); }, {random_tensor({2, 3, 4}, 31)});
+  check_op("mean_keepdim", [](auto& t) { return mean(t[0], {0, 2}, true); },
+           {random_tensor({2, 3, 4}, 32)});
+}
+
+TEST(OpsGradcheck, Losses) {
+  const Tensor target = Tensor::from_vector_i64({2, 0, 1}, {3});
+  check_op("cross_entropy", [&](auto& t) { return cross_entropy(t[0], target); },
+           {random_tensor({3, 4}, 33)});
+  check_op("nll_loss_sum", [&](auto& t) { return nll_loss(log_softmax(t[0], 1), target, Reduction::sum); },
+           {random_tensor({3, 4}, 34)});
+  check_op("mse_loss", [](auto& t) { return mse_loss(t[0], t[1]); },
+           {random_tensor({2, 3}, 35), random_tensor({2, 3}, 36)});
+}
+
+TEST(OpsGradcheck, ReshapeFlattenTransposeAndLayout) {
+  check_op("flatten", [](auto& t) { return flatten(t[0], 1); }, {random_tensor({2, 3, 2, 2}, 37)});
+  check_op("reshape", [](auto& t) { return reshape(t[0], {3, -1}); }, {random_tensor({2, 3, 2}, 38)});
+  check_op("transpose", [](auto& t) { return transpose(t[0], 0, 1); }, {random_tensor({2, 3}, 39)});
+  check_op("channels_last_then_flatten",
+           [](auto& t) { return flatten(t[0].to_memory_format(MemoryFormat::channels_last), 1); },
+           {random_tensor({2, 3, 2, 2}, 40)});
+}
+
+TEST(OpsGradcheck, SmallCnnEndToEnd) {
+  // The training graph in miniature: conv -> relu -> pool -> flatten -> linear -> CE.
+  const Tensor target = Tensor::from_vector_i64({1, 0}, {2});
+  check_op("cnn",
+           [&](auto& t) {
+             Tensor h = max_pool2d(relu(conv2d(t[0], t[1], t[2], 1, 1)), 2);
+             return cross_entropy(linear(flatten(h, 1), t[3], t[4]), target);
+           },
+           {random_tensor({2, 1, 4, 4}, 41), random_tensor({2, 1, 3, 3}, 42), random_tensor({2}, 43),
+            random_tensor({3, 8}, 44), random_tensor({3}, 45)},
+           1e-5 /* relu/max kinks are possible in a composed net; values are random */);
+}
+
+}  // namespace
+}  // namespace mixprec

@@ -1,0 +1,112 @@
+// autograd_engine_test.cpp: the backward engine's contract: accumulation across calls,
+// shared subexpressions, graph freeing, grad mode, and its error messages.
+#include <gtest/gtest.h>
+
+#include "mixprec/autograd.h"
+#include "mixprec/ops.h"
+
+namespace mixprec {
+namespace {
+
+Tensor leaf(std::vector<double> v, Shape s) {
+  Tensor t = Tensor::from_vector_f64(v, s, DType::f64);
+  t.requires_grad_(true);
+  return t;
+}
+
+TEST(AutogradEngine, ScalarBackwardOfProduct) {
+  Tensor a = leaf({2.0, 3.0}, {2}), b = leaf({5.0, 7.0}, {2});
+  sum(mul(a, b)).backward();
+  EXPECT_EQ(a.grad().to_vector_f64(), (std::vector<double>{5.0, 7.0}));
+  EXPECT_EQ(b.grad().to_vector_f64(), (std::vector<double>{2.0, 3.0}));
+}
+
+TEST(AutogradEngine, GradientsAccumulateAcrossBackwardCalls) {
+  Tensor a = leaf({1.0, -2.0}, {2});
+  sum(mul(a, 3.0)).backward();
+  sum(mul(a, 3.0)).backward();
+  EXPECT_EQ(a.grad().to_vector_f64(), (std::vector<double>{6.0, 6.0}));
+}
+
+TEST(AutogradEngine, SharedInputSumsBothPaths) {
+  // y = a*a + a -> dy/da = 2a + 1
+  Tensor a = leaf({1.5, -0.5}, {2});
+  sum(add(mul(a, a), a)).backward();
+  EXPECT_EQ(a.grad().to_vector_f64(), (std::vector<double>{4.0, 0.0}));
+}
+
+TEST(AutogradEngine, ExplicitGradientForNonScalar) {
+  Tensor a = leaf({1.0, 2.0, 3.0}, {3});
+  Tensor y = mul(a, 2.0);
+  y.backward(Tensor::from_vector_f64({1.0, 10.0, 100.0}, {3}));
+  EXPECT_EQ(a.grad().to_vector_f64(), (std::vector<double>{2.0, 20.0, 200.0}));
+}
+
+TEST(AutogradEngine, NonScalarWithoutGradientNamesTheShape) {
+  Tensor a = leaf({1.0, 2.0}, {2});
+  Tensor y = mul(a, 2.0);
+  try {
+    y.backward();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[2]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("scalar"), std::string::npos) << e.what();
+  }
+}
+
+TEST(AutogradEngine, WrongGradientShapeIsAnError) {
+  Tensor a = leaf({1.0, 2.0}, {2});
+  EXPECT_THROW(mul(a, 2.0).backward(Tensor::ones({3}, DType::f64)), Error);
+}
+
+TEST(AutogradEngine, SecondBackwardThroughFreedGraphIsAnError) {
+  Tensor a = leaf({1.0}, {1});
+  Tensor y = sum(mul(a, a));
+  y.backward();
+  EXPECT_THROW(y.backward(), Error);
+}
+
+TEST(AutogradEngine, NoGradGuardRecordsNothing) {
+  Tensor a = leaf({1.0}, {1});
+  Tensor y;
+  {
+    NoGradGuard ng;
+    y = mul(a, 2.0);
+  }
+  EXPECT_FALSE(y.requires_grad());
+  EXPECT_THROW(y.backward(), Error);
+  EXPECT_TRUE(grad_mode_enabled());
+}
+
+TEST(AutogradEngine, DetachCutsTheGraph) {
+  Tensor a = leaf({3.0}, {1});
+  Tensor y = add(mul(a, 2.0).detach(), mul(a, 5.0));
+  sum(y).backward();
+  EXPECT_EQ(a.grad().to_vector_f64(), (std::vector<double>{5.0}));
+}
+
+TEST(AutogradEngine, GradReachingLeafHasLeafDtype) {
+  // f32 leaf used through an f64 computation: its gradient arrives in f32.
+  Tensor a = Tensor::from_vector({1.0f, 2.0f}, {2}, DType::f32);
+  a.requires_grad_(true);
+  sum(mul(a.to(DType::f64), 4.0)).backward();
+  ASSERT_TRUE(a.grad().defined());
+  EXPECT_EQ(a.grad().dtype(), DType::f32);
+  EXPECT_EQ(a.grad().to_vector(), (std::vector<float>{4.0f, 4.0f}));
+}
+
+TEST(AutogradEngine, DeepChainDoesNotOverflowTheStack) {
+  Tensor a = leaf({1.0}, {1});
+  Tensor y = a;
+  for (int i = 0; i < 20000; ++i) y = add(y, 1.0);
+  sum(y).backward();
+  EXPECT_EQ(a.grad().to_vector_f64(), (std::vector<double>{1.0}));
+}
+
+TEST(AutogradEngine, RequiresGradOnIntegerTensorIsAnError) {
+  Tensor t = Tensor::from_vector_i64({1, 2}, {2});
+  EXPECT_THROW(t.requires_grad_(true), Error);
+}
+
+}  // namespace
+}  // namespace mixprec

@@ -1,0 +1,151 @@
+// onednn_linear_test.cpp: backend::onednn linear (inner product) and matmul against
+// hand-computed values and backend::ref in f64 on the same inputs; weight cache; f16.
+#include <gtest/gtest.h>
+
+#include "backend/kernels.h"
+#include "backend/onednn/onednn_stats.h"
+#include "core/storage.h"
+#include "unit/backend/onednn_test_util.h"
+
+namespace mixprec {
+namespace {
+
+namespace onednn = backend::onednn;
+namespace ref = backend::ref;
+using test::close_to_ref;
+using test::f64;
+using test::random_input;
+using test::tol_for;
+
+TEST(OneDnnLinear, HandComputed) {
+  // dst[n][o] = sum_k src[n][k] w[o][k] + b[o]: [1,2,3].[1,0,-1] + 10 = 8, [1,2,3].[2,2,2] - 1 = 11
+  for (DType dt : {DType::f32, DType::bf16}) {
+    Tensor x = Tensor::from_vector({1, 2, 3}, {1, 3}, dt);
+    Tensor w = Tensor::from_vector({1, 0, -1, 2, 2, 2}, {2, 3}, dt);
+    Tensor b = Tensor::from_vector({10, -1}, {2}, dt);
+    Tensor dst = onednn::linear_forward(x, w, b);
+    EXPECT_EQ(dst.dtype(), dt);
+    EXPECT_EQ(dst.to_vector_f64(), (std::vector<double>{8, 11}));
+  }
+}
+
+// fc shapes from the models, small: odd sizes, a K that is not a multiple of the blocks.
+struct LinearCase {
+  int64_t N, K, O;
+};
+const LinearCase kCases[] = {{8, 64, 32}, {5, 37, 11}, {16, 256, 10}};
+
+void check_linear(DType dt, const LinearCase& c, uint64_t seed) {
+  SCOPED_TRACE(std::string(dtype_name(dt)) + " N=" + std::to_string(c.N) + " K=" +
+               std::to_string(c.K) + " O=" + std::to_string(c.O));
+  Tensor x = random_input({c.N, c.K}, dt, seed);
+  Tensor w = random_input({c.O, c.K}, dt, seed + 1);
+  Tensor b = random_input({c.O}, dt, seed + 2);
+  Tensor dd = random_input({c.N, c.O}, dt, seed + 3);
+  Tensor y = onednn::linear_forward(x, w, b);
+  EXPECT_EQ(y.dtype(), dt);
+  EXPECT_TRUE(close_to_ref(y, ref::linear_forward(f64(x), f64(w), f64(b)), tol_for(dt, c.K)));
+  Tensor ds = onednn::linear_backward_data(dd, w);
+  EXPECT_EQ(ds.dtype(), dt);
+  EXPECT_TRUE(close_to_ref(ds, ref::linear_backward_data(f64(dd), f64(w)), tol_for(dt, c.O)));
+  backend::WeightGrads g = onednn::linear_backward_weights(x, dd, true);
+  backend::WeightGrads r = ref::linear_backward_weights(f64(x), f64(dd), true);
+  // f32 for bf16 inputs (linear.cpp); bf16 products are exact in f32 -> f32 tolerance.
+  EXPECT_EQ(g.diff_weights.dtype(), DType::f32);
+  EXPECT_EQ(g.diff_bias.dtype(), DType::f32);
+  EXPECT_TRUE(close_to_ref(g.diff_weights, r.diff_weights, test::f32_tol(c.N)));
+  EXPECT_TRUE(close_to_ref(g.diff_bias, r.diff_bias, test::f32_tol(c.N)));
+  backend::WeightGrads nb = onednn::linear_backward_weights(x, dd, false);
+  EXPECT_FALSE(nb.diff_bias.defined());
+  EXPECT_TRUE(close_to_ref(nb.diff_weights, r.diff_weights, test::f32_tol(c.N)));
+}
+
+TEST(OneDnnLinear, MatchesRefF32) {
+  uint64_t seed = 10;
+  for (const LinearCase& c : kCases) check_linear(DType::f32, c, seed += 10);
+}
+TEST(OneDnnLinear, MatchesRefBf16) {
+  uint64_t seed = 100;
+  for (const LinearCase& c : kCases) check_linear(DType::bf16, c, seed += 10);
+}
+
+TEST(OneDnnLinear, NoBiasAndTransposedViewInput) {
+  Tensor xt = random_input({24, 6}, DType::f32, 200);
+  Tensor x = xt.as_strided({6, 24}, {1, 6}, 0);  // a transposed view: not contiguous
+  Tensor w = random_input({7, 24}, DType::f32, 201);
+  EXPECT_TRUE(close_to_ref(onednn::linear_forward(x, w, Tensor()),
+                           ref::linear_forward(f64(x), f64(w), Tensor()), test::f32_tol(24)));
+}
+
+TEST(OneDnnLinear, WeightsReorderCachedAcrossSteps) {
+  Tensor x = random_input({16, 64}, DType::bf16, 300);
+  Tensor w = random_input({32, 64}, DType::bf16, 301);
+  onednn::linear_forward(x, w, Tensor());
+  const int64_t reorders = onednn::onednn_weight_reorders();
+  const int64_t created = onednn::onednn_primitive_creations();
+  for (int i = 0; i < 3; ++i) onednn::linear_forward(x, w, Tensor());
+  EXPECT_EQ(onednn::onednn_weight_reorders(), reorders);
+  EXPECT_EQ(onednn::onednn_primitive_creations(), created);
+  w.storage()->bump_version();  // as an optimizer step would
+  onednn::linear_forward(x, w, Tensor());
+  const int64_t delta = onednn::onednn_weight_reorders() - reorders;
+  // 1 if the primitive wants blocked weights, 0 if it reads plain [O,K] directly.
+  EXPECT_LE(delta, 1);
+  EXPECT_EQ(onednn::onednn_primitive_creations(), created);
+}
+
+TEST(OneDnnLinear, F16IsUnimplemented) {
+  Tensor x = random_input({4, 8}, DType::f16, 400);
+  Tensor w = random_input({3, 8}, DType::f16, 401);
+  test::error_message(StatusCode::unimplemented, [&] { onednn::linear_forward(x, w, Tensor()); });
+  test::error_message(StatusCode::unimplemented, [&] { onednn::matmul(x, w, false, true); });
+}
+
+TEST(OneDnnMatmul, HandComputed2x2) {
+  // [[1,2],[3,4]] x [[5,6],[7,8]] = [[19,22],[43,50]]; with b transposed: [[17,23],[39,53]]
+  Tensor a = Tensor::from_vector({1, 2, 3, 4}, {2, 2});
+  Tensor b = Tensor::from_vector({5, 6, 7, 8}, {2, 2});
+  EXPECT_EQ(onednn::matmul(a, b, false, false).to_vector_f64(),
+            (std::vector<double>{19, 22, 43, 50}));
+  EXPECT_EQ(onednn::matmul(a, b, false, true).to_vector_f64(),
+            (std::vector<double>{17, 23, 39, 53}));
+}
+
+struct MatmulCase {
+  Shape a, b;
+  bool ta, tb;
+  int64_t K;
+};
+const MatmulCase kMatmul[] = {
+    {{17, 33}, {33, 9}, false, false, 33},
+    {{33, 17}, {33, 9}, true, false, 33},         // a^T
+    {{17, 33}, {9, 33}, false, true, 33},         // b^T (linear's weights)
+    {{3, 8, 16}, {3, 16, 5}, false, false, 16},   // batched
+    {{2, 4, 8, 16}, {1, 1, 16, 8}, false, false, 16},  // broadcast batch (b)
+    {{1, 8, 16}, {4, 8, 16}, false, true, 16},    // broadcast batch (a), attention-like QK^T
+    {{4, 8, 16}, {16, 6}, false, false, 16},      // rank 3 x rank 2
+};
+
+TEST(OneDnnMatmul, MatchesRefF32AndBf16) {
+  uint64_t seed = 500;
+  for (DType dt : {DType::f32, DType::bf16})
+    for (const MatmulCase& c : kMatmul) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " a " + shape_str(c.a) + " b " + shape_str(c.b));
+      Tensor a = random_input(c.a, dt, seed += 2);
+      Tensor b = random_input(c.b, dt, seed + 1);
+      Tensor d = onednn::matmul(a, b, c.ta, c.tb);
+      EXPECT_EQ(d.dtype(), dt);
+      EXPECT_TRUE(close_to_ref(d, ref::matmul(f64(a), f64(b), c.ta, c.tb), tol_for(dt, c.K)));
+    }
+}
+
+TEST(OneDnnMatmul, InnerDimMismatchIsInvalid) {
+  Tensor a = random_input({4, 5}, DType::f32, 600);
+  Tensor b = random_input({6, 3}, DType::f32, 601);
+  const std::string msg = test::error_message(StatusCode::invalid_argument,
+                                              [&] { onednn::matmul(a, b, false, false); });
+  EXPECT_NE(msg.find("inner dims"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace mixprec

@@ -1,0 +1,27 @@
+// exit_codes.h: what `mixprec` returns, documented in docs/cli.md. Scripts rely on these.
+#pragma once
+#include "mixprec/status.h"
+
+namespace mixprec::cli {
+
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitRuntime = 1,     // unexpected runtime or library error
+  kExitUsage = 2,       // bad flag or flag value (the message names the flag and accepted values)
+  kExitData = 3,        // dataset missing, corrupt or truncated
+  kExitCheckpoint = 4,  // checkpoint missing, corrupt or truncated
+  kExitDiverged = 5,    // training produced a non-finite loss
+};
+
+inline int exit_code_for(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::ok: return kExitOk;
+    case StatusCode::invalid_argument: return kExitUsage;
+    case StatusCode::data_loss:
+    case StatusCode::not_found: return kExitData;
+    case StatusCode::diverged: return kExitDiverged;
+    default: return kExitRuntime;
+  }
+}
+
+}  // namespace mixprec::cli

@@ -37,8 +37,13 @@ class Module {
   // Sets every parameter's .grad to undefined (PyTorch's set_to_none=True default).
   void zero_grad();
   // Converts every parameter in place to dtype (half-precision inference, O2 weights).
-  // Keeps requires_grad; drops any .grad.
-  void to(DType dtype);
+  // Keeps requires_grad; drops any .grad. Buffers (running statistics) stay as they are.
+  // keep_normalization_fp32: LayerNorm / BatchNorm2d parameters stay f32 (O2).
+  void to(DType dtype, bool keep_normalization_fp32 = false);
+  // Non-trainable state saved with the model (BatchNorm's running statistics).
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+  // LayerNorm and BatchNorm2d say yes: O2 keeps them in f32.
+  virtual bool is_normalization() const { return false; }
   // Per-module autocast: false runs this module (and its children) with autocast off, its
   // floating inputs cast to f32 first (a precision-sensitive layer in an AMP model);
   // true forces it on; nullopt (default) inherits the caller's state.
@@ -47,6 +52,7 @@ class Module {
 
  protected:
   Tensor& register_parameter(const std::string& name, Tensor value);
+  Tensor& register_buffer(const std::string& name, Tensor value);
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     children_.emplace_back(name, module);
@@ -56,6 +62,7 @@ class Module {
  private:
   void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const;
   std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
   std::optional<bool> autocast_override_;

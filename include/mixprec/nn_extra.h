@@ -15,6 +15,7 @@ class LayerNorm : public Module {
   explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
   Tensor forward(const Tensor& input) override;  // [..., *normalized_shape] -> same shape
   const char* type_name() const override { return "LayerNorm"; }
+  bool is_normalization() const override { return true; }
   Tensor weight;  // normalized_shape, ones; undefined without elementwise_affine
   Tensor bias;    // normalized_shape, zeros; undefined without elementwise_affine
   Shape normalized_shape;
@@ -28,10 +29,11 @@ class BatchNorm2d : public Module {
   explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1);
   Tensor forward(const Tensor& input) override;  // [N, C, H, W] -> same shape
   const char* type_name() const override { return "BatchNorm2d"; }
+  bool is_normalization() const override { return true; }
   Tensor weight;  // [C], ones (parameter)
   Tensor bias;    // [C], zeros (parameter)
-  // Buffers, not parameters: f32, no grad, updated in place by training-mode forward.
-  // (Module has no buffer registry yet, so named_parameters() and checkpoints omit them.)
+  // Buffers (named_buffers()), not parameters: f32, no grad, updated in place by
+  // training-mode forward.
   Tensor running_mean;  // [C], zeros
   Tensor running_var;   // [C], ones
   int64_t num_features;

@@ -25,8 +25,8 @@ Tensor layer_norm(const Tensor& src, const Shape& normalized_shape, const Tensor
 // unbiased variance for running_var (PyTorch's rule). Eval: normalises with the running
 // stats. The tensors are handles, so "in place" reaches the caller's buffers.
 Tensor batch_norm(const Tensor& src, const Tensor& running_mean, const Tensor& running_var,
-                  const Tensor& weight, const Tensor& bias, bool training,
-                  double momentum = 0.1, double eps = 1e-5);
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
+                  double eps = 1e-5);
 
 // ---- activations (keep policy: run in the input dtype) ----
 // Exact GELU: x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2))), PyTorch's default approximate='none'.

@@ -29,6 +29,21 @@ Tensor& Module::register_parameter(const std::string& name, Tensor value) {
   return params_.back().second;
 }
 
+Tensor& Module::register_buffer(const std::string& name, Tensor value) {
+  if (value.defined()) value.storage()->recharge(MemoryCategory::parameters);
+  buffers_.emplace_back(name, value);
+  return buffers_.back().second;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const auto& [name, t] : buffers_)
+    if (t.defined()) out.emplace_back(name, t);
+  for (const auto& [name, child] : children_)
+    for (auto& [sub, t] : child->named_buffers()) out.emplace_back(name + "." + sub, t);
+  return out;
+}
+
 void Module::collect(const std::string& prefix,
                      std::vector<std::pair<std::string, Tensor>>& out) const {
   for (const auto& [name, t] : params_)
@@ -72,13 +87,16 @@ void Module::zero_grad() {
   for (auto& [name, t] : named_parameters()) t.set_grad(Tensor());
 }
 
-void Module::to(DType dtype) {
+void Module::to(DType dtype, bool keep_normalization_fp32) {
   if (!is_floating(dtype))
     throw Error(Status::invalid_argument(std::string("Module::to: parameters must stay floating, got ") +
                                          dtype_name(dtype)));
   NoGradGuard ng;
   MemoryCategoryGuard mg(MemoryCategory::parameters);
-  for (auto& [name, t] : named_parameters()) {
+  if (keep_normalization_fp32 && is_normalization()) return;
+  for (auto& [name, child] : children_) child->to(dtype, keep_normalization_fp32);
+  for (auto& [name, t] : params_) {
+    if (!t.defined()) continue;
     if (t.dtype() == dtype) continue;
     // Swap the buffer inside the shared impl, so every handle (optimizers, layers' fields)
     // sees the converted parameter.

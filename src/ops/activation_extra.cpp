@@ -20,7 +20,8 @@ constexpr int64_t kParallelMin = int64_t(1) << 15;
 
 void check_floating(const char* op, const Tensor& src) {
   if (!src.defined() || !is_floating(src.dtype()))
-    throw Error(Status::invalid_argument(std::string(op) + ": needs a floating tensor, got " + src.str()));
+    throw Error(
+        Status::invalid_argument(std::string(op) + ": needs a floating tensor, got " + src.str()));
 }
 
 // A dense version of t (no autograd) whose buffer order the elementwise loop walks.
@@ -45,7 +46,7 @@ std::vector<double> load_grad_like(const Tensor& diff_dst, const Tensor& x) {
   return load_dense(diff_dst.to_memory_format(x.suggest_memory_format()));
 }
 
-constexpr double kInvSqrt2 = 0.70710678118654752440;   // 1 / sqrt(2)
+constexpr double kInvSqrt2 = 0.70710678118654752440;    // 1 / sqrt(2)
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
 
 }  // namespace
@@ -58,7 +59,8 @@ Tensor gelu(const Tensor& src_in) {
   std::vector<double> y(xv.size());
   const int64_t n = int64_t(xv.size());
 #pragma omp parallel for if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) y[size_t(i)] = 0.5 * xv[size_t(i)] * (1.0 + std::erf(xv[size_t(i)] * kInvSqrt2));
+  for (int64_t i = 0; i < n; ++i)
+    y[size_t(i)] = 0.5 * xv[size_t(i)] * (1.0 + std::erf(xv[size_t(i)] * kInvSqrt2));
   Tensor dst = store_like(y, x, x.dtype());
   if (any_requires_grad({&src})) {
     record_op(dst, "gelu", {&src}, [x](const Tensor& diff_dst) {

@@ -25,7 +25,8 @@ std::vector<Tensor> promote_all(amp::OpId op, const std::vector<Tensor>& inputs)
     std::optional<DType> widest;
     for (const auto& x : inputs)
       if (is_floating(x.dtype())) widest = widest ? promote_types(*widest, x.dtype()) : x.dtype();
-    for (const auto& x : inputs) out.push_back(widest && is_floating(x.dtype()) ? x.to(*widest) : x);
+    for (const auto& x : inputs)
+      out.push_back(widest && is_floating(x.dtype()) ? x.to(*widest) : x);
   } else {
     for (const auto& x : inputs) out.push_back(amp::cast_inputs(op, {x})[0]);
   }
@@ -37,7 +38,8 @@ std::vector<Tensor> promote_all(amp::OpId op, const std::vector<Tensor>& inputs)
 
 void check_defined(const char* op, const std::vector<Tensor>& inputs) {
   if (inputs.empty())
-    throw Error(Status::invalid_argument(std::string(op) + ": needs at least one tensor, got none"));
+    throw Error(
+        Status::invalid_argument(std::string(op) + ": needs at least one tensor, got none"));
   for (size_t i = 0; i < inputs.size(); ++i)
     if (!inputs[i].defined())
       throw Error(Status::invalid_argument(std::string(op) + ": tensor " + std::to_string(i) +
@@ -121,7 +123,8 @@ Tensor cat_impl(const char* name, const std::vector<Tensor>& inputs, int64_t d) 
       for (int64_t o = 0; o < outer; ++o) {
         const char* p = s + size_t(o) * row;
         for (size_t t = 0; t < shapes.size(); ++t) {
-          if (needs[t]) std::memcpy(static_cast<char*>(grads[t].data()) + size_t(o) * chunk[t], p, chunk[t]);
+          if (needs[t])
+            std::memcpy(static_cast<char*>(grads[t].data()) + size_t(o) * chunk[t], p, chunk[t]);
           p += chunk[t];
         }
       }
@@ -166,7 +169,8 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   Shape unsqueezed = first;
   unsqueezed.insert(unsqueezed.begin() + d, 1);
   std::vector<Tensor> parts;
-  for (const auto& x : promote_all(amp::OpId::stack, tensors)) parts.push_back(reshape(x, unsqueezed));
+  for (const auto& x : promote_all(amp::OpId::stack, tensors))
+    parts.push_back(reshape(x, unsqueezed));
   return cat_impl("stack", parts, d);
 }
 

@@ -28,7 +28,8 @@ std::vector<double> load_dense(const Tensor& t) {
 }
 
 // Values in the buffer order of `format` stored as dtype.
-Tensor store_dense(const std::vector<double>& v, const Shape& shape, DType dtype, MemoryFormat format) {
+Tensor store_dense(const std::vector<double>& v, const Shape& shape, DType dtype,
+                   MemoryFormat format) {
   Tensor out = Tensor::empty(shape, dtype, format);
   convert_elements(v.data(), DType::f64, out.data(), dtype, out.numel());
   return out;
@@ -70,10 +71,9 @@ void check_layer_norm(const Tensor& src, const Shape& ns, const Tensor& weight, 
                                          shape_str(ns).substr(1) + ")"));
   for (const auto* p : {&weight, &bias})
     if (p->defined() && p->shape() != ns)
-      throw Error(Status::invalid_argument(std::string("layer_norm: ") +
-                                           (p == &weight ? "weight " : "bias ") +
-                                           shape_str(p->shape()) + " does not match normalized_shape " +
-                                           shape_str(ns)));
+      throw Error(Status::invalid_argument(
+          std::string("layer_norm: ") + (p == &weight ? "weight " : "bias ") +
+          shape_str(p->shape()) + " does not match normalized_shape " + shape_str(ns)));
 }
 
 struct RowStats {
@@ -227,8 +227,8 @@ void check_batch_norm(const Tensor& src, const Tensor& rm, const Tensor& rv, con
   check_floating("batch_norm", "src", src);
   check_eps("batch_norm", eps);
   if (src.dim() < 2)
-    throw Error(Status::invalid_argument("batch_norm: src must be [N, C, ...] with at least 2 dims, got " +
-                                         shape_str(src.shape())));
+    throw Error(Status::invalid_argument(
+        "batch_norm: src must be [N, C, ...] with at least 2 dims, got " + shape_str(src.shape())));
   const int64_t c = src.size(1);
   const std::pair<const char*, const Tensor*> params[] = {
       {"running_mean", &rm}, {"running_var", &rv}, {"weight", &weight}, {"bias", &bias}};
@@ -305,7 +305,8 @@ Tensor batch_norm(const Tensor& src_in, const Tensor& running_mean, const Tensor
   }
   std::vector<double> y(xv.size());
   std::vector<double> scale(size_t(l.channels));
-  for (int64_t c = 0; c < l.channels; ++c) scale[size_t(c)] = stats->invstd[size_t(c)] * w[size_t(c)];
+  for (int64_t c = 0; c < l.channels; ++c)
+    scale[size_t(c)] = stats->invstd[size_t(c)] * w[size_t(c)];
   for_each_element(l, x.numel(), [&](size_t i, int64_t c) {
     y[i] = (xv[i] - stats->mean[size_t(c)]) * scale[size_t(c)] + b[size_t(c)];
   });
@@ -327,9 +328,10 @@ Tensor batch_norm(const Tensor& src_in, const Tensor& running_mean, const Tensor
                 const auto& invstd = stats->invstd;
                 const std::vector<double> sum_dy =
                     channel_sums(l, n, [&](size_t i, int64_t) { return dy[i]; });
-                const std::vector<double> sum_dy_xhat = channel_sums(l, n, [&](size_t i, int64_t c) {
-                  return dy[i] * (xv[i] - mean[size_t(c)]) * invstd[size_t(c)];
-                });
+                const std::vector<double> sum_dy_xhat =
+                    channel_sums(l, n, [&](size_t i, int64_t c) {
+                      return dy[i] * (xv[i] - mean[size_t(c)]) * invstd[size_t(c)];
+                    });
                 std::vector<double> dx(need_x ? xv.size() : 0);
                 if (need_x && batch_stats) {
                   // The batch mean and variance depend on x too:

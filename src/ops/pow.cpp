@@ -43,7 +43,8 @@ Tensor pow(const Tensor& src_in, double exponent) {
   if (any_requires_grad({&src})) {
     record_op(dst, "pow", {&src}, [x, exponent](const Tensor& diff_dst) {
       const std::vector<double> xv = load_dense(x);
-      const std::vector<double> dy = load_dense(diff_dst.to_memory_format(x.suggest_memory_format()));
+      const std::vector<double> dy =
+          load_dense(diff_dst.to_memory_format(x.suggest_memory_format()));
       std::vector<double> dx(xv.size(), 0.0);  // exponent 0: a constant, gradient 0 (PyTorch)
       const int64_t n = int64_t(xv.size());
       if (exponent != 0.0) {

@@ -102,7 +102,7 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
   manual_seed(config.seed);
   std::shared_ptr<nn::Module> model = nn::make_model(spec);
   // Same seed, same initial weights in every preset: they are drawn in f32, then converted.
-  if (preset.param_dtype != DType::f32) model->to(preset.param_dtype);
+  if (preset.param_dtype != DType::f32) model->to(preset.param_dtype, preset.keep_norm_fp32);
   std::optional<amp::MasterWeights> masters;
   if (preset.master_weights) masters.emplace(model->named_parameters());
   auto opt = make_optimizer(config, masters ? masters->masters() : model->parameters());

@@ -54,9 +54,12 @@ void check_op(const char* name, const OpFn& op, std::vector<Tensor> inputs,
 TEST(OpsExtraGradcheck, LayerNormInputWeightBias) {
   check_op("layer_norm_last_dim", [](auto& x) { return layer_norm(x[0], {5}, x[1], x[2]); },
            {random_tensor({3, 5}, 1), random_tensor({5}, 2, 0.5, 1.5), random_tensor({5}, 3)});
-  check_op("layer_norm_last_two_dims",
-           [](auto& x) { return layer_norm(x[0], {3, 4}, x[1], x[2], 1e-3); },
-           {random_tensor({2, 3, 4}, 4), random_tensor({3, 4}, 5, 0.5, 1.5), random_tensor({3, 4}, 6)});
+  check_op(
+      "layer_norm_last_two_dims",
+      [](auto& x) {
+        return layer_norm(x[0], {3, 4}, x[1], x[2], 1e-3);
+      },
+      {random_tensor({2, 3, 4}, 4), random_tensor({3, 4}, 5, 0.5, 1.5), random_tensor({3, 4}, 6)});
 }
 
 TEST(OpsExtraGradcheck, LayerNormWithoutAffine) {
@@ -71,24 +74,27 @@ TEST(OpsExtraGradcheck, BatchNormTrainingInputWeightBias) {
   check_op("batch_norm_2d_input",
            [&](auto& x) { return batch_norm(x[0], rm, rv, x[1], x[2], true); },
            {random_tensor({4, 3}, 8), random_tensor({3}, 9, 0.5, 1.5), random_tensor({3}, 10)});
-  check_op("batch_norm_nchw",
-           [&](auto& x) { return batch_norm(x[0], rm, rv, x[1], x[2], true, 0.1, 1e-3); },
-           {random_tensor({2, 3, 2, 3}, 11), random_tensor({3}, 12, 0.5, 1.5), random_tensor({3}, 13)});
+  check_op(
+      "batch_norm_nchw",
+      [&](auto& x) { return batch_norm(x[0], rm, rv, x[1], x[2], true, 0.1, 1e-3); },
+      {random_tensor({2, 3, 2, 3}, 11), random_tensor({3}, 12, 0.5, 1.5), random_tensor({3}, 13)});
 }
 
 TEST(OpsExtraGradcheck, BatchNormTrainingChannelsLast) {
-  check_op("batch_norm_channels_last",
-           [](auto& x) {
-             return batch_norm(x[0].to_memory_format(MemoryFormat::channels_last), Tensor(), Tensor(),
-                               x[1], x[2], true);
-           },
-           {random_tensor({2, 3, 2, 2}, 14), random_tensor({3}, 15, 0.5, 1.5), random_tensor({3}, 16)});
+  check_op(
+      "batch_norm_channels_last",
+      [](auto& x) {
+        return batch_norm(x[0].to_memory_format(MemoryFormat::channels_last), Tensor(), Tensor(),
+                          x[1], x[2], true);
+      },
+      {random_tensor({2, 3, 2, 2}, 14), random_tensor({3}, 15, 0.5, 1.5), random_tensor({3}, 16)});
 }
 
 TEST(OpsExtraGradcheck, BatchNormEvalUsesFixedRunningStats) {
   const Tensor rm = random_tensor({3}, 17), rv = random_tensor({3}, 18, 0.5, 2.0);
-  check_op("batch_norm_eval", [&](auto& x) { return batch_norm(x[0], rm, rv, x[1], x[2], false); },
-           {random_tensor({2, 3, 2, 2}, 19), random_tensor({3}, 20, 0.5, 1.5), random_tensor({3}, 21)});
+  check_op(
+      "batch_norm_eval", [&](auto& x) { return batch_norm(x[0], rm, rv, x[1], x[2], false); },
+      {random_tensor({2, 3, 2, 2}, 19), random_tensor({3}, 20, 0.5, 1.5), random_tensor({3}, 21)});
 }
 
 TEST(OpsExtraGradcheck, BatchNormWithoutAffine) {
@@ -116,22 +122,44 @@ TEST(OpsExtraGradcheck, PowZeroExponentHasZeroGradient) {
 }
 
 TEST(OpsExtraGradcheck, Cat) {
-  check_op("cat_dim0", [](auto& x) { return cat({x[0], x[1]}, 0); },
+  check_op("cat_dim0",
+           [](auto& x) {
+             return cat({x[0], x[1]}, 0);
+           },
            {random_tensor({2, 3}, 29), random_tensor({1, 3}, 30)});
-  check_op("cat_dim1_three", [](auto& x) { return cat({x[0], x[1], x[2]}, 1); },
-           {random_tensor({2, 1, 2}, 31), random_tensor({2, 3, 2}, 32), random_tensor({2, 2, 2}, 33)});
-  check_op("cat_dim_-1", [](auto& x) { return cat({x[0], x[1]}, -1); },
+  check_op(
+      "cat_dim1_three",
+      [](auto& x) {
+        return cat({x[0], x[1], x[2]}, 1);
+      },
+      {random_tensor({2, 1, 2}, 31), random_tensor({2, 3, 2}, 32), random_tensor({2, 2, 2}, 33)});
+  check_op("cat_dim_-1",
+           [](auto& x) {
+             return cat({x[0], x[1]}, -1);
+           },
            {random_tensor({2, 2}, 34), random_tensor({2, 3}, 35)});
-  check_op("cat_same_tensor_twice", [](auto& x) { return cat({x[0], x[0]}, 0); },
+  check_op("cat_same_tensor_twice",
+           [](auto& x) {
+             return cat({x[0], x[0]}, 0);
+           },
            {random_tensor({2, 2}, 36)});
 }
 
 TEST(OpsExtraGradcheck, Stack) {
-  check_op("stack_dim0", [](auto& x) { return stack({x[0], x[1]}, 0); },
+  check_op("stack_dim0",
+           [](auto& x) {
+             return stack({x[0], x[1]}, 0);
+           },
            {random_tensor({2, 3}, 37), random_tensor({2, 3}, 38)});
-  check_op("stack_dim1", [](auto& x) { return stack({x[0], x[1], x[2]}, 1); },
+  check_op("stack_dim1",
+           [](auto& x) {
+             return stack({x[0], x[1], x[2]}, 1);
+           },
            {random_tensor({2, 3}, 39), random_tensor({2, 3}, 40), random_tensor({2, 3}, 41)});
-  check_op("stack_last", [](auto& x) { return stack({x[0], x[1]}, -1); },
+  check_op("stack_last",
+           [](auto& x) {
+             return stack({x[0], x[1]}, -1);
+           },
            {random_tensor({3}, 42), random_tensor({3}, 43)});
 }
 
@@ -150,7 +178,8 @@ TEST(OpsExtraGradcheck, NormsComposedWithGeluAndCat) {
 TEST(OpsExtraGradcheck, DropoutGradientIsMaskOverKeepProbability) {
   const double p = 0.25;
   manual_seed(7);
-  Tensor x = random_tensor({8, 16}, 47, 0.5, 1.5).requires_grad_(true);  // nonzero: kept <=> out != 0
+  Tensor x =
+      random_tensor({8, 16}, 47, 0.5, 1.5).requires_grad_(true);  // nonzero: kept <=> out != 0
   Tensor out = dropout(x, p, true);
   const Tensor upstream = random_tensor({8, 16}, 48);
   out.backward(upstream);

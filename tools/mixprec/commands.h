@@ -4,10 +4,16 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 
+#include "mixprec/train.h"
+
 namespace mixprec::cli {
 
 using Runner = std::function<int()>;  // returns the process exit code
 
+void add_training_flags(CLI::App* cmd, train::TrainConfig& config);
+
 Runner add_train_command(CLI::App& app);
+Runner add_compare_command(CLI::App& app);
+Runner add_policy_command(CLI::App& app);
 
 }  // namespace mixprec::cli

@@ -16,8 +16,12 @@ int main(int argc, char** argv) {
   app.footer("Exit codes: 0 ok, 1 runtime error, 2 usage error, 3 data error, 4 checkpoint error, "
              "5 training diverged. See docs/cli.md.");
   std::vector<std::pair<CLI::App*, Runner>> commands;
-  Runner train = add_train_command(app);
-  commands.emplace_back(app.get_subcommand("train"), train);
+  commands.emplace_back(nullptr, add_train_command(app));
+  commands.back().first = app.get_subcommand("train");
+  commands.emplace_back(nullptr, add_compare_command(app));
+  commands.back().first = app.get_subcommand("compare");
+  commands.emplace_back(nullptr, add_policy_command(app));
+  commands.back().first = app.get_subcommand("policy");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -6,6 +6,13 @@
 // PyTorch's [O,K] is oneDNN's "oi" weights layout, but the primitive prefers a blocked one
 // (format any): the reorder is cached per (buffer, version) in weights_cache.h, so it runs
 // once per optimizer step, not once per call.
+// Why inner product rather than matmul: limits.md §1.2 has bf16 inner product forward at
+// 408 vs 271-390 GFLOP/s for matmul (4096^3, 1 thread), and it computes diff_bias inside
+// backward weights. A head-to-head on fc1 (256x4096->256) and the MLP's 784->1024 and
+// 1024->1024, fwd + bwd_data + bwd_weights, interleaved over 4 rounds, was taken only while
+// other jobs loaded the machine (timings quantised to ~4 ms scheduler slices): the two
+// were within noise of each other (matmul ahead for fc1, behind for 784->1024). Revisit
+// with bench/ on a quiet machine.
 // Precision: bf16 in, bf16 out (f32 accumulation); backward weights returns f32
 // diff_weights/diff_bias for bf16 inputs, as conv.cpp does and for the same reason: the
 // gradient reaching an fp32 master stays fp32.

@@ -92,6 +92,12 @@ std::string describe(const Tensor& t) {
     if (dispatch_verbose()) dispatch_log(what, "unimplemented");
     throw Error(Status::unimplemented(what + ": oneDNN has no implementation (" + e.what() + ")"));
   }
+  // oneDNN cannot express some degenerate problems (e.g. a reduction to a 0-d result):
+  // the reference backend can, so let the ops layer fall back rather than fail.
+  if (e.status == dnnl_invalid_arguments) {
+    if (dispatch_verbose()) dispatch_log(what, "rejected by oneDNN");
+    throw Error(Status::unimplemented(what + ": oneDNN rejected the problem (" + e.what() + ")"));
+  }
   throw Error(Status::internal(what + ": oneDNN error " + std::to_string(int(e.status)) + " (" +
                                e.what() + ")"));
 }

@@ -94,6 +94,22 @@ TEST(OneDnnLinear, WeightsReorderCachedAcrossSteps) {
   EXPECT_EQ(onednn::onednn_primitive_creations(), created);
 }
 
+TEST(OneDnnLinear, EmptyBatchAndEmptyFeatures) {
+  // N = 0: empty outputs; the weight gradient of an empty batch is 0 (an empty sum).
+  Tensor x0 = Tensor::zeros({0, 8}), w = random_input({3, 8}, DType::f32, 450);
+  EXPECT_EQ(onednn::linear_forward(x0, w, Tensor()).shape(), (Shape{0, 3}));
+  backend::WeightGrads g = onednn::linear_backward_weights(x0, Tensor::zeros({0, 3}), true);
+  EXPECT_EQ(g.diff_weights.to_vector_f64(), std::vector<double>(24, 0.0));
+  EXPECT_EQ(g.diff_bias.to_vector_f64(), std::vector<double>(3, 0.0));
+  // K = 0: dst is the bias; diff_bias is still the column sum of diff_dst.
+  Tensor b = Tensor::from_vector({1, 2, 3}, {3});
+  EXPECT_EQ(onednn::linear_forward(Tensor::zeros({2, 0}), Tensor::zeros({3, 0}), b).to_vector_f64(),
+            (std::vector<double>{1, 2, 3, 1, 2, 3}));
+  Tensor dd = Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_EQ(onednn::linear_backward_weights(Tensor::zeros({2, 0}), dd, true).diff_bias.to_vector_f64(),
+            (std::vector<double>{5, 7, 9}));
+}
+
 TEST(OneDnnLinear, F16IsUnimplemented) {
   Tensor x = random_input({4, 8}, DType::f16, 400);
   Tensor w = random_input({3, 8}, DType::f16, 401);

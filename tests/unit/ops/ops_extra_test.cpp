@@ -1,6 +1,8 @@
 // ops_extra_test.cpp: forward values of layer_norm, batch_norm, gelu, dropout, pow, cat and
 // stack against hand-computed numbers; their autocast dtypes (and bit-identity with a manual
 // cast); error messages; and the LayerNorm / BatchNorm2d / GELU / Dropout modules.
+#include "mixprec/ops_extra.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,7 +13,6 @@
 #include "mixprec/autograd.h"
 #include "mixprec/nn_extra.h"
 #include "mixprec/ops.h"
-#include "mixprec/ops_extra.h"
 
 namespace mixprec {
 namespace {
@@ -50,8 +51,9 @@ void expect_all_near(const Tensor& t, const std::vector<double>& expected, doubl
 TEST(OpsExtraLayerNorm, RowOfOneToFourByHand) {
   // mean 2.5, biased var 1.25: y = (x - 2.5) / sqrt(1.25) with eps 0.
   const Tensor y = layer_norm(f64({1, 2, 3, 4}, {1, 4}), {4}, Tensor(), Tensor(), 0.0);
-  expect_all_near(y, {-1.3416407864998738, -0.4472135954999579, 0.4472135954999579, 1.3416407864998738},
-                  1e-15 /* f64 math, a few roundings */);
+  expect_all_near(
+      y, {-1.3416407864998738, -0.4472135954999579, 0.4472135954999579, 1.3416407864998738},
+      1e-15 /* f64 math, a few roundings */);
 }
 
 TEST(OpsExtraLayerNorm, AffineRowsMatchVectorMath) {
@@ -74,8 +76,8 @@ TEST(OpsExtraLayerNorm, AffineRowsMatchVectorMath) {
 TEST(OpsExtraLayerNorm, OverLastTwoDimsUsesAllOfThem) {
   // Normalising [2, 2] together: the 4 values 1..4 share one mean, unlike per-row.
   const Tensor y = layer_norm(f64({1, 2, 3, 4}, {1, 2, 2}), {2, 2}, Tensor(), Tensor(), 0.0);
-  expect_all_near(y, {-1.3416407864998738, -0.4472135954999579, 0.4472135954999579, 1.3416407864998738},
-                  1e-15);
+  expect_all_near(
+      y, {-1.3416407864998738, -0.4472135954999579, 0.4472135954999579, 1.3416407864998738}, 1e-15);
 }
 
 TEST(OpsExtraLayerNorm, F32InputMatchesF64Reference) {
@@ -93,13 +95,14 @@ const std::vector<double> kBnInput = {1, 2, 3, 10, 20, 30, 4, 5, 6, 40, 50, 60};
 
 TEST(OpsExtraBatchNorm, TrainingNormalisesWithBatchStatsAndUpdatesRunningStats) {
   Tensor rm = Tensor::zeros({2}), rv = Tensor::ones({2});
-  const Tensor y = batch_norm(f64(kBnInput, {2, 2, 1, 3}), rm, rv, Tensor(), Tensor(), true, 0.1, 0.0);
+  const Tensor y =
+      batch_norm(f64(kBnInput, {2, 2, 1, 3}), rm, rv, Tensor(), Tensor(), true, 0.1, 0.0);
   // Channel 0: mean 3.5, biased var 17.5 / 6, unbiased var 3.5.
   // Channel 1: mean 35, biased var 1750 / 6, unbiased var 350.
   const double s0 = std::sqrt(17.5 / 6.0), s1 = std::sqrt(1750.0 / 6.0);
   expect_all_near(y,
-                  {-2.5 / s0, -1.5 / s0, -0.5 / s0, -25 / s1, -15 / s1, -5 / s1,
-                   0.5 / s0, 1.5 / s0, 2.5 / s0, 5 / s1, 15 / s1, 25 / s1},
+                  {-2.5 / s0, -1.5 / s0, -0.5 / s0, -25 / s1, -15 / s1, -5 / s1, 0.5 / s0, 1.5 / s0,
+                   2.5 / s0, 5 / s1, 15 / s1, 25 / s1},
                   1e-14);
   // PyTorch: running = 0.9 * running + 0.1 * stat, with the unbiased variance.
   expect_all_near(rm, {0.35, 3.5}, 1e-6 /* f32 buffers */);
@@ -113,8 +116,9 @@ TEST(OpsExtraBatchNorm, EvalUsesRunningStatsAndLeavesThemAlone) {
   const Tensor w = f64({2.0, 3.0}, {2}), b = f64({0.5, -1.0}, {2});
   const Tensor y = batch_norm(f64({3, 5, 0, -1.5}, {2, 2}), rm, rv, w, b, false, 0.1, 0.0);
   // y = (x - rm) / sqrt(rv) * w + b per channel (column).
-  expect_all_near(y, {(3 - 1) / 2.0 * 2 + 0.5, (5 + 2) / 0.5 * 3 - 1, (0 - 1) / 2.0 * 2 + 0.5,
-                      (-1.5 + 2) / 0.5 * 3 - 1},
+  expect_all_near(y,
+                  {(3 - 1) / 2.0 * 2 + 0.5, (5 + 2) / 0.5 * 3 - 1, (0 - 1) / 2.0 * 2 + 0.5,
+                   (-1.5 + 2) / 0.5 * 3 - 1},
                   1e-14);
   expect_all_near(rm, {1.0, -2.0}, 0.0);
   expect_all_near(rv, {4.0, 0.25}, 0.0);
@@ -127,8 +131,8 @@ TEST(OpsExtraBatchNorm, ChannelsLastInputGivesTheSameValuesAndKeepsItsLayout) {
   EXPECT_TRUE(y.is_channels_last());
   const double s0 = std::sqrt(17.5 / 6.0), s1 = std::sqrt(1750.0 / 6.0);
   expect_all_near(y,  // logical (NCHW) order
-                  {-2.5 / s0, -1.5 / s0, -0.5 / s0, -25 / s1, -15 / s1, -5 / s1,
-                   0.5 / s0, 1.5 / s0, 2.5 / s0, 5 / s1, 15 / s1, 25 / s1},
+                  {-2.5 / s0, -1.5 / s0, -0.5 / s0, -25 / s1, -15 / s1, -5 / s1, 0.5 / s0, 1.5 / s0,
+                   2.5 / s0, 5 / s1, 15 / s1, 25 / s1},
                   1e-14);
 }
 
@@ -251,7 +255,8 @@ TEST(OpsExtraConcat, StackAddsADim) {
 }
 
 TEST(OpsExtraConcat, MixedDtypesWithoutAutocastGoToTheCommonDtype) {
-  const Tensor a = Tensor::from_vector({1.5f}, {1}, DType::bf16), b = Tensor::from_vector({2.25f}, {1});
+  const Tensor a = Tensor::from_vector({1.5f}, {1}, DType::bf16),
+               b = Tensor::from_vector({2.25f}, {1});
   const Tensor y = cat({a, b}, 0);
   EXPECT_EQ(y.dtype(), DType::f32);
   expect_all_near(y, {1.5, 2.25}, 0.0);
@@ -352,20 +357,25 @@ TEST(OpsExtraErrors, ShapeErrorsNameTheOpAndShapes) {
   m = error_of([&] { batch_norm(x, Tensor(), Tensor(), Tensor::ones({4}), Tensor(), true); });
   EXPECT_NE(m.find("batch_norm: weight [4]"), std::string::npos) << m;
   EXPECT_NE(m.find("[2, 3]"), std::string::npos) << m;
-  m = error_of([&] { batch_norm(Tensor::zeros({3}), Tensor(), Tensor(), Tensor(), Tensor(), true); });
+  m = error_of(
+      [&] { batch_norm(Tensor::zeros({3}), Tensor(), Tensor(), Tensor(), Tensor(), true); });
   EXPECT_NE(m.find("batch_norm"), std::string::npos) << m;
-  m = error_of([&] { batch_norm(Tensor::zeros({1, 3}), Tensor(), Tensor(), Tensor(), Tensor(), true); });
+  m = error_of([&] {
+    batch_norm(Tensor::zeros({1, 3}), Tensor(), Tensor(), Tensor(), Tensor(), true);
+  });
   EXPECT_NE(m.find("more than 1 value per channel"), std::string::npos) << m;
   m = error_of([&] { batch_norm(x, Tensor::zeros({3}), Tensor(), Tensor(), Tensor(), false); });
   EXPECT_NE(m.find("running_var"), std::string::npos) << m;
   m = error_of([&] { cat({x, Tensor::zeros({3, 3})}, 1); });
-  EXPECT_NE(m.find("cat: tensor 1 has shape [3, 3] but tensor 0 has [2, 3]"), std::string::npos) << m;
+  EXPECT_NE(m.find("cat: tensor 1 has shape [3, 3] but tensor 0 has [2, 3]"), std::string::npos)
+      << m;
   m = error_of([&] { cat({x}, 2); });
   EXPECT_NE(m.find("cat: dim 2 out of range"), std::string::npos) << m;
   m = error_of([&] { cat({}, 0); });
   EXPECT_NE(m.find("cat"), std::string::npos) << m;
   m = error_of([&] { stack({x, Tensor::zeros({3, 2})}, 0); });
-  EXPECT_NE(m.find("stack: tensor 1 has shape [3, 2] but tensor 0 has [2, 3]"), std::string::npos) << m;
+  EXPECT_NE(m.find("stack: tensor 1 has shape [3, 2] but tensor 0 has [2, 3]"), std::string::npos)
+      << m;
   m = error_of([&] { stack({x}, 3); });
   EXPECT_NE(m.find("stack: dim 3 out of range"), std::string::npos) << m;
 }
@@ -376,9 +386,11 @@ TEST(OpsExtraErrors, BadArgumentsAreRejected) {
   EXPECT_NE(error_of([&] { gelu(i); }).find("gelu: needs a floating tensor"), std::string::npos);
   EXPECT_NE(error_of([&] { dropout(Tensor::ones({2}), 1.0); }).find("dropout: p must be in [0, 1)"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { dropout(Tensor::ones({2}), -0.1); }).find("dropout: p"), std::string::npos);
-  EXPECT_NE(error_of([&] { layer_norm(Tensor::ones({2}), {2}, Tensor(), Tensor(), -1.0); }).find("eps"),
+  EXPECT_NE(error_of([&] { dropout(Tensor::ones({2}), -0.1); }).find("dropout: p"),
             std::string::npos);
+  EXPECT_NE(
+      error_of([&] { layer_norm(Tensor::ones({2}), {2}, Tensor(), Tensor(), -1.0); }).find("eps"),
+      std::string::npos);
 }
 
 // ---- modules ----
@@ -411,7 +423,9 @@ TEST(OpsExtraModules, BatchNorm2dTracksRunningStatsOnlyInTraining) {
   const Tensor y = bn(x);
   expect_all_near(bn.running_mean, {0.35, 3.5}, 1e-6);  // unchanged in eval
   EXPECT_NEAR(y.at(0), (1.0 - 0.35) / std::sqrt(1.25 + 1e-5), 1e-6);
-  EXPECT_NE(error_of([&] { bn(Tensor::zeros({2, 3, 1, 1})); }).find("BatchNorm2d: input [2, 3, 1, 1]"),
+  EXPECT_NE(error_of([&] {
+              bn(Tensor::zeros({2, 3, 1, 1}));
+            }).find("BatchNorm2d: input [2, 3, 1, 1]"),
             std::string::npos);
 }
 
@@ -428,9 +442,12 @@ TEST(OpsExtraModules, DropoutAndGeluModules) {
 }
 
 TEST(OpsExtraModules, NormalizationMarker) {
-  nn::Sequential net{std::make_shared<nn::Conv2d>(1, 2, 3), std::make_shared<nn::BatchNorm2d>(2),
-                     std::make_shared<nn::ReLU>(), std::make_shared<nn::Flatten>(),
-                     std::make_shared<nn::LayerNorm>(Shape{8}), std::make_shared<nn::GELU>(),
+  nn::Sequential net{std::make_shared<nn::Conv2d>(1, 2, 3),
+                     std::make_shared<nn::BatchNorm2d>(2),
+                     std::make_shared<nn::ReLU>(),
+                     std::make_shared<nn::Flatten>(),
+                     std::make_shared<nn::LayerNorm>(Shape{8}),
+                     std::make_shared<nn::GELU>(),
                      std::make_shared<nn::Dropout>(0.1)};
   std::vector<std::string> norms;
   for (const auto& [name, m] : net.named_modules())

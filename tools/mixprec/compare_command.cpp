@@ -1,0 +1,92 @@
+// compare_command.cpp: `mixprec compare`: the classic experiment. The same model, data and
+// seed trained under several presets (default: fp32, pure-fp16, amp-fp16, amp-bf16), then
+// one table of time per step, speed-up, activation memory, final loss, accuracy and
+// skipped steps. Runs are sequential in one process, so ratios are comparable.
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "commands.h"
+#include "exit_codes.h"
+#include "mixprec/precision.h"
+#include "mixprec/train.h"
+#include "progress.h"
+
+namespace mixprec::cli {
+
+namespace {
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+Runner add_compare_command(CLI::App& app) {
+  auto config = std::make_shared<train::TrainConfig>();
+  auto presets = std::make_shared<std::string>("fp32,pure-fp16,amp-fp16,amp-bf16");
+  CLI::App* cmd = app.add_subcommand(
+      "compare", "Train the same model under several precision presets and compare them side by side");
+  add_training_flags(cmd, *config);
+  cmd->add_option("--presets", *presets, "Comma-separated presets to run, the first is the baseline")
+      ->capture_default_str();
+  return [config, presets]() -> int {
+    std::vector<std::string> names = split_commas(*presets);
+    if (names.empty()) {
+      std::fprintf(stderr, "mixprec: usage error: --presets: give at least one preset\n");
+      return kExitUsage;
+    }
+    for (const auto& n : names)
+      if (auto p = amp::preset_by_name(n); !p.is_ok()) {
+        std::fprintf(stderr, "mixprec: usage error: --presets: %s\n", p.status().message().c_str());
+        return kExitUsage;
+      }
+    std::vector<train::TrainResult> results;
+    for (const auto& n : names) {
+      train::TrainConfig c = *config;
+      c.precision = n;
+      c.stop_on_divergence = false;  // a diverging preset is a result, not an error
+      std::printf("== %s\n", n.c_str());
+      std::fflush(stdout);
+      Progress progress(stdout);
+      train::Callbacks cb;
+      cb.on_step = [&](const train::StepReport& r) { progress.step(r); };
+      cb.on_eval = [&](const train::EvalReport& r) { progress.eval(r, c.epochs); };
+      auto r = train::run(c, cb);
+      progress.finish();
+      if (!r.is_ok()) {
+        std::fprintf(stderr, "mixprec: error: %s: %s\n", n.c_str(), r.status().message().c_str());
+        return exit_code_for(r.status());
+      }
+      results.push_back(std::move(r).value());
+    }
+    const train::TrainResult& base = results.front();
+    std::printf("\n%-10s %12s %9s %14s %11s %10s %8s  %s\n", "precision", "ms/step", "speed-up",
+                "act. memory", "final loss", "accuracy", "skipped", "note");
+    for (size_t i = 0; i < results.size(); ++i) {
+      const auto& r = results[i];
+      const double mem_pct = base.peak_activation_bytes > 0
+                                 ? 100.0 * double(r.peak_activation_bytes) / double(base.peak_activation_bytes)
+                                 : 0.0;
+      std::string note;
+      if (r.diverged) note = "diverged at step " + std::to_string(r.diverged_at_step);
+      const double final_loss = r.losses.empty() ? 0.0 : r.losses.back();
+      char acc[32];
+      if (r.evals.empty()) std::snprintf(acc, sizeof acc, "-");
+      else std::snprintf(acc, sizeof acc, "%.2f%%", 100.0 * r.final_accuracy);
+      std::printf("%-10s %12.1f %8.2fx %13.0f%% %11.4f %10s %8lld  %s\n", names[i].c_str(),
+                  1e3 * r.seconds_per_step, base.seconds_per_step / std::max(r.seconds_per_step, 1e-12),
+                  mem_pct, final_loss, acc, (long long)r.skipped_steps, note.c_str());
+    }
+    std::printf("\nms/step: median step time; act. memory: peak activation bytes (tracked allocator) as a %% of %s.\n",
+                names[0].c_str());
+    return kExitOk;
+  };
+}
+
+}  // namespace mixprec::cli

@@ -25,6 +25,8 @@ class Optimizer {
   virtual const char* name() const = 0;
   // Optimizer state tensors ("exp_avg.3", "momentum_buffer.0", ...) for checkpoints.
   virtual std::map<std::string, Tensor> state_tensors() const = 0;
+  // Restores what state_tensors() returned (a checkpoint); names and shapes must match.
+  virtual void load_state_tensors(const std::map<std::string, Tensor>& state) = 0;
   void set_step_count(int64_t n) { step_count_ = n; }
 
  protected:
@@ -47,6 +49,7 @@ class SGD : public Optimizer {
   SGD(std::vector<Tensor> params, SGDOptions options = {});
   const char* name() const override { return "sgd"; }
   std::map<std::string, Tensor> state_tensors() const override;
+  void load_state_tensors(const std::map<std::string, Tensor>& state) override;
 
  private:
   void update(size_t index, Tensor& param, const Tensor& grad) override;
@@ -67,6 +70,7 @@ class Adam : public Optimizer {
   Adam(std::vector<Tensor> params, AdamOptions options = {}, bool decoupled_weight_decay = false);
   const char* name() const override { return decoupled_ ? "adamw" : "adam"; }
   std::map<std::string, Tensor> state_tensors() const override;
+  void load_state_tensors(const std::map<std::string, Tensor>& state) override;
 
  private:
   void update(size_t index, Tensor& param, const Tensor& grad) override;

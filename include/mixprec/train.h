@@ -36,6 +36,11 @@ struct TrainConfig {
   int64_t growth_interval = 2000;
   int64_t hysteresis = 1;
   double min_scale = 0.0;                  // 0: no minimum
+  double clip_grad_norm = 0.0;             // > 0: clip the global gradient norm (after unscale)
+  int64_t accumulate = 1;                  // micro-batches per optimizer step
+  int64_t inject_nonfinite_step = 0;       // > 0: write inf into a gradient at this step
+  std::string inject_nonfinite_param;      // which parameter ("" = the first)
+  bool self_check = true;                  // 16-bit presets: compare with fp32 on one batch first
 };
 
 struct StepReport {
@@ -73,10 +78,12 @@ struct TrainResult {
   double final_scale = 1.0;
   bool diverged = false;               // only with stop_on_divergence = false
   int64_t diverged_at_step = 0;
-  std::string precision;               // the preset that ran
+  std::string precision;               // the preset that ran (fp32 if the self-check fell back)
+  std::string self_check;              // what the AMP self-check found ("" if it did not run)
 };
 
 struct Callbacks {
+  std::function<void(const std::string&)> on_warning;  // e.g. the AMP self-check fell back
   std::function<void(const TrainConfig&, const std::vector<std::pair<std::string, std::string>>&)>
       on_start;                                   // the resolved configuration table
   std::function<void(const StepReport&)> on_step;

@@ -11,8 +11,8 @@ struct Conv2dParams {
   int64_t pad_h = 0, pad_w = 0;
 };
 
-// 2-D pooling window; padding counts as -inf for max pooling and is excluded from the
-// average (count_include_pad = false would differ: we follow PyTorch's default, true).
+// 2-D pooling window; padding counts as -inf for max pooling and is included in the
+// average's divisor (PyTorch's default, count_include_pad = true).
 struct Pool2dParams {
   int64_t kernel_h = 2, kernel_w = 2;
   int64_t stride_h = 2, stride_w = 2;

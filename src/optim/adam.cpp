@@ -5,6 +5,19 @@
 
 namespace mixprec::optim {
 
+namespace {
+// Copies `src` into a fresh tensor laid out like parameter `param` (dtype and format).
+Tensor restored_like(const Tensor& param, const Tensor& src, const std::string& name) {
+  if (src.shape() != param.shape())
+    throw Error(Status::invalid_argument("optimizer state '" + name + "': shape " + shape_str(src.shape()) +
+                                         ", expected " + shape_str(param.shape())));
+  MemoryCategoryGuard mg(MemoryCategory::optimizer_state);
+  Tensor t = Tensor::empty(param.shape(), param.dtype(), param.suggest_memory_format());
+  t.copy_(src);
+  return t;
+}
+}  // namespace
+
 Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled)
     : Optimizer(std::move(params), options.lr), options_(options), decoupled_(decoupled) {
   if (!(options.beta1 >= 0 && options.beta1 < 1) || !(options.beta2 >= 0 && options.beta2 < 1))
@@ -40,4 +53,17 @@ std::map<std::string, Tensor> Adam::state_tensors() const {
   return out;
 }
 
+}  // namespace mixprec::optim
+
+namespace mixprec::optim {
+void Adam::load_state_tensors(const std::map<std::string, Tensor>& state) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const std::string m = "exp_avg." + std::to_string(i), v = "exp_avg_sq." + std::to_string(i);
+    const bool has_m = state.count(m), has_v = state.count(v);
+    if (has_m != has_v)
+      throw Error(Status::invalid_argument("optimizer state: '" + m + "' and '" + v + "' must come together"));
+    exp_avg_[i] = has_m ? restored_like(params_[i], state.at(m), m) : Tensor();
+    exp_avg_sq_[i] = has_v ? restored_like(params_[i], state.at(v), v) : Tensor();
+  }
+}
 }  // namespace mixprec::optim

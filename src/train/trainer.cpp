@@ -1,5 +1,6 @@
-// trainer.cpp: the training loop. One step: zero_grad -> forward -> cross_entropy ->
-// backward -> optimizer step; evaluation after each epoch under NoGradGuard.
+// trainer.cpp: the training loop. Per optimizer step: `accumulate` micro-batches through
+// PrecisionStep (autocast, scaler, masters); evaluation after each epoch; progress through
+// callbacks. Stops with Status::diverged on a non-finite loss when no scaler can absorb it.
 #include <omp.h>
 
 #include <algorithm>
@@ -7,16 +8,15 @@
 #include <cmath>
 #include <optional>
 
-#include "mixprec/amp.h"
 #include "mixprec/autograd.h"
 #include "mixprec/data.h"
-#include "mixprec/grad_scaler.h"
-#include "mixprec/precision.h"
 #include "mixprec/models.h"
 #include "mixprec/ops.h"
-#include "mixprec/optim.h"
+#include "mixprec/precision.h"
 #include "mixprec/train.h"
 #include "train/data_source.h"
+#include "train/precision_step.h"
+#include "train/self_check.h"
 
 namespace mixprec::train {
 
@@ -28,29 +28,16 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, std::vector<Tensor> params) {
-  if (c.optimizer == "sgd")
-    return std::make_unique<optim::SGD>(
-        std::move(params), optim::SGDOptions{.lr = c.lr, .momentum = c.momentum, .weight_decay = c.weight_decay});
-  optim::AdamOptions o;
-  o.lr = c.lr;
-  o.weight_decay = c.weight_decay;
-  if (c.optimizer == "adamw") return std::make_unique<optim::AdamW>(std::move(params), o);
-  return std::make_unique<optim::Adam>(std::move(params), o);
-}
-
-EvalReport evaluate(nn::Module& model, const std::shared_ptr<const ImageDataset>& test,
-                    int64_t batch_size, const amp::Preset& preset) {
-  NoGradGuard ng;
-  std::optional<amp::AutocastGuard> autocast;
-  if (preset.autocast_dtype) autocast.emplace(*preset.autocast_dtype);
-  model.eval();
+EvalReport evaluate(PrecisionStep& step, const std::shared_ptr<const ImageDataset>& test,
+                    int64_t batch_size) {
+  step.model().eval();
   DataLoader loader(test, {.batch_size = batch_size, .shuffle = false, .prefetch = 1});
   EvalReport r;
   int64_t correct = 0;
   double loss_sum = 0.0;
   while (auto batch = loader.next()) {
-    Tensor logits = model(batch->images.to(preset.param_dtype));
+    Tensor logits = step.predict(batch->images);
+    NoGradGuard ng;
     loss_sum += cross_entropy(logits, batch->labels, Reduction::sum).item();
     const Tensor pred = argmax(logits);
     const int64_t* p = pred.data_ptr<int64_t>();
@@ -58,10 +45,16 @@ EvalReport evaluate(nn::Module& model, const std::shared_ptr<const ImageDataset>
     for (int64_t i = 0; i < pred.numel(); ++i) correct += p[i] == y[i];
     r.samples += pred.numel();
   }
-  model.train();
+  step.model().train();
   r.accuracy = r.samples ? double(correct) / double(r.samples) : 0.0;
   r.loss = r.samples ? loss_sum / double(r.samples) : 0.0;
   return r;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::nth_element(v.begin(), v.begin() + long(v.size() / 2), v.end());
+  return v[v.size() / 2];
 }
 
 }  // namespace
@@ -86,6 +79,9 @@ Status validate(const TrainConfig& c) {
   if (c.growth_interval < 1) return bad("--growth-interval", "must be >= 1");
   if (c.hysteresis < 1) return bad("--hysteresis", "must be >= 1");
   if (!(c.min_scale >= 0)) return bad("--min-scale", "must be >= 0");
+  if (!(c.clip_grad_norm >= 0)) return bad("--clip-grad-norm", "must be >= 0 (0: off)");
+  if (c.accumulate < 1) return bad("--accumulate", "must be >= 1, got " + std::to_string(c.accumulate));
+  if (c.inject_nonfinite_step < 0) return bad("--inject-nonfinite", "step must be >= 1");
   auto spec = nn::model_spec(c.model);
   if (!spec.is_ok()) return bad("--model", spec.status().message());
   return Status::ok();
@@ -97,96 +93,91 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
   const nn::ModelSpec spec = nn::model_spec(config.model).value();
   auto data = load_data(config, spec);
   if (!data.is_ok()) return data.status();
-
-  const amp::Preset preset = amp::preset_by_name(config.precision).value();
-  manual_seed(config.seed);
-  std::shared_ptr<nn::Module> model = nn::make_model(spec);
-  // Same seed, same initial weights in every preset: they are drawn in f32, then converted.
-  if (preset.param_dtype != DType::f32) model->to(preset.param_dtype, preset.keep_norm_fp32);
-  std::optional<amp::MasterWeights> masters;
-  if (preset.master_weights) masters.emplace(model->named_parameters());
-  auto opt = make_optimizer(config, masters ? masters->masters() : model->parameters());
-  amp::GradScalerOptions so;
-  so.enabled = preset.loss_scaling;
-  so.init_scale = config.init_scale;
-  so.growth_factor = config.growth_factor;
-  so.backoff_factor = config.backoff_factor;
-  so.growth_interval = config.growth_interval;
-  so.hysteresis = config.hysteresis;
-  if (config.min_scale > 0) so.min_scale = config.min_scale;
-  amp::GradScaler scaler(so);
-  scaler.name_parameters(masters ? masters->named_masters() : model->named_parameters());
   DataLoader loader(data->train, {.batch_size = config.batch_size, .shuffle = config.shuffle,
                                   .seed = config.seed});
-  const int64_t per_epoch = loader.num_batches();
+  TrainResult result;
+
+  amp::Preset preset = amp::preset_by_name(config.precision).value();
+  if (config.self_check && preset.name != "fp32") {
+    loader.set_epoch(0);
+    auto first = loader.next();
+    SelfCheckResult check = amp_self_check(preset, spec, config, *first);
+    result.self_check = check.summary;
+    if (!check.passed) {
+      if (cb.on_warning)
+        cb.on_warning(check.summary + "; falling back to fp32 (pass --precision fp32 to silence, "
+                      "or check MIXPREC_VERBOSE=dispatch)");
+      preset = amp::preset_by_name("fp32").value();
+    }
+  }
+
+  // Same seed, same initial weights in every preset: drawn in f32, then converted.
+  manual_seed(config.seed);
+  PrecisionStep step(preset, nn::make_model(spec), config);
+  const int64_t per_epoch = loader.num_batches() / config.accumulate;
+  if (per_epoch < 1)
+    return Status::invalid_argument("--accumulate: " + std::to_string(config.accumulate) +
+                                    " micro-batches per step, but an epoch has only " +
+                                    std::to_string(loader.num_batches()) + " batches");
   int64_t total = per_epoch * config.epochs;
   if (config.max_steps > 0) total = std::min(total, config.max_steps);
 
   if (cb.on_start) {
-    cb.on_start(config, {{"model", spec.name + " (" + std::to_string(model->num_parameters()) + " parameters)"},
-                         {"dataset", data->train->name + " (" + std::to_string(data->train->count) +
-                                         " train, " + std::to_string(data->test->count) + " test)"},
-                         {"steps", std::to_string(total) + " (" + std::to_string(per_epoch) + " per epoch)"},
-                         {"threads", std::to_string(omp_get_max_threads())},
-                         {"precision", preset.name + " (" + preset.level + ": " + preset.description + ")"},
-                         {"loss scaling", preset.loss_scaling ? "dynamic, init " + std::to_string(config.init_scale) +
-                                                                   ", interval " + std::to_string(config.growth_interval)
-                                                             : "off"}});
+    cb.on_start(config,
+                {{"model", spec.name + " (" + std::to_string(step.model().num_parameters()) + " parameters)"},
+                 {"dataset", data->train->name + " (" + std::to_string(data->train->count) + " train, " +
+                                 std::to_string(data->test->count) + " test)"},
+                 {"steps", std::to_string(total) + " (" + std::to_string(per_epoch) + " per epoch" +
+                               (config.accumulate > 1 ? ", " + std::to_string(config.accumulate) +
+                                                            " micro-batches each" : "") + ")"},
+                 {"threads", std::to_string(omp_get_max_threads())},
+                 {"precision", preset.name + " (" + preset.level + ": " + preset.description + ")"},
+                 {"loss scaling", preset.loss_scaling ? "dynamic, init " + std::to_string(config.init_scale) +
+                                                           ", interval " + std::to_string(config.growth_interval)
+                                                     : "off"},
+                 {"self-check", result.self_check.empty() ? "-" : result.self_check}});
   }
 
-  TrainResult result;
   const auto t_start = Clock::now();
   std::vector<double> step_seconds;
   reset_peak_memory();
-  int64_t step = 0;
+  int64_t global_step = 0;
   auto window_start = Clock::now();
   int64_t window_images = 0;
-  for (int64_t epoch = 0; epoch < config.epochs && step < total; ++epoch) {
+  std::vector<Batch> micro;
+  for (int64_t epoch = 0; epoch < config.epochs && global_step < total && !result.diverged; ++epoch) {
     loader.set_epoch(epoch);
-    while (step < total) {
-      auto batch = loader.next();
-      if (!batch) break;
+    for (int64_t i = 0; i < per_epoch && global_step < total; ++i) {
+      micro.clear();
+      for (int64_t k = 0; k < config.accumulate; ++k) micro.push_back(*loader.next());
       const auto t0 = Clock::now();
-      opt->zero_grad();
-      model->zero_grad();
-      Tensor loss;
-      {
-        std::optional<amp::AutocastGuard> autocast;
-        if (preset.autocast_dtype) autocast.emplace(*preset.autocast_dtype);
-        loss = cross_entropy((*model)(batch->images.to(preset.param_dtype)), batch->labels);
-      }
-      const double loss_value = loss.item();
-      if (!std::isfinite(loss_value) && !scaler.is_enabled()) {
-        const std::string msg = "training diverged: loss is " + std::to_string(loss_value) +
-                                " at step " + std::to_string(step + 1) + " (epoch " +
-                                std::to_string(epoch + 1) + ", precision " + preset.name +
+      const bool inject = config.inject_nonfinite_step == global_step + 1;
+      const PrecisionStep::Outcome out = step.run(micro, inject ? &config.inject_nonfinite_param : nullptr);
+      if (!out.finite && !step.scaler().is_enabled()) {
+        const std::string msg = "training diverged: loss is " + std::to_string(out.loss) + " at step " +
+                                std::to_string(global_step + 1) + " (epoch " + std::to_string(epoch + 1) +
+                                ", precision " + preset.name +
                                 "); try a lower --lr or a preset with loss scaling";
         if (config.stop_on_divergence) return Status::diverged(msg);
         result.diverged = true;
-        result.diverged_at_step = step + 1;
-        result.losses.push_back(loss_value);
+        result.diverged_at_step = global_step + 1;
+        result.losses.push_back(out.loss);
         break;
       }
-      const double scale_used = scaler.get_scale();
-      scaler.scale(loss).backward();
-      if (masters) masters->accumulate_grads();
-      const bool stepped = scaler.step(*opt);
-      scaler.update();
-      if (masters && stepped) masters->copy_to_model();
       step_seconds.push_back(seconds_since(t0));
-      ++step;
-      window_images += batch->images.size(0);
-      result.losses.push_back(loss_value);
+      ++global_step;
+      for (const Batch& b : micro) window_images += b.images.size(0);
+      result.losses.push_back(out.loss);
       if (cb.on_step) {
         StepReport r;
-        r.step = step;
+        r.step = global_step;
         r.total_steps = total;
         r.epoch = epoch;
-        r.loss = loss_value;
-        r.lr = opt->lr();
-        r.scale = scale_used;
-        r.skipped = !stepped;
-        r.skipped_total = scaler.skipped_steps();
+        r.loss = out.loss;
+        r.lr = step.optimizer().lr();
+        r.scale = out.scale_used;
+        r.skipped = !out.stepped;
+        r.skipped_total = step.scaler().skipped_steps();
         const double w = seconds_since(window_start);
         r.images_per_second = w > 0 ? double(window_images) / w : 0.0;
         r.elapsed_seconds = seconds_since(t_start);
@@ -197,28 +188,23 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
         }
       }
     }
-    if (result.diverged) break;
-    if (config.evaluate) {
-      EvalReport e = evaluate(*model, data->test, config.batch_size, preset);
+    if (config.evaluate && !result.diverged) {
+      EvalReport e = evaluate(step, data->test, config.batch_size);
       e.epoch = epoch;
-      e.step = step;
+      e.step = global_step;
       result.evals.push_back(e);
       result.best_accuracy = std::max(result.best_accuracy, e.accuracy);
       result.final_accuracy = e.accuracy;
       if (cb.on_eval) cb.on_eval(e);
     }
   }
-  result.steps = step;
+  result.steps = global_step;
   result.seconds = seconds_since(t_start);
-  if (!step_seconds.empty()) {
-    std::vector<double> s = step_seconds;
-    std::nth_element(s.begin(), s.begin() + s.size() / 2, s.end());
-    result.seconds_per_step = s[s.size() / 2];
-  }
+  result.seconds_per_step = median(step_seconds);
   result.peak_activation_bytes = peak_bytes(MemoryCategory::activations);
   result.peak_total_bytes = memory_stats().total_peak;
-  result.skipped_steps = scaler.skipped_steps();
-  result.final_scale = scaler.get_scale();
+  result.skipped_steps = step.scaler().skipped_steps();
+  result.final_scale = step.scaler().get_scale();
   result.precision = preset.name;
   return result;
 }

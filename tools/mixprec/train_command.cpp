@@ -47,6 +47,7 @@ Runner add_train_command(CLI::App& app) {
     Progress progress(stdout);
     train::Callbacks cb;
     cb.on_start = print_config;
+    cb.on_warning = [](const std::string& w) { std::fprintf(stderr, "mixprec: warning: %s\n", w.c_str()); };
     cb.on_step = [&](const train::StepReport& r) { progress.step(r); };
     cb.on_eval = [&](const train::EvalReport& r) { progress.eval(r, config->epochs); };
     auto result = train::run(*config, cb);

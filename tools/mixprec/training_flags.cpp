@@ -47,6 +47,27 @@ void add_training_flags(CLI::App* cmd, train::TrainConfig& config) {
       ->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--min-scale", config.min_scale, "Loss scaler: lower bound of the scale (0: none)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--clip-grad-norm", config.clip_grad_norm, "Clip the global gradient norm (0: off)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--accumulate", config.accumulate, "Micro-batches per optimizer step")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option_function<std::string>(
+         "--inject-nonfinite",
+         [&config](const std::string& v) {
+           // STEP[:PARAM]: fault injection, an inf in one gradient at that step.
+           const auto colon = v.find(':');
+           try {
+             config.inject_nonfinite_step = std::stoll(v.substr(0, colon));
+           } catch (...) {
+             throw CLI::ValidationError("--inject-nonfinite", "expected STEP[:PARAM], got '" + v + "'");
+           }
+           if (config.inject_nonfinite_step < 1)
+             throw CLI::ValidationError("--inject-nonfinite", "STEP must be >= 1, got '" + v + "'");
+           config.inject_nonfinite_param = colon == std::string::npos ? "" : v.substr(colon + 1);
+         },
+         "Write inf into a gradient at STEP (of PARAM, e.g. fc1.weight), to test the loss scaler")
+      ->type_name("STEP[:PARAM]");
+  cmd->add_flag("!--no-self-check", config.self_check, "Skip the AMP self-check before 16-bit training");
   cmd->add_option("--train-subset", config.train_subset, "Use only the first N training images")
       ->capture_default_str();
   cmd->add_flag("!--no-shuffle", config.shuffle, "Keep the dataset order");

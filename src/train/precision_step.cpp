@@ -1,0 +1,103 @@
+// precision_step.cpp: the training step under a preset (see precision_step.h).
+#include "train/precision_step.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/convert.h"
+#include "core/storage.h"
+#include "mixprec/amp.h"
+#include "mixprec/autograd.h"
+#include "mixprec/ops.h"
+#include "mixprec/status.h"
+
+namespace mixprec::train {
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, std::vector<Tensor> params) {
+  if (c.optimizer == "sgd")
+    return std::make_unique<optim::SGD>(
+        std::move(params), optim::SGDOptions{.lr = c.lr, .momentum = c.momentum, .weight_decay = c.weight_decay});
+  optim::AdamOptions o;
+  o.lr = c.lr;
+  o.weight_decay = c.weight_decay;
+  if (c.optimizer == "adamw") return std::make_unique<optim::AdamW>(std::move(params), o);
+  return std::make_unique<optim::Adam>(std::move(params), o);
+}
+
+amp::GradScalerOptions scaler_options(const amp::Preset& preset, const TrainConfig& c) {
+  amp::GradScalerOptions so;
+  so.enabled = preset.loss_scaling;
+  so.init_scale = c.init_scale;
+  so.growth_factor = c.growth_factor;
+  so.backoff_factor = c.backoff_factor;
+  so.growth_interval = c.growth_interval;
+  so.hysteresis = c.hysteresis;
+  if (c.min_scale > 0) so.min_scale = c.min_scale;
+  return so;
+}
+
+PrecisionStep::PrecisionStep(const amp::Preset& preset, std::shared_ptr<nn::Module> model,
+                             const TrainConfig& config)
+    : preset_(preset), model_(std::move(model)), scaler_(scaler_options(preset, config)),
+      clip_grad_norm_(config.clip_grad_norm) {
+  if (preset_.param_dtype != DType::f32) model_->to(preset_.param_dtype, preset_.keep_norm_fp32);
+  if (preset_.master_weights) masters_.emplace(model_->named_parameters());
+  optimizer_ = make_optimizer(config, masters_ ? masters_->masters() : model_->parameters());
+  scaler_.name_parameters(masters_ ? masters_->named_masters() : model_->named_parameters());
+}
+
+PrecisionStep::Outcome PrecisionStep::run(const std::vector<Batch>& micro_batches,
+                                          const std::string* inject_into) {
+  Outcome out;
+  out.scale_used = scaler_.get_scale();
+  optimizer_->zero_grad();
+  if (masters_) masters_->zero_grad();
+  model_->zero_grad();
+  const double inv_micro = 1.0 / double(micro_batches.size());
+  double loss_sum = 0.0;
+  for (const Batch& b : micro_batches) {
+    Tensor loss;
+    {
+      std::optional<amp::AutocastGuard> autocast;
+      if (preset_.autocast_dtype) autocast.emplace(*preset_.autocast_dtype);
+      loss = cross_entropy((*model_)(b.images.to(preset_.param_dtype)), b.labels);
+    }
+    const double v = loss.item();
+    loss_sum += v;
+    if (!std::isfinite(v)) out.finite = false;
+    if (micro_batches.size() > 1) loss = mul(loss, inv_micro);
+    scaler_.scale(loss).backward();
+    if (masters_) masters_->accumulate_grads();  // f32 accumulation across micro-batches
+  }
+  out.loss = loss_sum * inv_micro;
+  if (inject_into) {
+    // Fault injection: an inf in one gradient, exactly what an f16 overflow produces.
+    const auto named = masters_ ? masters_->named_masters() : model_->named_parameters();
+    for (const auto& [name, p] : named) {
+      if (!inject_into->empty() && name != *inject_into) continue;
+      Tensor g = p.grad();
+      if (g.defined()) {
+        store_from_double(g.data(), g.dtype(), 0, std::numeric_limits<double>::infinity());
+        g.storage()->bump_version();
+      }
+      break;
+    }
+  }
+  if (clip_grad_norm_ > 0) {
+    scaler_.unscale(*optimizer_);  // clip the true gradients
+    optim::clip_grad_norm_(optimizer_->params(), clip_grad_norm_);
+  }
+  out.stepped = scaler_.step(*optimizer_);
+  scaler_.update();
+  if (masters_ && out.stepped) masters_->copy_to_model();
+  return out;
+}
+
+Tensor PrecisionStep::predict(const Tensor& images) {
+  NoGradGuard ng;
+  std::optional<amp::AutocastGuard> autocast;
+  if (preset_.autocast_dtype) autocast.emplace(*preset_.autocast_dtype);
+  return (*model_)(images.to(preset_.param_dtype));
+}
+
+}  // namespace mixprec::train

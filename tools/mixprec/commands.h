@@ -3,6 +3,8 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "mixprec/train.h"
 
@@ -15,5 +17,8 @@ void add_training_flags(CLI::App* cmd, train::TrainConfig& config);
 Runner add_train_command(CLI::App& app);
 Runner add_compare_command(CLI::App& app);
 Runner add_policy_command(CLI::App& app);
+Runner add_plot_command(CLI::App& app);
+// Draws metrics.jsonl of the run directories with gnuplot (RUN/training.{png,svg}).
+int plot_runs(const std::vector<std::string>& run_dirs, const std::string& output);
 
 }  // namespace mixprec::cli

@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   commands.back().first = app.get_subcommand("compare");
   commands.emplace_back(nullptr, add_policy_command(app));
   commands.back().first = app.get_subcommand("policy");
+  commands.emplace_back(nullptr, add_plot_command(app));
+  commands.back().first = app.get_subcommand("plot");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

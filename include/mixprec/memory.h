@@ -29,8 +29,8 @@ MemoryStats memory_stats();
 void reset_peak_memory();
 int64_t current_bytes(MemoryCategory c);
 int64_t peak_bytes(MemoryCategory c);
-// How many buffers were allocated since start: a steady-state step should not add any
-// once the caching allocator is in place (bench reports the count).
+// How many heap allocations tensor buffers made since start (blocks reused from the
+// caching allocator do not count): a steady-state training step adds none.
 int64_t allocation_count();
 
 // Buffers allocated on this thread while the guard lives are charged to `category`.

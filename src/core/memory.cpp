@@ -4,7 +4,10 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
 #include <new>
+#include <unordered_map>
+#include <vector>
 
 #include "core/storage.h"
 
@@ -79,17 +82,74 @@ MemoryCategory current_memory_category() { return t_category; }
 // 64-byte alignment: one cache line, and what AVX-512 loads and oneDNN like.
 constexpr size_t kAlignment = 64;
 
+namespace {
+
+// The caching allocator: freed blocks wait in per-size free lists and are handed out
+// again to a request of the same rounded size. A training step allocates the same shapes
+// every time, so from the second step on it makes no heap allocation, and large blocks
+// are not returned to the OS and page-faulted in again each step (glibc mmaps them).
+// The tracked figures (memory_stats) count live tensor bytes, not cached blocks.
+class BlockCache {
+ public:
+  void* take(size_t rounded) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = free_.find(rounded);
+    if (it == free_.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    cached_bytes_ -= rounded;
+    return p;
+  }
+  void give(void* p, size_t rounded) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (cached_bytes_ + rounded <= kMaxCachedBytes) {
+        free_[rounded].push_back(p);
+        cached_bytes_ += rounded;
+        return;
+      }
+    }
+    std::free(p);
+  }
+  ~BlockCache() {
+    for (auto& [size, blocks] : free_)
+      for (void* p : blocks) std::free(p);
+  }
+
+ private:
+  // Bounded, so a run whose shapes keep changing cannot hoard memory.
+  static constexpr size_t kMaxCachedBytes = size_t(2) << 30;
+  std::mutex mu_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  size_t cached_bytes_ = 0;
+};
+
+BlockCache& block_cache() {
+  static BlockCache* cache = new BlockCache();  // never destroyed: storages may outlive statics
+  return *cache;
+}
+
+size_t rounded_size(size_t bytes) {
+  const size_t r = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  return r == 0 ? kAlignment : r;
+}
+
+}  // namespace
+
 Storage::Storage(size_t bytes, MemoryCategory category) : bytes_(bytes), category_(category) {
-  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  data_ = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
-  if (!data_) throw std::bad_alloc();
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  const size_t rounded = rounded_size(bytes);
+  data_ = block_cache().take(rounded);
+  if (!data_) {
+    data_ = std::aligned_alloc(kAlignment, rounded);
+    if (!data_) throw std::bad_alloc();
+    g_allocations.fetch_add(1, std::memory_order_relaxed);  // counts heap allocations only
+  }
   charge(category_, int64_t(bytes_));
 }
 
 Storage::~Storage() {
   release(category_, int64_t(bytes_));
-  std::free(data_);
+  block_cache().give(data_, rounded_size(bytes_));
 }
 
 void Storage::recharge(MemoryCategory category) {

@@ -1,0 +1,65 @@
+// memory_test.cpp: the tracking allocator's figures by category, peaks, and the caching
+// allocator (a steady-state training step makes no heap allocation for tensor buffers).
+#include <gtest/gtest.h>
+
+#include "mixprec/data.h"
+#include "mixprec/memory.h"
+#include "mixprec/models.h"
+#include "mixprec/precision.h"
+#include "train/precision_step.h"
+
+namespace mixprec {
+namespace {
+
+TEST(Memory, BytesAreChargedToTheCategoryInForce) {
+  const int64_t act0 = current_bytes(MemoryCategory::activations);
+  const int64_t opt0 = current_bytes(MemoryCategory::optimizer_state);
+  {
+    Tensor a = Tensor::empty({1000}, DType::f32);
+    EXPECT_EQ(current_bytes(MemoryCategory::activations) - act0, 4000);
+    MemoryCategoryGuard g(MemoryCategory::optimizer_state);
+    Tensor b = Tensor::empty({10}, DType::bf16);
+    EXPECT_EQ(current_bytes(MemoryCategory::optimizer_state) - opt0, 20);
+  }
+  EXPECT_EQ(current_bytes(MemoryCategory::activations), act0);
+  EXPECT_EQ(current_bytes(MemoryCategory::optimizer_state), opt0);
+  EXPECT_EQ(current_memory_category(), MemoryCategory::activations);
+}
+
+TEST(Memory, PeakRemembersTheHighWaterMarkUntilReset) {
+  reset_peak_memory();
+  const int64_t base = peak_bytes(MemoryCategory::activations);
+  { Tensor big = Tensor::empty({1 << 20}, DType::f32); }
+  EXPECT_EQ(peak_bytes(MemoryCategory::activations) - base, 4 << 20);
+  reset_peak_memory();
+  EXPECT_EQ(peak_bytes(MemoryCategory::activations), current_bytes(MemoryCategory::activations));
+}
+
+TEST(Memory, FreedBlocksAreReusedWithoutHeapAllocation) {
+  { Tensor warm = Tensor::empty({12345}, DType::f32); }
+  const int64_t before = allocation_count();
+  for (int i = 0; i < 10; ++i) Tensor t = Tensor::empty({12345}, DType::f32);
+  EXPECT_EQ(allocation_count(), before);
+  Tensor distinct = Tensor::empty({99991}, DType::f32);  // a new size does allocate
+  EXPECT_EQ(allocation_count(), before + 1);
+}
+
+TEST(Memory, SteadyStateTrainingStepMakesNoHeapAllocation) {
+  for (const char* preset : {"fp32", "amp-bf16", "o2-bf16"}) {
+    SCOPED_TRACE(preset);
+    train::TrainConfig c;
+    manual_seed(0);
+    train::PrecisionStep step(amp::preset_by_name(preset).value(), nn::make_model(nn::model_spec("cnn").value()), c);
+    ImageDataset d = make_synthetic(64, 1, 28, 28, 10, 1);
+    DataLoader loader(std::move(d), {.batch_size = 32, .shuffle = false, .prefetch = 0});
+    std::vector<Batch> b1{*loader.next()}, b2{*loader.next()};
+    step.run(b1);
+    step.run(b2);  // warm: every shape seen once, optimizer state created
+    const int64_t before = allocation_count();
+    step.run(b1);
+    EXPECT_EQ(allocation_count(), before);
+  }
+}
+
+}  // namespace
+}  // namespace mixprec

@@ -1,6 +1,7 @@
 // mixprec.h: the umbrella header. One include gives the whole public API.
 #pragma once
 #include "mixprec/amp.h"
+#include "mixprec/checkpoint.h"
 #include "mixprec/autograd.h"
 #include "mixprec/data.h"
 #include "mixprec/dtype.h"
@@ -11,8 +12,10 @@
 #include "mixprec/nn_extra.h"
 #include "mixprec/ops.h"
 #include "mixprec/ops_extra.h"
+#include "mixprec/ops_fused.h"
 #include "mixprec/optim.h"
 #include "mixprec/precision.h"
+#include "mixprec/run_dir.h"
 #include "mixprec/safetensors.h"
 #include "mixprec/status.h"
 #include "mixprec/tensor.h"

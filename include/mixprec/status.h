@@ -16,6 +16,7 @@ enum class StatusCode : int {
   unimplemented,     // no kernel for this dtype/shape on this machine
   io_error,          // the OS refused a read or write
   diverged,          // training produced a non-finite loss
+  bad_checkpoint,    // a checkpoint to resume from is missing, corrupt or does not fit
   internal,
 };
 

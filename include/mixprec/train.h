@@ -41,6 +41,12 @@ struct TrainConfig {
   int64_t inject_nonfinite_step = 0;       // > 0: write inf into a gradient at this step
   std::string inject_nonfinite_param;      // which parameter ("" = the first)
   bool self_check = true;                  // 16-bit presets: compare with fp32 on one batch first
+  // Run directory and checkpoints (empty run_dir: nothing is written).
+  std::string run_dir;                     // e.g. "runs/train3": config.json, metrics.jsonl, checkpoints
+  int64_t save_every = 0;                  // also checkpoint every N steps (0: after each epoch only)
+  int64_t eval_every = 0;                  // also evaluate every N steps (0: after each epoch only)
+  std::string resume;                      // a run directory or checkpoint to continue exactly
+  std::string init_from;                   // a .safetensors file of weights to start from
 };
 
 struct StepReport {
@@ -80,6 +86,8 @@ struct TrainResult {
   int64_t diverged_at_step = 0;
   std::string precision;               // the preset that ran (fp32 if the self-check fell back)
   std::string self_check;              // what the AMP self-check found ("" if it did not run)
+  std::string last_checkpoint;         // path of the last checkpoint written ("" if none)
+  int64_t first_step = 1;              // > 1 when resumed
 };
 
 struct Callbacks {

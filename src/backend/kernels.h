@@ -11,7 +11,16 @@
 //   dtype too, unless a function says otherwise. Accumulation is at least f32 (ref: f64).
 // - An undefined Tensor means "absent" (e.g. no bias).
 // - onednn functions throw mixprec::Error with StatusCode::unimplemented when oneDNN has
-//   no kernel for the dtype; the ops layer then falls back to ref (once-noted).
+//   no kernel for the dtype; the ops layer then falls back to ref (once-noted, counted by
+//   ref_fallback_count() in ops/dispatch.h).
+// - f16 on onednn is emulated (backend/onednn/f16_emulation.h): oneDNN 2.6.3 has no f16
+//   kernel on CPU, so f16 inputs are widened exactly to f32 (convert_elements, F16C), the
+//   f32 primitive accumulates in f32, and outputs are rounded once to f16: bit-identical to
+//   the f32 kernel on the same values followed by a cast, as a tensor core computes.
+// - Exception to "output dtype = input dtype": onednn's conv2d/linear backward_weights
+//   return diff_weights/diff_bias in f32 for bf16 and f16 inputs (the f32 accumulator,
+//   unrounded). Autograd casts a gradient to its input's dtype, so an f16/bf16 weight still
+//   receives it rounded once, exactly as if the kernel had written 16 bits.
 #pragma once
 #include <optional>
 #include <vector>

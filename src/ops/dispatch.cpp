@@ -1,6 +1,8 @@
 // dispatch.cpp: backend choice and its one-time notes.
 #include "ops/dispatch.h"
 
+#include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,8 +28,14 @@ bool verbose_dispatch() {
 bool onednn_enabled_for(DType dtype) {
   static const bool forced_ref = env_contains("MIXPREC_BACKEND", "ref");
   if (forced_ref) return false;
-  return dtype == DType::f32 || dtype == DType::bf16;
+  return dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16;
 }
+
+namespace {
+std::atomic<int64_t> g_ref_fallbacks{0};
+}  // namespace
+
+void note_ref_fallback() { g_ref_fallbacks.fetch_add(1, std::memory_order_relaxed); }
 
 void note_dispatch(const char* op, DType dtype, const char* backend, const std::string& why) {
   static std::mutex mu;
@@ -43,3 +51,9 @@ void note_dispatch(const char* op, DType dtype, const char* backend, const std::
 }
 
 }  // namespace mixprec::ops_detail
+
+namespace mixprec {
+int64_t ref_fallback_count() {
+  return ops_detail::g_ref_fallbacks.load(std::memory_order_relaxed);
+}
+}  // namespace mixprec

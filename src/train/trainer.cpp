@@ -14,6 +14,10 @@
 #include "mixprec/ops.h"
 #include "mixprec/precision.h"
 #include "mixprec/train.h"
+#include "mixprec/checkpoint.h"
+#include "mixprec/run_dir.h"
+#include "train/checkpointing.h"
+#include "train/config_json.h"
 #include "train/data_source.h"
 #include "train/precision_step.h"
 #include "train/self_check.h"
@@ -82,6 +86,10 @@ Status validate(const TrainConfig& c) {
   if (!(c.clip_grad_norm >= 0)) return bad("--clip-grad-norm", "must be >= 0 (0: off)");
   if (c.accumulate < 1) return bad("--accumulate", "must be >= 1, got " + std::to_string(c.accumulate));
   if (c.inject_nonfinite_step < 0) return bad("--inject-nonfinite", "step must be >= 1");
+  if (c.save_every < 0) return bad("--save-every", "must be >= 0 (0: after each epoch only)");
+  if (c.eval_every < 0) return bad("--eval-every", "must be >= 0 (0: after each epoch only)");
+  if ((c.save_every > 0 || !c.resume.empty()) && c.run_dir.empty() && c.resume.empty())
+    return bad("--save-every", "needs a run directory (--run-dir)");
   auto spec = nn::model_spec(c.model);
   if (!spec.is_ok()) return bad("--model", spec.status().message());
   return Status::ok();
@@ -113,7 +121,49 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
 
   // Same seed, same initial weights in every preset: drawn in f32, then converted.
   manual_seed(config.seed);
-  PrecisionStep step(preset, nn::make_model(spec), config);
+  auto model = nn::make_model(spec);
+  if (!config.init_from.empty()) MIXPREC_RETURN_IF_ERROR(load_weights(*model, config.init_from));
+  PrecisionStep step(preset, model, config);
+
+  // Resume: everything that decides the next step comes back from the checkpoint.
+  Position pos;
+  std::string run_dir_path = config.run_dir;
+  if (!config.resume.empty()) {
+    // Any problem with the checkpoint is reported as such (exit code 4 in the CLI).
+    auto as_checkpoint_error = [](const Status& s) { return Status(StatusCode::bad_checkpoint, s.message()); };
+    auto file = resolve_checkpoint(config.resume);
+    if (!file.is_ok()) return as_checkpoint_error(file.status());
+    auto state = load_checkpoint(*file);
+    if (!state.is_ok()) return as_checkpoint_error(state.status());
+    auto restored = restore_state(step, *state, *file);
+    if (!restored.is_ok()) return as_checkpoint_error(restored.status());
+    pos = *restored;
+    result.first_step = pos.global_step + 1;
+    if (run_dir_path.empty()) {  // continue in the run directory the checkpoint lives in
+      const auto slash = file->find_last_of('/');
+      run_dir_path = slash == std::string::npos ? "." : file->substr(0, slash);
+    }
+  }
+  std::optional<RunDir> run_dir;
+  std::unique_ptr<MetricsLog> metrics;
+  if (!run_dir_path.empty()) {
+    auto rd = open_run_dir(run_dir_path, config.resume.empty() ? config_to_json(config) : "");
+    if (!rd.is_ok()) return rd.status();
+    run_dir = *rd;
+    auto log = MetricsLog::open(run_dir->metrics_path(),
+                                config.resume.empty() ? std::optional<int64_t>() : pos.global_step);
+    if (!log.is_ok()) return log.status();
+    metrics = std::move(log).value();
+  }
+  auto save = [&](const Position& at, bool is_best) -> Status {
+    if (!run_dir) return Status::ok();
+    const std::string name = checkpoint_filename(at.global_step);
+    MIXPREC_RETURN_IF_ERROR(save_checkpoint(run_dir->file(name), capture_state(step, config, at)));
+    MIXPREC_RETURN_IF_ERROR(update_pointer(run_dir->path, "last", name));
+    if (is_best) MIXPREC_RETURN_IF_ERROR(update_pointer(run_dir->path, "best", name));
+    result.last_checkpoint = run_dir->file(name);
+    return Status::ok();
+  };
   const int64_t per_epoch = loader.num_batches() / config.accumulate;
   if (per_epoch < 1)
     return Status::invalid_argument("--accumulate: " + std::to_string(config.accumulate) +
@@ -141,13 +191,26 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
   const auto t_start = Clock::now();
   std::vector<double> step_seconds;
   reset_peak_memory();
-  int64_t global_step = 0;
+  int64_t global_step = pos.global_step;
   auto window_start = Clock::now();
   int64_t window_images = 0;
   std::vector<Batch> micro;
-  for (int64_t epoch = 0; epoch < config.epochs && global_step < total && !result.diverged; ++epoch) {
-    loader.set_epoch(epoch);
-    for (int64_t i = 0; i < per_epoch && global_step < total; ++i) {
+  auto run_eval = [&](int64_t epoch) -> Status {
+    EvalReport e = evaluate(step, data->test, config.batch_size);
+    e.epoch = epoch;
+    e.step = global_step;
+    const bool best = result.evals.empty() || e.accuracy > result.best_accuracy;
+    result.evals.push_back(e);
+    result.best_accuracy = std::max(result.best_accuracy, e.accuracy);
+    result.final_accuracy = e.accuracy;
+    if (cb.on_eval) cb.on_eval(e);
+    if (metrics) MIXPREC_RETURN_IF_ERROR(metrics->log_eval(global_step, epoch, e.accuracy, e.loss));
+    return best ? Status::ok() : Status(StatusCode::ok, "not best");
+  };
+  for (int64_t epoch = pos.epoch; epoch < config.epochs && global_step < total && !result.diverged; ++epoch) {
+    const int64_t first_batch = epoch == pos.epoch ? pos.batch_in_epoch : 0;
+    MIXPREC_RETURN_IF_ERROR(loader.begin_epoch(epoch, first_batch * config.accumulate));
+    for (int64_t i = first_batch; i < per_epoch && global_step < total; ++i) {
       micro.clear();
       for (int64_t k = 0; k < config.accumulate; ++k) micro.push_back(*loader.next());
       const auto t0 = Clock::now();
@@ -168,6 +231,9 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
       ++global_step;
       for (const Batch& b : micro) window_images += b.images.size(0);
       result.losses.push_back(out.loss);
+      if (metrics)
+        MIXPREC_RETURN_IF_ERROR(metrics->log_step(global_step, epoch, out.loss, step.optimizer().lr(),
+                                                  out.scale_used, !out.stepped, seconds_since(t_start)));
       if (cb.on_step) {
         StepReport r;
         r.step = global_step;
@@ -187,15 +253,16 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
           window_images = 0;
         }
       }
-    }
-    if (config.evaluate && !result.diverged) {
-      EvalReport e = evaluate(step, data->test, config.batch_size);
-      e.epoch = epoch;
-      e.step = global_step;
-      result.evals.push_back(e);
-      result.best_accuracy = std::max(result.best_accuracy, e.accuracy);
-      result.final_accuracy = e.accuracy;
-      if (cb.on_eval) cb.on_eval(e);
+      const Position next{i + 1 == per_epoch ? epoch + 1 : epoch, i + 1 == per_epoch ? 0 : i + 1, global_step};
+      const bool end_of_epoch = i + 1 == per_epoch || global_step == total;
+      bool best = false;
+      if (config.evaluate && (end_of_epoch || (config.eval_every > 0 && global_step % config.eval_every == 0))) {
+        Status st = run_eval(epoch);
+        if (st.message() != "not best" && !st.is_ok()) return st;
+        best = st.message().empty();
+      }
+      if (end_of_epoch || (config.save_every > 0 && global_step % config.save_every == 0))
+        MIXPREC_RETURN_IF_ERROR(save(next, best));
     }
   }
   result.steps = global_step;

@@ -20,6 +20,7 @@ inline int exit_code_for(const Status& s) {
     case StatusCode::data_loss:
     case StatusCode::not_found: return kExitData;
     case StatusCode::diverged: return kExitDiverged;
+    case StatusCode::bad_checkpoint: return kExitCheckpoint;
     default: return kExitRuntime;
   }
 }

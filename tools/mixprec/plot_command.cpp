@@ -19,7 +19,7 @@ namespace {
 
 // Writes RUN/plot_steps.dat (step loss scale steps_per_s) and RUN/plot_evals.dat
 // (step accuracy). Lines that do not parse (a run killed mid-write) are skipped.
-bool extract_series(const fs::path& run, std::string& error) {
+bool extract_series(const fs::path& run, std::string& error, int64_t& eval_rows) {
   std::ifstream in(run / "metrics.jsonl");
   if (!in) {
     error = (run / "metrics.jsonl").string() + ": cannot open (is this a run directory?)";
@@ -32,12 +32,16 @@ bool extract_series(const fs::path& run, std::string& error) {
   while (std::getline(in, line)) {
     auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object() || !j.contains("step")) continue;
+    if (!j["step"].is_number()) continue;
     const double step = j["step"].get<double>();
     if (j.contains("accuracy")) {
-      evals << step << ' ' << 100.0 * j["accuracy"].get<double>() << '\n';
+      if (j["accuracy"].is_number()) {
+        evals << step << ' ' << 100.0 * j["accuracy"].get<double>() << '\n';
+        ++eval_rows;
+      }
       continue;
     }
-    if (!j.contains("loss")) continue;
+    if (!j.contains("loss") || !j["loss"].is_number()) continue;  // null: a non-finite loss
     const double t = j.value("time", 0.0);
     const double rate = (last_time >= 0 && t > last_time) ? (step - last_step) / (t - last_time) : NAN;
     steps << step << ' ' << j["loss"].get<double>() << ' ' << j.value("scale", 1.0) << ' ' << rate << '\n';
@@ -52,7 +56,8 @@ bool extract_series(const fs::path& run, std::string& error) {
   return true;
 }
 
-std::string gnuplot_script(const std::vector<fs::path>& runs, const fs::path& out_base, const char* terminal) {
+std::string gnuplot_script(const std::vector<fs::path>& runs, const fs::path& out_base, const char* terminal,
+                           bool have_evals) {
   std::ostringstream g;
   g << "set terminal " << terminal << " size 1200,900\n";
   g << "set output '" << out_base.string() << (std::string(terminal).rfind("svg", 0) == 0 ? ".svg" : ".png") << "'\n";
@@ -67,7 +72,10 @@ std::string gnuplot_script(const std::vector<fs::path>& runs, const fs::path& ou
     g << "\n";
   };
   plot("loss", "plot_steps.dat", "1:2", false);
-  plot("test accuracy (%)", "plot_evals.dat", "1:2 with linespoints pt 7", false);
+  if (have_evals)
+    plot("test accuracy (%)", "plot_evals.dat", "1:2 with linespoints pt 7", false);
+  else
+    g << "set multiplot next\n";  // no evaluation in these runs: leave the panel empty
   plot("loss scale", "plot_steps.dat", "1:3", true);
   plot("throughput (steps/s)", "plot_steps.dat", "1:4", false);
   g << "unset multiplot\n";
@@ -78,9 +86,10 @@ std::string gnuplot_script(const std::vector<fs::path>& runs, const fs::path& ou
 
 int plot_runs(const std::vector<std::string>& run_dirs, const std::string& output) {
   std::vector<fs::path> runs;
+  int64_t eval_rows = 0;
   for (const auto& r : run_dirs) {
     std::string error;
-    if (!extract_series(r, error)) {
+    if (!extract_series(r, error, eval_rows)) {
       std::fprintf(stderr, "mixprec: error: %s\n", error.c_str());
       return kExitData;
     }
@@ -89,7 +98,7 @@ int plot_runs(const std::vector<std::string>& run_dirs, const std::string& outpu
   const fs::path base = output.empty() ? runs.front() / "training" : fs::path(output);
   for (const char* terminal : {"pngcairo", "svg"}) {
     const fs::path script = base.string() + ".gp";
-    std::ofstream(script) << gnuplot_script(runs, base, terminal);
+    std::ofstream(script) << gnuplot_script(runs, base, terminal, eval_rows > 0);
     const std::string cmd = "gnuplot '" + script.string() + "' 2>&1";
     FILE* p = popen(cmd.c_str(), "r");
     if (!p) {

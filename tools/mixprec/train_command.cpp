@@ -6,6 +6,7 @@
 #include "core/cpu_features.h"
 #include "exit_codes.h"
 #include "mixprec/precision.h"
+#include "mixprec/run_dir.h"
 #include "mixprec/train.h"
 #include "progress.h"
 
@@ -44,6 +45,17 @@ Runner add_train_command(CLI::App& app) {
       std::fprintf(stderr, "mixprec: usage error: %s\n", st.message().c_str());
       return kExitUsage;
     }
+    // The run directory: auto-named unless given; --run-dir none writes nothing.
+    if (config->run_dir == "none") {
+      config->run_dir.clear();
+    } else if (config->run_dir.empty() && config->resume.empty()) {
+      auto rd = create_run_dir("runs");
+      if (!rd.is_ok()) {
+        std::fprintf(stderr, "mixprec: error: %s\n", rd.status().message().c_str());
+        return exit_code_for(rd.status());
+      }
+      config->run_dir = rd->path;
+    }
     Progress progress(stdout);
     train::Callbacks cb;
     cb.on_start = print_config;
@@ -57,6 +69,9 @@ Runner add_train_command(CLI::App& app) {
       return exit_code_for(result.status());
     }
     const train::TrainResult& r = result.value();
+    const std::string run_dir = !config->run_dir.empty() ? config->run_dir
+                                : !r.last_checkpoint.empty() ? r.last_checkpoint.substr(0, r.last_checkpoint.find_last_of('/'))
+                                                             : "";
     std::printf("\nsummary: %lld steps in %s (%.1f ms/step median) | final loss %.4f | "
                 "best test accuracy %.2f%% | peak memory %s (activations %s) | skipped steps %lld | "
                 "final loss scale %g\n",
@@ -64,6 +79,10 @@ Runner add_train_command(CLI::App& app) {
                 r.losses.empty() ? 0.0 : r.losses.back(), 100.0 * r.best_accuracy,
                 format_bytes(r.peak_total_bytes).c_str(), format_bytes(r.peak_activation_bytes).c_str(),
                 (long long)r.skipped_steps, r.final_scale);
+    if (!run_dir.empty()) {
+      std::printf("run directory: %s (last checkpoint %s)\n", run_dir.c_str(), r.last_checkpoint.c_str());
+      plot_runs({run_dir}, "");  // a missing gnuplot only costs the plot, not the run
+    }
     return kExitOk;
   };
 }

@@ -67,6 +67,16 @@ void add_training_flags(CLI::App* cmd, train::TrainConfig& config) {
          },
          "Write inf into a gradient at STEP (of PARAM, e.g. fc1.weight), to test the loss scaler")
       ->type_name("STEP[:PARAM]");
+  cmd->add_option("--eval-every", config.eval_every, "Also evaluate every N steps (0: after each epoch)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--save-every", config.save_every, "Also checkpoint every N steps (0: after each epoch)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--run-dir", config.run_dir,
+                  "Run directory for config.json, metrics.jsonl, checkpoints and plots "
+                  "(default: runs/train, runs/train2, ...; 'none': write nothing)");
+  cmd->add_option("--resume", config.resume, "Continue a run exactly: its run directory or a checkpoint");
+  cmd->add_option("--init-from", config.init_from, "Start from weights in a .safetensors file (PyTorch names)")
+      ->check(CLI::ExistingFile);
   cmd->add_flag("!--no-self-check", config.self_check, "Skip the AMP self-check before 16-bit training");
   cmd->add_option("--train-subset", config.train_subset, "Use only the first N training images")
       ->capture_default_str();

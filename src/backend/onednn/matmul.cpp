@@ -3,8 +3,10 @@
 // (broadcast), the shorter operand gets leading 1s. trans_a / trans_b read the last two
 // dims transposed: only the strides of the memory desc swap, nothing is copied, and
 // oneDNN's brgemm kernels take either order (ab / ba) directly.
-// dst is contiguous, in the inputs' dtype (bf16 -> bf16, f32 accumulation inside oneDNN).
+// dst is contiguous, in the inputs' dtype (bf16 -> bf16, f32 accumulation inside oneDNN;
+// f16 is emulated on the f32 primitive, f16_emulation.h).
 #include "backend/kernels.h"
+#include "backend/onednn/f16_emulation.h"
 #include "backend/onednn/primitive_cache.h"
 #include "backend/onednn/reorder_util.h"
 
@@ -57,6 +59,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
   if (a.dtype() != b.dtype())
     bad(std::string(op) + ": dtype mismatch: a " + dtype_name(a.dtype()) + " vs b " +
         dtype_name(b.dtype()));
+  if (is_f16(a))  // transposed views stay views: widen keeps their strides
+    return emulate_f16(op, [&] { return matmul(widen(a), widen(b), trans_a, trans_b); });
   require_compute_dtype(op, a.dtype());
   const size_t rank = std::max(a.shape().size(), b.shape().size());
   const Tensor x = matrix_dense(a), y = matrix_dense(b);

@@ -1,6 +1,8 @@
 // backend/onednn/primitive_cache.cpp: the LRU map from PrimKey to cached primitives.
 #include "backend/onednn/primitive_cache.h"
 
+#include "backend/onednn/f16_emulation.h"
+
 #include <unordered_map>
 #include <vector>
 
@@ -71,6 +73,11 @@ std::shared_ptr<CacheEntry> cache_insert(const PrimKey& key, std::shared_ptr<Cac
   const auto w = key.words();
   c.map.emplace(Words(w.begin(), w.end()), Slot{entry, ++c.clock});
   return entry;
+}
+
+void note_entry_used(const PrimKey& key, const CacheEntry& entry) {
+  if (!dispatch_verbose() || key.words()[0] == static_cast<int64_t>(PrimKind::reorder)) return;
+  note_impl(entry.impl);
 }
 
 void note_primitive_created() { g_creations.fetch_add(1, std::memory_order_relaxed); }

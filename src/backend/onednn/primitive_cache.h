@@ -96,6 +96,9 @@ std::shared_ptr<CacheEntry> cache_lookup(const PrimKey& key);
 // Inserts (or keeps an entry another thread inserted first) and returns the cached one.
 std::shared_ptr<CacheEntry> cache_insert(const PrimKey& key, std::shared_ptr<CacheEntry> entry);
 void note_primitive_created();
+// Records the compute primitive about to run (reorders excluded) for the f16 emulation's
+// dispatch log (f16_emulation.h); a no-op unless MIXPREC_VERBOSE=dispatch.
+void note_entry_used(const PrimKey& key, const CacheEntry& entry);
 
 // Returns the entry for `key`, calling make() (which returns std::shared_ptr<E>) on a miss.
 // If make() throws Error(unimplemented), the failure is cached and rethrown on later hits.
@@ -114,6 +117,7 @@ std::shared_ptr<E> cached(const PrimKey& key, Make&& make) {
     }
   }
   if (!hit->unimplemented.empty()) throw Error(Status::unimplemented(hit->unimplemented));
+  note_entry_used(key, *hit);
   return std::static_pointer_cast<E>(hit);
 }
 

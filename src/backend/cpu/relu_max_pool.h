@@ -1,0 +1,38 @@
+// backend/cpu/relu_max_pool.h: fused ReLU + max pooling (kernel == stride, no padding,
+// floor mode), forward and backward. Our own kernel, not oneDNN's: in bf16, oneDNN's
+// separate relu and pooling cost as much as every convolution of the seed CNN
+// (limits.md §2.2); fused, the forward reads the input once and writes the output plus a
+// 1-byte argmax, and the backward reads diff_dst + argmax and writes diff_src once.
+//
+// Semantics: exactly relu() followed by max_pool2d() (PyTorch's rules):
+// - dst = max over the window of max(x, 0); argmax = the first window position (row-major,
+//   0..k*k-1) holding the maximum, so ties go to the first maximum as in PyTorch.
+// - A window whose maximum is <= 0 outputs +0 with argmax kNoArgmax (255): relu's gradient
+//   is 0 at x <= 0, so the composition sends nothing back through such a window.
+// - NaN inputs never win (they behave like a value <= 0); PyTorch would propagate them.
+// - Floor mode: an odd H or W drops the last row / column, whose gradient is 0.
+// Layouts: dense NCHW or NHWC in; dst and argmax come out in the same format, diff_src too.
+// DTypes: f32, bf16, f16 (compared in f32; the stored maximum is one of the inputs, exact).
+#pragma once
+#include <cstdint>
+
+#include "mixprec/tensor.h"
+
+namespace mixprec::backend::cpu {
+
+inline constexpr uint8_t kNoArgmax = 255;
+
+struct ReluMaxPoolResult {
+  Tensor dst;     // [N, C, H/k, W/k], src's dtype and memory format
+  Tensor argmax;  // u8, same shape and memory format as dst
+};
+
+// src: 4-D, f32/bf16/f16; kernel in 1..15 (k*k window positions must fit a byte below 255).
+ReluMaxPoolResult relu_max_pool2d_forward(const Tensor& src, int64_t kernel);
+
+// diff_dst: dst's shape and dtype (any layout; brought to argmax's); returns diff_src with
+// shape src_shape in argmax's memory format.
+Tensor relu_max_pool2d_backward(const Tensor& diff_dst, const Tensor& argmax,
+                                const Shape& src_shape, int64_t kernel);
+
+}  // namespace mixprec::backend::cpu

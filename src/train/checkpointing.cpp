@@ -1,0 +1,110 @@
+// checkpointing.cpp: capture and restore of the whole training state (exact resume).
+#include "train/checkpointing.h"
+
+#include <map>
+
+#include "core/random.h"
+#include "mixprec/autograd.h"
+#include "mixprec/safetensors.h"
+#include "train/config_json.h"
+
+namespace mixprec::train {
+
+TrainingState capture_state(PrecisionStep& step, const TrainConfig& config, const Position& pos) {
+  TrainingState s;
+  s.model = step.model().named_parameters();
+  for (auto& b : step.model().named_buffers()) s.model.push_back(b);
+  s.optimizer = step.optimizer().state_tensors();
+  s.optimizer_steps = step.optimizer().step_count();
+  if (auto* m = step.masters())
+    for (auto& [name, t] : m->named_masters()) s.masters[name] = t;
+  s.scaler = step.scaler().state_dict();
+  s.rng_state = generator_state();
+  s.epoch = pos.epoch;
+  s.batch_in_epoch = pos.batch_in_epoch;
+  s.global_step = pos.global_step;
+  s.config_json = config_to_json(config);
+  s.precision = step.preset().name;
+  s.model_name = config.model;
+  return s;
+}
+
+namespace {
+
+Status copy_named(const std::string& file, const char* what,
+                  const std::vector<std::pair<std::string, Tensor>>& into,
+                  const std::map<std::string, Tensor>& from, bool require_same_dtype) {
+  std::string problems;
+  for (const auto& [name, dst] : into) {
+    auto it = from.find(name);
+    if (it == from.end()) {
+      problems += "\n  missing " + std::string(what) + " '" + name + "' " + shape_str(dst.shape());
+      continue;
+    }
+    const Tensor& src = it->second;
+    if (src.shape() != dst.shape()) {
+      problems += "\n  '" + name + "': shape " + shape_str(src.shape()) + ", expected " + shape_str(dst.shape());
+      continue;
+    }
+    if (require_same_dtype && src.dtype() != dst.dtype()) {
+      problems += "\n  '" + name + "': dtype " + std::string(dtype_name(src.dtype())) + ", expected " +
+                  dtype_name(dst.dtype()) + " (resume with the same --precision)";
+      continue;
+    }
+    Tensor d = dst;
+    d.copy_(src);
+  }
+  if (!problems.empty())
+    return Status::data_loss(file + ": does not fit this model:" + problems);
+  return Status::ok();
+}
+
+}  // namespace
+
+StatusOr<Position> restore_state(PrecisionStep& step, const TrainingState& st, const std::string& file) {
+  NoGradGuard ng;
+  if (st.precision != step.preset().name)
+    return Status::invalid_argument(file + ": saved with precision '" + st.precision + "', this run uses '" +
+                                    step.preset().name + "' (pass --precision " + st.precision + ")");
+  std::map<std::string, Tensor> saved(st.model.begin(), st.model.end());
+  auto targets = step.model().named_parameters();
+  for (auto& b : step.model().named_buffers()) targets.push_back(b);
+  MIXPREC_RETURN_IF_ERROR(copy_named(file, "tensor", targets, saved, true));
+  if (auto* m = step.masters())
+    MIXPREC_RETURN_IF_ERROR(copy_named(file, "master weight", m->named_masters(), st.masters, true));
+  try {
+    step.optimizer().load_state_tensors(st.optimizer);
+    step.optimizer().set_step_count(st.optimizer_steps);
+    if (step.scaler().is_enabled()) {
+      if (st.scaler.empty())
+        return Status::data_loss(file + ": no scaler state, but this preset uses loss scaling");
+      step.scaler().load_state_dict(st.scaler);
+    }
+  } catch (const Error& e) {
+    return Status::data_loss(file + ": " + e.what());
+  }
+  set_generator_state(st.rng_state);
+  return Position{st.epoch, st.batch_in_epoch, st.global_step};
+}
+
+Status load_weights(nn::Module& model, const std::string& path) {
+  auto file = load_safetensors(path);
+  if (!file.is_ok()) return file.status();
+  std::map<std::string, Tensor> saved;
+  for (auto& [name, t] : file->tensors) saved[name] = t;
+  auto targets = model.named_parameters();
+  for (auto& b : model.named_buffers()) targets.push_back(b);
+  std::string unexpected;
+  for (auto& [name, t] : saved) {
+    bool known = false;
+    for (auto& [n, _] : targets) known = known || n == name;
+    if (!known && name.rfind("optimizer.", 0) != 0 && name.rfind("master.", 0) != 0)
+      unexpected += " '" + name + "'";
+  }
+  if (!unexpected.empty())
+    return Status::data_loss(path + ": tensors this model does not have:" + unexpected);
+  NoGradGuard ng;
+  return copy_named(path, "tensor", targets, saved, false);
+}
+
+}  // namespace mixprec::train

@@ -1,0 +1,68 @@
+// config_json.cpp: the run configuration as JSON, one table of fields for both directions.
+#include "train/config_json.h"
+
+#include <nlohmann/json.hpp>
+
+namespace mixprec::train {
+
+namespace {
+
+// Applies f(name, field) to every serialised field of the config.
+template <typename Config, typename F>
+void for_each_field(Config& c, F&& f) {
+  f("model", c.model);
+  f("dataset", c.dataset);
+  f("data_dir", c.data_dir);
+  f("precision", c.precision);
+  f("epochs", c.epochs);
+  f("max_steps", c.max_steps);
+  f("batch_size", c.batch_size);
+  f("lr", c.lr);
+  f("optimizer", c.optimizer);
+  f("momentum", c.momentum);
+  f("weight_decay", c.weight_decay);
+  f("seed", c.seed);
+  f("threads", c.threads);
+  f("train_subset", c.train_subset);
+  f("test_subset", c.test_subset);
+  f("shuffle", c.shuffle);
+  f("init_scale", c.init_scale);
+  f("growth_factor", c.growth_factor);
+  f("backoff_factor", c.backoff_factor);
+  f("growth_interval", c.growth_interval);
+  f("hysteresis", c.hysteresis);
+  f("min_scale", c.min_scale);
+  f("clip_grad_norm", c.clip_grad_norm);
+  f("accumulate", c.accumulate);
+  f("eval_every", c.eval_every);
+  f("save_every", c.save_every);
+}
+
+}  // namespace
+
+std::string config_to_json(const TrainConfig& config) {
+  nlohmann::json j = nlohmann::json::object();
+  for_each_field(config, [&](const char* name, const auto& v) { j[name] = v; });
+  return j.dump(2);
+}
+
+StatusOr<TrainConfig> config_from_json(const std::string& text) {
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return Status::invalid_argument("configuration: not a JSON object");
+  TrainConfig c;
+  Status error;
+  for_each_field(c, [&](const char* name, auto& field) {
+    if (!error.is_ok() || !j.contains(name)) return;
+    try {
+      field = j[name].get<std::decay_t<decltype(field)>>();
+    } catch (const nlohmann::json::exception&) {
+      error = Status::invalid_argument(std::string("configuration: field '") + name + "' has the wrong type (" +
+                                       j[name].dump() + ")");
+    }
+  });
+  if (!error.is_ok()) return error;
+  return c;
+}
+
+}  // namespace mixprec::train

@@ -1,0 +1,186 @@
+// eval_command.cpp: `mixprec eval --checkpoint C`: rebuilds the model a checkpoint names,
+// loads its weights by name and measures test accuracy, loss and images/s on the run's
+// dataset, under the checkpoint's precision preset or another one (--precision): autocast
+// for amp-*, 16-bit weights for o2-*/pure-*. --save-predictions lets an outside tool (the
+// PyTorch cross-check in tests/golden/check_checkpoint_torch.py) compare logits.
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "commands.h"
+#include "exit_codes.h"
+#include "mixprec/amp.h"
+#include "mixprec/autograd.h"
+#include "mixprec/checkpoint.h"
+#include "mixprec/models.h"
+#include "mixprec/ops.h"
+#include "mixprec/precision.h"
+#include "mixprec/safetensors.h"
+#include "train/data_source.h"
+
+namespace mixprec::cli {
+
+namespace {
+
+struct EvalFlags {
+  std::string checkpoint, precision, data_dir;
+  std::string save_predictions;  // first batch's input, logits and labels (cross-checks)
+  int64_t batch_size = 0;  // 0: the run's batch size
+};
+
+int checkpoint_error(const std::string& msg) {
+  std::fprintf(stderr, "mixprec: checkpoint error: %s\n", msg.c_str());
+  return kExitCheckpoint;
+}
+
+// The fields of the run's configuration that select the test data.
+train::TrainConfig config_from_json(const std::string& text) {
+  train::TrainConfig c;
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) return c;
+  auto str = [&](const char* k, std::string& dst) {
+    if (j.contains(k) && j[k].is_string()) dst = j[k].get<std::string>();
+  };
+  auto num = [&](const char* k, auto& dst) {
+    if (j.contains(k) && j[k].is_number()) dst = j[k].get<std::decay_t<decltype(dst)>>();
+  };
+  str("model", c.model);
+  str("dataset", c.dataset);
+  str("data_dir", c.data_dir);
+  str("precision", c.precision);
+  num("seed", c.seed);
+  num("test_subset", c.test_subset);
+  num("batch_size", c.batch_size);
+  return c;
+}
+
+// Copies the checkpoint's tensors into the model by name; every missing, unexpected or
+// mis-shaped tensor is named in one message.
+Status load_weights(nn::Module& model, const TrainingState& st, const std::string& file) {
+  std::map<std::string, Tensor> saved(st.model.begin(), st.model.end());
+  auto expected = model.named_parameters();
+  for (auto& b : model.named_buffers()) expected.push_back(b);
+  std::string problems;
+  auto add = [&](const std::string& p) { problems += (problems.empty() ? "" : "; ") + p; };
+  for (auto& [name, t] : expected) {
+    auto it = saved.find(name);
+    if (it == saved.end()) {
+      add("missing tensor '" + name + "' (expected shape " + shape_str(t.shape()) + ")");
+      continue;
+    }
+    if (it->second.shape() != t.shape())
+      add("tensor '" + name + "' has shape " + shape_str(it->second.shape()) + ", model expects " +
+          shape_str(t.shape()));
+    else if (!is_floating(it->second.dtype()) && is_floating(t.dtype()))
+      add(std::string("tensor '") + name + "' has dtype " + dtype_name(it->second.dtype()) +
+          ", expected a floating type");
+    else {
+      NoGradGuard ng;
+      Tensor dst = t;
+      dst.copy_(it->second);
+    }
+    saved.erase(it);
+  }
+  for (auto& [name, t] : saved) add("unexpected tensor '" + name + "' " + shape_str(t.shape()));
+  if (!problems.empty())
+    return Status::data_loss("checkpoint '" + file + "' does not fit model '" + st.model_name + "': " + problems);
+  return Status::ok();
+}
+
+int run_eval(const EvalFlags& f) {
+  auto path = resolve_checkpoint(f.checkpoint);
+  if (!path.is_ok()) return checkpoint_error(path.status().message());
+  auto state = load_checkpoint(*path);
+  if (!state.is_ok()) return checkpoint_error(state.status().message());
+  const TrainingState& st = *state;
+
+  train::TrainConfig config = config_from_json(st.config_json);
+  const std::string model_name = st.model_name.empty() ? config.model : st.model_name;
+  auto spec = nn::model_spec(model_name);
+  if (!spec.is_ok())
+    return checkpoint_error("checkpoint '" + *path + "': metadata key 'model_name': " + spec.status().message());
+  const std::string precision = f.precision.empty() ? st.precision : f.precision;
+  auto preset = amp::preset_by_name(precision);
+  if (!preset.is_ok() && f.precision.empty())  // the file's value is at fault, not a flag
+    return checkpoint_error("checkpoint '" + *path + "': metadata key 'precision': " +
+                            preset.status().message() + " (pass --precision)");
+  if (!preset.is_ok()) {
+    std::fprintf(stderr, "mixprec: usage error: --precision: %s\n", preset.status().message().c_str());
+    return kExitUsage;
+  }
+  if (f.batch_size < 0) {
+    std::fprintf(stderr, "mixprec: usage error: --batch-size: must be >= 1\n");
+    return kExitUsage;
+  }
+
+  std::shared_ptr<nn::Module> model = nn::make_model(*spec);
+  if (Status s = load_weights(*model, st, *path); !s.is_ok()) return checkpoint_error(s.message());
+  if (preset->param_dtype != DType::f32) model->to(preset->param_dtype, preset->keep_norm_fp32);
+  model->eval();
+
+  if (!f.data_dir.empty()) config.data_dir = f.data_dir;
+  config.model = spec->name;
+  config.train_subset = 1;  // load_data reads both splits; eval needs only the test split
+  auto data = train::load_data(config, *spec);
+  if (!data.is_ok()) {
+    std::fprintf(stderr, "mixprec: data error: %s\n", data.status().message().c_str());
+    return exit_code_for(data.status());
+  }
+  const int64_t batch = f.batch_size > 0 ? f.batch_size : std::max<int64_t>(config.batch_size, 1);
+  DataLoader loader(data->test, {.batch_size = batch, .shuffle = false, .prefetch = 1});
+
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t correct = 0, samples = 0;
+  double loss_sum = 0.0;
+  while (auto b = loader.next()) {
+    NoGradGuard ng;
+    Tensor logits;
+    {
+      std::optional<amp::AutocastGuard> autocast;
+      if (preset->autocast_dtype) autocast.emplace(*preset->autocast_dtype);
+      logits = (*model)(b->images.to(preset->param_dtype));
+    }
+    logits = logits.to(DType::f32);  // loss and argmax in f32 whatever the preset
+    if (!f.save_predictions.empty() && samples == 0) {
+      Status s = save_safetensors(f.save_predictions,
+                                  {{"images", b->images}, {"logits", logits}, {"labels", b->labels}},
+                                  {{"checkpoint", *path}, {"precision", preset->name}});
+      if (!s.is_ok()) {
+        std::fprintf(stderr, "mixprec: error: --save-predictions: %s\n", s.message().c_str());
+        return kExitRuntime;
+      }
+    }
+    loss_sum += cross_entropy(logits, b->labels, Reduction::sum).item();
+    const Tensor pred = argmax(logits);
+    const int64_t* p = pred.data_ptr<int64_t>();
+    const int64_t* y = b->labels.data_ptr<int64_t>();
+    for (int64_t i = 0; i < pred.numel(); ++i) correct += p[i] == y[i];
+    samples += pred.numel();
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("checkpoint %s (model %s, step %lld)\n", path->c_str(), spec->name.c_str(), (long long)st.global_step);
+  std::printf("eval: %s test set, %lld images, precision %s\n", data->test->name.c_str(), (long long)samples,
+              preset->name.c_str());
+  std::printf("accuracy %.2f%% | loss %.4f | %.0f images/s\n", samples ? 100.0 * double(correct) / double(samples) : 0.0,
+              samples ? loss_sum / double(samples) : 0.0, secs > 0 ? double(samples) / secs : 0.0);
+  return kExitOk;
+}
+
+}  // namespace
+
+Runner add_eval_command(CLI::App& app) {
+  auto flags = std::make_shared<EvalFlags>();
+  CLI::App* cmd = app.add_subcommand("eval", "Evaluate a checkpoint on its run's test set");
+  cmd->add_option("--checkpoint", flags->checkpoint, "A .safetensors checkpoint or a run directory")->required();
+  cmd->add_option("--precision", flags->precision, "Precision preset (default: the checkpoint's): " + amp::preset_names());
+  cmd->add_option("--data-dir", flags->data_dir, "Dataset folder (default: the run's)");
+  cmd->add_option("--batch-size", flags->batch_size, "Images per batch (default: the run's)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--save-predictions", flags->save_predictions,
+                  "Write the first batch's images, logits and labels to this .safetensors file");
+  return [flags]() -> int { return run_eval(*flags); };
+}
+
+}  // namespace mixprec::cli

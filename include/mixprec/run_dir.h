@@ -33,7 +33,7 @@ struct RunDir {
 // must be a JSON object and is written atomically to config.json.
 // Errors: invalid_argument (bad name or config), io_error naming the path.
 StatusOr<RunDir> create_run_dir(const std::string& base = "runs", const std::string& name = "",
-                                 const std::string& config_json = "");
+                                 const std::string& config_json = "", const std::string& prefix = "train");
 // The same for an explicit folder (--run-dir PATH): created with its parents if missing.
 StatusOr<RunDir> open_run_dir(const std::string& path, const std::string& config_json = "");
 

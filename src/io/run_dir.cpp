@@ -55,7 +55,7 @@ std::string base_name(const std::string& path) {
 }  // namespace
 
 StatusOr<RunDir> create_run_dir(const std::string& base, const std::string& name,
-                                const std::string& config_json) {
+                                const std::string& config_json, const std::string& prefix) {
   if (!name.empty() && !valid_name(name))
     return Status::invalid_argument("run name '" + name + "': must be one path component (no '/')");
   MIXPREC_RETURN_IF_ERROR(make_dirs(base));
@@ -69,7 +69,7 @@ StatusOr<RunDir> create_run_dir(const std::string& base, const std::string& name
     // runs cannot loop forever.
     for (int i = 1;; ++i) {
       if (i > 100000) return Status::io_error("run directory: no free name under '" + base + "'");
-      dir.name = i == 1 ? "train" : "train" + std::to_string(i);
+      dir.name = i == 1 ? prefix : prefix + std::to_string(i);
       dir.path = base + "/" + dir.name;
       if (::mkdir(dir.path.c_str(), 0777) == 0) break;
       if (errno != EEXIST)

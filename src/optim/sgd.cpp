@@ -5,19 +5,6 @@
 
 namespace mixprec::optim {
 
-namespace {
-// Copies `src` into a fresh tensor laid out like parameter `param` (dtype and format).
-Tensor restored_like(const Tensor& param, const Tensor& src, const std::string& name) {
-  if (src.shape() != param.shape())
-    throw Error(Status::invalid_argument("optimizer state '" + name + "': shape " + shape_str(src.shape()) +
-                                         ", expected " + shape_str(param.shape())));
-  MemoryCategoryGuard mg(MemoryCategory::optimizer_state);
-  Tensor t = Tensor::empty(param.shape(), param.dtype(), param.suggest_memory_format());
-  t.copy_(src);
-  return t;
-}
-}  // namespace
-
 SGD::SGD(std::vector<Tensor> params, SGDOptions options)
     : Optimizer(std::move(params), options.lr), options_(options) {
   if (options.nesterov && (options.momentum <= 0.0 || options.dampening != 0.0))

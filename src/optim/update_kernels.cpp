@@ -105,4 +105,14 @@ void adam_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp
   }
 }
 
+Tensor restored_like(const Tensor& param, const Tensor& src, const std::string& name) {
+  if (src.shape() != param.shape())
+    throw Error(Status::invalid_argument("optimizer state '" + name + "': shape " + shape_str(src.shape()) +
+                                         ", expected " + shape_str(param.shape())));
+  MemoryCategoryGuard mg(MemoryCategory::optimizer_state);
+  Tensor t = Tensor::empty(param.shape(), param.dtype(), param.suggest_memory_format());
+  t.copy_(src);
+  return t;
+}
+
 }  // namespace mixprec::optim

@@ -6,7 +6,7 @@
 
 #include <functional>
 
-#include "common/finite_diff.h"
+#include "common/autograd_check.h"
 #include "mixprec/autograd.h"
 #include "mixprec/ops.h"
 
@@ -14,41 +14,7 @@ namespace mixprec {
 namespace {
 
 using test::random_tensor;
-using OpFn = std::function<Tensor(const std::vector<Tensor>&)>;
-
-// Checks d L / d inputs[i] for every input i that is floating.
-void check_op(const char* name, const OpFn& op, std::vector<Tensor> inputs,
-              double rtol = 1e-6 /* f64 central differences: ~1e-10 error, plenty of margin */) {
-  SCOPED_TRACE(name);
-  Tensor probe;
-  {
-    NoGradGuard ng;
-    probe = op(inputs);
-  }
-  const Tensor weights = random_tensor(probe.shape(), 99);
-  // Analytic: autograd.
-  std::vector<Tensor> leaves;
-  for (auto& t : inputs) {
-    Tensor leaf = t.clone();
-    if (is_floating(leaf.dtype())) leaf.requires_grad_(true);
-    leaves.push_back(leaf);
-  }
-  Tensor loss = sum(mul(op(leaves), weights));
-  loss.backward();
-  // Numerical: the same op without autograd.
-  test::ScalarFn f = [&](std::vector<Tensor>& xs) {
-    NoGradGuard ng;
-    return test::dot_f64(op(xs), weights);
-  };
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!is_floating(inputs[i].dtype())) continue;
-    SCOPED_TRACE("input " + std::to_string(i));
-    ASSERT_TRUE(leaves[i].grad().defined());
-    EXPECT_EQ(leaves[i].grad().dtype(), DType::f64);
-    Tensor numeric = test::numerical_gradient(f, inputs, i);
-    EXPECT_TRUE(test::gradients_match(leaves[i].grad(), numeric, rtol));
-  }
-}
+using test::check_op;
 
 TEST(OpsGradcheck, Conv2dWithBiasStrideAndPadding) {
   check_op("conv2d", [](auto& x) { return conv2d(x[0], x[1], x[2], 2, 1); },

@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "exit_codes.h"
 #include "mixprec/precision.h"
+#include "mixprec/run_dir.h"
 #include "mixprec/train.h"
 #include "progress.h"
 
@@ -46,10 +47,23 @@ Runner add_compare_command(CLI::App& app) {
         std::fprintf(stderr, "mixprec: usage error: --presets: %s\n", p.status().message().c_str());
         return kExitUsage;
       }
+    // One run directory per preset under runs/compareN (or --run-dir), plotted together.
+    std::string base_dir;
+    if (config->run_dir != "none") {
+      auto rd = config->run_dir.empty() ? create_run_dir("runs", "", "", "compare") : open_run_dir(config->run_dir);
+      if (!rd.is_ok()) {
+        std::fprintf(stderr, "mixprec: error: %s\n", rd.status().message().c_str());
+        return exit_code_for(rd.status());
+      }
+      base_dir = rd->path;
+    }
     std::vector<train::TrainResult> results;
+    std::vector<std::string> run_dirs;
     for (const auto& n : names) {
       train::TrainConfig c = *config;
       c.precision = n;
+      c.run_dir = base_dir.empty() ? "" : base_dir + "/" + n;
+      if (!c.run_dir.empty()) run_dirs.push_back(c.run_dir);
       c.stop_on_divergence = false;  // a diverging preset is a result, not an error
       std::printf("== %s\n", n.c_str());
       std::fflush(stdout);
@@ -85,6 +99,10 @@ Runner add_compare_command(CLI::App& app) {
     }
     std::printf("\nms/step: median step time; act. memory: peak activation bytes (tracked allocator) as a %% of %s.\n",
                 names[0].c_str());
+    if (!base_dir.empty()) {
+      std::printf("run directories: %s/<preset>\n", base_dir.c_str());
+      plot_runs(run_dirs, base_dir + "/compare");
+    }
     return kExitOk;
   };
 }

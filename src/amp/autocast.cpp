@@ -42,6 +42,8 @@ Tensor cast_to(const Tensor& x, DType dtype) {
     ++t.stats.hits;
     return it->second.cast;
   }
+  // A parameter's 16-bit copy is weight memory, not an activation.
+  MemoryCategoryGuard mg(MemoryCategory::parameters);
   Tensor c = cast(x, dtype);
   ++t.stats.casts;
   t.cache[&im] = CacheEntry{im.storage, im.storage->version(), c};

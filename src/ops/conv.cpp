@@ -53,6 +53,7 @@ Tensor conv2d(const Tensor& src_in, const Tensor& weights_in, const Tensor& bias
                       [&] { return onednn::conv2d_backward_data(diff_dst, w, src_shape, p); },
                       [&] { return ref::conv2d_backward_data(diff_dst, w, src_shape, p); });
                 if (s.defined()) {
+                  MemoryCategoryGuard mg(MemoryCategory::gradients);  // weight gradients
                   WeightGrads wg = ops_detail::dispatch(
                       "conv2d_backward_weights", dt,
                       [&] { return onednn::conv2d_backward_weights(s, diff_dst, w_shape, with_bias, p); },

@@ -51,6 +51,7 @@ Tensor linear(const Tensor& src_in, const Tensor& weights_in, const Tensor& bias
                       [&] { return onednn::linear_backward_data(diff_dst, w); },
                       [&] { return ref::linear_backward_data(diff_dst, w); });
                 if (s.defined()) {
+                  MemoryCategoryGuard mg(MemoryCategory::gradients);  // weight gradients
                   WeightGrads wg = ops_detail::dispatch(
                       "linear_backward_weights", dt,
                       [&] { return onednn::linear_backward_weights(s, diff_dst, with_bias); },

@@ -1,0 +1,53 @@
+// phased_step.h: one training step under a precision preset, timed per phase, for
+// bench_step. Setup (weights in the preset's dtype, f32 masters, Adam, scaler) is the
+// library's own PrecisionStep; only the step body is restated here, because the timers must
+// sit between its phases. It issues the same calls in the same order as
+// PrecisionStep::run for one micro-batch without clipping.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "mixprec/models.h"
+#include "mixprec/precision.h"
+#include "mixprec/tensor.h"
+#include "train/precision_step.h"
+
+namespace mixprec::bench {
+
+// Milliseconds of one step, by phase.
+struct PhaseTimes {
+  double forward = 0;    // input cast + autocast forward + cross_entropy + loss.item()
+  double backward = 0;   // scaler.scale(loss).backward()
+  double optimizer = 0;  // zero_grad, unscale, Adam, scaler.update, master grads/copies
+  double amp = 0;        // the part of `optimizer` that is AMP machinery: masters + scaler
+  double whole = 0;      // wall time of the whole step (>= the sum of the phases)
+};
+
+class PhasedStep {
+ public:
+  // Builds the model (seeded, so every preset starts from the same f32 weights), a random
+  // batch of `batch` images and labels, and the preset's optimizer/scaler/masters.
+  PhasedStep(const nn::ModelSpec& spec, const amp::Preset& preset, int64_t batch, uint64_t seed = 0);
+
+  PhaseTimes run();
+  double last_loss() const { return last_loss_; }
+  const amp::Preset& preset() const { return step_->preset(); }
+  int64_t num_parameters() { return step_->model().num_parameters(); }
+
+  // Time (ms) to cast every parameter to the autocast dtype once: what the weight-cast
+  // cache costs per step (each parameter is cast once per outermost autocast region).
+  // Timed apart from the step; bench_step samples it after every timed step.
+  double weight_cast_ms();
+
+ private:
+  std::unique_ptr<train::PrecisionStep> step_;
+  Tensor images_, labels_;
+  double last_loss_ = 0;
+};
+
+// FLOPs of one training step (conv and linear only; forward + bwd_data + bwd_weights, minus
+// the first layer's bwd_data), the counting of reference/limits.md §5.
+double step_flops(const std::string& model, int64_t batch);
+
+}  // namespace mixprec::bench

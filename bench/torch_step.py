@@ -1,0 +1,134 @@
+#!/usr/bin/python3
+"""torch_step.py: the PyTorch peer of bench_step: the same training step (zero_grad, forward,
+cross_entropy, backward, Adam) on the same models, in fp32 and autocast-bf16, interleaved
+round-robin in one process, timed by phase. Prints "RESULT impl=torch ..." lines that
+bench/report.py reads.
+
+Run with the Debian interpreter (/usr/bin/python3 has python3-torch 1.13). For fp32, torch
+must use OpenBLAS (its default netlib BLAS is 2-30x slower): bench/run_benchmarks.sh sets
+LD_LIBRARY_PATH to an unpacked libopenblas0-openmp. The BLAS actually loaded is printed.
+Exits 0 with a message when torch is not installed."""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="seed-cnn,cnn,mlp")
+    ap.add_argument("--precision", default="fp32,amp-bf16", help="fp32 and/or amp-bf16 (torch.autocast)")
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=0, help="0: the model's default (256; mlp 512)")
+    ap.add_argument("--budget", type=float, default=0, help="seconds per precision, 0 = none")
+    args = ap.parse_args()
+
+    # Both knobs, before torch starts its pools: torch's own default here is 1 thread.
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    try:
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+    except ImportError as e:
+        print(f"torch_step: PyTorch not available ({e}); skipping the PyTorch comparison")
+        return 0
+    torch.set_num_threads(args.threads)
+    blas = blas_in_use(torch)
+    print(f"torch_step: torch {torch.__version__}, {torch.get_num_threads()} threads, BLAS: {blas}")
+    print(f"RESULT impl=torch-info version={torch.__version__} threads={torch.get_num_threads()} blas={blas.split()[0]}")
+
+    def make(name):
+        if name == "mlp":
+            return nn.Sequential(nn.Flatten(), nn.Linear(784, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(),
+                                 nn.Linear(4096, 10)), (1, 28, 28)
+        c, h = (3, 32) if name == "seed-cnn" else (1, 28)
+        return nn.Sequential(nn.Conv2d(c, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                             nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                             nn.Linear(64 * (h // 4) ** 2, 256), nn.ReLU(), nn.Linear(256, 10)), (c, h, h)
+
+    for model_name in args.model.split(","):
+        batch = args.batch or (512 if model_name == "mlp" else 256)
+        runs = []
+        for prec in args.precision.split(","):
+            if prec not in ("fp32", "amp-bf16"):
+                print(f"torch_step: --precision: '{prec}' not supported (fp32, amp-bf16); "
+                      "PyTorch 1.13 has no f16 on CPU")
+                return 2
+            torch.manual_seed(0)
+            model, shape = make(model_name)
+            opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+            x = torch.randn(batch, *shape)
+            y = torch.randint(0, 10, (batch,))
+            runs.append(dict(prec=prec, model=model, opt=opt, x=x, y=y, fwd=[], bwd=[], optm=[], whole=[], secs=0.0))
+
+        def step(r):
+            t0 = time.perf_counter()
+            r["opt"].zero_grad(set_to_none=True)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=r["prec"] == "amp-bf16"):
+                loss = F.cross_entropy(r["model"](r["x"]), r["y"])
+            r["loss"] = loss.item()
+            t1 = time.perf_counter()
+            loss.backward()
+            t2 = time.perf_counter()
+            r["opt"].step()
+            t3 = time.perf_counter()
+            return (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, (t3 - t0) * 1e3
+
+        for _ in range(args.warmup):
+            for r in runs:
+                step(r)
+        for i in range(args.repeats):
+            for k in range(len(runs)):
+                r = runs[(k + i) % len(runs)]  # rotate: no precision always runs first
+                if args.budget > 0 and r["secs"] > args.budget:
+                    continue
+                f, b, o, w = step(r)
+                r["fwd"].append(f)
+                r["bwd"].append(b)
+                r["optm"].append(o)
+                r["whole"].append(w)
+                r["secs"] += w / 1e3
+
+        print(f"\n== torch {model_name}, batch {batch}, {torch.get_num_threads()} threads ==")
+        print(f"{'precision':<9} {'n':>4} {'fwd ms':>9} {'bwd ms':>9} {'opt ms':>9} {'step med':>9} {'step min':>9}")
+        for r in runs:
+            med = statistics.median(r["whole"])
+            print(f"{r['prec']:<9} {len(r['whole']):>4} {statistics.median(r['fwd']):9.2f} "
+                  f"{statistics.median(r['bwd']):9.2f} {statistics.median(r['optm']):9.2f} {med:9.2f} "
+                  f"{min(r['whole']):9.2f}")
+            print(f"  repro: {sys.executable} bench/torch_step.py --model {model_name} --precision {r['prec']} "
+                  f"--repeats {args.repeats} --warmup {args.warmup} --threads {args.threads} --batch {batch}"
+                  f"  (LD_LIBRARY_PATH={os.environ.get('LD_LIBRARY_PATH', '')})")
+            print(f"RESULT impl=torch model={model_name} precision={r['prec']} threads={torch.get_num_threads()} "
+                  f"batch={batch} n={len(r['whole'])} fwd_ms={statistics.median(r['fwd']):.3f} "
+                  f"bwd_ms={statistics.median(r['bwd']):.3f} opt_ms={statistics.median(r['optm']):.3f} "
+                  f"step_ms={med:.3f} step_min_ms={min(r['whole']):.3f} loss={r['loss']:.5f} blas={blas.split()[0]}")
+        sys.stdout.flush()
+    return 0
+
+
+def blas_in_use(torch):
+    """Which BLAS library the process really mapped, plus an fp32 GEMM rate as a check
+    (netlib reference BLAS runs at a few GFLOP/s, OpenBLAS at tens to hundreds)."""
+    a = torch.randn(512, 512)
+    torch.mm(a, a)
+    libs = set()
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            base = os.path.basename(path)
+            if "blas" in base.lower():
+                libs.add(os.path.realpath(path))
+    t0 = time.perf_counter()
+    for _ in range(5):
+        torch.mm(a, a)
+    gflops = 5 * 2 * 512 ** 3 / (time.perf_counter() - t0) / 1e9
+    kind = "openblas" if any("openblas" in p for p in libs) else "netlib" if libs else "unknown"
+    return f"{kind} ({', '.join(sorted(libs)) or 'no BLAS mapped'}; fp32 512^3 mm {gflops:.1f} GFLOP/s)"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -55,6 +55,18 @@ code=$?
 # The resumed run must start (its log names the resumed step) and not crash; stop it.
 grep -q "step" resume_killed.log && echo "ok   kill -9: resume runs" || { fail "kill -9: resume"; tail -3 resume_killed.log; }
 
+# Half-precision inference of a trained checkpoint, beside f32.
+for dt in bf16 f16; do
+  if "$BIN" infer --checkpoint part-fp32 --dtype $dt --batch-size 32 --repeats 2 > infer.log 2>&1 &&
+     grep -q "predictions agree" infer.log && grep -q "^$dt " infer.log; then
+    echo "ok   infer $dt"
+  else
+    fail "infer $dt"; tail -3 infer.log
+  fi
+done
+"$BIN" infer --checkpoint missing-dir --dtype bf16 > /dev/null 2>&1
+[[ $? -eq 4 ]] && echo "ok   infer: missing checkpoint exits 4" || fail "infer: missing checkpoint"
+
 # A truncated checkpoint: exit 4 and a message naming the file.
 ckpt=$(ls part-fp32/step-*.safetensors | head -1)
 head -c 1000 "$ckpt" > truncated.safetensors

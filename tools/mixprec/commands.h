@@ -18,6 +18,7 @@ Runner add_train_command(CLI::App& app);
 Runner add_compare_command(CLI::App& app);
 Runner add_policy_command(CLI::App& app);
 Runner add_plot_command(CLI::App& app);
+Runner add_infer_command(CLI::App& app);
 Runner add_eval_command(CLI::App& app);
 Runner add_inspect_command(CLI::App& app);
 // Draws metrics.jsonl of the run directories with gnuplot (RUN/training.{png,svg}).

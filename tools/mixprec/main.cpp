@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   commands.back().first = app.get_subcommand("policy");
   commands.emplace_back(nullptr, add_plot_command(app));
   commands.back().first = app.get_subcommand("plot");
+  commands.emplace_back(nullptr, add_infer_command(app));
+  commands.back().first = app.get_subcommand("infer");
   commands.emplace_back(nullptr, add_eval_command(app));
   commands.back().first = app.get_subcommand("eval");
   commands.emplace_back(nullptr, add_inspect_command(app));

@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "exit_codes.h"
+#include "train/config_json.h"
 #include "mixprec/amp.h"
 #include "mixprec/autograd.h"
 #include "mixprec/checkpoint.h"
@@ -35,25 +36,11 @@ int checkpoint_error(const std::string& msg) {
   return kExitCheckpoint;
 }
 
-// The fields of the run's configuration that select the test data.
+// The run's configuration (the fields that select the test data matter here); a file
+// without a usable one falls back to the defaults.
 train::TrainConfig config_from_json(const std::string& text) {
-  train::TrainConfig c;
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  if (!j.is_object()) return c;
-  auto str = [&](const char* k, std::string& dst) {
-    if (j.contains(k) && j[k].is_string()) dst = j[k].get<std::string>();
-  };
-  auto num = [&](const char* k, auto& dst) {
-    if (j.contains(k) && j[k].is_number()) dst = j[k].get<std::decay_t<decltype(dst)>>();
-  };
-  str("model", c.model);
-  str("dataset", c.dataset);
-  str("data_dir", c.data_dir);
-  str("precision", c.precision);
-  num("seed", c.seed);
-  num("test_subset", c.test_subset);
-  num("batch_size", c.batch_size);
-  return c;
+  auto c = train::config_from_json(text);
+  return c.is_ok() ? c.value() : train::TrainConfig{};
 }
 
 // Copies the checkpoint's tensors into the model by name; every missing, unexpected or

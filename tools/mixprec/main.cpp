@@ -15,21 +15,13 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "mixprec 0.1.0");
   app.footer("Exit codes: 0 ok, 1 runtime error, 2 usage error, 3 data error, 4 checkpoint error, "
              "5 training diverged. See docs/cli.md.");
+  // Each adder registers one subcommand (the app's newest) and returns how to run it.
   std::vector<std::pair<CLI::App*, Runner>> commands;
-  commands.emplace_back(nullptr, add_train_command(app));
-  commands.back().first = app.get_subcommand("train");
-  commands.emplace_back(nullptr, add_compare_command(app));
-  commands.back().first = app.get_subcommand("compare");
-  commands.emplace_back(nullptr, add_policy_command(app));
-  commands.back().first = app.get_subcommand("policy");
-  commands.emplace_back(nullptr, add_plot_command(app));
-  commands.back().first = app.get_subcommand("plot");
-  commands.emplace_back(nullptr, add_infer_command(app));
-  commands.back().first = app.get_subcommand("infer");
-  commands.emplace_back(nullptr, add_eval_command(app));
-  commands.back().first = app.get_subcommand("eval");
-  commands.emplace_back(nullptr, add_inspect_command(app));
-  commands.back().first = app.get_subcommand("inspect");
+  for (auto add : {add_train_command, add_compare_command, add_policy_command, add_plot_command,
+                   add_infer_command, add_eval_command, add_inspect_command}) {
+    Runner run = add(app);
+    commands.emplace_back(app.get_subcommands({}).back(), std::move(run));
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -29,6 +29,9 @@ struct TrainConfig {
   bool shuffle = true;
   bool evaluate = true;                    // test accuracy after each epoch
   bool stop_on_divergence = true;          // false: end the run early and report it (compare)
+  double loss_spike_factor = 0.0;          // > 0: a loss above this x the median of the last 50 diverges
+  std::string on_divergence = "stop";      // stop | rollback (to the last checkpoint, skipping the batch)
+  int64_t max_rollbacks = 3;               // rollbacks allowed before a divergence stops the run
   // GradScaler options (used by presets with loss scaling; PyTorch's defaults).
   double init_scale = 65536.0;
   double growth_factor = 2.0;
@@ -84,6 +87,7 @@ struct TrainResult {
   double final_scale = 1.0;
   bool diverged = false;               // only with stop_on_divergence = false
   int64_t diverged_at_step = 0;
+  int64_t rollbacks = 0;               // --on-divergence rollback: how many happened
   std::string precision;               // the preset that ran (fp32 if the self-check fell back)
   std::string self_check;              // what the AMP self-check found ("" if it did not run)
   std::string last_checkpoint;         // path of the last checkpoint written ("" if none)
@@ -102,7 +106,8 @@ struct Callbacks {
 Status validate(const TrainConfig& config);
 
 // Runs the whole training. Errors: invalid_argument (bad config), not_found / data_loss
-// (dataset), internal with "diverged" in the message when the loss becomes NaN/inf.
+// (dataset), diverged when the loss becomes NaN/inf without a scaler or spikes past
+// loss_spike_factor (after max_rollbacks rollbacks with on_divergence = "rollback").
 StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& callbacks = {});
 
 }  // namespace mixprec::train

@@ -1,6 +1,9 @@
-// activation.cpp: relu (keep policy: runs in its input dtype).
+// activation.cpp: relu (keep policy: runs in its input dtype). Dense f32/bf16/f16 tensors run
+// on backend/cpu's relu, which keeps NaN as PyTorch does (oneDNN 2.6's maps NaN to 0 and
+// would hide a diverged model); other layouts go to oneDNN, f64 to ref.
 #include "autograd/node.h"
 #include "mixprec/ops.h"
+#include "backend/cpu/relu.h"
 #include "ops/dispatch.h"
 
 namespace mixprec {
@@ -10,11 +13,19 @@ using namespace backend;
 Tensor relu(const Tensor& src) {
   if (!is_floating(src.dtype()))
     throw Error(Status::invalid_argument("relu: needs a floating tensor, got " + src.str()));
-  Tensor dst = ops_detail::dispatch("relu", src.dtype(), [&] { return onednn::relu_forward(src); },
-                                    [&] { return ref::relu_forward(src); });
+  const bool own = backend::cpu::relu_supported(src) && ops_detail::onednn_enabled_for(src.dtype());
+  Tensor dst;
+  if (own) {
+    dst = backend::cpu::relu_forward(src);
+    if (ops_detail::verbose_dispatch()) ops_detail::note_dispatch("relu", src.dtype(), "cpu (NaN-propagating)");
+  } else {
+    dst = ops_detail::dispatch("relu", src.dtype(), [&] { return onednn::relu_forward(src); },
+                               [&] { return ref::relu_forward(src); });
+  }
   if (any_requires_grad({&src})) {
     // Backward needs only the output's sign pattern; the input can be freed.
-    record_op(dst, "relu", {&src}, [d = dst.detach()](const Tensor& diff_dst) {
+    record_op(dst, "relu", {&src}, [d = dst.detach(), own](const Tensor& diff_dst) {
+      if (own && diff_dst.dtype() == d.dtype()) return std::vector<Tensor>{backend::cpu::relu_backward(diff_dst, d)};
       return std::vector<Tensor>{ops_detail::dispatch(
           "relu_backward", d.dtype(), [&] { return onednn::relu_backward(diff_dst, d); },
           [&] { return ref::relu_backward(diff_dst, d); })};

@@ -36,6 +36,9 @@ void for_each_field(Config& c, F&& f) {
   f("accumulate", c.accumulate);
   f("eval_every", c.eval_every);
   f("save_every", c.save_every);
+  f("loss_spike_factor", c.loss_spike_factor);
+  f("on_divergence", c.on_divergence);
+  f("max_rollbacks", c.max_rollbacks);
 }
 
 }  // namespace

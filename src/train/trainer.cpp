@@ -1,6 +1,8 @@
 // trainer.cpp: the training loop. Per optimizer step: `accumulate` micro-batches through
 // PrecisionStep (autocast, scaler, masters); evaluation after each epoch; progress through
-// callbacks. Stops with Status::diverged on a non-finite loss when no scaler can absorb it.
+// callbacks. A DivergenceGuard watches each loss: on divergence the run stops (the last good
+// checkpoint untouched) or, with on_divergence = rollback, restarts from that checkpoint and
+// steps over the offending batch.
 #include <omp.h>
 
 #include <algorithm>
@@ -19,6 +21,7 @@
 #include "train/checkpointing.h"
 #include "train/config_json.h"
 #include "train/data_source.h"
+#include "train/divergence_guard.h"
 #include "train/precision_step.h"
 #include "train/self_check.h"
 
@@ -90,6 +93,14 @@ Status validate(const TrainConfig& c) {
   if (c.eval_every < 0) return bad("--eval-every", "must be >= 0 (0: after each epoch only)");
   if ((c.save_every > 0 || !c.resume.empty()) && c.run_dir.empty() && c.resume.empty())
     return bad("--save-every", "needs a run directory (--run-dir)");
+  if (!(c.loss_spike_factor == 0 || c.loss_spike_factor > 1))
+    return bad("--loss-spike", "must be > 1 (a multiple of the recent mean loss) or 0 (off), got " +
+                                   std::to_string(c.loss_spike_factor));
+  if (c.on_divergence != "stop" && c.on_divergence != "rollback")
+    return bad("--on-divergence", "expected one of: stop, rollback; got '" + c.on_divergence + "'");
+  if (c.on_divergence == "rollback" && c.run_dir.empty() && c.resume.empty())
+    return bad("--on-divergence", "rollback restores the last checkpoint, so it needs a run directory (--run-dir)");
+  if (c.max_rollbacks < 0) return bad("--max-rollbacks", "must be >= 0");
   auto spec = nn::model_spec(c.model);
   if (!spec.is_ok()) return bad("--model", spec.status().message());
   return Status::ok();
@@ -195,6 +206,13 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
   auto window_start = Clock::now();
   int64_t window_images = 0;
   std::vector<Batch> micro;
+  DivergenceGuard guard(config.loss_spike_factor);
+  bool injected = false;
+  const bool rollback = config.on_divergence == "rollback";
+  std::string good_checkpoint = config.resume.empty() ? "" : resolve_checkpoint(config.resume).value();
+  if (rollback && good_checkpoint.empty()) {  // a divergence before the first save rolls back to here
+    MIXPREC_RETURN_IF_ERROR(save(pos, false));
+  }
   auto run_eval = [&](int64_t epoch) -> Status {
     EvalReport e = evaluate(step, data->test, config.batch_size);
     e.epoch = epoch;
@@ -207,62 +225,118 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
     if (metrics) MIXPREC_RETURN_IF_ERROR(metrics->log_eval(global_step, epoch, e.accuracy, e.loss));
     return best ? Status::ok() : Status(StatusCode::ok, "not best");
   };
-  for (int64_t epoch = pos.epoch; epoch < config.epochs && global_step < total && !result.diverged; ++epoch) {
-    const int64_t first_batch = epoch == pos.epoch ? pos.batch_in_epoch : 0;
-    MIXPREC_RETURN_IF_ERROR(loader.begin_epoch(epoch, first_batch * config.accumulate));
-    for (int64_t i = first_batch; i < per_epoch && global_step < total; ++i) {
-      micro.clear();
-      for (int64_t k = 0; k < config.accumulate; ++k) micro.push_back(*loader.next());
-      const auto t0 = Clock::now();
-      const bool inject = config.inject_nonfinite_step == global_step + 1;
-      const PrecisionStep::Outcome out = step.run(micro, inject ? &config.inject_nonfinite_param : nullptr);
-      if (!out.finite && !step.scaler().is_enabled()) {
-        const std::string msg = "training diverged: loss is " + std::to_string(out.loss) + " at step " +
-                                std::to_string(global_step + 1) + " (epoch " + std::to_string(epoch + 1) +
-                                ", precision " + preset.name +
-                                "); try a lower --lr or a preset with loss scaling";
-        if (config.stop_on_divergence) return Status::diverged(msg);
-        result.diverged = true;
-        result.diverged_at_step = global_step + 1;
-        result.losses.push_back(out.loss);
-        break;
-      }
-      step_seconds.push_back(seconds_since(t0));
-      ++global_step;
-      for (const Batch& b : micro) window_images += b.images.size(0);
-      result.losses.push_back(out.loss);
-      if (metrics)
-        MIXPREC_RETURN_IF_ERROR(metrics->log_step(global_step, epoch, out.loss, step.optimizer().lr(),
-                                                  out.scale_used, !out.stepped, seconds_since(t_start)));
-      if (cb.on_step) {
-        StepReport r;
-        r.step = global_step;
-        r.total_steps = total;
-        r.epoch = epoch;
-        r.loss = out.loss;
-        r.lr = step.optimizer().lr();
-        r.scale = out.scale_used;
-        r.skipped = !out.stepped;
-        r.skipped_total = step.scaler().skipped_steps();
-        const double w = seconds_since(window_start);
-        r.images_per_second = w > 0 ? double(window_images) / w : 0.0;
-        r.elapsed_seconds = seconds_since(t_start);
-        cb.on_step(r);
-        if (w > 2.0) {  // a sliding window keeps images/s current
-          window_start = Clock::now();
-          window_images = 0;
+  // Back to the last good checkpoint: the model, optimizer, scaler, RNG and data position,
+  // and the logs forget the steps after it.
+  auto roll_back = [&](int64_t epoch, int64_t batch, const std::string& why) -> Status {
+    const std::string file = result.last_checkpoint.empty() ? good_checkpoint : result.last_checkpoint;
+    auto state = load_checkpoint(file);
+    if (!state.is_ok()) return Status(StatusCode::bad_checkpoint, "rollback: " + state.status().message());
+    auto restored = restore_state(step, *state, file);
+    if (!restored.is_ok()) return Status(StatusCode::bad_checkpoint, "rollback: " + restored.status().message());
+    pos = *restored;
+    guard.rolled_back(epoch, batch);
+    const int64_t kept = std::max<int64_t>(0, pos.global_step - (result.first_step - 1));
+    if (int64_t(result.losses.size()) > kept) result.losses.resize(size_t(kept));
+    std::erase_if(result.evals, [&](const EvalReport& e) { return e.step > pos.global_step; });
+    result.best_accuracy = result.final_accuracy = 0.0;
+    for (const EvalReport& e : result.evals) {
+      result.best_accuracy = std::max(result.best_accuracy, e.accuracy);
+      result.final_accuracy = e.accuracy;
+    }
+    if (metrics) {
+      metrics.reset();  // close before reopening: the reopen truncates the file
+      auto log = MetricsLog::open(run_dir->metrics_path(), pos.global_step);
+      if (!log.is_ok()) return log.status();
+      metrics = std::move(log).value();
+    }
+    global_step = pos.global_step;
+    result.rollbacks = guard.rollbacks();
+    if (cb.on_warning)
+      cb.on_warning(why + "; rolled back to " + file + " (step " + std::to_string(pos.global_step) +
+                    ") and skipping batch " + std::to_string(batch + 1) + " of epoch " + std::to_string(epoch + 1) +
+                    " (rollback " + std::to_string(guard.rollbacks()) + " of at most " +
+                    std::to_string(config.max_rollbacks) + ")");
+    return Status::ok();
+  };
+
+  bool restart = true;
+  while (restart && !result.diverged) {
+    restart = false;
+    for (int64_t epoch = pos.epoch; epoch < config.epochs && global_step < total && !restart && !result.diverged;
+         ++epoch) {
+      const int64_t first_batch = epoch == pos.epoch ? pos.batch_in_epoch : 0;
+      MIXPREC_RETURN_IF_ERROR(loader.begin_epoch(epoch, first_batch * config.accumulate));
+      for (int64_t i = first_batch; i < per_epoch && global_step < total; ++i) {
+        micro.clear();
+        for (int64_t k = 0; k < config.accumulate; ++k) micro.push_back(*loader.next());
+        const bool skip_batch = guard.skips(epoch, i);  // it diverged before: step over it
+        if (!skip_batch) {
+          const auto t0 = Clock::now();
+          // A one-shot fault, like the hardware or overflow event it models: a rollback
+          // replaying this step does not meet it again.
+          const bool inject = config.inject_nonfinite_step == global_step + 1 && !injected;
+          injected = injected || inject;
+          const PrecisionStep::Outcome out = step.run(micro, inject ? &config.inject_nonfinite_param : nullptr);
+          if (auto why = guard.check(out.loss, step.scaler().is_enabled())) {
+            const std::string where = " at step " + std::to_string(global_step + 1) + " (epoch " +
+                                      std::to_string(epoch + 1) + ", batch " + std::to_string(i + 1) +
+                                      ", precision " + preset.name + ")";
+            if (rollback && guard.rollbacks() < config.max_rollbacks) {
+              MIXPREC_RETURN_IF_ERROR(roll_back(epoch, i, "training diverged: " + *why + where));
+              restart = true;
+              break;
+            }
+            const std::string msg =
+                "training diverged: " + *why + where +
+                (rollback ? "; gave up after " + std::to_string(guard.rollbacks()) + " rollbacks" : "") +
+                (result.last_checkpoint.empty() ? "" : "; the last good checkpoint is " + result.last_checkpoint) +
+                "; try a lower --lr, --clip-grad-norm or a preset with loss scaling";
+            if (config.stop_on_divergence) return Status::diverged(msg);
+            result.diverged = true;
+            result.diverged_at_step = global_step + 1;
+            result.losses.push_back(out.loss);
+            break;
+          }
+          step_seconds.push_back(seconds_since(t0));
+          ++global_step;
+          for (const Batch& b : micro) window_images += b.images.size(0);
+          result.losses.push_back(out.loss);
+          if (metrics)
+            MIXPREC_RETURN_IF_ERROR(metrics->log_step(global_step, epoch, out.loss, step.optimizer().lr(),
+                                                      out.scale_used, !out.stepped, seconds_since(t_start)));
+          if (cb.on_step) {
+            StepReport r;
+            r.step = global_step;
+            r.total_steps = total;
+            r.epoch = epoch;
+            r.loss = out.loss;
+            r.lr = step.optimizer().lr();
+            r.scale = out.scale_used;
+            r.skipped = !out.stepped;
+            r.skipped_total = step.scaler().skipped_steps();
+            const double w = seconds_since(window_start);
+            r.images_per_second = w > 0 ? double(window_images) / w : 0.0;
+            r.elapsed_seconds = seconds_since(t_start);
+            cb.on_step(r);
+            if (w > 2.0) {  // a sliding window keeps images/s current
+              window_start = Clock::now();
+              window_images = 0;
+            }
+          }
         }
+        const Position next{i + 1 == per_epoch ? epoch + 1 : epoch, i + 1 == per_epoch ? 0 : i + 1, global_step};
+        const bool end_of_epoch = i + 1 == per_epoch || global_step == total;
+        const bool periodic = !skip_batch && global_step > 0;
+        bool best = false;
+        if (config.evaluate &&
+            (end_of_epoch || (periodic && config.eval_every > 0 && global_step % config.eval_every == 0))) {
+          Status st = run_eval(epoch);
+          if (st.message() != "not best" && !st.is_ok()) return st;
+          best = st.message().empty();
+        }
+        if (end_of_epoch || (periodic && config.save_every > 0 && global_step % config.save_every == 0))
+          MIXPREC_RETURN_IF_ERROR(save(next, best));
       }
-      const Position next{i + 1 == per_epoch ? epoch + 1 : epoch, i + 1 == per_epoch ? 0 : i + 1, global_step};
-      const bool end_of_epoch = i + 1 == per_epoch || global_step == total;
-      bool best = false;
-      if (config.evaluate && (end_of_epoch || (config.eval_every > 0 && global_step % config.eval_every == 0))) {
-        Status st = run_eval(epoch);
-        if (st.message() != "not best" && !st.is_ok()) return st;
-        best = st.message().empty();
-      }
-      if (end_of_epoch || (config.save_every > 0 && global_step % config.save_every == 0))
-        MIXPREC_RETURN_IF_ERROR(save(next, best));
     }
   }
   result.steps = global_step;

@@ -4,21 +4,7 @@
 set -uo pipefail
 BUILD_DIR=$1
 BIN="$BUILD_DIR/mixprec"
-fails=0
-expect() {  # expect NAME CODE PATTERN -- command...
-  local name=$1 code=$2 pattern=$3
-  shift 4
-  local out
-  out=$("$@" 2>&1)
-  local got=$?
-  if [[ $got -ne $code ]]; then
-    echo "FAIL $name: exit $got, expected $code"; echo "$out" | tail -5; fails=$((fails + 1)); return
-  fi
-  if ! grep -qE -- "$pattern" <<< "$out"; then
-    echo "FAIL $name: output lacks /$pattern/"; echo "$out" | tail -5; fails=$((fails + 1)); return
-  fi
-  echo "ok   $name"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
 expect help 0 "--batch-size" -- "$BIN" train --help
 expect help-shows-defaults 0 "256" -- "$BIN" train --help
 expect no-subcommand 2 "subcommand" -- "$BIN"
@@ -37,5 +23,12 @@ expect no-amp 0 "precision +\\| fp32" -- "$BIN" train --no-amp --dataset synthet
 expect self-check 0 "AMP self-check passed" -- "$BIN" train --precision amp-bf16 --dataset synthetic --max-steps 2 --batch-size 16 --no-eval
 expect compare 0 "amp-bf16 .*x" -- "$BIN" compare --presets fp32,amp-bf16 --dataset synthetic --max-steps 3 --batch-size 16 --no-eval
 expect compare-bad-preset 2 "--presets" -- "$BIN" compare --presets fp32,fp7 --dataset synthetic --max-steps 1
-echo "$fails failed"
-exit $((fails > 0))
+expect bench 0 "amp-bf16 .*x" -- "$BIN" bench --model cnn --batch-size 16 --steps 2 --warmup 1
+expect bench-json 0 '"heap_allocations": 0' -- "$BIN" bench --model cnn --batch-size 16 --steps 2 --warmup 1 --json
+expect bench-bad-model 2 "--model" -- "$BIN" bench --model resnet
+expect bench-bad-preset 2 "--precision" -- "$BIN" bench --precision fp32,fp7
+expect bench-bad-steps 2 "--steps: must be >= 1" -- "$BIN" bench --steps 0
+expect bad-on-divergence 2 "--on-divergence" -- "$BIN" train --on-divergence explode
+expect bad-loss-spike 2 "--loss-spike" -- "$BIN" train --loss-spike 0.5 --dataset synthetic --max-steps 1
+expect rollback-needs-run-dir 2 "--on-divergence" -- "$BIN" train --on-divergence rollback --run-dir none --dataset synthetic --max-steps 1
+finish

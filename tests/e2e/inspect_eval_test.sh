@@ -10,21 +10,7 @@ BUILD_DIR=$1
 BIN="$BUILD_DIR/mixprec"
 TMP=$(mktemp -d /tmp/mixprec_inspect_e2e.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
-fails=0
-expect() {  # expect NAME CODE PATTERN -- command...
-  local name=$1 code=$2 pattern=$3
-  shift 4
-  local out
-  out=$("$@" 2>&1)
-  local got=$?
-  if [[ $got -ne $code ]]; then
-    echo "FAIL $name: exit $got, expected $code"; echo "$out" | tail -8; fails=$((fails + 1)); return
-  fi
-  if ! grep -qE -- "$pattern" <<< "$out"; then
-    echo "FAIL $name: output lacks /$pattern/"; echo "$out" | tail -8; fails=$((fails + 1)); return
-  fi
-  echo "ok   $name"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
 
 # ---- error paths (always) ----
 expect missing-inspect 4 "$TMP/nope.safetensors" -- "$BIN" inspect "$TMP/nope.safetensors"
@@ -128,11 +114,10 @@ if "$BIN" train --help 2>/dev/null | grep -q -- "--run-dir"; then
     head -c $((size / 2)) "$ck" > "$TMP/trained_cut.safetensors"
     expect trained-truncated 4 "trained_cut.safetensors" -- "$BIN" inspect "$TMP/trained_cut.safetensors"
   else
-    echo "FAIL trained-files: no .safetensors in $TMP/trained"; fails=$((fails + 1))
+    fail "trained-files: no .safetensors in $TMP/trained"
   fi
 else
   echo "skip trained-checkpoint cases: 'mixprec train' has no --run-dir yet"
 fi
 
-echo "$fails failed"
-exit $((fails > 0))
+finish

@@ -4,7 +4,6 @@
 // skipped steps. Runs are sequential in one process, so ratios are comparable.
 #include <algorithm>
 #include <cstdio>
-#include <sstream>
 
 #include "commands.h"
 #include "exit_codes.h"
@@ -14,19 +13,6 @@
 #include "progress.h"
 
 namespace mixprec::cli {
-
-namespace {
-
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-}  // namespace
 
 Runner add_compare_command(CLI::App& app) {
   auto config = std::make_shared<train::TrainConfig>();

@@ -164,7 +164,7 @@ Runner add_eval_command(CLI::App& app) {
   cmd->add_option("--precision", flags->precision, "Precision preset (default: the checkpoint's): " + amp::preset_names());
   cmd->add_option("--data-dir", flags->data_dir, "Dataset folder (default: the run's)");
   cmd->add_option("--batch-size", flags->batch_size, "Images per batch (default: the run's)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--save-predictions", flags->save_predictions,
                   "Write the first batch's images, logits and labels to this .safetensors file");
   return [flags]() -> int { return run_eval(*flags); };

@@ -79,6 +79,9 @@ Runner add_train_command(CLI::App& app) {
                 r.losses.empty() ? 0.0 : r.losses.back(), 100.0 * r.best_accuracy,
                 format_bytes(r.peak_total_bytes).c_str(), format_bytes(r.peak_activation_bytes).c_str(),
                 (long long)r.skipped_steps, r.final_scale);
+    if (r.rollbacks > 0)
+      std::printf("divergence: rolled back %lld time(s) to the last good checkpoint, skipping the offending batches\n",
+                  (long long)r.rollbacks);
     if (!run_dir.empty()) {
       std::printf("run directory: %s (last checkpoint %s)\n", run_dir.c_str(), r.last_checkpoint.c_str());
       plot_runs({run_dir}, "");  // a missing gnuplot only costs the plot, not the run

@@ -20,37 +20,37 @@ void add_training_flags(CLI::App* cmd, train::TrainConfig& config) {
   cmd->add_flag_callback("--no-amp", [&config] { config.precision = "fp32"; },
                          "Train in fp32 (same as --precision fp32)");
   cmd->add_option("--epochs", config.epochs, "Passes over the training set")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(at_least(1))->capture_default_str();
   cmd->add_option("--max-steps", config.max_steps, "Stop after this many steps (-1: no limit)")
       ->capture_default_str();
   cmd->add_option("--batch-size", config.batch_size, "Images per step")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--lr", config.lr, "Learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(at_least(1))->capture_default_str();
+  cmd->add_option("--lr", config.lr, "Learning rate")->check(positive())->capture_default_str();
   cmd->add_option("--optimizer", config.optimizer, "Optimizer: adam, adamw, sgd")
       ->check(CLI::IsMember({"adam", "adamw", "sgd"}))
       ->capture_default_str();
   cmd->add_option("--momentum", config.momentum, "SGD momentum")->capture_default_str();
   cmd->add_option("--weight-decay", config.weight_decay, "Weight decay")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(at_least(0))->capture_default_str();
   cmd->add_option("--seed", config.seed, "Seed for initialisation and shuffling")->capture_default_str();
   cmd->add_option("--threads", config.threads, "Threads (0: all cores)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(at_least(0))->capture_default_str();
   cmd->add_option("--init-scale", config.init_scale, "Loss scaler: initial scale")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(positive())->capture_default_str();
   cmd->add_option("--growth-factor", config.growth_factor, "Loss scaler: growth factor (> 1)")
       ->capture_default_str();
   cmd->add_option("--backoff-factor", config.backoff_factor, "Loss scaler: backoff factor in (0, 1)")
       ->capture_default_str();
   cmd->add_option("--growth-interval", config.growth_interval, "Loss scaler: clean steps before growing")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(at_least(1))->capture_default_str();
   cmd->add_option("--hysteresis", config.hysteresis, "Loss scaler: overflows tolerated before backing off")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(at_least(1))->capture_default_str();
   cmd->add_option("--min-scale", config.min_scale, "Loss scaler: lower bound of the scale (0: none)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(at_least(0))->capture_default_str();
   cmd->add_option("--clip-grad-norm", config.clip_grad_norm, "Clip the global gradient norm (0: off)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(at_least(0))->capture_default_str();
   cmd->add_option("--accumulate", config.accumulate, "Micro-batches per optimizer step")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(at_least(1))->capture_default_str();
   cmd->add_option_function<std::string>(
          "--inject-nonfinite",
          [&config](const std::string& v) {
@@ -67,10 +67,19 @@ void add_training_flags(CLI::App* cmd, train::TrainConfig& config) {
          },
          "Write inf into a gradient at STEP (of PARAM, e.g. fc1.weight), to test the loss scaler")
       ->type_name("STEP[:PARAM]");
+  cmd->add_option("--loss-spike", config.loss_spike_factor,
+                  "Treat a loss above this multiple of the median of the last 50 steps as divergence (0: off)")
+      ->check(at_least(0))->capture_default_str();
+  cmd->add_option("--on-divergence", config.on_divergence,
+                  "On a NaN/inf loss without a scaler, or a loss spike: stop, or rollback to the last "
+                  "checkpoint and skip the offending batch")
+      ->check(CLI::IsMember({"stop", "rollback"}))->capture_default_str();
+  cmd->add_option("--max-rollbacks", config.max_rollbacks, "Rollbacks allowed before a divergence stops the run")
+      ->check(at_least(0))->capture_default_str();
   cmd->add_option("--eval-every", config.eval_every, "Also evaluate every N steps (0: after each epoch)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(at_least(0))->capture_default_str();
   cmd->add_option("--save-every", config.save_every, "Also checkpoint every N steps (0: after each epoch)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(at_least(0))->capture_default_str();
   cmd->add_option("--run-dir", config.run_dir,
                   "Run directory for config.json, metrics.jsonl, checkpoints and plots "
                   "(default: runs/train, runs/train2, ...; 'none': write nothing)");

@@ -4,7 +4,8 @@
 // Paths:
 // - NHWC on AVX-512 (the hot path: the convolutions return channels-last): 16 channels
 //   per vector, compared in f32 (bf16/f16 widened exactly), running maximum starting at
-//   +0 with a strict ">" so the first maximum wins and windows <= 0 keep argmax 255.
+//   +0 with a strict ">" so the first maximum wins and windows <= 0 keep argmax 255; the
+//   first NaN of a window beats every number, as relu + max_pool2d propagate NaN in PyTorch.
 //   Backward writes every diff_src element once: diff_dst where the argmax names that
 //   window position, else +0 (a pure select on the raw bits, no arithmetic).
 // - Everything else (NCHW, no AVX-512): the same rule in scalar loops over strides.
@@ -15,6 +16,7 @@
 
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "mixprec/half.h"
@@ -67,7 +69,8 @@ void forward_scalar(const Tensor& x, Tensor& dst, Tensor& arg, int64_t k) {
         for (int64_t j = 0; j < k; ++j) {
           const int64_t off = n * xs[0] + c * xs[1] + (oh * k + i) * xs[2] + (ow * k + j) * xs[3];
           const float v = load_scalar(xp, dt, off);
-          if (v > m) {  // strict: the first maximum wins; NaN never does
+          // Strict: the first maximum wins; the first NaN beats every number.
+          if (v > m || (std::isnan(v) && !std::isnan(m))) {
             m = v;
             best = off;
             pos = static_cast<uint8_t>(i * k + j);
@@ -161,8 +164,11 @@ MIXPREC_AVX512 void forward_nhwc(const T* x, T* dst, uint8_t* arg, int64_t N, in
         for (int64_t i = 0; i < k; ++i)
           for (int64_t j = 0; j < k; ++j) {
             const __m512 v = load16<D>(win + (i * W + j) * C + c0, m);
-            // Ordered ">": the first maximum wins, NaN never does, windows <= 0 keep +0.
-            const __mmask16 gt = _mm512_mask_cmp_ps_mask(m, v, best, _CMP_GT_OQ);
+            // Ordered ">": the first maximum wins, windows <= 0 keep +0; a NaN wins over
+            // a best that is not NaN yet.
+            const __mmask16 nan_first = _mm512_mask_cmp_ps_mask(_mm512_mask_cmp_ps_mask(m, v, v, _CMP_UNORD_Q),
+                                                                best, best, _CMP_ORD_Q);
+            const __mmask16 gt = _mm512_mask_cmp_ps_mask(m, v, best, _CMP_GT_OQ) | nan_first;
             best = _mm512_mask_mov_ps(best, gt, v);
             pos = _mm512_mask_mov_epi32(pos, gt, _mm512_set1_epi32(static_cast<int>(i * k + j)));
           }

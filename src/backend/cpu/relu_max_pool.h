@@ -9,7 +9,7 @@
 //   0..k*k-1) holding the maximum, so ties go to the first maximum as in PyTorch.
 // - A window whose maximum is <= 0 outputs +0 with argmax kNoArgmax (255): relu's gradient
 //   is 0 at x <= 0, so the composition sends nothing back through such a window.
-// - NaN inputs never win (they behave like a value <= 0); PyTorch would propagate them.
+// - NaN propagates as in PyTorch: the first NaN of a window is its output, and its argmax.
 // - Floor mode: an odd H or W drops the last row / column, whose gradient is 0.
 // Layouts: dense NCHW or NHWC in; dst and argmax come out in the same format, diff_src too.
 // DTypes: f32, bf16, f16 (compared in f32; the stored maximum is one of the inputs, exact).

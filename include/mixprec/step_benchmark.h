@@ -1,0 +1,53 @@
+// step_benchmark.h: time full training steps (forward, loss, backward, optimizer) of a model
+// under one or more precision presets on a fixed synthetic batch, interleaved, with the
+// counters that tell whether a steady-state step is clean (heap allocations, oneDNN
+// primitive creations). Behind `mixprec bench`.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "mixprec/status.h"
+
+namespace mixprec::train {
+
+struct StepBenchmarkOptions {
+  std::string model = "seed-cnn";
+  std::vector<std::string> presets{"fp32", "amp-bf16"};
+  int64_t batch_size = 0;  // 0: the model's benchmark default (default_benchmark_batch)
+  int64_t steps = 20;      // timed steps per preset
+  int64_t warmup = 3;      // untimed steps per preset first (primitives, layouts, caches)
+  uint64_t seed = 0;
+  int threads = 0;         // 0: leave OpenMP's setting (all cores)
+};
+
+struct PresetTiming {
+  std::string preset;
+  std::vector<double> step_ms;       // every timed step, in order
+  double median_ms = 0, min_ms = 0;
+  double images_per_second = 0;      // batch / median
+  int64_t peak_activation_bytes = 0; // tracked allocator, over one steady step
+  int64_t heap_allocations = 0;      // over all timed steps (0 expected)
+  int64_t primitive_creations = 0;   // over all timed steps (0 expected)
+  double last_loss = 0;              // sanity: finite, near ln(classes) at the start
+};
+
+struct StepBenchmarkResult {
+  std::string model;
+  int64_t batch_size = 0;
+  int threads = 0;
+  int64_t parameters = 0;
+  std::vector<PresetTiming> presets;
+};
+
+// The batch size the benchmarks use for a model (issue 5's suite): 256 for the CNNs, 512 for
+// the MLP.
+int64_t default_benchmark_batch(const std::string& model);
+
+// Runs the benchmark. Presets run round-robin, one step of each in turn, so that a noisy
+// shared host affects them alike. `on_progress(done, total)` is called after each timed step.
+StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& options,
+                                              const std::function<void(int64_t, int64_t)>& on_progress = {});
+
+}  // namespace mixprec::train

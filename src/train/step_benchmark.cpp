@@ -1,0 +1,121 @@
+// step_benchmark.cpp: interleaved whole-step timing under presets (see step_benchmark.h).
+#include "mixprec/step_benchmark.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <random>
+
+#include "backend/onednn/onednn_stats.h"
+#include "mixprec/memory.h"
+#include "mixprec/models.h"
+#include "train/precision_step.h"
+
+namespace mixprec::train {
+
+namespace {
+
+struct Contender {
+  PresetTiming timing;
+  std::unique_ptr<PrecisionStep> step;
+};
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+int64_t default_benchmark_batch(const std::string& model) {
+  if (model == "mlp") return 512;
+  if (model == "transformer") return 32;
+  return 256;
+}
+
+StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
+                                              const std::function<void(int64_t, int64_t)>& on_progress) {
+  auto spec = nn::model_spec(o.model);
+  if (!spec.is_ok()) return spec.status();
+  if (o.presets.empty()) return Status::invalid_argument("benchmark: no preset given");
+  if (o.steps < 1) return Status::invalid_argument("benchmark: steps must be >= 1, got " + std::to_string(o.steps));
+  if (o.warmup < 0) return Status::invalid_argument("benchmark: warmup must be >= 0, got " + std::to_string(o.warmup));
+  if (o.batch_size < 0)
+    return Status::invalid_argument("benchmark: batch size must be >= 0, got " + std::to_string(o.batch_size));
+
+  if (o.threads < 0) return Status::invalid_argument("benchmark: threads must be >= 0, got " + std::to_string(o.threads));
+  if (o.threads > 0) omp_set_num_threads(o.threads);
+
+  StepBenchmarkResult result;
+  result.model = o.model;
+  result.batch_size = o.batch_size > 0 ? o.batch_size : default_benchmark_batch(o.model);
+  result.threads = omp_get_max_threads();
+
+  // A fixed random batch: data loading is not part of the step being measured.
+  const int64_t n = result.batch_size;
+  manual_seed(o.seed);
+  Batch batch;
+  batch.images = Tensor::normal({n, spec->channels, spec->height, spec->width}, 0.0, 1.0);
+  std::mt19937_64 rng(o.seed + 1);
+  std::vector<int64_t> labels(static_cast<size_t>(n));
+  for (auto& l : labels) l = int64_t(rng() % uint64_t(spec->classes));
+  batch.labels = Tensor::from_vector_i64(labels, {n});
+  const std::vector<Batch> micro{batch};
+
+  std::vector<Contender> contenders;
+  for (const std::string& name : o.presets) {
+    auto preset = amp::preset_by_name(name);
+    if (!preset.is_ok()) return preset.status();
+    TrainConfig config;  // Adam, lr 1e-3, PyTorch's scaler defaults: what `mixprec train` runs
+    config.model = o.model;
+    config.precision = name;
+    config.batch_size = n;
+    manual_seed(o.seed);  // every preset starts from the same f32 weights
+    Contender c;
+    c.timing.preset = name;
+    c.step = std::make_unique<PrecisionStep>(*preset, nn::make_model(*spec), config);
+    if (result.parameters == 0) result.parameters = c.step->model().num_parameters();
+    contenders.push_back(std::move(c));
+  }
+
+  for (int64_t i = 0; i < o.warmup; ++i)
+    for (Contender& c : contenders) c.timing.last_loss = c.step->run(micro).loss;
+
+  // One extra untimed step per preset measures its peak activation memory in isolation.
+  for (Contender& c : contenders) {
+    reset_peak_memory();
+    const int64_t base = current_bytes(MemoryCategory::activations);
+    c.timing.last_loss = c.step->run(micro).loss;
+    c.timing.peak_activation_bytes = peak_bytes(MemoryCategory::activations) - base;
+  }
+
+  const int64_t total = o.steps * int64_t(contenders.size());
+  int64_t done = 0;
+  for (int64_t i = 0; i < o.steps; ++i) {
+    for (Contender& c : contenders) {
+      const int64_t allocs = allocation_count();
+      const int64_t prims = backend::onednn::onednn_primitive_creations();
+      const auto t0 = std::chrono::steady_clock::now();
+      c.timing.last_loss = c.step->run(micro).loss;
+      const auto t1 = std::chrono::steady_clock::now();
+      c.timing.step_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      c.timing.heap_allocations += allocation_count() - allocs;
+      c.timing.primitive_creations += backend::onednn::onednn_primitive_creations() - prims;
+      if (on_progress) on_progress(++done, total);
+    }
+  }
+  for (Contender& c : contenders) {
+    PresetTiming& t = c.timing;
+    t.median_ms = median_of(t.step_ms);
+    t.min_ms = *std::min_element(t.step_ms.begin(), t.step_ms.end());
+    t.images_per_second = t.median_ms > 0 ? double(n) * 1000.0 / t.median_ms : 0.0;
+    result.presets.push_back(std::move(t));
+  }
+  return result;
+}
+
+}  // namespace mixprec::train

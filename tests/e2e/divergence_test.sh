@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# divergence_test.sh: the divergence guard as a user meets it. A NaN loss without a scaler
+# (made by --inject-nonfinite: an inf gradient turns fp32 Adam's weights into NaN, so the
+# next loss is NaN) stops the run with exit code 5 and leaves the last good checkpoint as it
+# was; --on-divergence rollback restores that checkpoint, skips the offending batch and
+# finishes; a loss spike past --loss-spike rolls back at most --max-rollbacks times, then stops.
+# Args: BUILD_DIR SOURCE_DIR.
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
+BIN="$(cd "$1" && pwd)/mixprec"
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK"
+export OMP_NUM_THREADS=2
+COMMON=(--precision fp32 --dataset synthetic --batch-size 32 --epochs 1 --no-eval --no-self-check)
+losses() { grep '"type":"step"' "$1/metrics.jsonl" | sed 's/.*"loss":\([^,]*\),.*/\1/'; }
+
+# ---- stop: exit 5, the last good checkpoint named and untouched ----
+expect stop 5 "loss is nan at step 6 .*last good checkpoint is stop/step-00000003.safetensors" -- \
+  "$BIN" train "${COMMON[@]}" --max-steps 12 --save-every 3 --inject-nonfinite 5 --run-dir stop
+grep -q '"step-00000003.safetensors"' stop/last.json && echo "ok   stop: last.json still names step 3" \
+  || fail "stop: last.json moved: $(cat stop/last.json)"
+[[ ! -e stop/step-00000006.safetensors ]] && echo "ok   stop: no checkpoint after the divergence" \
+  || fail "stop: a checkpoint was written after the divergence"
+expect stop-resumable 0 "summary: 6 steps" -- "$BIN" train "${COMMON[@]}" --max-steps 6 --resume stop
+
+# ---- rollback: back to step 3, batch 6 skipped, the run completes with finite losses ----
+expect rollback 0 "rolled back to rollback/step-00000003.safetensors \(step 3\) and skipping batch 6 of epoch 1" -- \
+  "$BIN" train "${COMMON[@]}" --max-steps 12 --save-every 3 --inject-nonfinite 5 --on-divergence rollback \
+  --run-dir rollback
+n=$(losses rollback | wc -l)
+[[ $n -eq 12 ]] && echo "ok   rollback: metrics.jsonl has 12 steps" || fail "rollback: $n step lines, expected 12"
+if losses rollback | grep -qv '^[0-9.e-]*$'; then fail "rollback: a non-finite loss was logged"; losses rollback | tr '\n' ' '
+else echo "ok   rollback: every logged loss is finite"; fi
+# Steps 1-5 replay the same batches from the same state: identical to the stopped run's.
+if [[ "$(losses rollback | head -5)" == "$(losses stop | head -5)" ]]; then echo "ok   rollback: steps 1-5 unchanged"
+else fail "rollback: steps 1-5 differ from the stopped run"; fi
+
+# ---- a rollback before the first periodic checkpoint goes back to step 0 ----
+expect rollback-to-start 0 "rolled back to early/step-00000000.safetensors \(step 0\)" -- \
+  "$BIN" train "${COMMON[@]}" --max-steps 6 --inject-nonfinite 1 --on-divergence rollback --run-dir early
+
+# ---- spikes: at most --max-rollbacks rollbacks, then exit 5 ----
+expect spike-budget 5 "loss spiked .*gave up after 2 rollbacks" -- \
+  "$BIN" train "${COMMON[@]}" --max-steps 60 --save-every 5 --lr 0.05 --loss-spike 1.001 \
+  --on-divergence rollback --max-rollbacks 2 --run-dir spikes
+finish

@@ -1,0 +1,126 @@
+// bench_command.cpp: `mixprec bench`: time of a full training step for a model under one
+// or more presets, interleaved in one process, as a table or as JSON (--json) for scripts.
+// The whole suite beside PyTorch is bench/run_benchmarks.sh; this is the quick, installed
+// version of its core measurement.
+#include <unistd.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "core/cpu_features.h"
+#include "exit_codes.h"
+#include "mixprec/models.h"
+#include "mixprec/precision.h"
+#include "mixprec/step_benchmark.h"
+#include "progress.h"
+
+namespace mixprec::cli {
+
+namespace {
+
+struct BenchFlags {
+  train::StepBenchmarkOptions options;
+  std::string presets = "fp32,amp-bf16";
+  bool json = false;
+};
+
+nlohmann::json to_json(const train::StepBenchmarkResult& r) {
+  nlohmann::json j;
+  j["model"] = r.model;
+  j["batch_size"] = r.batch_size;
+  j["threads"] = r.threads;
+  j["parameters"] = r.parameters;
+  j["cpu_features"] = cpu_features_string();
+  const double base = r.presets.front().median_ms;
+  for (const train::PresetTiming& t : r.presets) {
+    j["presets"].push_back({{"preset", t.preset},
+                            {"median_ms", t.median_ms},
+                            {"min_ms", t.min_ms},
+                            {"images_per_second", t.images_per_second},
+                            {"speedup_vs_first", t.median_ms > 0 ? base / t.median_ms : 0.0},
+                            {"peak_activation_bytes", t.peak_activation_bytes},
+                            {"heap_allocations", t.heap_allocations},
+                            {"primitive_creations", t.primitive_creations},
+                            {"last_loss", t.last_loss},
+                            {"step_ms", t.step_ms}});
+  }
+  return j;
+}
+
+void print_table(const train::StepBenchmarkResult& r, int64_t steps) {
+  std::printf("\n%s, batch %lld, %d threads, %lld parameters, %lld timed steps per preset (interleaved)\n",
+              r.model.c_str(), (long long)r.batch_size, r.threads, (long long)r.parameters, (long long)steps);
+  std::printf("%-10s | %9s | %9s | %9s | %8s | %12s | %8s | %6s | %6s | %7s\n", "preset", "median ms", "min ms",
+              "images/s", "speed-up", "act. memory", "% first", "allocs", "prims", "loss");
+  const train::PresetTiming& first = r.presets.front();
+  for (const train::PresetTiming& t : r.presets) {
+    const double speedup = t.median_ms > 0 ? first.median_ms / t.median_ms : 0.0;
+    const double mem_share = first.peak_activation_bytes > 0
+                                 ? 100.0 * double(t.peak_activation_bytes) / double(first.peak_activation_bytes)
+                                 : 0.0;
+    std::printf("%-10s | %9.2f | %9.2f | %9.0f | %7.2fx | %12s | %7.0f%% | %6lld | %6lld | %7.4f\n",
+                t.preset.c_str(), t.median_ms, t.min_ms, t.images_per_second, speedup,
+                format_bytes(t.peak_activation_bytes).c_str(), mem_share, (long long)t.heap_allocations,
+                (long long)t.primitive_creations, t.last_loss);
+  }
+  std::printf("speed-up and memory are relative to the first preset; allocs/prims: heap allocations and oneDNN\n"
+              "primitive creations over all timed steps (0 means a clean steady state). CPU: %s\n",
+              cpu_features_string().c_str());
+}
+
+int usage_error(const std::string& flag, const std::string& message) {
+  std::fprintf(stderr, "mixprec: usage error: %s: %s\n", flag.c_str(), message.c_str());
+  return kExitUsage;
+}
+
+int run_bench(BenchFlags& f) {
+  f.options.presets = split_commas(f.presets);
+  if (f.options.presets.empty()) return usage_error("--precision", "give at least one preset, e.g. fp32,amp-bf16");
+  if (auto spec = nn::model_spec(f.options.model); !spec.is_ok())
+    return usage_error("--model", spec.status().message());
+  for (const std::string& p : f.options.presets)
+    if (auto preset = amp::preset_by_name(p); !preset.is_ok())
+      return usage_error("--precision", preset.status().message());
+  // A self-updating count on a terminal; nothing in logs, where the table says it all.
+  const bool progress = isatty(fileno(stderr)) != 0;
+  auto result = train::benchmark_steps(f.options, [&](int64_t done, int64_t total) {
+    if (progress) std::fprintf(stderr, "\rbench: %lld/%lld steps", (long long)done, (long long)total);
+  });
+  if (progress) std::fprintf(stderr, "\r%30s\r", "");
+  if (!result.is_ok()) {
+    std::fprintf(stderr, "mixprec: %s: %s\n",
+                 result.status().code() == StatusCode::invalid_argument ? "usage error" : "error",
+                 result.status().message().c_str());
+    return exit_code_for(result.status());
+  }
+  if (f.json)
+    std::printf("%s\n", to_json(*result).dump(2).c_str());
+  else
+    print_table(*result, f.options.steps);
+  return kExitOk;
+}
+
+}  // namespace
+
+Runner add_bench_command(CLI::App& app) {
+  auto f = std::make_shared<BenchFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Time a full training step (forward, loss, backward, optimizer) of a model under precision presets");
+  cmd->add_option("--model", f->options.model, "Model: seed-cnn, cnn, mlp")->capture_default_str();
+  cmd->add_option("--precision", f->presets, "Comma-separated presets, interleaved; the first is the baseline")
+      ->capture_default_str();
+  cmd->add_option("--batch-size", f->options.batch_size, "Batch size (0: the model's default, 256; mlp 512)")
+      ->check(at_least(0))->capture_default_str();
+  cmd->add_option("--steps", f->options.steps, "Timed steps per preset")
+      ->check(at_least(1))->capture_default_str();
+  cmd->add_option("--warmup", f->options.warmup, "Untimed steps per preset first")
+      ->check(at_least(0))->capture_default_str();
+  cmd->add_option("--threads", f->options.threads, "Threads (0: all cores)")
+      ->check(at_least(0))->capture_default_str();
+  cmd->add_option("--seed", f->options.seed, "Seed of the weights and the synthetic batch")->capture_default_str();
+  cmd->add_flag("--json", f->json, "Print the results as JSON (every step's time included) instead of a table");
+  return [f]() { return run_bench(*f); };
+}
+
+}  // namespace mixprec::cli

@@ -49,11 +49,10 @@ std::string config_to_json(const TrainConfig& config) {
   return j.dump(2);
 }
 
-StatusOr<TrainConfig> config_from_json(const std::string& text) {
-  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object())
-    return Status::invalid_argument("configuration: not a JSON object");
-  TrainConfig c;
+namespace {
+
+// Overwrites the fields of c present in j.
+Status apply_json(TrainConfig& c, const nlohmann::json& j) {
   Status error;
   for_each_field(c, [&](const char* name, auto& field) {
     if (!error.is_ok() || !j.contains(name)) return;
@@ -64,7 +63,30 @@ StatusOr<TrainConfig> config_from_json(const std::string& text) {
                                        j[name].dump() + ")");
     }
   });
-  if (!error.is_ok()) return error;
+  return error;
+}
+
+}  // namespace
+
+StatusOr<TrainConfig> config_from_json(const std::string& text) {
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return Status::invalid_argument("configuration: not a JSON object");
+  TrainConfig c;
+  MIXPREC_RETURN_IF_ERROR(apply_json(c, j));
+  return c;
+}
+
+StatusOr<TrainConfig> adopt_saved_config(const TrainConfig& given, const std::string& saved,
+                                         const std::function<bool(const std::string& key)>& explicitly_given) {
+  auto j = nlohmann::json::parse(saved, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return Status::invalid_argument("configuration: not a JSON object");
+  nlohmann::json keep = nlohmann::json::object();
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (!explicitly_given(it.key())) keep[it.key()] = it.value();
+  TrainConfig c = given;
+  MIXPREC_RETURN_IF_ERROR(apply_json(c, keep));
   return c;
 }
 

@@ -75,5 +75,21 @@ code=$?
 [[ $code -eq 4 ]] && echo "ok   truncated checkpoint: exit 4" || fail "truncated checkpoint: exit $code"
 grep -q 'truncated.safetensors' trunc.log && echo "ok   truncated checkpoint: named" || fail "truncated: message lacks the file"
 
+# --resume alone continues with the run's own settings (precision, dataset, batch size...):
+# without them the defaults (amp-bf16 on Fashion-MNIST) would not fit the checkpoint.
+"$BIN" train "${COMMON[@]}" --precision o2-bf16 --max-steps 3 --run-dir adopt > /dev/null 2>&1 || fail "adopt: first run"
+"$BIN" train --resume adopt --max-steps 6 > adopt.log 2>&1
+code=$?
+if [[ $code -eq 0 ]] && grep -q "summary: 6 steps" adopt.log && grep -q "precision .*o2-bf16" adopt.log; then
+  echo "ok   resume adopts the run's configuration"
+else
+  fail "resume did not adopt the run's configuration (exit $code)"; tail -3 adopt.log
+fi
+# A flag on the command line still wins: an explicit --precision that does not fit is refused.
+"$BIN" train --resume adopt --max-steps 8 --precision fp32 > adopt2.log 2>&1
+code=$?
+[[ $code -eq 4 ]] && grep -q "o2-bf16" adopt2.log && echo "ok   resume: an explicit flag wins (and must fit)" \
+  || { fail "resume: explicit --precision (exit $code)"; tail -3 adopt2.log; }
+
 echo "$fails failed"
 exit $((fails > 0))

@@ -1,6 +1,10 @@
 // train_command.cpp: `mixprec train`: flags, the resolved-configuration table, progress
 // and the end-of-run summary.
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "commands.h"
 #include "core/cpu_features.h"
@@ -9,6 +13,7 @@
 #include "mixprec/run_dir.h"
 #include "mixprec/train.h"
 #include "progress.h"
+#include "train/config_json.h"
 
 namespace mixprec::cli {
 
@@ -33,6 +38,38 @@ void print_config(const train::TrainConfig& c,
   std::fflush(stdout);
 }
 
+// config.json of the run being resumed: RUN_DIR/config.json, or the one beside a checkpoint.
+std::string saved_config_path(const std::string& resume) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(resume, ec)) return resume + "/config.json";
+  const auto slash = resume.find_last_of('/');
+  return (slash == std::string::npos ? std::string(".") : resume.substr(0, slash)) + "/config.json";
+}
+
+// --resume continues with the run's own settings (as Ultralytics' resume does); a flag given
+// on this command line wins over the saved value.
+Status adopt_resumed_config(CLI::App* cmd, train::TrainConfig& config) {
+  const std::string path = saved_config_path(config.resume);
+  std::ifstream in(path);
+  if (!in) return Status::ok();  // no config.json: the flags as given (restore checks the rest)
+  std::stringstream text;
+  text << in.rdbuf();
+  auto given = [cmd](const std::string& key) {
+    std::string flag = "--" + key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    if (key == "shuffle") flag = "--no-shuffle";
+    if (key == "loss_spike_factor") flag = "--loss-spike";
+    if (key == "precision" && cmd->get_option("--no-amp")->count() > 0) return true;
+    const CLI::Option* o = cmd->get_option_no_throw(flag);
+    return o != nullptr && o->count() > 0;
+  };
+  auto merged = train::adopt_saved_config(config, text.str(), given);
+  if (!merged.is_ok()) return Status(StatusCode::bad_checkpoint, path + ": " + merged.status().message());
+  config = *merged;
+  std::printf("resuming with the configuration in %s (flags on the command line win)\n", path.c_str());
+  return Status::ok();
+}
+
 }  // namespace
 
 Runner add_train_command(CLI::App& app) {
@@ -40,7 +77,13 @@ Runner add_train_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("train", "Train a model (default: the CNN on Fashion-MNIST)");
   add_training_flags(cmd, *config);
 
-  return [config]() -> int {
+  return [config, cmd]() -> int {
+    if (!config->resume.empty()) {
+      if (Status st = adopt_resumed_config(cmd, *config); !st.is_ok()) {
+        std::fprintf(stderr, "mixprec: error: %s\n", st.message().c_str());
+        return exit_code_for(st);
+      }
+    }
     if (Status st = train::validate(*config); !st.is_ok()) {
       std::fprintf(stderr, "mixprec: usage error: %s\n", st.message().c_str());
       return kExitUsage;

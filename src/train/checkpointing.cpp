@@ -87,11 +87,9 @@ StatusOr<Position> restore_state(PrecisionStep& step, const TrainingState& st, c
   return Position{st.epoch, st.batch_in_epoch, st.global_step};
 }
 
-Status load_weights(nn::Module& model, const std::string& path) {
-  auto file = load_safetensors(path);
-  if (!file.is_ok()) return file.status();
-  std::map<std::string, Tensor> saved;
-  for (auto& [name, t] : file->tensors) saved[name] = t;
+Status load_weights(nn::Module& model, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                    const std::string& file) {
+  std::map<std::string, Tensor> saved(tensors.begin(), tensors.end());
   auto targets = model.named_parameters();
   for (auto& b : model.named_buffers()) targets.push_back(b);
   std::string unexpected;
@@ -100,11 +98,20 @@ Status load_weights(nn::Module& model, const std::string& path) {
     for (auto& [n, _] : targets) known = known || n == name;
     if (!known && name.rfind("optimizer.", 0) != 0 && name.rfind("master.", 0) != 0)
       unexpected += " '" + name + "'";
+    if (known && !is_floating(t.dtype()))
+      return Status::data_loss(file + ": tensor '" + name + "' has dtype " + dtype_name(t.dtype()) +
+                               ", expected a floating type");
   }
   if (!unexpected.empty())
-    return Status::data_loss(path + ": tensors this model does not have:" + unexpected);
+    return Status::data_loss(file + ": tensors this model does not have:" + unexpected);
   NoGradGuard ng;
-  return copy_named(path, "tensor", targets, saved, false);
+  return copy_named(file, "tensor", targets, saved, false);
+}
+
+Status load_weights(nn::Module& model, const std::string& path) {
+  auto file = load_safetensors(path);
+  if (!file.is_ok()) return file.status();
+  return load_weights(model, file->tensors, path);
 }
 
 }  // namespace mixprec::train

@@ -21,5 +21,8 @@ StatusOr<Position> restore_state(PrecisionStep& step, const TrainingState& state
 // Copies weights saved by name (by PyTorch or another run) into the model, converting the
 // dtype; every missing, unexpected or mis-shaped name is reported.
 Status load_weights(nn::Module& model, const std::string& path);
+// The same from tensors already read (a checkpoint's model tensors); `file` names them.
+Status load_weights(nn::Module& model, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                    const std::string& file);
 
 }  // namespace mixprec::train

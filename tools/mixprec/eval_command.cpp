@@ -19,6 +19,7 @@
 #include "mixprec/ops.h"
 #include "mixprec/precision.h"
 #include "mixprec/safetensors.h"
+#include "train/checkpointing.h"
 #include "train/data_source.h"
 
 namespace mixprec::cli {
@@ -41,39 +42,6 @@ int checkpoint_error(const std::string& msg) {
 train::TrainConfig config_from_json(const std::string& text) {
   auto c = train::config_from_json(text);
   return c.is_ok() ? c.value() : train::TrainConfig{};
-}
-
-// Copies the checkpoint's tensors into the model by name; every missing, unexpected or
-// mis-shaped tensor is named in one message.
-Status load_weights(nn::Module& model, const TrainingState& st, const std::string& file) {
-  std::map<std::string, Tensor> saved(st.model.begin(), st.model.end());
-  auto expected = model.named_parameters();
-  for (auto& b : model.named_buffers()) expected.push_back(b);
-  std::string problems;
-  auto add = [&](const std::string& p) { problems += (problems.empty() ? "" : "; ") + p; };
-  for (auto& [name, t] : expected) {
-    auto it = saved.find(name);
-    if (it == saved.end()) {
-      add("missing tensor '" + name + "' (expected shape " + shape_str(t.shape()) + ")");
-      continue;
-    }
-    if (it->second.shape() != t.shape())
-      add("tensor '" + name + "' has shape " + shape_str(it->second.shape()) + ", model expects " +
-          shape_str(t.shape()));
-    else if (!is_floating(it->second.dtype()) && is_floating(t.dtype()))
-      add(std::string("tensor '") + name + "' has dtype " + dtype_name(it->second.dtype()) +
-          ", expected a floating type");
-    else {
-      NoGradGuard ng;
-      Tensor dst = t;
-      dst.copy_(it->second);
-    }
-    saved.erase(it);
-  }
-  for (auto& [name, t] : saved) add("unexpected tensor '" + name + "' " + shape_str(t.shape()));
-  if (!problems.empty())
-    return Status::data_loss("checkpoint '" + file + "' does not fit model '" + st.model_name + "': " + problems);
-  return Status::ok();
 }
 
 int run_eval(const EvalFlags& f) {
@@ -103,7 +71,7 @@ int run_eval(const EvalFlags& f) {
   }
 
   std::shared_ptr<nn::Module> model = nn::make_model(*spec);
-  if (Status s = load_weights(*model, st, *path); !s.is_ok()) return checkpoint_error(s.message());
+  if (Status s = train::load_weights(*model, st.model, *path); !s.is_ok()) return checkpoint_error(s.message());
   if (preset->param_dtype != DType::f32) model->to(preset->param_dtype, preset->keep_norm_fp32);
   model->eval();
 

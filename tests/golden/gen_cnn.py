@@ -28,75 +28,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_reference import Cnn, read_safetensors, write_safetensors  # noqa: E402,F401
+
 SEED = 0
 BATCH, CHANNELS, HEIGHT, WIDTH, CLASSES = 4, 1, 8, 8, 10
 ADAM_LR, ADAM_STEPS = 1e-3, 5
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "cnn_golden.safetensors")
-
-
-class Cnn(nn.Module):
-    """conv(C->32,3x3,p1) ReLU pool2 conv(32->64,3x3,p1) ReLU pool2 flatten fc1(->256) ReLU fc2."""
-
-    def __init__(self, in_channels, height, width, classes):
-        super().__init__()
-        self.conv1 = nn.Conv2d(in_channels, 32, 3, padding=1)
-        self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
-        self.fc1 = nn.Linear(64 * (height // 4) * (width // 4), 256)
-        self.fc2 = nn.Linear(256, classes)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        x = F.relu(self.fc1(torch.flatten(x, 1)))
-        return self.fc2(x)
-
-
-DTYPES = {torch.float32: ("F32", 4), torch.int64: ("I64", 8)}
-
-
-def write_safetensors(path, tensors, metadata):
-    """tensors: dict name -> contiguous CPU tensor (float32 or int64); metadata: str -> str."""
-    header = {"__metadata__": metadata} if metadata else {}
-    chunks, offset = [], 0
-    for name in sorted(tensors):
-        t = tensors[name].detach().contiguous()
-        code, size = DTYPES[t.dtype]
-        data = t.numpy().astype(t.numpy().dtype.newbyteorder("<"), copy=False).tobytes()
-        assert len(data) == t.numel() * size
-        header[name] = {"dtype": code, "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        chunks.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    text += b" " * ((8 - len(text) % 8) % 8)  # data starts 8-byte aligned
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for c in chunks:
-            f.write(c)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def read_safetensors(path):
-    """Minimal reader used to check the file just written round-trips."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8 : 8 + n])
-    meta = header.pop("__metadata__", {})
-    out = {}
-    for name, e in header.items():
-        b, end = e["data_offsets"]
-        dtype = {"F32": torch.float32, "I64": torch.int64}[e["dtype"]]
-        buf = bytearray(raw[8 + n + b : 8 + n + end])
-        if buf:
-            out[name] = torch.frombuffer(buf, dtype=dtype).reshape(e["shape"])
-        else:
-            out[name] = torch.empty(e["shape"], dtype=dtype)
-    return out, meta
 
 
 def main():

@@ -6,10 +6,14 @@
 //   scaler.unscale(opt);                 // optional: before clip_grad_norm_
 //   bool stepped = scaler.step(opt);     // skips the update if any gradient is inf/NaN
 //   scaler.update();
+//
+// step_fused(opt, grads, rounded_out) is the one-pass form for mixed precision: a read-only
+// inf/NaN check, then an optimizer pass that unscales as it reads (see Optimizer::step_fused).
 #pragma once
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -53,6 +57,17 @@ class GradScaler {
   // Unscales if needed, then runs opt.step() unless a gradient was inf/NaN. Returns whether
   // the update was applied. A second step() before update() throws.
   bool step(optim::Optimizer& opt);
+  // The fused form of [unscale(opt)] + step(opt): a read-only inf/NaN check of grads (the
+  // same skip decision and non-finite report as unscale()), then, unless one was found,
+  // opt.step_fused(grads, 1/scale, rounded_out), which unscales as it reads and updates in
+  // the same pass; results are bit-identical to the two-pass form. grads[i] is the gradient
+  // of opt.params()[i] (for an O2 master: its model weight's bf16/f16 .grad) and is left as
+  // it was (still scaled). After an explicit unscale(opt) (to clip), pass the gradients it
+  // unscaled: they are used as they are. Same stage rules, counters and return value as
+  // step(). With the scaler enabled the parameters must be f32 (or f64): a 16-bit gradient
+  // unscaled in place is rounded, which the fused pass does not do; use unscale + step there.
+  bool step_fused(optim::Optimizer& opt, std::span<const Tensor> grads,
+                  std::span<const Tensor> rounded_out = {});
   // Backs off on overflow, grows after growth_interval clean steps, resets per-step state.
   // With new_scale, sets the scale directly instead.
   void update(std::optional<double> new_scale = std::nullopt);

@@ -3,6 +3,7 @@
 // autocast's weight-cast cache).
 #pragma once
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -10,12 +11,32 @@
 
 namespace mixprec::optim {
 
+// One parameter's input to a fused update (Optimizer::step_fused).
+struct UpdateInput {
+  const Tensor& grad;     // dense, the parameter's strides, its dtype or (f32 parameter) bf16/f16
+  float grad_scale = 1.0f;  // each gradient element is multiplied by this as it is read
+  const Tensor* rounded_out = nullptr;  // bf16/f16 like the parameter: receives round(param)
+};
+
 class Optimizer {
  public:
   explicit Optimizer(std::vector<Tensor> params, double lr);
   virtual ~Optimizer() = default;
   // One update from the parameters' current .grad (parameters without a grad are skipped).
   void step();
+  // The fused step (mixed precision): one pass per parameter that reads grads[i] instead of
+  // .grad, multiplies each element by grad_scale as it reads (the 1/loss-scale unscale),
+  // updates the parameter and its state and, where rounded_out[i] is defined, writes the
+  // updated parameter rounded to nearest even into that 16-bit tensor (an O2 model weight
+  // whose f32 master the parameter is). The result is bit-identical to: widen grads[i] to
+  // the parameter's dtype, multiply by grad_scale in that dtype, step(), then
+  // rounded_out[i].copy_(param). grads[i] may be the parameter's dtype or, for an f32
+  // parameter, bf16/f16; an undefined grads[i] skips the parameter. grads.size() must equal
+  // params().size(); rounded_out is empty or the same size. A 16-bit parameter needs
+  // grad_scale 1 (unscaling a 16-bit gradient rounds it, which this pass does not). No
+  // inf/NaN check happens here: GradScaler::step_fused checks before calling it.
+  void step_fused(std::span<const Tensor> grads, float grad_scale = 1.0f,
+                  std::span<const Tensor> rounded_out = {});
   // Sets every .grad to undefined (PyTorch's set_to_none=True).
   void zero_grad();
   const std::vector<Tensor>& params() const { return params_; }
@@ -31,9 +52,16 @@ class Optimizer {
 
  protected:
   virtual void update(size_t index, Tensor& param, const Tensor& grad) = 0;
+  // The fused form of update() (see step_fused). The default materialises the scaled
+  // gradient, calls update() and copies the rounded parameter out: right for any subclass,
+  // one pass only for those that override it (SGD, Adam).
+  virtual void update_fused(size_t index, Tensor& param, const UpdateInput& in);
   std::vector<Tensor> params_;
   double lr_;
   int64_t step_count_ = 0;
+
+ private:
+  void apply_update(size_t index, const Tensor& grad, float grad_scale, const Tensor* rounded_out);
 };
 
 struct SGDOptions {
@@ -53,6 +81,7 @@ class SGD : public Optimizer {
 
  private:
   void update(size_t index, Tensor& param, const Tensor& grad) override;
+  void update_fused(size_t index, Tensor& param, const UpdateInput& in) override;
   SGDOptions options_;
   std::vector<Tensor> momentum_buffers_;
 };
@@ -74,6 +103,7 @@ class Adam : public Optimizer {
 
  private:
   void update(size_t index, Tensor& param, const Tensor& grad) override;
+  void update_fused(size_t index, Tensor& param, const UpdateInput& in) override;
   AdamOptions options_;
   bool decoupled_;
   std::vector<Tensor> exp_avg_, exp_avg_sq_;

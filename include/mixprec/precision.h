@@ -3,6 +3,7 @@
 // compute_dtype (what matrix ops run in), and whether f32 masters and loss scaling are used.
 #pragma once
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,6 +48,16 @@ class MasterWeights {
   void accumulate_grads();
   // model weight = round(master) for every 16-bit weight.
   void copy_to_model();
+  // What a fused optimizer step over masters() reads and writes, in masters() order (both
+  // spans sized masters().size(), owned by the caller so a steady step allocates nothing):
+  // grads[i] is the master's own f32 .grad when there is one (an f32 weight, or after
+  // accumulate_grads()), else the model weight's 16-bit .grad, read directly without the f32
+  // copy; rounded_out[i] is the 16-bit model weight that receives round(master) in the same
+  // pass (undefined for an f32 weight, which is its own master). Pass both to
+  // GradScaler::step_fused / Optimizer::step_fused instead of accumulate_grads() + step() +
+  // copy_to_model() when there is one micro-batch. invalid_argument if a weight has both
+  // an accumulated f32 gradient and a newer 16-bit one (accumulate_grads() was not called).
+  void fused_step_inputs(std::span<Tensor> grads, std::span<Tensor> rounded_out) const;
   void zero_grad();
 
  private:

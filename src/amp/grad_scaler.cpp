@@ -99,6 +99,53 @@ bool GradScaler::step(optim::Optimizer& opt) {
   return true;
 }
 
+bool GradScaler::step_fused(optim::Optimizer& opt, std::span<const Tensor> grads,
+                            std::span<const Tensor> rounded_out) {
+  const auto& params = opt.params();
+  if (grads.size() != params.size())
+    throw Error(Status::invalid_argument("GradScaler::step_fused: " + std::to_string(grads.size()) +
+                                         " gradients for " + std::to_string(params.size()) + " parameters"));
+  if (!options_.enabled) {
+    opt.step_fused(grads, 1.0f, rounded_out);
+    ++applied_steps_;
+    return true;
+  }
+  PerOptimizer& st = per_optimizer_[&opt];
+  if (st.stage == Stage::stepped)
+    throw Error(Status::invalid_argument("GradScaler::step_fused: step() has already been called since the last update()"));
+  float grad_scale = 1.0f;  // after an explicit unscale() the gradients are already true ones
+  if (st.stage == Stage::ready) {
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (!grads[i].defined()) continue;
+      const DType pd = params[i].dtype();
+      if (pd == DType::f16 && grads[i].dtype() == DType::f16 && !options_.allow_fp16_grads)
+        throw Error(Status::invalid_argument(
+            "GradScaler::step_fused: attempting to unscale f16 gradients (" + param_name(params[i], i) +
+            "); keep f32 master weights (an amp-* or o2-* preset) or set allow_fp16_grads"));
+      if (pd != DType::f32 && pd != DType::f64)
+        throw Error(Status::invalid_argument(
+            "GradScaler::step_fused: parameter " + param_name(params[i], i) + " is " + params[i].str() +
+            "; the fused step unscales into f32 parameters only (use unscale() + step())"));
+    }
+    // Read-only: a skipped step must leave every gradient, parameter and state untouched,
+    // so the check finishes before the update pass starts.
+    NoGradGuard ng;
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (!grads[i].defined()) continue;
+      UnscaleResult r = find_nonfinite(grads[i]);
+      if (r.nonfinite > 0) {
+        st.found_inf = true;
+        pending_nonfinite_.push_back({param_name(params[i], i), r.nonfinite, r.first_index});
+      }
+    }
+    grad_scale = float(1.0 / double(scale_));  // PyTorch's inv_scale, as unscale() uses
+  }
+  st.stage = Stage::stepped;
+  if (st.found_inf) return false;
+  opt.step_fused(grads, grad_scale, rounded_out);
+  return true;
+}
+
 void GradScaler::update(std::optional<double> new_scale) {
   if (!options_.enabled) return;
   bool found_inf = false;

@@ -1,8 +1,10 @@
-// master_weights.cpp: f32 masters for 16-bit weights (O2).
+// master_weights.cpp: f32 masters for 16-bit weights (O2): the masters, f32 gradient
+// accumulation, the rounded copy back, and the inputs of the fused step that skips both.
 #include "autograd/node.h"
 #include "core/tensor_impl.h"
 #include "mixprec/autograd.h"
 #include "mixprec/precision.h"
+#include "mixprec/status.h"
 
 namespace mixprec::amp {
 
@@ -54,6 +56,30 @@ void MasterWeights::copy_to_model() {
     Tensor p = model_[i].second;
     if (p.same(masters_[i])) continue;
     p.copy_(masters_[i]);  // rounds to nearest even; bumps p's version (cast caches)
+  }
+}
+
+void MasterWeights::fused_step_inputs(std::span<Tensor> grads, std::span<Tensor> rounded_out) const {
+  if (grads.size() != masters_.size() || rounded_out.size() != masters_.size())
+    throw Error(Status::invalid_argument("MasterWeights::fused_step_inputs: spans of " + std::to_string(grads.size()) +
+                                         " and " + std::to_string(rounded_out.size()) + ", expected " +
+                                         std::to_string(masters_.size())));
+  for (size_t i = 0; i < model_.size(); ++i) {
+    const Tensor& p = model_[i].second;
+    const Tensor& m = masters_[i];
+    if (p.same(m)) {  // f32 weight: its own master
+      grads[i] = m.grad();
+      rounded_out[i] = Tensor();
+      continue;
+    }
+    Tensor master_grad = m.grad(), model_grad = p.grad();
+    if (master_grad.defined() && model_grad.defined())
+      throw Error(Status::invalid_argument("MasterWeights::fused_step_inputs: '" + model_[i].first +
+                                           "' has an accumulated f32 gradient and a newer " +
+                                           dtype_name(model_grad.dtype()) +
+                                           " one; call accumulate_grads() after every backward"));
+    grads[i] = master_grad.defined() ? master_grad : model_grad;
+    rounded_out[i] = p;
   }
 }
 

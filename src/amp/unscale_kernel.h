@@ -1,5 +1,6 @@
 // unscale_kernel.h: the fused "multiply by 1/scale and look for inf/NaN" pass over one
-// gradient (PyTorch's _amp_foreach_non_finite_check_and_unscale_).
+// gradient (PyTorch's _amp_foreach_non_finite_check_and_unscale_), and the read-only check
+// that comes before a fused optimizer step (which unscales as it reads instead).
 #pragma once
 #include <cstdint>
 
@@ -14,5 +15,8 @@ struct UnscaleResult {
 
 // grad *= inv_scale in place (f32, f64, bf16, f16), counting non-finite elements.
 UnscaleResult unscale_and_check(Tensor& grad, float inv_scale);
+
+// Counts the non-finite elements of grad (f32, f64, bf16, f16) without writing it.
+UnscaleResult find_nonfinite(const Tensor& grad);
 
 }  // namespace mixprec::amp

@@ -1,4 +1,5 @@
-// adam.cpp: Adam and AdamW (torch.optim.Adam / AdamW, single-tensor path).
+// adam.cpp: Adam and AdamW (torch.optim.Adam / AdamW, single-tensor path); one pass per
+// parameter, fused with unscaling and the 16-bit weight copy when asked (update_kernels.h).
 #include "mixprec/optim.h"
 #include "mixprec/status.h"
 #include "optim/update_kernels.h"
@@ -18,6 +19,10 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled)
 }
 
 void Adam::update(size_t index, Tensor& param, const Tensor& grad) {
+  update_fused(index, param, UpdateInput{grad});
+}
+
+void Adam::update_fused(size_t index, Tensor& param, const UpdateInput& in) {
   if (!exp_avg_[index].defined()) {
     exp_avg_[index] = Tensor::zeros(param.shape(), param.dtype());
     exp_avg_sq_[index] = Tensor::zeros(param.shape(), param.dtype());
@@ -26,8 +31,8 @@ void Adam::update(size_t index, Tensor& param, const Tensor& grad) {
       exp_avg_sq_[index] = exp_avg_sq_[index].to_memory_format(MemoryFormat::channels_last);
     }
   }
-  adam_update(param, grad, exp_avg_[index], exp_avg_sq_[index], lr_, options_.beta1,
-              options_.beta2, options_.eps, options_.weight_decay, decoupled_, step_count_);
+  adam_update(param, in, exp_avg_[index], exp_avg_sq_[index], lr_, options_.beta1, options_.beta2,
+              options_.eps, options_.weight_decay, decoupled_, step_count_);
 }
 
 std::map<std::string, Tensor> Adam::state_tensors() const {

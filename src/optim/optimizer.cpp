@@ -1,10 +1,13 @@
-// optimizer.cpp: the common step loop and gradient clipping.
+// optimizer.cpp: the common step loops (step, and step_fused for mixed precision: gradients
+// read in their own dtype and unscaled on the fly, 16-bit weight copies written in the same
+// pass) and gradient clipping.
 #include <cmath>
 
 #include "core/tensor_impl.h"
 #include "mixprec/autograd.h"
 #include "mixprec/optim.h"
 #include "mixprec/status.h"
+#include "optim/update_kernels.h"
 
 namespace mixprec::optim {
 
@@ -23,16 +26,69 @@ void Optimizer::step() {
   MemoryCategoryGuard mg(MemoryCategory::optimizer_state);
   ++step_count_;
   for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i];
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    if (g.dtype() != p.dtype() || g.strides() != p.strides()) {
-      Tensor conv = Tensor::empty(p.shape(), p.dtype(), p.suggest_memory_format());
-      conv.copy_(g);
-      g = conv;
+    Tensor g = params_[i].grad();
+    if (g.defined()) apply_update(i, g, 1.0f, nullptr);
+  }
+}
+
+void Optimizer::step_fused(std::span<const Tensor> grads, float grad_scale, std::span<const Tensor> rounded_out) {
+  auto bad = [](const std::string& what) { throw Error(Status::invalid_argument("Optimizer::step_fused: " + what)); };
+  if (grads.size() != params_.size())
+    bad(std::to_string(grads.size()) + " gradients for " + std::to_string(params_.size()) + " parameters");
+  if (!rounded_out.empty() && rounded_out.size() != params_.size())
+    bad(std::to_string(rounded_out.size()) + " rounded outputs for " + std::to_string(params_.size()) + " parameters");
+  if (!std::isfinite(grad_scale)) bad("grad_scale must be finite, got " + std::to_string(grad_scale));
+  // Everything is checked before anything is updated, so a bad argument changes nothing.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    if (grads[i].defined()) {
+      if (grads[i].shape() != p.shape() || !is_floating(grads[i].dtype()))
+        bad("gradient " + std::to_string(i) + " is " + grads[i].str() + ", expected the shape of " + p.str());
+      if (grad_scale != 1.0f && p.dtype() != DType::f32 && p.dtype() != DType::f64)
+        bad("grad_scale must be 1 for the 16-bit parameter " + std::to_string(i) + " (" + p.str() + ")");
     }
-    update(i, p, g);
-    p.storage()->bump_version();
+    if (!rounded_out.empty() && rounded_out[i].defined()) {
+      const Tensor& o = rounded_out[i];
+      if (p.dtype() != DType::f32 || !is_half(o.dtype()) ||
+          o.shape() != p.shape() || o.strides() != p.strides() || !o.is_dense())
+        bad("rounded output " + std::to_string(i) + " is " + o.str() +
+            ", expected bf16/f16 laid out like the f32 parameter " + p.str());
+    }
+  }
+  NoGradGuard ng;
+  MemoryCategoryGuard mg(MemoryCategory::optimizer_state);
+  ++step_count_;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (grads[i].defined())
+      apply_update(i, grads[i], grad_scale, rounded_out.empty() ? nullptr : &rounded_out[i]);
+}
+
+void Optimizer::apply_update(size_t index, const Tensor& grad, float grad_scale, const Tensor* rounded_out) {
+  Tensor& p = params_[index];
+  // The kernels read a dense gradient laid out like the parameter, in its dtype or (f32
+  // parameter) bf16/f16. Anything else is first copied into the parameter's dtype and
+  // layout (allocates; not the case of any preset's step).
+  const bool readable = grad.strides() == p.strides() && grad.is_dense() &&
+                        (grad.dtype() == p.dtype() ||
+                         (p.dtype() == DType::f32 && is_half(grad.dtype())));
+  Tensor g = grad;
+  if (!readable) {
+    g = Tensor::empty(p.shape(), p.dtype(), p.suggest_memory_format());
+    g.copy_(grad);
+  }
+  const bool has_out = rounded_out && rounded_out->defined();
+  update_fused(index, p, UpdateInput{g, grad_scale, has_out ? rounded_out : nullptr});
+  p.storage()->bump_version();
+  if (has_out) rounded_out->storage()->bump_version();  // invalidates the weight's cast caches
+}
+
+void Optimizer::update_fused(size_t index, Tensor& param, const UpdateInput& in) {
+  // Two passes, same numbers: the scaled gradient in the parameter's dtype, then update().
+  const bool plain = in.grad.dtype() == param.dtype() && in.grad_scale == 1.0f;
+  update(index, param, plain ? in.grad : scaled_grad_like(param, in.grad, in.grad_scale));
+  if (in.rounded_out && in.rounded_out->defined()) {
+    Tensor out = *in.rounded_out;
+    out.copy_(param);
   }
 }
 

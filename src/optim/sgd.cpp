@@ -15,10 +15,17 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions options)
 }
 
 void SGD::update(size_t index, Tensor& param, const Tensor& grad) {
+  update_fused(index, param, UpdateInput{grad});
+}
+
+void SGD::update_fused(size_t index, Tensor& param, const UpdateInput& in) {
   Tensor& buf = momentum_buffers_[index];
-  if (options_.momentum != 0.0 && !buf.defined()) buf = Tensor::empty_like(param);
-  sgd_update(param, grad, buf, lr_, options_.momentum, options_.dampening, options_.weight_decay,
-             options_.nesterov, /*first_step=*/step_count_ == 1 || !buf.defined());
+  // PyTorch starts the buffer as a clone of the first gradient this parameter sees (which
+  // need not come on step 1); a restored buffer is continued.
+  const bool first_step = !buf.defined();
+  if (options_.momentum != 0.0 && first_step) buf = Tensor::empty_like(param);
+  sgd_update(param, in, buf, lr_, options_.momentum, options_.dampening, options_.weight_decay,
+             options_.nesterov, first_step);
 }
 
 std::map<std::string, Tensor> SGD::state_tensors() const {

@@ -1,108 +1,251 @@
-// update_kernels.cpp: fused optimizer loops. Computed in the parameter's dtype for f32 and
-// f64 (T below); 16-bit parameters are updated through an f32 copy (O2 uses f32 masters,
-// so this path is only for pure-16-bit presets).
+// update_kernels.cpp: the optimizer passes. Work is cut into tiles of kTile elements; a tile
+// of a 16-bit tensor (gradient, 16-bit parameter or state, rounded model weight) is widened
+// to f32 on the stack, updated by update_math's formulas and narrowed back, so memory is read
+// and written once per step whatever the dtypes. Conversions go through convert_elements,
+// the same rounding Tensor::copy_ uses, so a fused pass equals unscale + step + copy_ bit for
+// bit. Tiles are split over the OpenMP threads with a static schedule: every element is
+// computed the same way on any thread count. f64 parameters keep a plain double loop.
 #include "optim/update_kernels.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cmath>
 
+#include "core/convert.h"
 #include "mixprec/status.h"
+#include "optim/update_math.h"
 
 namespace mixprec::optim {
 namespace {
 
-template <typename T>
-void sgd_loop(T* p, const T* g, T* buf, int64_t n, T lr, T momentum, T dampening, T wd,
-              bool nesterov, bool first_step) {
-#pragma omp parallel for if (n > 100000)
+constexpr int64_t kTile = 1024;              // 4 KiB of f32 per buffer: five stay in L1
+constexpr int64_t kParallelMin = 64 * 1024;  // below this a fork/join costs more than it saves
+
+// The raw buffers of one f32-computed update.
+struct TileIo {
+  char* param = nullptr;
+  DType param_dtype = DType::f32;  // f32, bf16 or f16; state tensors share it
+  const char* grad = nullptr;
+  DType grad_dtype = DType::f32;
+  float grad_scale = 1.0f;
+  char* state[2] = {nullptr, nullptr};
+  char* out = nullptr;  // rounded copy of the updated parameter, or null
+  DType out_dtype = DType::bf16;
+};
+
+char* bytes_of(Tensor& t) { return static_cast<char*>(t.data()); }
+
+// Elements [begin, begin + len) of a buffer as f32: in place when it is f32, else widened.
+const float* widen(const char* base, DType dtype, int64_t begin, int64_t len, float* scratch) {
+  if (dtype == DType::f32) return reinterpret_cast<const float*>(base) + begin;
+  convert_elements(base + begin * int64_t(dtype_size(dtype)), dtype, scratch, DType::f32, len);
+  return scratch;
+}
+float* widen(char* base, DType dtype, int64_t begin, int64_t len, float* scratch) {
+  if (dtype == DType::f32) return reinterpret_cast<float*>(base) + begin;
+  widen(static_cast<const char*>(base), dtype, begin, len, scratch);
+  return scratch;
+}
+
+void narrow(const float* tile, char* base, DType dtype, int64_t begin, int64_t len) {
+  if (dtype == DType::f32) return;  // the tile was the buffer itself
+  convert_elements(tile, DType::f32, base + begin * int64_t(dtype_size(dtype)), dtype, len);
+}
+
+// core(p, g, state0, state1, len) on every tile; null state pointers for unused state.
+template <typename Core>
+void for_each_tile(const TileIo& io, int64_t n, const Core& core) {
+  auto run = [&](int64_t t) {
+    alignas(64) float pbuf[kTile], gbuf[kTile], sbuf0[kTile], sbuf1[kTile];
+    const int64_t begin = t * kTile, len = std::min(kTile, n - begin);
+    float* p = widen(io.param, io.param_dtype, begin, len, pbuf);
+    const float* g;
+    if (io.grad_dtype == DType::f32 && io.grad_scale == 1.0f) {
+      g = reinterpret_cast<const float*>(io.grad) + begin;
+    } else {
+      // Unscaling multiplies in f32 exactly as the scaler's unscale pass does; by 1 it is
+      // the identity (inf/NaN never get here: the scaler skipped the step), so it is skipped.
+      const float* src = widen(io.grad, io.grad_dtype, begin, len, gbuf);
+      if (io.grad_scale != 1.0f) {
+        const float s = io.grad_scale;
+        for (int64_t i = 0; i < len; ++i) gbuf[i] = src[i] * s;
+      }
+      g = gbuf;
+    }
+    float* s0 = io.state[0] ? widen(io.state[0], io.param_dtype, begin, len, sbuf0) : nullptr;
+    float* s1 = io.state[1] ? widen(io.state[1], io.param_dtype, begin, len, sbuf1) : nullptr;
+    core(p, g, s0, s1, len);
+    narrow(p, io.param, io.param_dtype, begin, len);
+    if (s0) narrow(s0, io.state[0], io.param_dtype, begin, len);
+    if (s1) narrow(s1, io.state[1], io.param_dtype, begin, len);
+    if (io.out) convert_elements(p, DType::f32, io.out + begin * 2, io.out_dtype, len);
+  };
+  const int64_t tiles = (n + kTile - 1) / kTile;
+  if (n >= kParallelMin && omp_get_max_threads() > 1 && !omp_in_parallel()) {
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < tiles; ++t) run(t);
+  } else {
+    for (int64_t t = 0; t < tiles; ++t) run(t);
+  }
+}
+
+// ---- f64 parameters: PyTorch's order in double, the gradient scaled in double ----------
+
+void sgd_f64(double* p, const double* g, double* buf, int64_t n, double scale, double lr, double momentum,
+             double dampening, double wd, bool nesterov, bool first_step) {
+#pragma omp parallel for schedule(static) if (n > 100000)
   for (int64_t i = 0; i < n; ++i) {
-    T d = g[i];
-    if (wd != T(0)) d = d + wd * p[i];
-    if (momentum != T(0)) {
-      buf[i] = first_step ? d : buf[i] * momentum + (T(1) - dampening) * d;
+    double d = scale == 1.0 ? g[i] : g[i] * scale;
+    if (wd != 0) d = d + wd * p[i];
+    if (momentum != 0) {
+      buf[i] = first_step ? d : buf[i] * momentum + (1.0 - dampening) * d;
       d = nesterov ? d + momentum * buf[i] : buf[i];
     }
     p[i] = p[i] + (-lr) * d;
   }
 }
 
-template <typename T>
-void adam_loop(T* p, const T* g, T* m, T* v, int64_t n, T lr, T beta1, T beta2, T eps, T wd,
-               bool decoupled, double bias_correction1, double bias_correction2) {
-  const T step_size = T(double(lr) / bias_correction1);
-  const T bc2_sqrt = T(std::sqrt(bias_correction2));
-  const T decay = T(1.0 - double(lr) * double(wd));
-#pragma omp parallel for if (n > 100000)
+void adam_f64(double* p, const double* g, double* m, double* v, int64_t n, double scale, double lr,
+              double beta1, double beta2, double eps, double wd, bool decoupled, double bc1, double bc2) {
+  const double step_size = lr / bc1;
+  const double bc2_sqrt = std::sqrt(bc2);
+  const double decay = 1.0 - lr * wd;
+#pragma omp parallel for schedule(static) if (n > 100000)
   for (int64_t i = 0; i < n; ++i) {
-    T gi = g[i];
+    double gi = scale == 1.0 ? g[i] : g[i] * scale;
     if (decoupled) {
       p[i] = p[i] * decay;
-    } else if (wd != T(0)) {
+    } else if (wd != 0) {
       gi = gi + wd * p[i];
     }
-    m[i] = m[i] * beta1 + (T(1) - beta1) * gi;
-    v[i] = v[i] * beta2 + (T(1) - beta2) * (gi * gi);
-    const T denom = std::sqrt(v[i]) / bc2_sqrt + eps;
+    m[i] = m[i] * beta1 + (1.0 - beta1) * gi;
+    v[i] = v[i] * beta2 + (1.0 - beta2) * (gi * gi);
+    const double denom = std::sqrt(v[i]) / bc2_sqrt + eps;
     p[i] = p[i] + (-step_size) * (m[i] / denom);
   }
 }
 
-void check_same(const char* op, const Tensor& p, const Tensor& other) {
-  if (!other.defined()) return;
-  if (other.dtype() != p.dtype() || other.strides() != p.strides() || other.shape() != p.shape())
-    throw Error(Status::invalid_argument(std::string(op) + ": state " + other.str() +
-                                         " does not match parameter " + p.str()));
+// ---- argument checks --------------------------------------------------------------------
+
+[[noreturn]] void bad(const char* op, const std::string& what) {
+  throw Error(Status::invalid_argument(std::string(op) + ": " + what));
+}
+
+void check_state(const char* op, const Tensor& p, const Tensor& state) {
+  if (!state.defined()) return;
+  if (state.dtype() != p.dtype() || state.strides() != p.strides() || state.shape() != p.shape())
+    bad(op, "state " + state.str() + " does not match parameter " + p.str());
+}
+
+// Validates param/grad/out and fills the buffer-level description of the pass.
+TileIo describe(const char* op, Tensor& param, const UpdateInput& in) {
+  const Tensor& g = in.grad;
+  if (!param.is_dense()) bad(op, "parameter " + param.str() + " must be dense");
+  const bool grad_dtype_ok = g.dtype() == param.dtype() || (param.dtype() == DType::f32 && is_half(g.dtype()));
+  if (!grad_dtype_ok || g.shape() != param.shape() || g.strides() != param.strides())
+    bad(op, "gradient " + g.str() + " does not match parameter " + param.str() +
+                " (expected its strides, and its dtype or bf16/f16 for an f32 parameter)");
+  if (is_half(param.dtype()) && in.grad_scale != 1.0f)
+    bad(op, "grad_scale must be 1 for the 16-bit parameter " + param.str() + ", got " +
+                std::to_string(in.grad_scale));
+  TileIo io;
+  io.param = bytes_of(param);
+  io.param_dtype = param.dtype();
+  io.grad = static_cast<const char*>(g.data());
+  io.grad_dtype = g.dtype();
+  io.grad_scale = in.grad_scale;
+  if (in.rounded_out && in.rounded_out->defined()) {
+    Tensor out = *in.rounded_out;
+    if (param.dtype() != DType::f32 || !is_half(out.dtype()) || out.shape() != param.shape() ||
+        out.strides() != param.strides())
+      bad(op, "rounded output " + out.str() + " must be bf16/f16 laid out like the f32 parameter " + param.str());
+    io.out = bytes_of(out);
+    io.out_dtype = out.dtype();
+  }
+  return io;
 }
 
 }  // namespace
 
-void sgd_update(Tensor& param, const Tensor& grad, Tensor& buf, double lr, double momentum,
+void sgd_update(Tensor& param, const UpdateInput& in, Tensor& buf, double lr, double momentum,
                 double dampening, double weight_decay, bool nesterov, bool first_step) {
-  check_same("sgd", param, grad);
-  check_same("sgd", param, buf);
+  check_state("sgd", param, buf);
+  TileIo io = describe("sgd", param, in);
   const int64_t n = param.numel();
+  const bool use_buf = momentum != 0.0;
+  if (use_buf && !buf.defined()) bad("sgd", "momentum buffer missing for " + param.str());
   if (param.dtype() == DType::f64) {
-    sgd_loop<double>(param.data_ptr<double>(), grad.data_ptr<double>(),
-                     buf.defined() ? buf.data_ptr<double>() : nullptr, n, lr, momentum, dampening,
-                     weight_decay, nesterov, first_step);
-  } else if (param.dtype() == DType::f32) {
-    sgd_loop<float>(param.data_ptr<float>(), grad.data_ptr<float>(),
-                    buf.defined() ? buf.data_ptr<float>() : nullptr, n, float(lr), float(momentum),
-                    float(dampening), float(weight_decay), nesterov, first_step);
-  } else {
-    // 16-bit parameters: compute in f32 and round back once.
-    Tensor p32 = param.to(DType::f32), g32 = grad.to(DType::f32);
-    Tensor b32 = buf.defined() ? buf.to(DType::f32) : Tensor();
-    sgd_update(p32, g32, b32, lr, momentum, dampening, weight_decay, nesterov, first_step);
-    param.copy_(p32);
-    if (buf.defined()) buf.copy_(b32);
+    sgd_f64(param.data_ptr<double>(), in.grad.data_ptr<double>(), use_buf ? buf.data_ptr<double>() : nullptr,
+            n, double(in.grad_scale), lr, momentum, dampening, weight_decay, nesterov, first_step);
+    return;
   }
+  // Coefficients rounded to f32 first, as the f32 loop always did.
+  SgdCoeffs c;
+  c.neg_lr = -float(lr);
+  c.momentum = float(momentum);
+  c.one_minus_dampening = 1.0f - float(dampening);
+  c.weight_decay = float(weight_decay);
+  c.nesterov = nesterov;
+  c.first_step = first_step;
+  if (use_buf) io.state[0] = bytes_of(buf);
+  for_each_tile(io, n, [&c](float* p, const float* g, float* b, float*, int64_t len) {
+    sgd_tile(p, g, b, len, c);
+  });
 }
 
-void adam_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
+void adam_update(Tensor& param, const UpdateInput& in, Tensor& exp_avg, Tensor& exp_avg_sq,
                  double lr, double beta1, double beta2, double eps, double weight_decay,
                  bool decoupled, int64_t step) {
-  check_same("adam", param, grad);
-  check_same("adam", param, exp_avg);
-  check_same("adam", param, exp_avg_sq);
+  check_state("adam", param, exp_avg);
+  check_state("adam", param, exp_avg_sq);
+  if (!exp_avg.defined() || !exp_avg_sq.defined()) bad("adam", "state missing for " + param.str());
+  TileIo io = describe("adam", param, in);
   const double bc1 = 1.0 - std::pow(beta1, double(step));
   const double bc2 = 1.0 - std::pow(beta2, double(step));
   const int64_t n = param.numel();
   if (param.dtype() == DType::f64) {
-    adam_loop<double>(param.data_ptr<double>(), grad.data_ptr<double>(), exp_avg.data_ptr<double>(),
-                      exp_avg_sq.data_ptr<double>(), n, lr, beta1, beta2, eps, weight_decay,
-                      decoupled, bc1, bc2);
-  } else if (param.dtype() == DType::f32) {
-    adam_loop<float>(param.data_ptr<float>(), grad.data_ptr<float>(), exp_avg.data_ptr<float>(),
-                     exp_avg_sq.data_ptr<float>(), n, float(lr), float(beta1), float(beta2),
-                     float(eps), float(weight_decay), decoupled, bc1, bc2);
-  } else {
-    Tensor p32 = param.to(DType::f32), g32 = grad.to(DType::f32);
-    Tensor m32 = exp_avg.to(DType::f32), v32 = exp_avg_sq.to(DType::f32);
-    adam_update(p32, g32, m32, v32, lr, beta1, beta2, eps, weight_decay, decoupled, step);
-    param.copy_(p32);
-    exp_avg.copy_(m32);
-    exp_avg_sq.copy_(v32);
+    adam_f64(param.data_ptr<double>(), in.grad.data_ptr<double>(), exp_avg.data_ptr<double>(),
+             exp_avg_sq.data_ptr<double>(), n, double(in.grad_scale), lr, beta1, beta2, eps, weight_decay,
+             decoupled, bc1, bc2);
+    return;
   }
+  // lr and weight_decay are rounded to f32 before the double products, as the f32 loop
+  // always did (its constants were float arguments widened back).
+  const float lr_f = float(lr), wd_f = float(weight_decay);
+  AdamCoeffs c;
+  c.beta1 = float(beta1);
+  c.one_minus_beta1 = 1.0f - c.beta1;
+  c.beta2 = float(beta2);
+  c.one_minus_beta2 = 1.0f - c.beta2;
+  c.eps = float(eps);
+  c.weight_decay = wd_f;
+  c.decay = float(1.0 - double(lr_f) * double(wd_f));
+  c.neg_step_size = -float(double(lr_f) / bc1);
+  c.bc2_sqrt = float(std::sqrt(bc2));
+  c.decoupled = decoupled;
+  io.state[0] = bytes_of(exp_avg);
+  io.state[1] = bytes_of(exp_avg_sq);
+  for_each_tile(io, n, [&c](float* p, const float* g, float* m, float* v, int64_t len) {
+    adam_tile(p, g, m, v, len, c);
+  });
+}
+
+Tensor scaled_grad_like(const Tensor& param, const Tensor& grad, float scale) {
+  Tensor t = Tensor::empty(param.shape(), param.dtype(), param.suggest_memory_format());
+  t.copy_(grad);
+  if (scale == 1.0f) return t;
+  const int64_t n = t.numel();
+  if (t.dtype() == DType::f32) {
+    float* d = t.data_ptr<float>();
+    for (int64_t i = 0; i < n; ++i) d[i] = d[i] * scale;
+  } else if (t.dtype() == DType::f64) {
+    double* d = t.data_ptr<double>();
+    for (int64_t i = 0; i < n; ++i) d[i] = d[i] * double(scale);
+  } else {
+    bad("optimizer", "grad_scale must be 1 for the 16-bit parameter " + param.str());
+  }
+  return t;
 }
 
 Tensor restored_like(const Tensor& param, const Tensor& src, const std::string& name) {

@@ -1,6 +1,7 @@
 // precision_step.cpp: the training step under a preset (see precision_step.h).
 #include "train/precision_step.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -44,6 +45,8 @@ PrecisionStep::PrecisionStep(const amp::Preset& preset, std::shared_ptr<nn::Modu
   if (preset_.master_weights) masters_.emplace(model_->named_parameters());
   optimizer_ = make_optimizer(config, masters_ ? masters_->masters() : model_->parameters());
   scaler_.name_parameters(masters_ ? masters_->named_masters() : model_->named_parameters());
+  fused_grads_.resize(optimizer_->params().size());
+  fused_out_.resize(optimizer_->params().size());
 }
 
 PrecisionStep::Outcome PrecisionStep::run(const std::vector<Batch>& micro_batches,
@@ -53,6 +56,12 @@ PrecisionStep::Outcome PrecisionStep::run(const std::vector<Batch>& micro_batche
   optimizer_->zero_grad();
   if (masters_) masters_->zero_grad();
   model_->zero_grad();
+  // A scaler over 16-bit parameters (no preset) would round the unscaled gradient in
+  // place, which the fused pass does not do: that case stays unfused.
+  const bool fuse = fused_update_ && !(scaler_.is_enabled() && !masters_ && preset_.param_dtype != DType::f32);
+  // O2 masters need their f32 .grad when micro-batches are summed (in f32, never in 16 bits)
+  // or clipping reads them; otherwise the fused step reads the 16-bit gradients directly.
+  const bool accumulate = masters_ && (!fuse || micro_batches.size() > 1 || clip_grad_norm_ > 0);
   const double inv_micro = 1.0 / double(micro_batches.size());
   double loss_sum = 0.0;
   for (const Batch& b : micro_batches) {
@@ -67,12 +76,13 @@ PrecisionStep::Outcome PrecisionStep::run(const std::vector<Batch>& micro_batche
     if (!std::isfinite(v)) out.finite = false;
     if (micro_batches.size() > 1) loss = mul(loss, inv_micro);
     scaler_.scale(loss).backward();
-    if (masters_) masters_->accumulate_grads();  // f32 accumulation across micro-batches
+    if (accumulate) masters_->accumulate_grads();  // f32 accumulation across micro-batches
   }
   out.loss = loss_sum * inv_micro;
   if (inject_into) {
-    // Fault injection: an inf in one gradient, exactly what an f16 overflow produces.
-    const auto named = masters_ ? masters_->named_masters() : model_->named_parameters();
+    // Fault injection: an inf in one gradient, exactly what an f16 overflow produces; into
+    // the gradient the update will read (a model weight's, when O2 fuses without masters' grads).
+    const auto named = accumulate ? masters_->named_masters() : model_->named_parameters();
     for (const auto& [name, p] : named) {
       if (!inject_into->empty() && name != *inject_into) continue;
       Tensor g = p.grad();
@@ -87,9 +97,22 @@ PrecisionStep::Outcome PrecisionStep::run(const std::vector<Batch>& micro_batche
     scaler_.unscale(*optimizer_);  // clip the true gradients
     optim::clip_grad_norm_(optimizer_->params(), clip_grad_norm_);
   }
-  out.stepped = scaler_.step(*optimizer_);
+  if (fuse) {
+    if (masters_) {
+      masters_->fused_step_inputs(fused_grads_, fused_out_);
+    } else {
+      const auto& params = optimizer_->params();
+      for (size_t i = 0; i < params.size(); ++i) fused_grads_[i] = params[i].grad();
+    }
+    out.stepped = scaler_.step_fused(*optimizer_, fused_grads_, fused_out_);
+    // Drop the references: the gradients belong to the parameters until the next zero_grad.
+    std::fill(fused_grads_.begin(), fused_grads_.end(), Tensor());
+    std::fill(fused_out_.begin(), fused_out_.end(), Tensor());
+  } else {
+    out.stepped = scaler_.step(*optimizer_);
+  }
   scaler_.update();
-  if (masters_ && out.stepped) masters_->copy_to_model();
+  if (masters_ && out.stepped && !fuse) masters_->copy_to_model();  // fused: written in the pass
   return out;
 }
 

@@ -31,6 +31,20 @@ class PrecisionStep {
   // One optimizer step over the micro-batches (their losses are averaged). When
   // inject_into is set, that parameter's gradient gets an inf before the step.
   Outcome run(const std::vector<Batch>& micro_batches, const std::string* inject_into = nullptr);
+
+  // The fused update (on by default): after backward, a read-only inf/NaN check, then one
+  // optimizer pass per parameter that unscales the gradient as it reads it and, under O2,
+  // reads the 16-bit model gradient directly and writes the rounded 16-bit weight (no
+  // unscale, master-gradient or copy-to-model passes). Weights, masters, optimizer and
+  // scaler state come out bit-identical to the unfused step. What differs is what is left
+  // in .grad afterwards: under O2 with one micro-batch and no clipping the masters get no
+  // .grad (the gradients stay on the model's weights), and scaled gradients stay scaled.
+  // Callers that read .grad after run() (the AMP self-check) switch it off. Gradient
+  // accumulation (several micro-batches) and clipping still fill the masters' f32 .grad
+  // first and fuse only the unscale and the weight copy; 16-bit parameters with a scaler
+  // (no preset has them) always take the unfused path.
+  void set_fused_update(bool on) { fused_update_ = on; }
+  bool fused_update() const { return fused_update_; }
   // Forward of a batch under the preset, without grad (evaluation).
   Tensor predict(const Tensor& images);
 
@@ -47,6 +61,9 @@ class PrecisionStep {
   std::unique_ptr<optim::Optimizer> optimizer_;
   amp::GradScaler scaler_;
   double clip_grad_norm_;
+  bool fused_update_ = true;
+  // The fused step's per-parameter inputs, sized once so that a step allocates nothing.
+  std::vector<Tensor> fused_grads_, fused_out_;
 };
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, std::vector<Tensor> params);

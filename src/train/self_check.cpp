@@ -18,6 +18,7 @@ std::vector<double> gradients_after_one_batch(const amp::Preset& preset, const n
   TrainConfig c = config;
   c.clip_grad_norm = 0;
   PrecisionStep step(preset, nn::make_model(spec), c);
+  step.set_fused_update(false);  // the comparison reads every parameter's unscaled f32 .grad
   step.optimizer().set_lr(0.0);  // measure, do not learn
   const PrecisionStep::Outcome out = step.run({batch});
   loss_out = out.loss;

@@ -27,6 +27,7 @@ struct PresetTiming {
   std::vector<double> step_ms;       // every timed step, in order
   double median_ms = 0, min_ms = 0;
   double images_per_second = 0;      // batch / median
+  double forward_ms = 0, backward_ms = 0, update_ms = 0;  // medians of the step's phases
   int64_t peak_activation_bytes = 0; // tracked allocator, over one steady step
   int64_t heap_allocations = 0;      // over all timed steps (0 expected)
   int64_t primitive_creations = 0;   // over all timed steps (0 expected)

@@ -2,6 +2,7 @@
 #include "train/precision_step.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -52,6 +53,11 @@ PrecisionStep::PrecisionStep(const amp::Preset& preset, std::shared_ptr<nn::Modu
 PrecisionStep::Outcome PrecisionStep::run(const std::vector<Batch>& micro_batches,
                                           const std::string* inject_into) {
   Outcome out;
+  using Clock = std::chrono::steady_clock;
+  auto ms = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+  };
+  const auto t_start = Clock::now();
   out.scale_used = scaler_.get_scale();
   optimizer_->zero_grad();
   if (masters_) masters_->zero_grad();
@@ -64,6 +70,8 @@ PrecisionStep::Outcome PrecisionStep::run(const std::vector<Batch>& micro_batche
   const bool accumulate = masters_ && (!fuse || micro_batches.size() > 1 || clip_grad_norm_ > 0);
   const double inv_micro = 1.0 / double(micro_batches.size());
   double loss_sum = 0.0;
+  auto t = Clock::now();
+  out.update_ms = ms(t_start, t);
   for (const Batch& b : micro_batches) {
     Tensor loss;
     {
@@ -74,9 +82,13 @@ PrecisionStep::Outcome PrecisionStep::run(const std::vector<Batch>& micro_batche
     const double v = loss.item();
     loss_sum += v;
     if (!std::isfinite(v)) out.finite = false;
+    const auto t_forward = Clock::now();
+    out.forward_ms += ms(t, t_forward);
     if (micro_batches.size() > 1) loss = mul(loss, inv_micro);
     scaler_.scale(loss).backward();
     if (accumulate) masters_->accumulate_grads();  // f32 accumulation across micro-batches
+    t = Clock::now();
+    out.backward_ms += ms(t_forward, t);
   }
   out.loss = loss_sum * inv_micro;
   if (inject_into) {
@@ -113,6 +125,7 @@ PrecisionStep::Outcome PrecisionStep::run(const std::vector<Batch>& micro_batche
   }
   scaler_.update();
   if (masters_ && out.stepped && !fuse) masters_->copy_to_model();  // fused: written in the pass
+  out.update_ms += ms(t, Clock::now());
   return out;
 }
 

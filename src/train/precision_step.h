@@ -27,6 +27,11 @@ class PrecisionStep {
     bool finite = true;       // the loss itself was finite
     bool stepped = true;      // the update was applied (false: the scaler skipped it)
     double scale_used = 1.0;  // loss scale of this step
+    // Wall time of the step's phases (benchmarks read them; summed over micro-batches):
+    // forward = input cast + autocast forward + loss + loss.item(); backward =
+    // scaler.scale(loss).backward() (+ f32 master-gradient accumulation); update = zero_grad,
+    // unscale/clip, the optimizer step with the scaler's check, update() and weight copies.
+    double forward_ms = 0.0, backward_ms = 0.0, update_ms = 0.0;
   };
   // One optimizer step over the micro-batches (their losses are averaged). When
   // inject_into is set, that parameter's gradient gets an inf before the step.

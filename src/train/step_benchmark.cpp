@@ -20,6 +20,7 @@ namespace {
 
 struct Contender {
   PresetTiming timing;
+  std::vector<double> forward, backward, update;
   std::unique_ptr<PrecisionStep> step;
 };
 
@@ -100,8 +101,12 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
       const int64_t allocs = allocation_count();
       const int64_t prims = backend::onednn::onednn_primitive_creations();
       const auto t0 = std::chrono::steady_clock::now();
-      c.timing.last_loss = c.step->run(micro).loss;
+      const PrecisionStep::Outcome out = c.step->run(micro);
       const auto t1 = std::chrono::steady_clock::now();
+      c.timing.last_loss = out.loss;
+      c.forward.push_back(out.forward_ms);
+      c.backward.push_back(out.backward_ms);
+      c.update.push_back(out.update_ms);
       c.timing.step_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
       c.timing.heap_allocations += allocation_count() - allocs;
       c.timing.primitive_creations += backend::onednn::onednn_primitive_creations() - prims;
@@ -113,6 +118,9 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
     t.median_ms = median_of(t.step_ms);
     t.min_ms = *std::min_element(t.step_ms.begin(), t.step_ms.end());
     t.images_per_second = t.median_ms > 0 ? double(n) * 1000.0 / t.median_ms : 0.0;
+    t.forward_ms = median_of(c.forward);
+    t.backward_ms = median_of(c.backward);
+    t.update_ms = median_of(c.update);
     result.presets.push_back(std::move(t));
   }
   return result;

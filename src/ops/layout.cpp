@@ -1,5 +1,7 @@
 // layout.cpp: dtype casts, memory-format changes and reshapes, with their backward.
 // Casts never go through oneDNN: its f16 reorder is a scalar path (limits.md §1.5).
+#include <optional>
+
 #include "autograd/node.h"
 #include "core/convert.h"
 #include "core/tensor_impl.h"
@@ -20,7 +22,12 @@ Tensor cast(const Tensor& src, DType dtype) {
   convert_elements(in.data(), in.dtype(), out.data(), dtype, in.numel());
   if (any_requires_grad({&src}) && is_floating(dtype)) {
     const DType src_dtype = src.dtype();
-    record_op(out, "cast", {&src}, [src_dtype](const Tensor& diff_dst) {
+    // Casting back to a leaf's dtype makes that leaf's gradient (an autocast weight cast:
+    // f32 parameter -> bf16 copy), so it is charged as a gradient, not as an activation.
+    const bool to_leaf = src.is_leaf();
+    record_op(out, "cast", {&src}, [src_dtype, to_leaf](const Tensor& diff_dst) {
+      std::optional<MemoryCategoryGuard> mg;
+      if (to_leaf) mg.emplace(MemoryCategory::gradients);
       return std::vector<Tensor>{cast(diff_dst, src_dtype)};
     });
   }

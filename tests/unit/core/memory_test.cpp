@@ -2,9 +2,12 @@
 // allocator (a steady-state training step makes no heap allocation for tensor buffers).
 #include <gtest/gtest.h>
 
+#include "mixprec/amp.h"
+#include "mixprec/autograd.h"
 #include "mixprec/data.h"
 #include "mixprec/memory.h"
 #include "mixprec/models.h"
+#include "mixprec/ops.h"
 #include "mixprec/precision.h"
 #include "train/precision_step.h"
 
@@ -59,6 +62,37 @@ TEST(Memory, SteadyStateTrainingStepMakesNoHeapAllocation) {
     step.run(b1);
     EXPECT_EQ(allocation_count(), before);
   }
+}
+
+}  // namespace
+}  // namespace mixprec
+
+namespace mixprec {
+namespace {
+
+// Under autocast a weight's gradient comes back through the cast of the f32 parameter to
+// bf16; that f32 gradient is a gradient, not an activation. With a 1024x1024 weight and a
+// batch of 4, activations are a few KiB while the weight gradient is 4 MiB: charged to
+// activations it would dominate the activation peak (it made the mlp's amp-bf16 activation
+// peak 3.3x fp32's).
+TEST(Memory, AutocastWeightGradientIsChargedAsGradient) {
+  manual_seed(0);
+  nn::Linear layer(1024, 1024);
+  Tensor x = Tensor::normal({4, 1024}, 0.0, 1.0);
+  reset_peak_memory();
+  const int64_t act0 = current_bytes(MemoryCategory::activations);
+  const int64_t grad0 = current_bytes(MemoryCategory::gradients);
+  {
+    amp::AutocastGuard autocast(DType::bf16);
+    Tensor y = layer(x);
+    sum(y).backward();
+  }
+  ASSERT_TRUE(layer.weight.grad().defined());
+  EXPECT_EQ(layer.weight.grad().dtype(), DType::f32);
+  const int64_t weight_grad_bytes = 1024 * 1024 * 4;
+  EXPECT_LT(peak_bytes(MemoryCategory::activations) - act0, weight_grad_bytes / 4)
+      << "the f32 weight gradient was charged to activations";
+  EXPECT_GE(current_bytes(MemoryCategory::gradients) - grad0, weight_grad_bytes);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "mixprec/amp.h"
 #include "mixprec/ops.h"
 #include "mixprec/status.h"
+#include "ops/dispatch.h"
 
 namespace mixprec::amp {
 
@@ -56,6 +57,24 @@ bool eligible(const Tensor& x) {
   return x.defined() && is_floating(x.dtype()) && x.dtype() != DType::f64;
 }
 
+// A conv's data input (NCHW, no grad: the loader's batch) cast straight into channels-last,
+// the layout the conv kernels run in (backend/onednn/conv.cpp): one oneDNN reorder
+// f32 nchw -> bf16 nhwc (round to nearest even, as convert_elements) instead of a cast
+// followed by a bf16 nchw -> nhwc reorder. Inputs that need grad take the plain cast so
+// autograd records it.
+bool casts_into_channels_last(OpId op, size_t index, const Tensor& x, DType dtype) {
+  return op == OpId::conv2d && index == 0 && dtype == DType::bf16 && x.dtype() == DType::f32 &&
+         x.dim() == 4 && x.is_contiguous() && !x.is_channels_last() && !x.requires_grad();
+}
+
+Tensor cast_channels_last(const Tensor& x, DType dtype) {
+  using namespace backend;
+  return ops_detail::dispatch(
+      "reorder", x.dtype(),
+      [&] { return onednn::reorder(x, dtype, MemoryFormat::channels_last); },
+      [&] { return ref::reorder(x, dtype, MemoryFormat::channels_last); });
+}
+
 }  // namespace
 
 AutocastState autocast_state() { return t.state; }
@@ -82,8 +101,12 @@ std::vector<Tensor> cast_inputs(OpId op, std::initializer_list<Tensor> inputs) {
   if (!t.state.enabled) return out;
   switch (policy_for(op)) {
     case CastPolicy::lower:
-      for (auto& x : out)
-        if (eligible(x)) x = cast_to(x, t.state.dtype);
+      for (size_t i = 0; i < out.size(); ++i) {
+        Tensor& x = out[i];
+        if (!eligible(x)) continue;
+        x = casts_into_channels_last(op, i, x, t.state.dtype) ? cast_channels_last(x, t.state.dtype)
+                                                              : cast_to(x, t.state.dtype);
+      }
       break;
     case CastPolicy::fp32:
       for (auto& x : out)

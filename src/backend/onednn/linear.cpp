@@ -21,6 +21,7 @@
 #include "backend/onednn/f16_emulation.h"
 #include "backend/onednn/primitive_cache.h"
 #include "backend/onednn/reorder_util.h"
+#include "backend/onednn/serial_scope.h"
 #include "backend/onednn/weights_cache.h"
 
 namespace mixprec::backend::onednn {
@@ -63,6 +64,15 @@ ip_fwd::primitive_desc forward_pd(const dnnl_md& src_md, const Shape& w_shape, D
   return ip_fwd::primitive_desc(desc, cpu_engine());
 }
 
+// Products of at most this many multiply-adds (N*K*O) create and run their primitive on
+// the calling thread (serial_scope.h): the seed CNN's fc2 (256x256 -> 10, 0.66 M) takes
+// ~10 us in each pass, far less than an OpenMP region costs on a shared host. brgemm fixes
+// its thread count at creation, hence the scope around the cache lookup too; N, K and O are
+// in every key through the src/dst descs, so a key always makes the same choice.
+constexpr int64_t kSerialMacs = int64_t(1) << 20;
+
+bool run_serial(int64_t n, int64_t k, int64_t o) { return n * k * o <= kSerialMacs; }
+
 void add_arg(IpEntry& e, int arg, const dnnl_md& md) { e.args.emplace(arg, unbound_memory(md)); }
 
 }  // namespace
@@ -97,6 +107,7 @@ Tensor linear_forward(const Tensor& src, const Tensor& weights, const Tensor& bi
   const Tensor x = in_format(src, MemoryFormat::contiguous);
   const Tensor b = bias.defined() ? in_format(bias, MemoryFormat::contiguous) : Tensor();
   const dnnl_md src_md = md_of(x), dst_md = md_of(dst);
+  SerialScope serial(run_serial(N, K, O));
   PrimKey key(PrimKind::ip_fwd);
   key.add(src_md).add(dst_md).add(b.defined());
   auto e = cached<IpEntry>(key, [&] {
@@ -148,6 +159,7 @@ Tensor linear_backward_data(const Tensor& diff_dst, const Tensor& weights) {
   }
   const Tensor dd = in_format(diff_dst, MemoryFormat::contiguous);
   const dnnl_md dd_md = md_of(dd), ds_md = md_of(diff_src);
+  SerialScope serial(run_serial(N, K, O));
   PrimKey key(PrimKind::ip_bwd_data);
   key.add(dd_md).add(ds_md);
   auto e = cached<IpEntry>(key, [&] {
@@ -209,6 +221,7 @@ WeightGrads linear_backward_weights(const Tensor& src, const Tensor& diff_dst, b
   const Tensor dd = in_format(diff_dst, MemoryFormat::contiguous);
   const dnnl_md src_md = md_of(x), dd_md = md_of(dd), dw_plain = md_of(out.diff_weights);
   const dnnl_md db_md = md_of(Shape{O}, kGradDType, MemoryFormat::contiguous);
+  SerialScope serial(run_serial(N, K, O));
   PrimKey key(PrimKind::ip_bwd_weights);
   key.add(src_md).add(dd_md).add(with_bias);
   auto e = cached<IpEntry>(key, [&] {
@@ -234,6 +247,8 @@ WeightGrads linear_backward_weights(const Tensor& src, const Tensor& diff_dst, b
     dispatch_log(kind_name(op, dt), entry->impl);
     return entry;
   });
+  // Blocked diff_weights, then one reorder: a plain ab request gives x64:gemm:jit instead
+  // of brgemm_bwd_w in oneDNN 2.6.3, bf16 and f32 alike (probed 2026-11-22).
   Tensor blocked;
   if (!e->direct)
     blocked = Tensor::empty({static_cast<int64_t>(e->weights_md.get_size())}, DType::u8);

@@ -12,6 +12,7 @@
 #include "backend/kernels.h"
 #include "backend/onednn/primitive_cache.h"
 #include "backend/onednn/reorder_util.h"
+#include "backend/onednn/serial_scope.h"
 #include "core/convert.h"
 
 namespace mixprec::backend::onednn {
@@ -37,11 +38,22 @@ bool is_dense_in(const Tensor& t, MemoryFormat f) {
   return f == MemoryFormat::channels_last ? t.is_channels_last() : t.is_contiguous();
 }
 
+// Reorders moving at most this many bytes (src + dst) run on the calling thread
+// (serial_scope.h): in the seed CNN, the weight reorders and weight-gradient reorders of
+// every layer but fc1. Measured 2026-11-22, seed CNN, 2 threads: with
+// every reorder serial (16 MiB) the four big ones (fc1 weights and gradient, flatten and
+// its backward; 2-8 MiB) took ~2 ms more per amp-bf16 step than on 2 threads in a quiet
+// window (ONEDNN_VERBOSE 3.4 vs 1.3 ms), and interleaved runs with a busy process beside
+// the step could not tell 1 MiB from 16 MiB (both beat all-parallel). So only small ones.
+constexpr size_t kSerialReorderBytes = size_t(1) << 20;
+
 bool onednn_converts(DType d) { return d == DType::f32 || d == DType::bf16; }
 
 }  // namespace
 
 void execute_reorder(const dnnl_md& src_md, const void* src, const dnnl_md& dst_md, void* dst) {
+  // Serial for both creation and execution: jit:uni fixes its thread count at creation.
+  SerialScope serial(src_md.get_size() + dst_md.get_size() <= kSerialReorderBytes);
   PrimKey key(PrimKind::reorder);
   key.add(src_md).add(dst_md);
   auto e = cached<ReorderEntry>(key, [&] {

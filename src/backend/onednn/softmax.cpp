@@ -13,6 +13,7 @@
 #include "backend/onednn/f16_emulation.h"
 #include "backend/onednn/primitive_cache.h"
 #include "backend/onednn/reorder_util.h"
+#include "backend/onednn/serial_scope.h"
 
 namespace mixprec::backend::onednn {
 namespace {
@@ -29,6 +30,12 @@ using sm_bwd = dnnl::softmax_v2_backward;
 [[noreturn]] void bad(const std::string& m) { throw Error(Status::invalid_argument(m)); }
 
 std::string kind_name(const char* op, DType d) { return std::string(op) + " " + dtype_name(d); }
+
+// Below this many bytes the softmax runs on the calling thread (serial_scope.h): a loss
+// over [batch, classes] is a few KiB, far less work than one OpenMP region costs.
+constexpr size_t kSerialBytes = size_t(256) << 10;
+
+bool run_serial(const Tensor& t) { return t.numel() * dtype_size(t.dtype()) <= kSerialBytes; }
 
 Tensor dense(const Tensor& t) { return t.is_dense() ? t : in_format(t, MemoryFormat::contiguous); }
 
@@ -58,6 +65,7 @@ Tensor forward(const char* op, dnnl::algorithm alg, const Tensor& src, int64_t a
   Tensor dst = Tensor::empty(x.shape(), x.dtype(), x.suggest_memory_format());
   if (x.numel() == 0) return dst;
   const dnnl_md md = md_of(x);
+  SerialScope serial(run_serial(x));  // creation too: the kernel may fix its thread count
   PrimKey key(PrimKind::softmax_fwd);
   key.add(static_cast<int64_t>(alg)).add(md).add(axis);
   auto e = cached<SoftmaxEntry>(key, [&] {
@@ -105,6 +113,7 @@ Tensor backward(const char* op, dnnl::algorithm alg, const Tensor& diff_dst, con
   Tensor diff_src = Tensor::empty(y.shape(), y.dtype(), y.suggest_memory_format());
   if (y.numel() == 0) return diff_src;
   const dnnl_md md = md_of(y);
+  SerialScope serial(run_serial(y));
   PrimKey key(PrimKind::softmax_bwd);
   key.add(static_cast<int64_t>(alg)).add(md).add(axis);
   auto e = cached<SoftmaxEntry>(key, [&] {

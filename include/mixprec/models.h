@@ -4,6 +4,7 @@
 #include <string>
 
 #include "mixprec/nn.h"
+#include "mixprec/nn_attention.h"
 #include "mixprec/status.h"
 
 namespace mixprec::nn {
@@ -29,8 +30,28 @@ class Mlp : public Module {
   std::shared_ptr<Linear> fc1, fc2, fc3;
 };
 
+// One transformer encoder block over a sequence of feature vectors, then mean-pooling and a
+// classifier: images [B, 1, S, W] (or [B, S, W]) are read as S tokens of W features ->
+// input_proj (Linear W -> d_model, only when W != d_model) -> encoder
+// (TransformerEncoderLayer(d_model, heads, ffn), GELU, no dropout) -> mean over S ->
+// fc (d_model -> classes). Parameters: [input_proj.*], encoder.self_attn.*, encoder.linear1.*,
+// ..., fc.*, as PyTorch names nn.TransformerEncoderLayer's.
+class TransformerClassifier : public Module {
+ public:
+  TransformerClassifier(int64_t seq, int64_t features, int64_t classes = 10, int64_t d_model = 256,
+                        int64_t heads = 4, int64_t ffn = 1024);
+  Tensor forward(const Tensor& input) override;
+  const char* type_name() const override { return "TransformerClassifier"; }
+  std::shared_ptr<Linear> input_proj;  // null when features == d_model
+  std::shared_ptr<TransformerEncoderLayer> encoder;
+  std::shared_ptr<Linear> fc;
+  int64_t seq, features;
+};
+
 struct ModelSpec {
-  std::string name;  // "cnn" (1x28x28), "seed-cnn" (3x32x32), "mlp" (784-4096-4096-10)
+  // "cnn" (1x28x28), "seed-cnn" (3x32x32), "mlp" (784-4096-4096-10), "transformer"
+  // (1x128x256: 128 tokens of 256 features)
+  std::string name;
   int64_t channels, height, width, classes;
 };
 

@@ -1,6 +1,7 @@
-// models.cpp: the CNN and MLP used by the CLI, benchmarks and golden tests.
+// models.cpp: the CNN, MLP and transformer used by the CLI, benchmarks and golden tests.
 #include "mixprec/models.h"
 
+#include "mixprec/amp.h"
 #include "mixprec/ops_fused.h"
 
 namespace mixprec::nn {
@@ -35,15 +36,50 @@ Tensor Mlp::forward(const Tensor& input) {
   return (*fc3)(x);
 }
 
+TransformerClassifier::TransformerClassifier(int64_t seq_, int64_t features_, int64_t classes,
+                                             int64_t d_model, int64_t heads, int64_t ffn)
+    : seq(seq_), features(features_) {
+  if (features != d_model)
+    input_proj = register_module("input_proj", std::make_shared<Linear>(features, d_model));
+  encoder = register_module("encoder", std::make_shared<TransformerEncoderLayer>(d_model, heads, ffn));
+  fc = register_module("fc", std::make_shared<Linear>(d_model, classes));
+}
+
+Tensor TransformerClassifier::forward(const Tensor& input) {
+  // [B, 1, S, W] images or [B, S, W] token sequences.
+  const bool image = input.dim() == 4 && input.size(1) == 1;
+  if (!(image || input.dim() == 3) || input.size(-2) != seq || input.size(-1) != features)
+    throw Error(Status::invalid_argument(
+        "TransformerClassifier: input " + shape_str(input.shape()) + " does not fit (expected [B, 1, " +
+        std::to_string(seq) + ", " + std::to_string(features) + "] or [B, " + std::to_string(seq) +
+        ", " + std::to_string(features) + "])"));
+  Tensor x = reshape(input, {input.size(0), seq, features});
+  if (input_proj) x = linear_over_tokens(*input_proj, x);
+  x = (*encoder)(x);  // [B, S, E]
+  // Mean over the sequence as a product with a constant 1/S row, [1, 1, S] x [B, S, E]:
+  // oneDNN 2.6 reduces a middle axis with its ref:any kernel (16-30 ms at [32, 128, 256]),
+  // the product is a 2 MFLOP GEMM. Autocast is off for it so that it keeps mean's fp32
+  // policy (the encoder's LayerNorm output is f32; O2's bf16 stays bf16, as mean would).
+  Tensor pooled;
+  {
+    amp::AutocastGuard fp32_mean(false);
+    pooled = matmul(Tensor::full({1, 1, seq}, 1.0 / double(seq), x.dtype()), x);  // [B, 1, E]
+  }
+  return (*fc)(reshape(pooled, {x.size(0), x.size(2)}));  // [B, E] -> [B, classes]
+}
+
 StatusOr<ModelSpec> model_spec(const std::string& name) {
   if (name == "cnn") return ModelSpec{name, 1, 28, 28, 10};
   if (name == "seed-cnn") return ModelSpec{name, 3, 32, 32, 10};
   if (name == "mlp") return ModelSpec{name, 1, 28, 28, 10};
+  if (name == "transformer") return ModelSpec{name, 1, 128, 256, 10};  // seq 128, 256 features
   return Status::invalid_argument("unknown model '" + name +
-                                  "' (expected one of: cnn, seed-cnn, mlp)");
+                                  "' (expected one of: cnn, seed-cnn, mlp, transformer)");
 }
 
 std::shared_ptr<Module> make_model(const ModelSpec& spec) {
+  if (spec.name == "transformer")
+    return std::make_shared<TransformerClassifier>(spec.height, spec.width, spec.classes);
   if (spec.name == "mlp")
     return std::make_shared<Mlp>(spec.channels * spec.height * spec.width, 4096, spec.classes);
   return std::make_shared<Cnn>(spec.channels, spec.height, spec.width, spec.classes);

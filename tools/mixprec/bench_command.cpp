@@ -113,10 +113,11 @@ Runner add_bench_command(CLI::App& app) {
   auto f = std::make_shared<BenchFlags>();
   CLI::App* cmd = app.add_subcommand(
       "bench", "Time a full training step (forward, loss, backward, optimizer) of a model under precision presets");
-  cmd->add_option("--model", f->options.model, "Model: seed-cnn, cnn, mlp")->capture_default_str();
+  cmd->add_option("--model", f->options.model, "Model: seed-cnn, cnn, mlp, transformer")->capture_default_str();
   cmd->add_option("--precision", f->presets, "Comma-separated presets, interleaved; the first is the baseline")
       ->capture_default_str();
-  cmd->add_option("--batch-size", f->options.batch_size, "Batch size (0: the model's default, 256; mlp 512)")
+  cmd->add_option("--batch-size", f->options.batch_size,
+                  "Batch size (0: the model's default, 256; mlp 512; transformer 32)")
       ->check(at_least(0))->capture_default_str();
   cmd->add_option("--steps", f->options.steps, "Timed steps per preset")
       ->check(at_least(1))->capture_default_str();

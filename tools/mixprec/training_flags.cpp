@@ -6,8 +6,9 @@
 namespace mixprec::cli {
 
 void add_training_flags(CLI::App* cmd, train::TrainConfig& config) {
-  cmd->add_option("--model", config.model, "Model: cnn (1x28x28), seed-cnn (3x32x32), mlp")
-      ->check(CLI::IsMember({"cnn", "seed-cnn", "mlp"}))
+  cmd->add_option("--model", config.model,
+                  "Model: cnn (1x28x28), seed-cnn (3x32x32), mlp, transformer (128 tokens x 256)")
+      ->check(CLI::IsMember({"cnn", "seed-cnn", "mlp", "transformer"}))
       ->capture_default_str();
   cmd->add_option("--dataset", config.dataset, "Dataset: fashion-mnist, mnist, cifar10, synthetic")
       ->check(CLI::IsMember({"fashion-mnist", "mnist", "cifar10", "synthetic"}))

@@ -1,0 +1,60 @@
+// nn_attention.h: self-attention and the transformer encoder layer (torch.nn's
+// MultiheadAttention with batch_first=True, and TransformerEncoderLayer with norm_first=False),
+// named so that a PyTorch state_dict maps onto named_parameters() one to one:
+//   self_attn.in_proj_weight [3E, E], self_attn.in_proj_bias [3E],
+//   self_attn.out_proj.weight [E, E], self_attn.out_proj.bias [E],
+//   linear1.{weight,bias}, linear2.{weight,bias}, norm1.{weight,bias}, norm2.{weight,bias}.
+// Letters: B batch, S sequence, E = d_model, H heads, D = E / H per head.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "mixprec/nn.h"
+#include "mixprec/nn_extra.h"
+
+namespace mixprec::nn {
+
+// Self-attention without a mask: softmax(Q K^T / sqrt(D)) V per head, where
+// [Q K V] = x in_proj_weight^T + in_proj_bias (rows 0..E-1 of in_proj give Q, then K, then V),
+// followed by out_proj. The two attention products go through matmul (autocast: lower, so
+// they run in the autocast dtype) and the softmax through softmax (autocast: fp32).
+// Initialisation as PyTorch's: in_proj_weight xavier_uniform, in_proj_bias and
+// out_proj.bias zeros, out_proj.weight like Linear's.
+class MultiheadAttention : public Module {
+ public:
+  MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool bias = true);
+  Tensor forward(const Tensor& input) override;  // [B, S, E] -> [B, S, E]
+  const char* type_name() const override { return "MultiheadAttention"; }
+  Tensor in_proj_weight;  // [3E, E]
+  Tensor in_proj_bias;    // [3E] or undefined
+  std::shared_ptr<Linear> out_proj;
+  int64_t embed_dim, num_heads, head_dim;
+  double dropout;  // on the attention weights, training mode only
+};
+
+enum class Activation : uint8_t { relu, gelu };
+
+// Post-norm encoder layer (PyTorch's default norm_first=False):
+//   x = norm1(x + dropout1(self_attn(x)))
+//   x = norm2(x + dropout2(linear2(dropout(activation(linear1(x))))))
+// The activation defaults to exact GELU here; PyTorch's default is ReLU (pass
+// activation='gelu' there to match).
+class TransformerEncoderLayer : public Module {
+ public:
+  TransformerEncoderLayer(int64_t d_model, int64_t nhead, int64_t dim_feedforward = 2048,
+                          double dropout = 0.0, Activation activation = Activation::gelu,
+                          double layer_norm_eps = 1e-5);
+  Tensor forward(const Tensor& input) override;  // [B, S, E] -> [B, S, E]
+  const char* type_name() const override { return "TransformerEncoderLayer"; }
+  std::shared_ptr<MultiheadAttention> self_attn;
+  std::shared_ptr<Linear> linear1, linear2;
+  std::shared_ptr<LayerNorm> norm1, norm2;
+  std::shared_ptr<Dropout> dropout, dropout1, dropout2;
+  Activation activation;
+};
+
+// A Linear layer applied to every position of [B, S, in] (linear takes 2-D input, so the
+// tokens are flattened to [B*S, in] and back; both reshapes are views).
+Tensor linear_over_tokens(Linear& linear, const Tensor& input);
+
+}  // namespace mixprec::nn

@@ -1,0 +1,290 @@
+// attention_test.cpp: nn::MultiheadAttention against a float64 loop implementation written
+// here (in f64 on the reference kernels and in f32 on oneDNN), PyTorch's parameter names and
+// initial values, a finite-difference check of the whole TransformerEncoderLayer in f64
+// through autograd, and the dtypes autocast gives the attention's ops (read from the graph).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "autograd/node.h"
+#include "common/finite_diff.h"
+#include "mixprec/amp.h"
+#include "mixprec/autograd.h"
+#include "mixprec/nn_attention.h"
+#include "mixprec/ops.h"
+
+namespace mixprec {
+namespace {
+
+using test::random_tensor;
+
+// Every parameter of `m` set to seeded uniform values in [-0.5, 0.5) (biases non-zero, so a
+// forward that dropped one would fail), in the parameter's dtype.
+void randomize(nn::Module& m, uint64_t seed) {
+  for (auto& [name, p] : m.named_parameters()) {
+    Tensor dst = p;
+    dst.copy_(random_tensor(p.shape(), seed++, -0.5, 0.5));
+  }
+}
+
+// MultiheadAttention(E, H) on x [B, S, E], written as plain loops in double from the
+// definition: qkv = x W_in^T + b_in; per head h, scores = q_h k_h^T / sqrt(D); softmax over
+// keys; context = P v_h; out = context W_out^T + b_out.
+std::vector<double> naive_mha(const std::vector<double>& x, int64_t B, int64_t S, int64_t E,
+                              int64_t H, const std::vector<double>& w_in,
+                              const std::vector<double>& b_in, const std::vector<double>& w_out,
+                              const std::vector<double>& b_out) {
+  const int64_t D = E / H;
+  std::vector<double> out(size_t(B * S * E));
+  for (int64_t b = 0; b < B; ++b) {
+    std::vector<double> qkv(size_t(S * 3 * E));
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t j = 0; j < 3 * E; ++j) {
+        double acc = b_in[size_t(j)];
+        for (int64_t e = 0; e < E; ++e) acc += w_in[size_t(j * E + e)] * x[size_t((b * S + s) * E + e)];
+        qkv[size_t(s * 3 * E + j)] = acc;
+      }
+    std::vector<double> context(size_t(S * E));
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < S; ++i) {
+        std::vector<double> p(static_cast<size_t>(S));
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < S; ++j) {
+          double dot = 0;
+          for (int64_t t = 0; t < D; ++t)
+            dot += qkv[size_t(i * 3 * E + h * D + t)] * qkv[size_t(j * 3 * E + E + h * D + t)];
+          p[size_t(j)] = dot / std::sqrt(double(D));
+          mx = std::max(mx, p[size_t(j)]);
+        }
+        double z = 0;
+        for (auto& v : p) z += (v = std::exp(v - mx));
+        for (int64_t t = 0; t < D; ++t) {
+          double acc = 0;
+          for (int64_t j = 0; j < S; ++j)
+            acc += p[size_t(j)] / z * qkv[size_t(j * 3 * E + 2 * E + h * D + t)];
+          context[size_t(i * E + h * D + t)] = acc;
+        }
+      }
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t o = 0; o < E; ++o) {
+        double acc = b_out[size_t(o)];
+        for (int64_t c = 0; c < E; ++c) acc += w_out[size_t(o * E + c)] * context[size_t(s * E + c)];
+        out[size_t((b * S + s) * E + o)] = acc;
+      }
+  }
+  return out;
+}
+
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
+}
+
+class AttentionForward : public ::testing::Test {
+ protected:
+  static constexpr int64_t B = 2, S = 5, E = 8, H = 2;
+  void SetUp() override {
+    randomize(mha_, 1);
+    x_ = random_tensor({B, S, E}, 100);
+    expected_ = naive_mha(x_.to_vector_f64(), B, S, E, H, mha_.in_proj_weight.to_vector_f64(),
+                          mha_.in_proj_bias.to_vector_f64(), mha_.out_proj->weight.to_vector_f64(),
+                          mha_.out_proj->bias.to_vector_f64());
+  }
+  nn::MultiheadAttention mha_{E, H};
+  Tensor x_;
+  std::vector<double> expected_;
+};
+
+TEST_F(AttentionForward, Float64MatchesNaiveLoops) {
+  mha_.to(DType::f64);
+  const Tensor out = mha_(x_);
+  ASSERT_EQ(out.shape(), (Shape{B, S, E}));
+  ASSERT_EQ(out.dtype(), DType::f64);
+  // f64 on the reference kernels vs f64 loops: only summation order differs (K <= 8 terms
+  // of size < 4, exp of values < 4): ~1e-15; 1e-12 allows for it and nothing else.
+  EXPECT_LT(max_abs_diff(out.to_vector_f64(), expected_), 1e-12);
+}
+
+TEST_F(AttentionForward, Float32MatchesNaiveLoops) {
+  // The parameters were drawn in f64 and stored in f32 (the module's dtype), so the naive
+  // reference above used exactly the f32 values; x is rounded to f32 here, so recompute.
+  const Tensor x32 = x_.to(DType::f32);
+  const std::vector<double> expected =
+      naive_mha(x32.to_vector_f64(), B, S, E, H, mha_.in_proj_weight.to_vector_f64(),
+                mha_.in_proj_bias.to_vector_f64(), mha_.out_proj->weight.to_vector_f64(),
+                mha_.out_proj->bias.to_vector_f64());
+  const Tensor out = mha_(x32);
+  ASSERT_EQ(out.dtype(), DType::f32);
+  double scale = 0;
+  for (double v : expected) scale = std::max(scale, std::fabs(v));
+  // f32 kernels (oneDNN by default): each stage rounds to f32 (2^-24 relative) over
+  // dot products of <= 8 terms; four stages stay below ~1e-6 of the output's scale.
+  EXPECT_LT(max_abs_diff(out.to_vector_f64(), expected), 1e-5 * scale);
+}
+
+TEST_F(AttentionForward, HeadsAreIndependentOfEachOther) {
+  // Changing only the V rows of head 1 in in_proj must leave output columns computed from
+  // head 0's context unchanged when out_proj reads head 0 only: zero out_proj's columns of
+  // head 1, then perturb head 1's V rows; a head split that mixed heads would move the output.
+  mha_.to(DType::f64);
+  {
+    NoGradGuard ng;
+    double* w_out = mha_.out_proj->weight.data_ptr<double>();
+    for (int64_t o = 0; o < E; ++o)
+      for (int64_t c = E / H; c < E; ++c) w_out[o * E + c] = 0.0;
+  }
+  const std::vector<double> before = mha_(x_).to_vector_f64();
+  double* w_in = mha_.in_proj_weight.data_ptr<double>();
+  for (int64_t r = 2 * E + E / H; r < 3 * E; ++r)
+    for (int64_t e = 0; e < E; ++e) w_in[r * E + e] += 0.25;
+  EXPECT_EQ(max_abs_diff(mha_(x_).to_vector_f64(), before), 0.0);
+}
+
+TEST(AttentionModule, ParameterNamesShapesAndInitAreTorchs) {
+  manual_seed(3);
+  nn::TransformerEncoderLayer layer(8, 2, 16);
+  const std::vector<std::pair<std::string, Shape>> expected = {
+      {"self_attn.in_proj_weight", {24, 8}}, {"self_attn.in_proj_bias", {24}},
+      {"self_attn.out_proj.weight", {8, 8}}, {"self_attn.out_proj.bias", {8}},
+      {"linear1.weight", {16, 8}},           {"linear1.bias", {16}},
+      {"linear2.weight", {8, 16}},           {"linear2.bias", {8}},
+      {"norm1.weight", {8}},                 {"norm1.bias", {8}},
+      {"norm2.weight", {8}},                 {"norm2.bias", {8}}};
+  const auto params = layer.named_parameters();
+  ASSERT_EQ(params.size(), expected.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_EQ(params[i].first, expected[i].first);
+    EXPECT_EQ(params[i].second.shape(), expected[i].second) << params[i].first;
+  }
+  // PyTorch's _reset_parameters: xavier_uniform in_proj (bound sqrt(6 / (8 + 24)) = 0.433),
+  // zero in/out projection biases; LayerNorm ones / zeros.
+  double max_w = 0;
+  for (double v : layer.self_attn->in_proj_weight.to_vector_f64()) max_w = std::max(max_w, std::fabs(v));
+  EXPECT_LE(max_w, std::sqrt(6.0 / 32.0));
+  EXPECT_GT(max_w, 0.3);  // 192 draws: the largest is near the bound
+  for (double v : layer.self_attn->in_proj_bias.to_vector_f64()) EXPECT_EQ(v, 0.0);
+  for (double v : layer.self_attn->out_proj->bias.to_vector_f64()) EXPECT_EQ(v, 0.0);
+  for (double v : layer.norm1->weight.to_vector_f64()) EXPECT_EQ(v, 1.0);
+}
+
+TEST(AttentionModule, BadConfigurationsAndShapesThrow) {
+  EXPECT_THROW(nn::MultiheadAttention(10, 3), Error);  // 10 not divisible by 3
+  EXPECT_THROW(nn::MultiheadAttention(8, 0), Error);
+  EXPECT_THROW(nn::MultiheadAttention(8, 2, 1.0), Error);  // dropout must be < 1
+  nn::MultiheadAttention mha(8, 2);
+  try {
+    mha(Tensor::zeros({2, 5, 6}));
+    FAIL() << "expected a shape error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[2, 5, 6]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[B, S, 8]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(mha(Tensor::zeros({10, 8})), Error);
+}
+
+// d/d(every parameter and the input) of L = sum(layer(x) * R), autograd against central
+// differences, all in f64 (reference kernels).
+TEST(AttentionGradcheck, EncoderLayerParametersAndInputFloat64) {
+  nn::TransformerEncoderLayer layer(4, 2, 6);
+  layer.to(DType::f64);
+  randomize(layer, 10);
+  // LayerNorm weights near 1 (as trained ones are) keep the normalised stream well scaled.
+  for (auto* norm : {layer.norm1.get(), layer.norm2.get()}) norm->weight.copy_(random_tensor({4}, 50, 0.5, 1.5));
+  Tensor x = random_tensor({2, 3, 4}, 60);
+  const Tensor weights = random_tensor({2, 3, 4}, 61);
+
+  x.requires_grad_(true);
+  sum(mul(layer(x), weights)).backward();
+
+  auto loss = [&] {
+    NoGradGuard ng;
+    return test::dot_f64(layer(x), weights);
+  };
+  auto numeric = [&](Tensor t) {  // central differences over t's buffer, in place
+    std::vector<double> g(size_t(t.numel()));
+    double* p = t.data_ptr<double>();
+    for (size_t i = 0; i < g.size(); ++i) {
+      const double v = p[i], eps = 1e-6;
+      p[i] = v + eps;
+      const double plus = loss();
+      p[i] = v - eps;
+      const double minus = loss();
+      p[i] = v;
+      g[i] = (plus - minus) / (2 * eps);
+    }
+    return Tensor::from_vector_f64(g, t.shape());
+  };
+  // rtol 1e-6 of max(1, max|grad|): f64 central differences with eps 1e-6 have truncation
+  // error ~eps^2 * f''' and roundoff ~1e-16 / eps, both ~1e-10 here.
+  for (auto& [name, p] : layer.named_parameters()) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(p.grad().defined());
+    EXPECT_TRUE(test::gradients_match(p.grad(), numeric(p), 1e-6));
+  }
+  SCOPED_TRACE("input");
+  EXPECT_TRUE(test::gradients_match(x.grad(), numeric(x), 1e-6));
+}
+
+// Walks the graph behind `out` and records, per op name, the dtypes of its inputs.
+std::map<std::string, std::vector<DType>> input_dtypes_by_op(const Tensor& out) {
+  std::map<std::string, std::vector<DType>> seen;
+  std::set<const Node*> visited;
+  std::vector<std::shared_ptr<Node>> stack{out.grad_fn()};
+  while (!stack.empty()) {
+    auto node = stack.back();
+    stack.pop_back();
+    if (!node || !visited.insert(node.get()).second) continue;
+    for (const Edge& e : node->edges()) {
+      if (!e.active()) continue;
+      seen[node->name()].push_back(e.dtype);
+      if (e.fn) stack.push_back(e.fn);
+    }
+  }
+  return seen;
+}
+
+TEST(AttentionAutocast, Bf16ProductsWithSoftmaxAndLayerNormInF32) {
+  manual_seed(5);
+  nn::TransformerEncoderLayer layer(16, 2, 32);
+  Tensor x = Tensor::normal({2, 6, 16}, 0.0, 1.0);
+  x.requires_grad_(true);  // every input edge of every op is then active (and counted)
+  const Tensor ref = layer(x);
+  Tensor out;
+  {
+    amp::AutocastGuard guard(DType::bf16);
+    out = layer(x);
+  }
+  EXPECT_EQ(out.dtype(), DType::f32);  // the last op is a LayerNorm: fp32 policy
+  const auto ops = input_dtypes_by_op(out);
+  auto count_nodes = [&](const std::string& op, size_t inputs_per_node) {
+    return ops.count(op) ? ops.at(op).size() / inputs_per_node : 0;
+  };
+  // Q K^T and P V: both operands of both products in bf16.
+  ASSERT_EQ(count_nodes("matmul", 2), 2u);
+  for (DType d : ops.at("matmul")) EXPECT_EQ(d, DType::bf16);
+  // Q, K, V projections, out_proj, linear1, linear2: src, weight and bias in bf16.
+  ASSERT_EQ(count_nodes("linear", 3), 6u);
+  for (DType d : ops.at("linear")) EXPECT_EQ(d, DType::bf16);
+  // The softmax reads f32 scores (cast up from the bf16 product), the LayerNorms f32 input
+  // and parameters.
+  ASSERT_EQ(ops.count("softmax"), 1u);
+  for (DType d : ops.at("softmax")) EXPECT_EQ(d, DType::f32);
+  ASSERT_EQ(count_nodes("layer_norm", 3), 2u);
+  for (DType d : ops.at("layer_norm")) EXPECT_EQ(d, DType::f32);
+  // bf16 products (8 significant bits) through two LayerNorms: outputs are O(1), and the
+  // relative error of bf16 rounding (2^-9) grown by a few stages stays below 0.1.
+  double worst = 0;
+  const auto a = out.to_vector_f64(), r = ref.to_vector_f64();
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - r[i]));
+  EXPECT_LT(worst, 0.1);
+  EXPECT_GT(worst, 0.0);  // it really ran in bf16
+}
+
+}  // namespace
+}  // namespace mixprec

@@ -32,55 +32,22 @@ PhasedStep::PhasedStep(const nn::ModelSpec& spec, const amp::Preset& preset, int
   manual_seed(seed);
   step_ = std::make_unique<train::PrecisionStep>(preset, nn::make_model(spec), config);
   // A fixed random batch: data loading is not part of the step being measured.
-  images_ = Tensor::normal({batch, spec.channels, spec.height, spec.width}, 0.0, 1.0);
+  batch_.images = Tensor::normal({batch, spec.channels, spec.height, spec.width}, 0.0, 1.0);
   std::mt19937_64 rng(seed + 1);
   std::vector<int64_t> labels(static_cast<size_t>(batch));
   for (auto& l : labels) l = int64_t(rng() % uint64_t(spec.classes));
-  labels_ = Tensor::from_vector_i64(labels, {batch});
+  batch_.labels = Tensor::from_vector_i64(labels, {batch});
 }
 
 PhaseTimes PhasedStep::run() {
-  PhaseTimes t;
-  nn::Module& model = step_->model();
-  optim::Optimizer& opt = step_->optimizer();
-  amp::GradScaler& scaler = step_->scaler();
-  amp::MasterWeights* masters = step_->masters();
-  const amp::Preset& preset = step_->preset();
-
   const auto t0 = Clock::now();
-  opt.zero_grad();
-  if (masters) masters->zero_grad();
-  model.zero_grad();
-  const auto t1 = Clock::now();
-
-  Tensor loss;
-  {
-    std::optional<amp::AutocastGuard> autocast;
-    if (preset.autocast_dtype) autocast.emplace(*preset.autocast_dtype);
-    loss = cross_entropy(model(images_.to(preset.param_dtype)), labels_);
-  }
-  last_loss_ = loss.item();
-  const auto t2 = Clock::now();
-
-  scaler.scale(loss).backward();
-  const auto t3 = Clock::now();
-
-  if (masters) masters->accumulate_grads();
-  // Explicit unscale (as with clipping) so that its cost is counted as AMP machinery;
-  // step() then does not unscale again.
-  if (scaler.is_enabled()) scaler.unscale(opt);
-  const auto t4 = Clock::now();
-  const bool stepped = scaler.step(opt);
-  const auto t5 = Clock::now();
-  scaler.update();
-  if (masters && stepped) masters->copy_to_model();
-  const auto t6 = Clock::now();
-
-  t.forward = ms_between(t1, t2);
-  t.backward = ms_between(t2, t3);
-  t.optimizer = ms_between(t0, t1) + ms_between(t3, t6);
-  t.amp = ms_between(t3, t4) + ms_between(t5, t6);
-  t.whole = ms_between(t0, t6);
+  const train::PrecisionStep::Outcome out = step_->run({batch_});
+  PhaseTimes t;
+  t.whole = ms_between(t0, Clock::now());
+  t.forward = out.forward_ms;
+  t.backward = out.backward_ms;
+  t.optimizer = out.update_ms;
+  last_loss_ = out.loss;
   return t;
 }
 
@@ -102,6 +69,20 @@ double step_flops(const std::string& model, int64_t batch) {
   if (model == "mlp") {
     const double l1 = 784.0 * 4096, l2 = 4096.0 * 4096, l3 = 4096.0 * 10;
     return 2.0 * b * (3.0 * (l1 + l2 + l3) - l1);
+  }
+  if (model == "transformer") {
+    // TransformerClassifier on the spec's geometry: T = B*S tokens of W features, d_model E,
+    // ffn F (models.h). Multiply-accumulates of the forward: input_proj (only when W != E)
+    // T*W*E; in_proj T*3E*E; attention Q K^T and P V, B*S*S*E each (summed over heads);
+    // out_proj T*E*E; linear1 + linear2 2*T*E*F; fc B*E*classes. Backward doubles each
+    // (both operands' gradients); the first layer's input needs no gradient.
+    const nn::ModelSpec spec = nn::model_spec(model).value();
+    const double E = 256, F = 1024, S = double(spec.height), W = double(spec.width);
+    const double T = b * S;
+    const double first = W != E ? T * W * E : T * 3 * E * E;
+    const double rest = (W != E ? T * 3 * E * E : 0.0) + 2 * b * S * S * E + T * E * E +
+                        2 * T * E * F + b * E * double(spec.classes);
+    return 2.0 * (3.0 * (first + rest) - first);
   }
   // Cnn(C, H, W): conv1 C->32 and conv2 32->64 (3x3, same padding, pool 2 after each),
   // fc1 64*(H/4)*(W/4) -> 256, fc2 256 -> 10. Multiply-accumulates per image:

@@ -1,8 +1,7 @@
 // phased_step.h: one training step under a precision preset, timed per phase, for
-// bench_step. Setup (weights in the preset's dtype, f32 masters, Adam, scaler) is the
-// library's own PrecisionStep; only the step body is restated here, because the timers must
-// sit between its phases. It issues the same calls in the same order as
-// PrecisionStep::run for one micro-batch without clipping.
+// bench_step: the library's own PrecisionStep (what `mixprec train` runs: weights in the
+// preset's dtype, f32 masters, Adam, scaler, the fused optimizer step), which reports the
+// wall time of its phases.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -19,8 +18,7 @@ namespace mixprec::bench {
 struct PhaseTimes {
   double forward = 0;    // input cast + autocast forward + cross_entropy + loss.item()
   double backward = 0;   // scaler.scale(loss).backward()
-  double optimizer = 0;  // zero_grad, unscale, Adam, scaler.update, master grads/copies
-  double amp = 0;        // the part of `optimizer` that is AMP machinery: masters + scaler
+  double optimizer = 0;  // zero_grad, the scaler's inf check, the (fused) update, weight copies
   double whole = 0;      // wall time of the whole step (>= the sum of the phases)
 };
 
@@ -42,12 +40,13 @@ class PhasedStep {
 
  private:
   std::unique_ptr<train::PrecisionStep> step_;
-  Tensor images_, labels_;
+  Batch batch_;  // a fixed random batch: data loading is not part of the step
   double last_loss_ = 0;
 };
 
-// FLOPs of one training step (conv and linear only; forward + bwd_data + bwd_weights, minus
-// the first layer's bwd_data), the counting of reference/limits.md §5.
+// FLOPs of one training step (conv, linear and the attention's two batched products;
+// forward + bwd_data + bwd_weights, minus the first layer's bwd_data), the counting of
+// reference/limits.md §5 (transformer: 19.33 GFLOP at batch 32).
 double step_flops(const std::string& model, int64_t batch);
 
 }  // namespace mixprec::bench

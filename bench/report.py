@@ -81,9 +81,9 @@ def main(paths):
         best = [float(r["best_gflops"]) for r in rows if r.get("impl") == "onednn-gemm" and r.get("dtype") == "bf16"]
         gemm_bf16_best.append(max(best) if best else None)
 
-    def gflop_at(ms):  # mlp amp-bf16 rate of a step time, from the rate bench_step printed
+    def gflop_at(ms, model="mlp"):  # amp-bf16 rate of a step time, from the rate bench_step printed
         rows = [r for rows_ in rounds for r in rows_
-                if r.get("impl") == "mixprec" and r.get("model") == "mlp" and r.get("precision") == "amp-bf16"]
+                if r.get("impl") == "mixprec" and r.get("model") == model and r.get("precision") == "amp-bf16"]
         if ms is None or not rows:
             return None
         r = rows[0]
@@ -143,13 +143,15 @@ def main(paths):
                            series("mixprec", sc, "fp32", "peak_act_bytes"))
         row("seed-cnn peak activations amp-bf16 / fp32", "<= 55%", [a * 100 if a else None for a in act],
             lambda m: m <= 55, "{:.1f}%")
-    if "mlp" in models:
-        mlp = series("mixprec", "mlp", "amp-bf16", "gflops")
-        mlp_best = [gflop_at(v) for v in series("mixprec", "mlp", "amp-bf16", "step_min_ms")]
-        row("mlp amp-bf16 step vs best oneDNN bf16 GEMM (same round)", ">= 50%",
-            [m / g * 100 if m is not None and g else None for m, g in zip(mlp, gemm_bf16)],
-            lambda m: m >= 50, "{:.1f}%",
-            [m / g * 100 if m is not None and g else None for m, g in zip(mlp_best, gemm_bf16_best)])
+    for model, goal in (("mlp", 50), ("transformer", 35)):
+        if model not in models:
+            continue
+        rate = series("mixprec", model, "amp-bf16", "gflops")
+        rate_best = [gflop_at(v, model) for v in series("mixprec", model, "amp-bf16", "step_min_ms")]
+        row(f"{model} amp-bf16 step vs best oneDNN bf16 GEMM (same round)", f">= {goal}%",
+            [m / g * 100 if m is not None and g else None for m, g in zip(rate, gemm_bf16)],
+            lambda m, g=goal: m >= g, "{:.1f}%",
+            [m / g * 100 if m is not None and g else None for m, g in zip(rate_best, gemm_bf16_best)])
     for model in models:
         for prec in precs:
             if prec == "fp32":

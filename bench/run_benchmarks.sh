@@ -2,7 +2,7 @@
 # run_benchmarks.sh: build (Release) and run the whole benchmark suite in one command:
 # bench_gemm, bench_step (every model, presets interleaved in-process) and the PyTorch peer
 # (bench/torch_step.py), in ROUNDS rounds so that each comparison is made side by side, then
-# print the markdown table (bench/report.py). About 6-10 minutes on 2 threads.
+# print the markdown table (bench/report.py). About 8-12 minutes on 2 threads.
 #
 #   bench/run_benchmarks.sh [--threads 2] [--rounds 2] [--repeats 10] [--build-dir DIR] [--out DIR]
 set -euo pipefail
@@ -14,7 +14,7 @@ REPEATS=10
 WARMUP=3
 BUILD="$ROOT/build-bench"
 OUT=""
-MODELS="seed-cnn,cnn,mlp"
+MODELS="seed-cnn,cnn,mlp,transformer"
 PRESETS="fp32,amp-bf16,amp-fp16,o2-bf16"
 BUDGET=10  # seconds per preset and model in one round: caps slow presets (f16 emulation, fp32 mlp)
 while [[ $# -gt 0 ]]; do

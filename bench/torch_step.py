@@ -17,12 +17,12 @@ import time
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default="seed-cnn,cnn,mlp")
+    ap.add_argument("--model", default="seed-cnn,cnn,mlp,transformer")
     ap.add_argument("--precision", default="fp32,amp-bf16", help="fp32 and/or amp-bf16 (torch.autocast)")
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--batch", type=int, default=0, help="0: the model's default (256; mlp 512)")
+    ap.add_argument("--batch", type=int, default=0, help="0: the model's default (256; mlp 512; transformer 32)")
     ap.add_argument("--budget", type=float, default=0, help="seconds per precision, 0 = none")
     args = ap.parse_args()
 
@@ -40,7 +40,23 @@ def main():
     print(f"torch_step: torch {torch.__version__}, {torch.get_num_threads()} threads, BLAS: {blas}")
     print(f"RESULT impl=torch-info version={torch.__version__} threads={torch.get_num_threads()} blas={blas.split()[0]}")
 
+    class Transformer(nn.Module):
+        """mixprec's TransformerClassifier (include/mixprec/models.h): images [B, 1, 128, 256] read
+        as 128 tokens of 256 features -> one post-norm encoder layer (GELU, no dropout) ->
+        mean over the sequence -> Linear(256, 10)."""
+
+        def __init__(self):
+            super().__init__()
+            self.encoder = nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.0, activation="gelu",
+                                                      batch_first=True)
+            self.fc = nn.Linear(256, 10)
+
+        def forward(self, x):
+            return self.fc(self.encoder(x.flatten(1, 2)).mean(dim=1))
+
     def make(name):
+        if name == "transformer":
+            return Transformer(), (1, 128, 256)
         if name == "mlp":
             return nn.Sequential(nn.Flatten(), nn.Linear(784, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(),
                                  nn.Linear(4096, 10)), (1, 28, 28)
@@ -50,7 +66,7 @@ def main():
                              nn.Linear(64 * (h // 4) ** 2, 256), nn.ReLU(), nn.Linear(256, 10)), (c, h, h)
 
     for model_name in args.model.split(","):
-        batch = args.batch or (512 if model_name == "mlp" else 256)
+        batch = args.batch or {"mlp": 512, "transformer": 32}.get(model_name, 256)
         runs = []
         for prec in args.precision.split(","):
             if prec not in ("fp32", "amp-bf16"):

@@ -17,6 +17,7 @@
 #include "mixprec/ops.h"
 #include "mixprec/optim.h"
 #include "mixprec/safetensors.h"
+#include "golden_compare.h"
 
 namespace mixprec {
 namespace {
@@ -27,112 +28,39 @@ const char* const kParamNames[] = {"conv1.weight", "conv1.bias", "conv2.weight",
 constexpr int kAdamSteps = 5;
 constexpr double kAdamLr = 1e-3;
 
-std::string index_str(const Shape& shape, int64_t flat) {
-  std::vector<int64_t> idx(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    idx[d] = shape[d] ? flat % shape[d] : 0;
-    flat = shape[d] ? flat / shape[d] : 0;
-  }
-  std::ostringstream s;
-  s << "[";
-  for (size_t d = 0; d < idx.size(); ++d) s << (d ? ", " : "") << idx[d];
-  s << "]";
-  return s.str();
-}
-
-double max_abs(const std::vector<double>& v) {
-  double m = 0;
-  for (double x : v) m = std::max(m, std::fabs(x));
-  return m;
-}
-
-// |actual - expected| <= allowed everywhere; on failure names the worst element.
-::testing::AssertionResult all_close(const std::string& what, const Tensor& actual,
-                                     const Tensor& expected, double allowed,
-                                     const std::string& rule) {
-  if (!actual.defined()) return ::testing::AssertionFailure() << what << ": tensor is undefined";
-  if (actual.shape() != expected.shape())
-    return ::testing::AssertionFailure() << what << ": shape " << shape_str(actual.shape())
-                                         << ", expected " << shape_str(expected.shape());
-  const std::vector<double> a = actual.to_vector_f64(), e = expected.to_vector_f64();
-  double worst = -1;
-  int64_t worst_i = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = std::fabs(a[i] - e[i]);
-    if (!(d <= worst) || std::isnan(d)) {  // NaN counts as the worst
-      worst = std::isnan(d) ? INFINITY : d;
-      worst_i = int64_t(i);
-    }
-  }
-  // The margin is worth seeing on success too (tolerances are judged from these lines).
-  std::printf("  %-22s max |diff| %.3g at %s, allowed %.3g\n", what.c_str(), std::max(worst, 0.0),
-              index_str(actual.shape(), worst_i).c_str(), allowed);
-  if (a.empty() || worst <= allowed) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << what << ": max |diff| " << worst << " at " << index_str(actual.shape(), worst_i)
-         << " (actual " << a[size_t(worst_i)] << ", expected " << e[size_t(worst_i)]
-         << "), allowed " << allowed << " = " << rule << "; max |expected| " << max_abs(e);
-}
-
-// tol relative to the tensor's largest magnitude: summation-order error of a dot product
-// scales with the size of its terms, not of its (possibly cancelling) result.
-::testing::AssertionResult close_to_scale(const std::string& what, const Tensor& actual,
-                                          const Tensor& expected, double tol) {
-  const double scale = max_abs(expected.to_vector_f64());
-  std::ostringstream rule;
-  rule << tol << " * max|expected|";
-  return all_close(what, actual, expected, tol * scale, rule.str());
-}
+using golden_check::all_close;
+using golden_check::close_to_scale;
+using golden_check::max_abs;
 
 class GoldenCnn : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    auto loaded = load_safetensors(kGoldenPath);
-    ASSERT_TRUE(loaded.is_ok()) << loaded.status().message()
-                                << " (regenerate with /usr/bin/python3 tests/golden/gen_cnn.py)";
-    golden_ = std::make_unique<SafetensorsFile>(std::move(loaded).value());
-  }
-  static void TearDownTestSuite() { golden_.reset(); }
+  static void SetUpTestSuite() { ASSERT_TRUE(file_.load()); }
+  static void TearDownTestSuite() { file_.reset(); }
 
   void SetUp() override {
-    ASSERT_NE(golden_, nullptr);
+    ASSERT_TRUE(file_.loaded());
     model_ = std::make_unique<nn::Cnn>(1, 8, 8, 10);
     // PyTorch's initial parameters, copied by name: both sides name them conv1.weight, ...
-    const auto params = model_->named_parameters();
-    ASSERT_EQ(params.size(), std::size(kParamNames));
-    for (const auto& [name, p] : params) {
-      const Tensor& g = golden(name);
-      ASSERT_EQ(p.shape(), g.shape()) << name;
-      ASSERT_EQ(p.dtype(), DType::f32) << name;
-      Tensor dst = p;
-      dst.copy_(g);
-    }
+    ASSERT_TRUE(file_.copy_parameters_into(*model_, {std::begin(kParamNames), std::end(kParamNames)}));
+    for (const auto& [name, p] : model_->named_parameters()) ASSERT_EQ(p.dtype(), DType::f32) << name;
     x_ = golden("x");
     target_ = golden("target");
     ASSERT_EQ(target_.dtype(), DType::i64);
   }
 
-  static const Tensor& golden(const std::string& name) {
-    const Tensor* t = golden_->find(name);
-    if (t == nullptr) {
-      ADD_FAILURE() << kGoldenPath << ": no tensor '" << name << "'";
-      static const Tensor kMissing = Tensor::zeros({1});
-      return kMissing;
-    }
-    return *t;
-  }
+  static const Tensor& golden(const std::string& name) { return file_(name); }
 
   Tensor loss_of_batch() { return cross_entropy((*model_)(x_), target_); }
 
-  static std::unique_ptr<SafetensorsFile> golden_;
+  static golden_check::GoldenFile file_;
   std::unique_ptr<nn::Cnn> model_;
   Tensor x_, target_;
 };
-std::unique_ptr<SafetensorsFile> GoldenCnn::golden_;
+golden_check::GoldenFile GoldenCnn::file_{kGoldenPath, "tests/golden/gen_cnn.py"};
 
 TEST_F(GoldenCnn, FileHasEveryTensorAndProvenance) {
-  EXPECT_EQ(golden_->metadata.count("torch_version"), 1u);
-  EXPECT_EQ(golden_->metadata.at("seed"), "0");
+  EXPECT_EQ(file_.metadata().count("torch_version"), 1u);
+  EXPECT_EQ(file_.metadata().at("seed"), "0");
   EXPECT_EQ(golden("x").shape(), (Shape{4, 1, 8, 8}));
   EXPECT_EQ(golden("target").shape(), (Shape{4}));
   EXPECT_EQ(golden("logits").shape(), (Shape{4, 10}));

@@ -16,6 +16,7 @@
 #include "mixprec/models.h"
 #include "mixprec/ops.h"
 #include "mixprec/safetensors.h"
+#include "golden_compare.h"
 
 namespace mixprec {
 namespace {
@@ -31,87 +32,33 @@ const char* const kParamNames[] = {
     "encoder.norm2.bias", "fc.weight", "fc.bias"};
 constexpr int64_t kBatch = 3, kSeq = 6, kDModel = 16, kHeads = 2, kFfn = 32, kClasses = 5;
 
-double max_abs(const std::vector<double>& v) {
-  double m = 0;
-  for (double x : v) m = std::max(m, std::fabs(x));
-  return m;
-}
-
-// |actual - expected| <= tol * max|expected| everywhere: summation-order error of a dot
-// product scales with the size of its terms, not of its (possibly cancelling) result.
-::testing::AssertionResult close_to_scale(const std::string& what, const Tensor& actual,
-                                          const Tensor& expected, double tol) {
-  if (!actual.defined()) return ::testing::AssertionFailure() << what << ": undefined";
-  if (actual.shape() != expected.shape())
-    return ::testing::AssertionFailure() << what << ": shape " << shape_str(actual.shape())
-                                         << ", expected " << shape_str(expected.shape());
-  const std::vector<double> a = actual.to_vector_f64(), e = expected.to_vector_f64();
-  const double allowed = tol * max_abs(e);
-  double worst = 0;
-  size_t worst_i = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = std::fabs(a[i] - e[i]);
-    if (!(d <= worst)) {  // NaN counts as the worst
-      worst = std::isnan(d) ? INFINITY : d;
-      worst_i = i;
-    }
-  }
-  std::printf("  %-38s max |diff| %.3g at %zu, allowed %.3g\n", what.c_str(), worst, worst_i,
-              allowed);
-  if (worst <= allowed) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << what << ": max |diff| " << worst << " at flat index "
-                                       << worst_i << " (actual " << a[worst_i] << ", expected "
-                                       << e[worst_i] << "), allowed " << allowed << " = " << tol
-                                       << " * max|expected|";
-}
+using golden_check::close_to_scale;
 
 class TransformerModelGolden : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    auto loaded = load_safetensors(kGoldenPath);
-    ASSERT_TRUE(loaded.is_ok()) << loaded.status().message()
-                                << " (regenerate with /usr/bin/python3 tests/golden/gen_transformer.py)";
-    golden_ = std::make_unique<SafetensorsFile>(std::move(loaded).value());
-  }
-  static void TearDownTestSuite() { golden_.reset(); }
+  static void SetUpTestSuite() { ASSERT_TRUE(file_.load()); }
+  static void TearDownTestSuite() { file_.reset(); }
 
   void SetUp() override {
-    ASSERT_NE(golden_, nullptr);
+    ASSERT_TRUE(file_.loaded());
     model_ = std::make_unique<nn::TransformerClassifier>(kSeq, kDModel, kClasses, kDModel, kHeads,
                                                          kFfn);
-    const auto params = model_->named_parameters();
-    ASSERT_EQ(params.size(), std::size(kParamNames));
-    for (size_t i = 0; i < params.size(); ++i) {
-      const auto& [name, p] = params[i];
-      EXPECT_EQ(name, kParamNames[i]) << "parameter " << i << " (PyTorch's order)";
-      const Tensor& g = golden(name);
-      ASSERT_EQ(p.shape(), g.shape()) << name;
-      Tensor dst = p;
-      dst.copy_(g);
-    }
+    ASSERT_TRUE(file_.copy_parameters_into(*model_, {std::begin(kParamNames), std::end(kParamNames)}));
     x_ = golden("x").clone().requires_grad_(true);
     target_ = golden("target");
   }
 
-  static const Tensor& golden(const std::string& name) {
-    const Tensor* t = golden_->find(name);
-    if (t == nullptr) {
-      ADD_FAILURE() << kGoldenPath << ": no tensor '" << name << "'";
-      static const Tensor kMissing = Tensor::zeros({1});
-      return kMissing;
-    }
-    return *t;
-  }
+  static const Tensor& golden(const std::string& name) { return file_(name); }
 
-  static std::unique_ptr<SafetensorsFile> golden_;
+  static golden_check::GoldenFile file_;
   std::unique_ptr<nn::TransformerClassifier> model_;
   Tensor x_, target_;
 };
-std::unique_ptr<SafetensorsFile> TransformerModelGolden::golden_;
+golden_check::GoldenFile TransformerModelGolden::file_{kGoldenPath, "tests/golden/gen_transformer.py"};
 
 TEST_F(TransformerModelGolden, FileHasEveryTensorAndProvenance) {
-  EXPECT_EQ(golden_->metadata.count("torch_version"), 1u);
-  EXPECT_EQ(golden_->metadata.at("seed"), "0");
+  EXPECT_EQ(file_.metadata().count("torch_version"), 1u);
+  EXPECT_EQ(file_.metadata().at("seed"), "0");
   EXPECT_EQ(golden("x").shape(), (Shape{kBatch, kSeq, kDModel}));
   EXPECT_EQ(golden("logits").shape(), (Shape{kBatch, kClasses}));
   EXPECT_EQ(golden("loss").shape(), Shape{});

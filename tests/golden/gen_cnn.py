@@ -19,9 +19,7 @@ Tensors in the file (all float32 unless noted):
 
 Run with Debian's interpreter (it has torch): /usr/bin/python3 tests/golden/gen_cnn.py
 """
-import json
 import os
-import struct
 import sys
 
 import torch
@@ -29,7 +27,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_reference import Cnn, read_safetensors, write_safetensors  # noqa: E402,F401
+from torch_reference import Cnn, write_and_verify  # noqa: E402
 
 SEED = 0
 BATCH, CHANNELS, HEIGHT, WIDTH, CLASSES = 4, 1, 8, 8, 10
@@ -84,14 +82,7 @@ def main():
         "adam_losses": "loss before each of %d steps on the same batch" % ADAM_STEPS,
         "num_threads": "1",
     }
-    os.makedirs(os.path.dirname(OUT), exist_ok=True)
-    write_safetensors(OUT, out, metadata)
-
-    back, meta = read_safetensors(OUT)
-    assert meta == metadata
-    assert set(back) == set(out)
-    for name, t in out.items():
-        assert torch.equal(back[name], t), name
+    write_and_verify(OUT, out, metadata)
     print("wrote %s (%d bytes, %d tensors), torch %s, losses %s"
           % (OUT, os.path.getsize(OUT), len(out), torch.__version__,
              ", ".join("%.6f" % v for v in losses)))

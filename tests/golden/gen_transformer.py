@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 sys.dont_write_bytecode = True  # no __pycache__ beside the committed scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_reference import read_safetensors, write_safetensors  # noqa: E402
+from torch_reference import write_and_verify  # noqa: E402
 
 SEED = 0
 BATCH, SEQ, D_MODEL, HEADS, FFN, CLASSES = 3, 6, 16, 2, 32, 5
@@ -90,14 +90,7 @@ def main():
         "loss": "cross_entropy, mean reduction",
         "num_threads": "1",
     }
-    os.makedirs(os.path.dirname(OUT), exist_ok=True)
-    write_safetensors(OUT, out, metadata)
-
-    back, meta = read_safetensors(OUT)
-    assert meta == metadata
-    assert set(back) == set(out)
-    for name, t in out.items():
-        assert torch.equal(back[name], t), name
+    write_and_verify(OUT, out, metadata)
     print("wrote %s (%d bytes, %d tensors), torch %s, loss %.6f"
           % (OUT, os.path.getsize(OUT), len(out), torch.__version__, loss.item()))
     return 0

@@ -80,3 +80,14 @@ def read_safetensors(path):
         end = max(end, stop)
     assert end == len(body), f"{path}: data buffer is {len(body)} bytes, tensors cover {end}"
     return tensors, metadata
+
+
+def write_and_verify(path, tensors, metadata):
+    """write_safetensors, then read the file back and check every tensor and the metadata."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    write_safetensors(path, tensors, metadata)
+    back, meta = read_safetensors(path)
+    assert meta == metadata
+    assert set(back) == set(tensors)
+    for name, t in tensors.items():
+        assert torch.equal(back[name], t), name

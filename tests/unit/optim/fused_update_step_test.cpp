@@ -202,7 +202,9 @@ TEST(FusedUpdateStep, PrecisionStepFusedMatchesUnfusedWithAccumulationClippingAn
     }
 }
 
-TEST(FusedUpdateStep, SteadyFusedStepAllocatesNothingAndO2KeepsNoF32MasterGradients) {
+// (A steady fused step allocating nothing is Memory.SteadyStateTrainingStepMakesNoHeapAllocation:
+// the fused update is PrecisionStep's default.)
+TEST(FusedUpdateStep, O2ReadsThe16BitGradientsWithoutF32MasterCopies) {
   for (const char* preset : {"fp32", "amp-bf16", "o2-bf16"}) {
     SCOPED_TRACE(preset);
     train::TrainConfig c;
@@ -213,10 +215,7 @@ TEST(FusedUpdateStep, SteadyFusedStepAllocatesNothingAndO2KeepsNoF32MasterGradie
     DataLoader loader(std::move(d), {.batch_size = 32, .shuffle = false, .prefetch = 0});
     std::vector<Batch> b1{*loader.next()}, b2{*loader.next()};
     step.run(b1);
-    step.run(b2);  // warm: every shape seen once, optimizer state created
-    const int64_t before = allocation_count();
-    step.run(b1);
-    EXPECT_EQ(allocation_count(), before);
+    step.run(b2);
     if (auto* mw = step.masters()) {
       // The 16-bit gradients were read in place: no f32 copy of them was made.
       const auto named = step.model().named_parameters();

@@ -1,7 +1,11 @@
 // activation_extra.cpp: exact GELU and dropout (keep policy: they run in their input
 // dtype), forward and backward. Elementwise loops walk the dense buffer linearly, so a
 // channels-last activation stays channels-last; values are computed in double and
-// rounded once to the dtype.
+// rounded once to the dtype, except GELU on f32/bf16/f16 with AVX-512, which computes in
+// f32 with vector polynomials (see gelu_f32_path).
+#include <immintrin.h>
+
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
@@ -49,12 +53,115 @@ std::vector<double> load_grad_like(const Tensor& diff_dst, const Tensor& x) {
 constexpr double kInvSqrt2 = 0.70710678118654752440;    // 1 / sqrt(2)
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
 
+// ---- float GELU for f32 / bf16 / f16 on AVX-512 -------------------------------------
+// The double loop below costs ~80 ns per element (libm erf, full-tensor double copies):
+// 0.3 s forward + 1.7 s backward for the transformer's [4096, 1024] activation. This path
+// converts blocks of kBlock elements to f32 (the library's bulk conversion), evaluates 16 at
+// a time with branch-free polynomials, and rounds once back. Accuracy: Phi from erfc
+// (Numerical Recipes' erfcc, fractional error < 1.2e-7) with a Cephes-style expf (~1 ulp):
+// a few f32 ulps relative, far below bf16/f16 rounding. Without AVX-512: the double loop.
+constexpr int64_t kBlock = 2048;
+
+// GCC 12 builds several AVX-512 intrinsics (min/max, roundscale, cvtps_epi32, slli) on
+// _mm512_undefined_*(), which -Wmaybe-uninitialized reports at each inlined use: a known
+// false positive.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+__attribute__((target("avx512f"))) inline __m512 exp_avx512(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  // r = x - n ln2 in two parts (Cody-Waite), then Cephes' expf polynomial on r.
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(e));  // times 2^n, n in [-126, 127]
+}
+
+// Phi(x) = 0.5 erfc(-x / sqrt 2), with erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z / 2)
+// for z = |u| >= 0 and erfc(u) = 2 - erfc(|u|) for u < 0: relative accuracy on both tails.
+__attribute__((target("avx512f"))) inline __m512 normal_cdf_avx512(__m512 x) {
+  const __m512 u = _mm512_mul_ps(x, _mm512_set1_ps(-float(kInvSqrt2)));
+  const __m512 z = _mm512_abs_ps(u);
+  const __m512 t = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(z, _mm512_set1_ps(0.5f), _mm512_set1_ps(1.0f)));
+  __m512 p = _mm512_set1_ps(0.17087277f);
+  for (float c : {-0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f, -0.18628806f, 0.09678418f,
+                  0.37409196f, 1.00002368f, -1.26551223f})
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(c));
+  const __m512 erfc_z = _mm512_mul_ps(t, exp_avx512(_mm512_fnmadd_ps(z, z, p)));
+  const __mmask16 neg = _mm512_cmp_ps_mask(u, _mm512_setzero_ps(), _CMP_LT_OQ);
+  const __m512 erfc_u = _mm512_mask_sub_ps(erfc_z, neg, _mm512_set1_ps(2.0f), erfc_z);
+  return _mm512_mul_ps(_mm512_set1_ps(0.5f), erfc_u);
+}
+
+// In place over len floats: x = gelu(x), or with g: x = g * gelu'(x).
+__attribute__((target("avx512f"))) void gelu_block_avx512(float* x, const float* g, int64_t len) {
+  for (int64_t i = 0; i < len; i += 16) {
+    const __mmask16 m = len - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (len - i)) - 1u);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    __m512 out;
+    if (g == nullptr) {
+      out = _mm512_mul_ps(v, normal_cdf_avx512(v));
+    } else {
+      const __m512 pdf = _mm512_mul_ps(_mm512_set1_ps(float(kInvSqrt2Pi)),
+                                       exp_avx512(_mm512_mul_ps(_mm512_set1_ps(-0.5f), _mm512_mul_ps(v, v))));
+      out = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, g + i), _mm512_fmadd_ps(v, pdf, normal_cdf_avx512(v)));
+    }
+    _mm512_mask_storeu_ps(x + i, m, out);
+  }
+}
+
+bool gelu_vector_path() {
+  static const bool ok = __builtin_cpu_supports("avx512f");
+  return ok;
+}
+
+// dst = gelu(src) (diff_dst undefined) or dst = diff_dst * gelu'(src), n dense elements of
+// dtype, in blocks (each thread converts its own blocks).
+void gelu_f32_path(const void* src, const void* diff_dst, void* dst, DType dtype, int64_t n) {
+  const size_t es = dtype_size(dtype);
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t b = 0; b < blocks; ++b) {
+    alignas(64) float x[kBlock], g[kBlock];
+    const int64_t off = b * kBlock, len = std::min(kBlock, n - off);
+    convert_elements(static_cast<const char*>(src) + off * es, dtype, x, DType::f32, len);
+    const float* gp = nullptr;
+    if (diff_dst != nullptr) {
+      convert_elements(static_cast<const char*>(diff_dst) + off * es, dtype, g, DType::f32, len);
+      gp = g;
+    }
+    gelu_block_avx512(x, gp, len);
+    convert_elements(x, DType::f32, static_cast<char*>(dst) + off * es, dtype, len);
+  }
+}
+
 }  // namespace
 
 Tensor gelu(const Tensor& src_in) {
   const Tensor src = amp::cast_inputs(amp::OpId::gelu, {src_in})[0];
   check_floating("gelu", src);
   const Tensor x = dense(src);
+  if (x.dtype() != DType::f64 && gelu_vector_path()) {
+    Tensor dst = Tensor::empty(x.shape(), x.dtype(), x.suggest_memory_format());
+    gelu_f32_path(x.data(), nullptr, dst.data(), x.dtype(), x.numel());
+    if (any_requires_grad({&src})) {
+      record_op(dst, "gelu", {&src}, [x](const Tensor& diff_dst) {
+        const Tensor g = diff_dst.to_memory_format(x.suggest_memory_format());
+        Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.suggest_memory_format());
+        gelu_f32_path(x.data(), g.data(), dx.data(), x.dtype(), x.numel());
+        return std::vector<Tensor>{dx};
+      });
+    }
+    return dst;
+  }
   const std::vector<double> xv = load_dense(x);
   std::vector<double> y(xv.size());
   const int64_t n = int64_t(xv.size());

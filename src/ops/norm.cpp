@@ -2,6 +2,8 @@
 // The kernels are plain loops that accumulate in double whatever the storage dtype, so
 // statistics are at least as precise as f32 and f64 gradchecks are exact to roundoff;
 // the result is rounded once to the output dtype.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -82,6 +84,41 @@ struct RowStats {
 
 }  // namespace
 
+namespace {
+
+// Row r of a dense [rows, d] buffer of dtype as doubles (f64: the row itself). bf16/f16 go
+// through the vectorised f32 conversion first (exact), then widen.
+const double* load_row(const void* base, DType dtype, int64_t r, int64_t d, std::vector<float>& fbuf,
+                       std::vector<double>& buf) {
+  const size_t es = dtype_size(dtype);
+  const char* row = static_cast<const char*>(base) + r * d * int64_t(es);
+  if (dtype == DType::f64) return reinterpret_cast<const double*>(row);
+  const float* f = reinterpret_cast<const float*>(row);
+  if (dtype != DType::f32) {
+    fbuf.resize(size_t(d));
+    convert_elements(row, dtype, fbuf.data(), DType::f32, d);
+    f = fbuf.data();
+  }
+  buf.resize(size_t(d));
+  for (int64_t j = 0; j < d; ++j) buf[size_t(j)] = double(f[j]);
+  return buf.data();
+}
+
+// Rounds once from double to dtype (f32 directly; f16/bf16 through the library's rounding).
+void store_row(const std::vector<double>& v, void* base, DType dtype, int64_t r, int64_t d) {
+  char* row = static_cast<char*>(base) + r * d * int64_t(dtype_size(dtype));
+  if (dtype == DType::f32) {
+    float* f = reinterpret_cast<float*>(row);
+    for (int64_t j = 0; j < d; ++j) f[j] = float(v[size_t(j)]);
+  } else {
+    convert_elements(v.data(), DType::f64, row, dtype, d);
+  }
+}
+
+}  // namespace
+
+// Row by row (each thread converts its own rows to double and back): no full-tensor
+// double copies, which cost ~10 ms per call at [4096, 256] in page faults and conversions.
 Tensor layer_norm(const Tensor& src_in, const Shape& normalized_shape, const Tensor& weight_in,
                   const Tensor& bias_in, double eps) {
   const auto in = amp::cast_inputs(amp::OpId::layer_norm, {src_in, weight_in, bias_in});
@@ -90,27 +127,31 @@ Tensor layer_norm(const Tensor& src_in, const Shape& normalized_shape, const Ten
   const int64_t d = shape_numel(normalized_shape);
   const int64_t rows = d > 0 ? src.numel() / d : 0;
   const Tensor x = src.detach().contiguous();  // rows of d contiguous values
-  const std::vector<double> xv = load_dense(x);
   const std::vector<double> w = affine_values(weight, d, 1.0), b = affine_values(bias, d, 0.0);
   auto stats = std::make_shared<RowStats>();
   stats->mean.resize(size_t(rows));
   stats->rstd.resize(size_t(rows));
-  std::vector<double> y(xv.size());
-#pragma omp parallel for if (rows * d > kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
-    const double* xr = xv.data() + r * d;
-    double s = 0.0;
-    for (int64_t j = 0; j < d; ++j) s += xr[j];
-    const double mean = s / double(d);
-    double ss = 0.0;  // two passes: no cancellation when |mean| >> std
-    for (int64_t j = 0; j < d; ++j) ss += (xr[j] - mean) * (xr[j] - mean);
-    const double rstd = 1.0 / std::sqrt(ss / double(d) + eps);
-    stats->mean[size_t(r)] = mean;
-    stats->rstd[size_t(r)] = rstd;
-    double* yr = y.data() + r * d;
-    for (int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - mean) * rstd * w[size_t(j)] + b[size_t(j)];
+  Tensor dst = Tensor::empty(src.shape(), src.dtype());
+  const DType dt = x.dtype();
+#pragma omp parallel if (rows * d > kParallelMin)
+  {
+    std::vector<float> fbuf;
+    std::vector<double> xbuf, y(static_cast<size_t>(d));
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const double* xr = load_row(x.data(), dt, r, d, fbuf, xbuf);
+      double s = 0.0;
+      for (int64_t j = 0; j < d; ++j) s += xr[j];
+      const double mean = s / double(d);
+      double ss = 0.0;  // two passes: no cancellation when |mean| >> std
+      for (int64_t j = 0; j < d; ++j) ss += (xr[j] - mean) * (xr[j] - mean);
+      const double rstd = 1.0 / std::sqrt(ss / double(d) + eps);
+      stats->mean[size_t(r)] = mean;
+      stats->rstd[size_t(r)] = rstd;
+      for (int64_t j = 0; j < d; ++j) y[size_t(j)] = (xr[j] - mean) * rstd * w[size_t(j)] + b[size_t(j)];
+      store_row(y, dst.data(), dt, r, d);
+    }
   }
-  Tensor dst = store_dense(y, src.shape(), src.dtype(), MemoryFormat::contiguous);
   if (any_requires_grad({&src, &weight, &bias})) {
     const bool need_x = src.requires_grad();
     const bool need_w = weight.defined() && weight.requires_grad();
@@ -120,43 +161,57 @@ Tensor layer_norm(const Tensor& src_in, const Shape& normalized_shape, const Ten
     record_op(dst, "layer_norm", {&src, &weight, &bias},
               [x, stats, w, d, rows, normalized_shape, need_x, need_w, need_b, w_dtype,
                b_dtype](const Tensor& diff_dst) {
-                const std::vector<double> dy = load_dense(diff_dst.contiguous());
-                const std::vector<double> xv = load_dense(x);
+                const Tensor dy_t = diff_dst.contiguous();
+                const DType dt = x.dtype(), gdt = dy_t.dtype();
                 std::vector<Tensor> g(3);
-                if (need_x) {
-                  // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w, per row.
-                  std::vector<double> dx(xv.size());
-#pragma omp parallel for if (rows * d > kParallelMin)
+                if (need_x) g[0] = Tensor::empty(x.shape(), dt);
+                // Weight gradients: one partial sum per thread over its static block of
+                // rows, added in thread order, so results do not depend on timing.
+                const int threads = rows * d > kParallelMin ? omp_get_max_threads() : 1;
+                std::vector<std::vector<double>> dw_part(static_cast<size_t>(threads)), db_part(static_cast<size_t>(threads));
+#pragma omp parallel num_threads(threads)
+                {
+                  const int tid = omp_get_thread_num();
+                  std::vector<float> fbuf;
+                  std::vector<double> xbuf, gbuf, dx(static_cast<size_t>(d));
+                  std::vector<double> dw_t(size_t(d), 0.0), db_t(size_t(d), 0.0);
+#pragma omp for schedule(static)
                   for (int64_t r = 0; r < rows; ++r) {
                     const double mean = stats->mean[size_t(r)], rstd = stats->rstd[size_t(r)];
-                    const double *xr = xv.data() + r * d, *dyr = dy.data() + r * d;
-                    double sg = 0.0, sgx = 0.0;
-                    for (int64_t j = 0; j < d; ++j) {
-                      const double gj = dyr[j] * w[size_t(j)];
-                      sg += gj;
-                      sgx += gj * (xr[j] - mean) * rstd;
+                    const double* xr = load_row(x.data(), dt, r, d, fbuf, xbuf);
+                    const double* dyr = load_row(dy_t.data(), gdt, r, d, fbuf, gbuf);
+                    if (need_x) {
+                      // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w.
+                      double sg = 0.0, sgx = 0.0;
+                      for (int64_t j = 0; j < d; ++j) {
+                        const double gj = dyr[j] * w[size_t(j)];
+                        sg += gj;
+                        sgx += gj * (xr[j] - mean) * rstd;
+                      }
+                      const double mg = sg / double(d), mgx = sgx / double(d);
+                      for (int64_t j = 0; j < d; ++j) {
+                        const double xhat = (xr[j] - mean) * rstd;
+                        dx[size_t(j)] = rstd * (dyr[j] * w[size_t(j)] - mg - xhat * mgx);
+                      }
+                      store_row(dx, g[0].data(), dt, r, d);
                     }
-                    const double mg = sg / double(d), mgx = sgx / double(d);
-                    for (int64_t j = 0; j < d; ++j) {
-                      const double xhat = (xr[j] - mean) * rstd;
-                      dx[size_t(r * d + j)] = rstd * (dyr[j] * w[size_t(j)] - mg - xhat * mgx);
-                    }
+                    if (need_w || need_b)
+                      for (int64_t j = 0; j < d; ++j) {
+                        dw_t[size_t(j)] += dyr[j] * (xr[j] - mean) * rstd;
+                        db_t[size_t(j)] += dyr[j];
+                      }
                   }
-                  g[0] = store_dense(dx, x.shape(), x.dtype(), MemoryFormat::contiguous);
+                  dw_part[size_t(tid)] = std::move(dw_t);
+                  db_part[size_t(tid)] = std::move(db_t);
                 }
-                if (need_w || need_b) {
-                  std::vector<double> dw(size_t(d), 0.0), db(size_t(d), 0.0);
-                  for (int64_t r = 0; r < rows; ++r) {
-                    const double mean = stats->mean[size_t(r)], rstd = stats->rstd[size_t(r)];
-                    for (int64_t j = 0; j < d; ++j) {
-                      const double dyj = dy[size_t(r * d + j)];
-                      dw[size_t(j)] += dyj * (xv[size_t(r * d + j)] - mean) * rstd;
-                      db[size_t(j)] += dyj;
-                    }
+                std::vector<double> dw(size_t(d), 0.0), db(size_t(d), 0.0);
+                for (int t = 0; t < threads; ++t)
+                  for (int64_t j = 0; j < d; ++j) {
+                    if (!dw_part[size_t(t)].empty()) dw[size_t(j)] += dw_part[size_t(t)][size_t(j)];
+                    if (!db_part[size_t(t)].empty()) db[size_t(j)] += db_part[size_t(t)][size_t(j)];
                   }
-                  if (need_w) g[1] = Tensor::from_vector_f64(dw, normalized_shape, w_dtype);
-                  if (need_b) g[2] = Tensor::from_vector_f64(db, normalized_shape, b_dtype);
-                }
+                if (need_w) g[1] = Tensor::from_vector_f64(dw, normalized_shape, w_dtype);
+                if (need_b) g[2] = Tensor::from_vector_f64(db, normalized_shape, b_dtype);
                 return g;
               });
   }

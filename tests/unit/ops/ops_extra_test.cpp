@@ -169,6 +169,41 @@ TEST(OpsExtraActivation, GeluMatchesTabulatedValues) {
   expect_all_near(y, {0.0, 0.841344746068543, -0.158655253931457, 1.954499736103642}, 1e-14);
 }
 
+TEST(OpsExtraActivation, GeluF32AndBf16MatchF64ForwardAndBackward) {
+  // 4001 points on [-10, 10] (both tails, where 1 + erf cancels) plus a tail beyond the
+  // vector width, through the f32/bf16 path and the f64 one (libm erf in double).
+  std::vector<double> xs;
+  for (int i = 0; i <= 4000; ++i) xs.push_back(-10.0 + 0.005 * i);
+  const Tensor x64 = f64(xs, {int64_t(xs.size())});
+  const Tensor g64 = Tensor::full(x64.shape(), 0.75, DType::f64);  // exact in bf16
+  for (DType dt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor x = x64.to(dt).detach().requires_grad_(true);
+    const Tensor y = gelu(x);
+    y.backward(g64.to(dt));
+    // The f64 reference at the rounded inputs.
+    Tensor a = x.detach().to(DType::f64).requires_grad_(true);
+    const Tensor y_ref = gelu(a);
+    y_ref.backward(g64);
+    const std::vector<double> xv = a.to_vector_f64(), yr = y_ref.to_vector_f64(),
+                              dr = a.grad().to_vector_f64(), yv = y.to_vector_f64(),
+                              dv = x.grad().to_vector_f64();
+    // f32: relative 2e-7 * (4 + x^2): the erfc polynomial is good to 1.2e-7 and expf to ~1
+    // ulp, but on the negative tail the exponent -x^2/2 is itself rounded to f32 (an error
+    // of ~x^2 * 2^-24 that exp turns into a relative one: 3.2e-6 at x = -6); plus 1e-14
+    // absolute: the f64 reference computes 1 + erf(x / sqrt 2), which cancels to 0 below
+    // x ~ -8.3 (the f32 path keeps e.g. -7.6e-23 at -10). The gradient g (Phi + x phi)
+    // cancels near x = -0.75, so its error is relative to g (|Phi| + |x phi|) <= 0.75 * 1.2.
+    // bf16: one rounding of the output (2^-8 relative).
+    const double rel = dt == DType::f32 ? 2e-7 : 1.0 / 128;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const double r = rel * (4 + xv[i] * xv[i]);
+      ASSERT_NEAR(yv[i], yr[i], r * std::fabs(yr[i]) + 1e-14) << "x = " << xv[i];
+      ASSERT_NEAR(dv[i], dr[i], r * 0.9 + 1e-14) << "x = " << xv[i];
+    }
+  }
+}
+
 TEST(OpsExtraActivation, DropoutIsIdentityInEvalOrWithZeroP) {
   const Tensor x = f64({1, 2, 3}, {3});
   EXPECT_TRUE(dropout(x, 0.5, false).same(x));

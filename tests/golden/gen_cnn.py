@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_reference import Cnn, write_and_verify  # noqa: E402
+from torch_reference import Cnn, record_forward_backward, write_and_verify  # noqa: E402
 
 SEED = 0
 BATCH, CHANNELS, HEIGHT, WIDTH, CLASSES = 4, 1, 8, 8, 10
@@ -42,17 +42,7 @@ def main():
     model = Cnn(CHANNELS, HEIGHT, WIDTH, CLASSES)
     x = torch.randn(BATCH, CHANNELS, HEIGHT, WIDTH)
     target = torch.randint(0, CLASSES, (BATCH,), dtype=torch.int64)
-    out = {name: p.detach().clone() for name, p in model.named_parameters()}
-    out["x"] = x
-    out["target"] = target
-
-    logits = model(x)
-    loss = F.cross_entropy(logits, target)
-    loss.backward()
-    out["logits"] = logits.detach().clone()
-    out["loss"] = loss.detach().clone()
-    for name, p in model.named_parameters():
-        out["grad." + name] = p.grad.detach().clone()
+    out, loss = record_forward_backward(model, x, target)
 
     # Adam from the initial parameters; each step recomputes the loss on the same batch.
     opt = torch.optim.Adam(model.parameters(), lr=ADAM_LR, foreach=False)

@@ -27,11 +27,10 @@ import sys
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 sys.dont_write_bytecode = True  # no __pycache__ beside the committed scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_reference import write_and_verify  # noqa: E402
+from torch_reference import record_forward_backward, write_and_verify  # noqa: E402
 
 SEED = 0
 BATCH, SEQ, D_MODEL, HEADS, FFN, CLASSES = 3, 6, 16, 2, 32, 5
@@ -64,17 +63,7 @@ def main():
             p.add_(PERTURB * torch.randn_like(p))
     x = torch.randn(BATCH, SEQ, D_MODEL, requires_grad=True)
     target = torch.randint(0, CLASSES, (BATCH,), dtype=torch.int64)
-    out = {name: p.detach().clone() for name, p in model.named_parameters()}
-    out["x"] = x.detach().clone()
-    out["target"] = target
-
-    logits = model(x)
-    loss = F.cross_entropy(logits, target)
-    loss.backward()
-    out["logits"] = logits.detach().clone()
-    out["loss"] = loss.detach().clone()
-    for name, p in model.named_parameters():
-        out["grad." + name] = p.grad.detach().clone()
+    out, loss = record_forward_backward(model, x, target)
     out["grad.x"] = x.grad.detach().clone()
 
     metadata = {

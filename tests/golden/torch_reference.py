@@ -91,3 +91,20 @@ def write_and_verify(path, tensors, metadata):
     assert set(back) == set(tensors)
     for name, t in tensors.items():
         assert torch.equal(back[name], t), name
+
+
+def record_forward_backward(model, x, target):
+    """One cross-entropy forward + backward. Returns (tensors, loss): the parameters before,
+    the input, target, logits, loss and every parameter's gradient, named as the golden
+    tests read them (name, "x", "target", "logits", "loss", "grad.<name>")."""
+    out = {name: p.detach().clone() for name, p in model.named_parameters()}
+    out["x"] = x.detach().clone()
+    out["target"] = target
+    logits = model(x)
+    loss = F.cross_entropy(logits, target)
+    loss.backward()
+    out["logits"] = logits.detach().clone()
+    out["loss"] = loss.detach().clone()
+    for name, p in model.named_parameters():
+        out["grad." + name] = p.grad.detach().clone()
+    return out, loss

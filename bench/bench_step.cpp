@@ -23,6 +23,7 @@
 #include "mixprec/memory.h"
 #include "mixprec/models.h"
 #include "mixprec/precision.h"
+#include "mixprec/step_benchmark.h"
 
 namespace {
 
@@ -101,8 +102,7 @@ void run_model(const Options& o, const std::string& model_name) {
     std::fprintf(stderr, "bench_step: --model: %s\n", spec.status().message().c_str());
     std::exit(2);
   }
-  const int64_t batch =
-      o.batch > 0 ? o.batch : model_name == "mlp" ? 512 : model_name == "transformer" ? 32 : 256;
+  const int64_t batch = o.batch > 0 ? o.batch : train::default_benchmark_batch(model_name);
   const double gflop = bench::step_flops(model_name, batch) / 1e9;
 
   std::vector<std::unique_ptr<bench::PhasedStep>> steps;

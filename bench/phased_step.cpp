@@ -3,13 +3,13 @@
 
 #include <chrono>
 #include <optional>
-#include <random>
 #include <vector>
 
 #include "mixprec/amp.h"
 #include "mixprec/autograd.h"
 #include "mixprec/grad_scaler.h"
 #include "mixprec/ops.h"
+#include "mixprec/step_benchmark.h"
 #include "mixprec/train.h"
 
 namespace mixprec::bench {
@@ -31,12 +31,7 @@ PhasedStep::PhasedStep(const nn::ModelSpec& spec, const amp::Preset& preset, int
   config.batch_size = batch;
   manual_seed(seed);
   step_ = std::make_unique<train::PrecisionStep>(preset, nn::make_model(spec), config);
-  // A fixed random batch: data loading is not part of the step being measured.
-  batch_.images = Tensor::normal({batch, spec.channels, spec.height, spec.width}, 0.0, 1.0);
-  std::mt19937_64 rng(seed + 1);
-  std::vector<int64_t> labels(static_cast<size_t>(batch));
-  for (auto& l : labels) l = int64_t(rng() % uint64_t(spec.classes));
-  batch_.labels = Tensor::from_vector_i64(labels, {batch});
+  batch_ = train::synthetic_batch(spec, batch, seed);
 }
 
 PhaseTimes PhasedStep::run() {

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "mixprec/data.h"
+#include "mixprec/models.h"
 #include "mixprec/status.h"
 
 namespace mixprec::train {
@@ -45,6 +47,11 @@ struct StepBenchmarkResult {
 // The batch size the benchmarks use for a model (issue 5's suite): 256 for the CNNs, 512 for
 // the MLP.
 int64_t default_benchmark_batch(const std::string& model);
+
+// A fixed random batch of n images in the model's geometry (normal(0, 1), seeded by
+// manual_seed) with labels drawn from `seed + 1`: what the benchmarks step on, since data
+// loading is not part of the step being measured.
+Batch synthetic_batch(const nn::ModelSpec& spec, int64_t n, uint64_t seed);
 
 // Runs the benchmark. Presets run round-robin, one step of each in turn, so that a noisy
 // shared host affects them alike. `on_progress(done, total)` is called after each timed step.

@@ -32,6 +32,16 @@ double median_of(std::vector<double> v) {
 
 }  // namespace
 
+Batch synthetic_batch(const nn::ModelSpec& spec, int64_t n, uint64_t seed) {
+  Batch batch;
+  batch.images = Tensor::normal({n, spec.channels, spec.height, spec.width}, 0.0, 1.0);
+  std::mt19937_64 rng(seed + 1);
+  std::vector<int64_t> labels(static_cast<size_t>(n));
+  for (auto& l : labels) l = int64_t(rng() % uint64_t(spec.classes));
+  batch.labels = Tensor::from_vector_i64(labels, {n});
+  return batch;
+}
+
 int64_t default_benchmark_batch(const std::string& model) {
   if (model == "mlp") return 512;
   if (model == "transformer") return 32;
@@ -56,16 +66,9 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
   result.batch_size = o.batch_size > 0 ? o.batch_size : default_benchmark_batch(o.model);
   result.threads = omp_get_max_threads();
 
-  // A fixed random batch: data loading is not part of the step being measured.
   const int64_t n = result.batch_size;
   manual_seed(o.seed);
-  Batch batch;
-  batch.images = Tensor::normal({n, spec->channels, spec->height, spec->width}, 0.0, 1.0);
-  std::mt19937_64 rng(o.seed + 1);
-  std::vector<int64_t> labels(static_cast<size_t>(n));
-  for (auto& l : labels) l = int64_t(rng() % uint64_t(spec->classes));
-  batch.labels = Tensor::from_vector_i64(labels, {n});
-  const std::vector<Batch> micro{batch};
+  const std::vector<Batch> micro{synthetic_batch(*spec, n, o.seed)};
 
   std::vector<Contender> contenders;
   for (const std::string& name : o.presets) {

@@ -138,12 +138,14 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
 
   // Resume: everything that decides the next step comes back from the checkpoint.
   Position pos;
+  std::string good_checkpoint;  // the last checkpoint a rollback may return to
   std::string run_dir_path = config.run_dir;
   if (!config.resume.empty()) {
     // Any problem with the checkpoint is reported as such (exit code 4 in the CLI).
     auto as_checkpoint_error = [](const Status& s) { return Status(StatusCode::bad_checkpoint, s.message()); };
     auto file = resolve_checkpoint(config.resume);
     if (!file.is_ok()) return as_checkpoint_error(file.status());
+    good_checkpoint = *file;
     auto state = load_checkpoint(*file);
     if (!state.is_ok()) return as_checkpoint_error(state.status());
     auto restored = restore_state(step, *state, *file);
@@ -209,7 +211,6 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
   DivergenceGuard guard(config.loss_spike_factor);
   bool injected = false;
   const bool rollback = config.on_divergence == "rollback";
-  std::string good_checkpoint = config.resume.empty() ? "" : resolve_checkpoint(config.resume).value();
   if (rollback && good_checkpoint.empty()) {  // a divergence before the first save rolls back to here
     MIXPREC_RETURN_IF_ERROR(save(pos, false));
   }

@@ -1,40 +1,35 @@
-// backend/onednn/linear.cpp: fully connected layer (PyTorch layout) as oneDNN inner product.
+// backend/onednn/linear.cpp: fully connected layer (PyTorch layout) as oneDNN matmul.
 // Letters: N rows (batch), K input features, O output features.
 //   forward:          src [N,K], weights [O,K], bias [O] -> dst [N,O]
 //   backward data:    diff_dst [N,O], weights [O,K]      -> diff_src [N,K]
 //   backward weights: src [N,K], diff_dst [N,O]          -> diff_weights [O,K], diff_bias [O]
-// PyTorch's [O,K] is oneDNN's "oi" weights layout, but the primitive prefers a blocked one
-// (format any): the reorder is cached per (buffer, version) in weights_cache.h, so it runs
-// once per optimizer step, not once per call.
-// Why inner product rather than matmul: limits.md §1.2 has bf16 inner product forward at
-// 408 vs 271-390 GFLOP/s for matmul (4096^3, 1 thread), and it computes diff_bias inside
-// backward weights. A head-to-head on fc1 (256x4096->256) and the MLP's 784->1024 and
-// 1024->1024, fwd + bwd_data + bwd_weights, interleaved over 4 rounds, was taken only while
-// other jobs loaded the machine (timings quantised to ~4 ms scheduler slices): the two
-// were within noise of each other (matmul ahead for fc1, behind for 784->1024). Revisit
-// with bench/ on a quiet machine.
+// All three run as oneDNN matmul on PyTorch's plain layouts: weights [O,K] are read as the
+// transposed [K,O] operand through their strides, diff_dst^T likewise, and diff_weights
+// comes out in [O,K] f32 directly. The inner-product primitive this file used before wants
+// blocked weights (format any) and gives blocked diff_weights (a plain request falls back to
+// gemm:jit in oneDNN 2.6.3), which costs two reorders per layer and step: on the mlp
+// (512x4096x4096, bf16, 2 threads) 8 ms for the bf16 weights and 10-20 ms for the f32
+// weight gradient (jit:uni), against 40-55 ms for each of the three products. matmul's
+// brgemm packs its B panels itself inside the product, and measured as fast or faster on
+// that shape (probe interleaved 2026-11-22: fwd 39-55 vs 49-54 ms + reorder, bwd_w with a
+// transposed A 43-45 vs 39-47 ms + reorder). diff_bias, which matmul does not compute, is
+// a column sum of diff_dst (backend/cpu/column_sum.h).
 // Precision: bf16 in, bf16 out (f32 accumulation); backward weights returns f32
 // diff_weights/diff_bias for bf16 inputs, as conv.cpp does and for the same reason: the
 // gradient reaching an fp32 master stays fp32. f16 is emulated on the f32 primitives
 // (f16_emulation.h), backward weights returning f32 for it too.
+#include "backend/cpu/column_sum.h"
 #include "backend/kernels.h"
 #include "backend/onednn/f16_emulation.h"
 #include "backend/onednn/primitive_cache.h"
 #include "backend/onednn/reorder_util.h"
 #include "backend/onednn/serial_scope.h"
-#include "backend/onednn/weights_cache.h"
 
 namespace mixprec::backend::onednn {
 namespace {
 
-using ip_fwd = dnnl::inner_product_forward;
-using ip_bwd_data = dnnl::inner_product_backward_data;
-using ip_bwd_weights = dnnl::inner_product_backward_weights;
-
-struct IpEntry : CacheEntry {
-  dnnl::primitive prim;
-  dnnl_md weights_md;  // forward / backward data: the layout to reorder weights into
-  bool direct = true;  // backward weights: diff_weights written straight into [O,K] f32
+struct LinearEntry : CacheEntry {
+  dnnl::matmul prim;
   std::unordered_map<int, dnnl::memory> args;  // keyed by DNNL_ARG_*
   void bind(int arg, const void* p) { args.at(arg).set_data_handle(const_cast<void*>(p)); }
 };
@@ -54,14 +49,57 @@ void check_same_dtype(const char* op, const char* an, const Tensor& a, const cha
 
 std::string kind_name(const char* op, DType d) { return std::string(op) + " " + dtype_name(d); }
 
-ip_fwd::primitive_desc forward_pd(const dnnl_md& src_md, const Shape& w_shape, DType dt,
-                                  bool with_bias, const dnnl_md& dst_md) {
-  const dnnl_md w_any = md_any(w_shape, dt);
-  auto desc = with_bias ? ip_fwd::desc(dnnl::prop_kind::forward_training, src_md, w_any,
-                                       md_of(Shape{w_shape[0]}, dt, MemoryFormat::contiguous),
-                                       dst_md)
-                        : ip_fwd::desc(dnnl::prop_kind::forward_training, src_md, w_any, dst_md);
-  return ip_fwd::primitive_desc(desc, cpu_engine());
+// A 2-D tensor as a plain strided desc, optionally read transposed (dims and strides
+// swapped: nothing is copied).
+dnnl_md matrix_md(const Tensor& t, bool transposed) {
+  const Shape st = canonical_strides(t);
+  dnnl::memory::dims dims{t.size(0), t.size(1)}, strides{st[0], st[1]};
+  if (transposed) {
+    std::swap(dims[0], dims[1]);
+    std::swap(strides[0], strides[1]);
+  }
+  return dnnl_md(dims, to_dnnl(t.dtype()), strides);
+}
+
+// Weights dense along either dim pass as they are (a transposed view included); anything
+// else is copied to contiguous.
+Tensor dense_matrix(const Tensor& t) {
+  const bool rows = t.strides()[1] == 1 || t.size(1) == 1;
+  const bool cols = t.strides()[0] == 1 || t.size(0) == 1;
+  return rows || cols ? t : in_format(t, MemoryFormat::contiguous);
+}
+
+// Creates (once per key) and runs dst = a x b (+ bias) on the calling thread's stream.
+void run_matmul(const char* op, PrimKind kind, const dnnl_md& a_md, const void* a,
+                const dnnl_md& b_md, const void* b, const dnnl_md* bias_md, const void* bias,
+                const dnnl_md& dst_md, void* dst, const std::string& what) {
+  PrimKey key(kind);
+  key.add(a_md).add(b_md).add(dst_md).add(bias_md != nullptr);
+  if (bias_md) key.add(*bias_md);
+  auto e = cached<LinearEntry>(key, [&] {
+    auto entry = std::make_shared<LinearEntry>();
+    try {
+      auto desc = bias_md ? dnnl::matmul::desc(a_md, b_md, *bias_md, dst_md)
+                          : dnnl::matmul::desc(a_md, b_md, dst_md);
+      dnnl::matmul::primitive_desc pd(desc, cpu_engine());
+      entry->prim = make_primitive<dnnl::matmul>(pd);
+      entry->impl = pd.impl_info_str();
+    } catch (const dnnl::error& err) {
+      rethrow_dnnl(err, what);
+    }
+    entry->args = {{DNNL_ARG_SRC, unbound_memory(a_md)},
+                   {DNNL_ARG_WEIGHTS, unbound_memory(b_md)},
+                   {DNNL_ARG_DST, unbound_memory(dst_md)}};
+    if (bias_md) entry->args.emplace(DNNL_ARG_BIAS, unbound_memory(*bias_md));
+    dispatch_log(op, entry->impl);
+    return entry;
+  });
+  std::lock_guard<std::mutex> lock(e->mu);
+  e->bind(DNNL_ARG_SRC, a);
+  e->bind(DNNL_ARG_WEIGHTS, b);
+  if (bias_md) e->bind(DNNL_ARG_BIAS, bias);
+  e->bind(DNNL_ARG_DST, dst);
+  e->prim.execute(cpu_stream(), e->args);
 }
 
 // Products of at most this many multiply-adds (N*K*O) create and run their primitive on
@@ -72,8 +110,6 @@ ip_fwd::primitive_desc forward_pd(const dnnl_md& src_md, const Shape& w_shape, D
 constexpr int64_t kSerialMacs = int64_t(1) << 20;
 
 bool run_serial(int64_t n, int64_t k, int64_t o) { return n * k * o <= kSerialMacs; }
-
-void add_arg(IpEntry& e, int arg, const dnnl_md& md) { e.args.emplace(arg, unbound_memory(md)); }
 
 }  // namespace
 
@@ -105,36 +141,15 @@ Tensor linear_forward(const Tensor& src, const Tensor& weights, const Tensor& bi
     return dst;
   }
   const Tensor x = in_format(src, MemoryFormat::contiguous);
+  const Tensor w = dense_matrix(weights);
   const Tensor b = bias.defined() ? in_format(bias, MemoryFormat::contiguous) : Tensor();
-  const dnnl_md src_md = md_of(x), dst_md = md_of(dst);
+  const dnnl_md bias_md = md_of(Shape{1, O}, dt, MemoryFormat::contiguous);
   SerialScope serial(run_serial(N, K, O));
-  PrimKey key(PrimKind::ip_fwd);
-  key.add(src_md).add(dst_md).add(b.defined());
-  auto e = cached<IpEntry>(key, [&] {
-    auto entry = std::make_shared<IpEntry>();
-    try {
-      auto pd = forward_pd(src_md, weights.shape(), dt, b.defined(), dst_md);
-      entry->prim = make_primitive<ip_fwd>(pd);
-      entry->impl = pd.impl_info_str();
-      entry->weights_md = pd.weights_desc();
-    } catch (const dnnl::error& err) {
-      rethrow_dnnl(err, kind_name(op, dt) + " src " + shape_str(src.shape()) + " weights " +
-                            shape_str(weights.shape()));
-    }
-    add_arg(*entry, DNNL_ARG_SRC, src_md);
-    add_arg(*entry, DNNL_ARG_WEIGHTS, entry->weights_md);
-    add_arg(*entry, DNNL_ARG_DST, dst_md);
-    if (b.defined()) add_arg(*entry, DNNL_ARG_BIAS, md_of(b));
-    dispatch_log(kind_name(op, dt), entry->impl);
-    return entry;
-  });
-  const Tensor w = weights_in_layout(weights, e->weights_md);
-  std::lock_guard<std::mutex> lock(e->mu);
-  e->bind(DNNL_ARG_SRC, x.data());
-  e->bind(DNNL_ARG_WEIGHTS, w.data());
-  if (b.defined()) e->bind(DNNL_ARG_BIAS, b.data());
-  e->bind(DNNL_ARG_DST, dst.data());
-  e->prim.execute(cpu_stream(), e->args);
+  run_matmul("linear_forward", PrimKind::ip_fwd, md_of(x), x.data(), matrix_md(w, true), w.data(),
+             b.defined() ? &bias_md : nullptr, b.defined() ? b.data() : nullptr, md_of(dst),
+             dst.data(),
+             kind_name(op, dt) + " src " + shape_str(src.shape()) + " weights " +
+                 shape_str(weights.shape()));
   return dst;
 }
 
@@ -158,35 +173,12 @@ Tensor linear_backward_data(const Tensor& diff_dst, const Tensor& weights) {
     return diff_src;
   }
   const Tensor dd = in_format(diff_dst, MemoryFormat::contiguous);
-  const dnnl_md dd_md = md_of(dd), ds_md = md_of(diff_src);
+  const Tensor w = dense_matrix(weights);
   SerialScope serial(run_serial(N, K, O));
-  PrimKey key(PrimKind::ip_bwd_data);
-  key.add(dd_md).add(ds_md);
-  auto e = cached<IpEntry>(key, [&] {
-    auto entry = std::make_shared<IpEntry>();
-    try {
-      auto hint = forward_pd(ds_md, weights.shape(), dt, false, dd_md);
-      ip_bwd_data::desc desc(ds_md, md_any(weights.shape(), dt), dd_md);
-      ip_bwd_data::primitive_desc pd(desc, cpu_engine(), hint);
-      entry->prim = make_primitive<ip_bwd_data>(pd);
-      entry->impl = pd.impl_info_str();
-      entry->weights_md = pd.weights_desc();
-    } catch (const dnnl::error& err) {
-      rethrow_dnnl(err, kind_name(op, dt) + " diff_dst " + shape_str(diff_dst.shape()) +
-                            " weights " + shape_str(weights.shape()));
-    }
-    add_arg(*entry, DNNL_ARG_DIFF_DST, dd_md);
-    add_arg(*entry, DNNL_ARG_WEIGHTS, entry->weights_md);
-    add_arg(*entry, DNNL_ARG_DIFF_SRC, ds_md);
-    dispatch_log(kind_name(op, dt), entry->impl);
-    return entry;
-  });
-  const Tensor w = weights_in_layout(weights, e->weights_md);
-  std::lock_guard<std::mutex> lock(e->mu);
-  e->bind(DNNL_ARG_DIFF_DST, dd.data());
-  e->bind(DNNL_ARG_WEIGHTS, w.data());
-  e->bind(DNNL_ARG_DIFF_SRC, diff_src.data());
-  e->prim.execute(cpu_stream(), e->args);
+  run_matmul("linear_backward_data", PrimKind::ip_bwd_data, md_of(dd), dd.data(),
+             matrix_md(w, false), w.data(), nullptr, nullptr, md_of(diff_src), diff_src.data(),
+             kind_name(op, dt) + " diff_dst " + shape_str(diff_dst.shape()) + " weights " +
+                 shape_str(weights.shape()));
   return diff_src;
 }
 
@@ -219,49 +211,14 @@ WeightGrads linear_backward_weights(const Tensor& src, const Tensor& diff_dst, b
   }
   const Tensor x = in_format(src, MemoryFormat::contiguous);
   const Tensor dd = in_format(diff_dst, MemoryFormat::contiguous);
-  const dnnl_md src_md = md_of(x), dd_md = md_of(dd), dw_plain = md_of(out.diff_weights);
-  const dnnl_md db_md = md_of(Shape{O}, kGradDType, MemoryFormat::contiguous);
   SerialScope serial(run_serial(N, K, O));
-  PrimKey key(PrimKind::ip_bwd_weights);
-  key.add(src_md).add(dd_md).add(with_bias);
-  auto e = cached<IpEntry>(key, [&] {
-    auto entry = std::make_shared<IpEntry>();
-    try {
-      auto hint = forward_pd(src_md, {O, K}, dt, with_bias, dd_md);
-      const dnnl_md dw_any = md_any({O, K}, kGradDType);
-      auto desc = with_bias ? ip_bwd_weights::desc(src_md, dw_any, db_md, dd_md)
-                            : ip_bwd_weights::desc(src_md, dw_any, dd_md);
-      ip_bwd_weights::primitive_desc pd(desc, cpu_engine(), hint);
-      entry->prim = make_primitive<ip_bwd_weights>(pd);
-      entry->impl = pd.impl_info_str();
-      entry->weights_md = pd.diff_weights_desc();
-      entry->direct = entry->weights_md == dw_plain;
-    } catch (const dnnl::error& err) {
-      rethrow_dnnl(err, kind_name(op, dt) + " src " + shape_str(src.shape()) + " diff_dst " +
-                            shape_str(diff_dst.shape()));
-    }
-    add_arg(*entry, DNNL_ARG_SRC, src_md);
-    add_arg(*entry, DNNL_ARG_DIFF_DST, dd_md);
-    add_arg(*entry, DNNL_ARG_DIFF_WEIGHTS, entry->weights_md);
-    if (with_bias) add_arg(*entry, DNNL_ARG_DIFF_BIAS, db_md);
-    dispatch_log(kind_name(op, dt), entry->impl);
-    return entry;
-  });
-  // Blocked diff_weights, then one reorder: a plain ab request gives x64:gemm:jit instead
-  // of brgemm_bwd_w in oneDNN 2.6.3, bf16 and f32 alike (probed 2026-11-22).
-  Tensor blocked;
-  if (!e->direct)
-    blocked = Tensor::empty({static_cast<int64_t>(e->weights_md.get_size())}, DType::u8);
-  void* dw_ptr = e->direct ? out.diff_weights.data() : blocked.data();
-  {
-    std::lock_guard<std::mutex> lock(e->mu);
-    e->bind(DNNL_ARG_SRC, x.data());
-    e->bind(DNNL_ARG_DIFF_DST, dd.data());
-    e->bind(DNNL_ARG_DIFF_WEIGHTS, dw_ptr);
-    if (with_bias) e->bind(DNNL_ARG_DIFF_BIAS, out.diff_bias.data());
-    e->prim.execute(cpu_stream(), e->args);
-  }
-  if (!e->direct) execute_reorder(e->weights_md, dw_ptr, dw_plain, out.diff_weights.data());
+  // diff_weights [O,K] = diff_dst^T [O,N] x src [N,K], f32 out of bf16 inputs.
+  run_matmul("linear_backward_weights", PrimKind::ip_bwd_weights, matrix_md(dd, true), dd.data(),
+             md_of(x), x.data(), nullptr, nullptr, md_of(out.diff_weights),
+             out.diff_weights.data(),
+             kind_name(op, dt) + " src " + shape_str(src.shape()) + " diff_dst " +
+                 shape_str(diff_dst.shape()));
+  if (with_bias) out.diff_bias = cpu::column_sums_f32(dd);
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include "mixprec/amp.h"
 #include "mixprec/ops_extra.h"
 #include "mixprec/status.h"
+#include "ops/layer_norm_rows.h"
 
 namespace mixprec {
 
@@ -84,39 +85,6 @@ struct RowStats {
 
 }  // namespace
 
-namespace {
-
-// Row r of a dense [rows, d] buffer of dtype as doubles (f64: the row itself). bf16/f16 go
-// through the vectorised f32 conversion first (exact), then widen.
-const double* load_row(const void* base, DType dtype, int64_t r, int64_t d, std::vector<float>& fbuf,
-                       std::vector<double>& buf) {
-  const size_t es = dtype_size(dtype);
-  const char* row = static_cast<const char*>(base) + r * d * int64_t(es);
-  if (dtype == DType::f64) return reinterpret_cast<const double*>(row);
-  const float* f = reinterpret_cast<const float*>(row);
-  if (dtype != DType::f32) {
-    fbuf.resize(size_t(d));
-    convert_elements(row, dtype, fbuf.data(), DType::f32, d);
-    f = fbuf.data();
-  }
-  buf.resize(size_t(d));
-  for (int64_t j = 0; j < d; ++j) buf[size_t(j)] = double(f[j]);
-  return buf.data();
-}
-
-// Rounds once from double to dtype (f32 directly; f16/bf16 through the library's rounding).
-void store_row(const std::vector<double>& v, void* base, DType dtype, int64_t r, int64_t d) {
-  char* row = static_cast<char*>(base) + r * d * int64_t(dtype_size(dtype));
-  if (dtype == DType::f32) {
-    float* f = reinterpret_cast<float*>(row);
-    for (int64_t j = 0; j < d; ++j) f[j] = float(v[size_t(j)]);
-  } else {
-    convert_elements(v.data(), DType::f64, row, dtype, d);
-  }
-}
-
-}  // namespace
-
 // Row by row (each thread converts its own rows to double and back): no full-tensor
 // double copies, which cost ~10 ms per call at [4096, 256] in page faults and conversions.
 Tensor layer_norm(const Tensor& src_in, const Shape& normalized_shape, const Tensor& weight_in,
@@ -135,22 +103,11 @@ Tensor layer_norm(const Tensor& src_in, const Shape& normalized_shape, const Ten
   const DType dt = x.dtype();
 #pragma omp parallel if (rows * d > kParallelMin)
   {
-    std::vector<float> fbuf;
-    std::vector<double> xbuf, y(static_cast<size_t>(d));
+    layer_norm_rows::Scratch scratch;
 #pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) {
-      const double* xr = load_row(x.data(), dt, r, d, fbuf, xbuf);
-      double s = 0.0;
-      for (int64_t j = 0; j < d; ++j) s += xr[j];
-      const double mean = s / double(d);
-      double ss = 0.0;  // two passes: no cancellation when |mean| >> std
-      for (int64_t j = 0; j < d; ++j) ss += (xr[j] - mean) * (xr[j] - mean);
-      const double rstd = 1.0 / std::sqrt(ss / double(d) + eps);
-      stats->mean[size_t(r)] = mean;
-      stats->rstd[size_t(r)] = rstd;
-      for (int64_t j = 0; j < d; ++j) y[size_t(j)] = (xr[j] - mean) * rstd * w[size_t(j)] + b[size_t(j)];
-      store_row(y, dst.data(), dt, r, d);
-    }
+    for (int64_t r = 0; r < rows; ++r)
+      layer_norm_rows::forward_row(x.data(), dt, r, d, w.data(), b.data(), eps, dst.data(),
+                                   stats->mean[size_t(r)], stats->rstd[size_t(r)], scratch);
   }
   if (any_requires_grad({&src, &weight, &bias})) {
     const bool need_x = src.requires_grad();
@@ -172,35 +129,15 @@ Tensor layer_norm(const Tensor& src_in, const Shape& normalized_shape, const Ten
 #pragma omp parallel num_threads(threads)
                 {
                   const int tid = omp_get_thread_num();
-                  std::vector<float> fbuf;
-                  std::vector<double> xbuf, gbuf, dx(static_cast<size_t>(d));
+                  layer_norm_rows::Scratch scratch;
                   std::vector<double> dw_t(size_t(d), 0.0), db_t(size_t(d), 0.0);
 #pragma omp for schedule(static)
-                  for (int64_t r = 0; r < rows; ++r) {
-                    const double mean = stats->mean[size_t(r)], rstd = stats->rstd[size_t(r)];
-                    const double* xr = load_row(x.data(), dt, r, d, fbuf, xbuf);
-                    const double* dyr = load_row(dy_t.data(), gdt, r, d, fbuf, gbuf);
-                    if (need_x) {
-                      // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w.
-                      double sg = 0.0, sgx = 0.0;
-                      for (int64_t j = 0; j < d; ++j) {
-                        const double gj = dyr[j] * w[size_t(j)];
-                        sg += gj;
-                        sgx += gj * (xr[j] - mean) * rstd;
-                      }
-                      const double mg = sg / double(d), mgx = sgx / double(d);
-                      for (int64_t j = 0; j < d; ++j) {
-                        const double xhat = (xr[j] - mean) * rstd;
-                        dx[size_t(j)] = rstd * (dyr[j] * w[size_t(j)] - mg - xhat * mgx);
-                      }
-                      store_row(dx, g[0].data(), dt, r, d);
-                    }
-                    if (need_w || need_b)
-                      for (int64_t j = 0; j < d; ++j) {
-                        dw_t[size_t(j)] += dyr[j] * (xr[j] - mean) * rstd;
-                        db_t[size_t(j)] += dyr[j];
-                      }
-                  }
+                  for (int64_t r = 0; r < rows; ++r)
+                    layer_norm_rows::backward_row(
+                        x.data(), dt, dy_t.data(), gdt, r, d, w.data(), stats->mean[size_t(r)],
+                        stats->rstd[size_t(r)], need_x ? g[0].data() : nullptr,
+                        need_w || need_b ? dw_t.data() : nullptr,
+                        need_w || need_b ? db_t.data() : nullptr, scratch);
                   dw_part[size_t(tid)] = std::move(dw_t);
                   db_part[size_t(tid)] = std::move(db_t);
                 }

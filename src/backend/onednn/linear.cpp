@@ -145,7 +145,7 @@ Tensor linear_forward(const Tensor& src, const Tensor& weights, const Tensor& bi
   const Tensor b = bias.defined() ? in_format(bias, MemoryFormat::contiguous) : Tensor();
   const dnnl_md bias_md = md_of(Shape{1, O}, dt, MemoryFormat::contiguous);
   SerialScope serial(run_serial(N, K, O));
-  run_matmul("linear_forward", PrimKind::ip_fwd, md_of(x), x.data(), matrix_md(w, true), w.data(),
+  run_matmul("linear_forward", PrimKind::linear_fwd, md_of(x), x.data(), matrix_md(w, true), w.data(),
              b.defined() ? &bias_md : nullptr, b.defined() ? b.data() : nullptr, md_of(dst),
              dst.data(),
              kind_name(op, dt) + " src " + shape_str(src.shape()) + " weights " +
@@ -175,7 +175,7 @@ Tensor linear_backward_data(const Tensor& diff_dst, const Tensor& weights) {
   const Tensor dd = in_format(diff_dst, MemoryFormat::contiguous);
   const Tensor w = dense_matrix(weights);
   SerialScope serial(run_serial(N, K, O));
-  run_matmul("linear_backward_data", PrimKind::ip_bwd_data, md_of(dd), dd.data(),
+  run_matmul("linear_backward_data", PrimKind::linear_bwd_data, md_of(dd), dd.data(),
              matrix_md(w, false), w.data(), nullptr, nullptr, md_of(diff_src), diff_src.data(),
              kind_name(op, dt) + " diff_dst " + shape_str(diff_dst.shape()) + " weights " +
                  shape_str(weights.shape()));
@@ -213,7 +213,7 @@ WeightGrads linear_backward_weights(const Tensor& src, const Tensor& diff_dst, b
   const Tensor dd = in_format(diff_dst, MemoryFormat::contiguous);
   SerialScope serial(run_serial(N, K, O));
   // diff_weights [O,K] = diff_dst^T [O,N] x src [N,K], f32 out of bf16 inputs.
-  run_matmul("linear_backward_weights", PrimKind::ip_bwd_weights, matrix_md(dd, true), dd.data(),
+  run_matmul("linear_backward_weights", PrimKind::linear_bwd_weights, matrix_md(dd, true), dd.data(),
              md_of(x), x.data(), nullptr, nullptr, md_of(out.diff_weights),
              out.diff_weights.data(),
              kind_name(op, dt) + " src " + shape_str(src.shape()) + " diff_dst " +

@@ -35,7 +35,7 @@ inline constexpr size_t kCacheCapacity = 1024;
 
 enum class PrimKind : int64_t {
   conv_fwd = 1, conv_bwd_data, conv_bwd_weights,
-  ip_fwd, ip_bwd_data, ip_bwd_weights, matmul,
+  linear_fwd, linear_bwd_data, linear_bwd_weights, matmul,
   eltwise_fwd, eltwise_bwd, pool_fwd, pool_bwd,
   softmax_fwd, softmax_bwd, binary, reduction, reorder,
 };

@@ -1,5 +1,6 @@
 // backend/cpu/column_sum.cpp: see column_sum.h. Threads split the columns into blocks of
-// kBlock; inside a block the row loop is innermost-contiguous, which GCC vectorises.
+// kBlock; inside a block the column loop is innermost and contiguous (omp simd), built
+// for AVX-512 when the CPU has it (16 lanes instead of the baseline's 4).
 #include "backend/cpu/column_sum.h"
 
 #include <bit>
@@ -17,7 +18,8 @@ inline float widen(float v) { return v; }
 inline float widen(uint16_t bf16_bits) { return std::bit_cast<float>(uint32_t(bf16_bits) << 16); }
 
 template <typename T>
-void sum_columns(const T* x, float* out, int64_t rows, int64_t cols) {
+inline __attribute__((always_inline)) void sum_columns(const T* x, float* out, int64_t rows,
+                                                       int64_t cols) {
   const int64_t blocks = (cols + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static) if (rows * cols > (int64_t(1) << 16))
   for (int64_t b = 0; b < blocks; ++b) {
@@ -32,6 +34,22 @@ void sum_columns(const T* x, float* out, int64_t rows, int64_t cols) {
   }
 }
 
+template <typename T>
+__attribute__((target("avx512f"))) void sum_columns_avx512(const T* x, float* out, int64_t rows,
+                                                           int64_t cols) {
+  sum_columns(x, out, rows, cols);
+}
+template <typename T>
+void sum_columns_baseline(const T* x, float* out, int64_t rows, int64_t cols) {
+  sum_columns(x, out, rows, cols);
+}
+
+template <typename T>
+void dispatch(const T* x, float* out, int64_t rows, int64_t cols) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  (avx512 ? sum_columns_avx512<T> : sum_columns_baseline<T>)(x, out, rows, cols);
+}
+
 }  // namespace
 
 Tensor column_sums_f32(const Tensor& x) {
@@ -43,9 +61,9 @@ Tensor column_sums_f32(const Tensor& x) {
   Tensor out = Tensor::empty({cols}, DType::f32);
   float* o = static_cast<float*>(out.data());
   if (x.dtype() == DType::f32)
-    sum_columns(static_cast<const float*>(x.data()), o, rows, cols);
+    dispatch(static_cast<const float*>(x.data()), o, rows, cols);
   else
-    sum_columns(static_cast<const uint16_t*>(x.data()), o, rows, cols);
+    dispatch(static_cast<const uint16_t*>(x.data()), o, rows, cols);
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "autograd/node.h"
+#include "backend/cpu/softmax_rows.h"
 #include "core/convert.h"
 #include "mixprec/nn_attention.h"
 #include "mixprec/ops.h"
@@ -152,6 +153,24 @@ Tensor narrow_rows(const Tensor& src_in, int64_t start, int64_t count) {
   return dst;
 }
 
+// softmax over the last dim of 16-bit scores with f32 arithmetic and 16-bit probabilities
+// (backend/cpu/softmax_rows.h). The fp32-policy route gives the same forward values (f32
+// softmax, then the cast to the matmul's dtype rounds them once the same way) but moves the
+// [B*H, S, S] tensor through two casts each way; backward here works from the rounded
+// probabilities, as a 16-bit softmax in PyTorch's CPU autocast does.
+Tensor attention_softmax(const Tensor& scores) {
+  const Tensor x = scores.is_contiguous() ? scores.detach() : scores.detach().contiguous();
+  Tensor y = backend::cpu::softmax_rows_forward(x);
+  if (any_requires_grad({&scores})) {
+    const Tensor saved = y.detach();
+    record_op(y, "attention_softmax", {&scores}, [saved](const Tensor& diff_dst) {
+      const Tensor g = diff_dst.dtype() == saved.dtype() ? diff_dst.contiguous() : diff_dst.to(saved.dtype());
+      return std::vector<Tensor>{backend::cpu::softmax_rows_backward(saved, g)};
+    });
+  }
+  return y;
+}
+
 }  // namespace
 
 MultiheadAttention::MultiheadAttention(int64_t embed_dim_, int64_t num_heads_, double dropout_,
@@ -194,7 +213,10 @@ Tensor MultiheadAttention::forward(const Tensor& x) {
                            {B * H, S, D});
   const Tensor k_t = reshape(permute_copy(project(1), {0, 2, 3, 1}), {B * H, D, S});
   const Tensor v = reshape(permute_copy(project(2), {0, 2, 1, 3}), {B * H, S, D});
-  Tensor weights = softmax(matmul(q, k_t), -1);  // [B*H, S, S]
+  const Tensor scores = matmul(q, k_t);  // [B*H, S, S]
+  Tensor weights = scores.dtype() == DType::bf16 || scores.dtype() == DType::f16
+                       ? attention_softmax(scores)
+                       : softmax(scores, -1);
   if (dropout > 0.0) weights = mixprec::dropout(weights, dropout, is_training());
   const Tensor context = reshape(matmul(weights, v), {B, H, S, D});
   const Tensor merged = reshape(permute_copy(context, {0, 2, 1, 3}), {B * S, E});

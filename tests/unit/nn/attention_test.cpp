@@ -249,7 +249,7 @@ std::map<std::string, std::vector<DType>> input_dtypes_by_op(const Tensor& out) 
   return seen;
 }
 
-TEST(AttentionAutocast, Bf16ProductsWithSoftmaxAndLayerNormInF32) {
+TEST(AttentionAutocast, Bf16ProductsAndSoftmaxLayerNormInF32) {
   manual_seed(5);
   nn::TransformerEncoderLayer layer(16, 2, 32);
   Tensor x = Tensor::normal({2, 6, 16}, 0.0, 1.0);
@@ -271,10 +271,12 @@ TEST(AttentionAutocast, Bf16ProductsWithSoftmaxAndLayerNormInF32) {
   // Q, K, V projections, out_proj, linear1, linear2: src, weight and bias in bf16.
   ASSERT_EQ(count_nodes("linear", 3), 6u);
   for (DType d : ops.at("linear")) EXPECT_EQ(d, DType::bf16);
-  // The softmax reads f32 scores (cast up from the bf16 product), the LayerNorms f32 input
-  // and parameters.
-  ASSERT_EQ(ops.count("softmax"), 1u);
-  for (DType d : ops.at("softmax")) EXPECT_EQ(d, DType::f32);
+  // The softmax reads the bf16 scores as they are (f32 arithmetic inside, bf16
+  // probabilities for the next bf16 product: attention_softmax), no f32 copy of them;
+  // the LayerNorms read f32 input and parameters.
+  EXPECT_EQ(ops.count("softmax"), 0u);
+  ASSERT_EQ(count_nodes("attention_softmax", 1), 1u);
+  for (DType d : ops.at("attention_softmax")) EXPECT_EQ(d, DType::bf16);
   ASSERT_EQ(count_nodes("layer_norm", 3), 2u);
   for (DType d : ops.at("layer_norm")) EXPECT_EQ(d, DType::f32);
   // bf16 products (8 significant bits) through two LayerNorms: outputs are O(1), and the

@@ -13,9 +13,10 @@ namespace mixprec {
 // the window (PyTorch), and a window whose maximum is <= 0 outputs 0 and passes no
 // gradient back (relu's gradient is 0 at x <= 0). src [N, C, H, W] -> [N, C, H/k, W/k],
 // same dtype and memory format (NHWC stays NHWC). Autocast policy: keep (max_pool2d's
-// entry). f32/bf16/f16 run the fused kernel (backend/cpu/relu_max_pool.h, 1-byte argmax);
-// f64 and kernels above 15 run the composition. NaN inputs never win a window (the
-// composition would propagate them).
+// entry). f32/bf16/f16 run the fused kernel (backend/cpu/relu_max_pool.h: a 4-bit argmax
+// per output for kernels up to 3, 1 byte up to 15); f64 and larger kernels run the
+// composition. NaN propagates as in PyTorch: the first NaN of a window is its output and
+// receives the window's gradient.
 Tensor relu_max_pool2d(const Tensor& src, int64_t kernel);
 
 }  // namespace mixprec

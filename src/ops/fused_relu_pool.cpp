@@ -1,6 +1,7 @@
 // fused_relu_pool.cpp: relu_max_pool2d (keep policy), forward and backward through the
-// fused CPU kernel (backend/cpu/relu_max_pool.h). Backward keeps only the 1-byte argmax:
-// neither relu's output nor the pooling input stays alive for it.
+// fused CPU kernel (backend/cpu/relu_max_pool.h). Backward keeps only the argmax (4 bits
+// per output for k <= 3, else 1 byte): neither relu's output nor the pooling input stays
+// alive for it.
 #include "autograd/node.h"
 #include "backend/cpu/relu_max_pool.h"
 #include "mixprec/amp.h"
@@ -36,9 +37,9 @@ Tensor relu_max_pool2d(const Tensor& src_in, int64_t kernel) {
   backend::cpu::ReluMaxPoolResult r = backend::cpu::relu_max_pool2d_forward(src, kernel);
   if (any_requires_grad({&src})) {
     record_op(r.dst, "relu_max_pool2d", {&src},
-              [arg = r.argmax, src_shape = src.shape(), kernel](const Tensor& diff_dst) {
+              [arg = r.argmax, format = r.format, src_shape = src.shape(), kernel](const Tensor& diff_dst) {
                 return std::vector<Tensor>{
-                    backend::cpu::relu_max_pool2d_backward(diff_dst, arg, src_shape, kernel)};
+                    backend::cpu::relu_max_pool2d_backward(diff_dst, arg, src_shape, kernel, format)};
               });
   }
   return r.dst;

@@ -4,20 +4,30 @@
 // Paths:
 // - NHWC on AVX-512 (the hot path: the convolutions return channels-last): 16 channels
 //   per vector, compared in f32 (bf16/f16 widened exactly), running maximum starting at
-//   +0 with a strict ">" so the first maximum wins and windows <= 0 keep argmax 255; the
+//   +0 with a strict ">" so the first maximum wins and windows <= 0 keep "no argmax"; the
 //   first NaN of a window beats every number, as relu + max_pool2d propagate NaN in PyTorch.
 //   Backward writes every diff_src element once: diff_dst where the argmax names that
 //   window position, else +0 (a pure select on the raw bits, no arithmetic).
 // - Everything else (NCHW, no AVX-512): the same rule in scalar loops over strides.
-// Threads: OpenMP over N*OH output rows (forward) / N*H input rows (backward) for NHWC,
-// N*C*OH / N*C*H rows for the scalar path; skipped below ~32K elements, where the fork
-// costs more than the work (limits.md §1.5).
+// Argmax: the kernels compute one byte code per output (position, or 255 = none). Packed
+// (k <= 3): NHWC on AVX-512 with an even C packs pairs of codes in registers (a vector of
+// 16 channels starts at an even element); every other case writes the codes of a pair of
+// dst rows to a thread-local buffer and packs that (255 & 0xF is the packed "none"). The
+// backward unpacks one dst row at a time. A "row" is a run of dst elements adjacent in
+// memory: (n, c, oh) x ow for NCHW, (n, oh) x (ow, c) for NHWC on AVX-512, (n, oh, ow) x c
+// for NHWC in scalar code.
+// Threads: OpenMP over dst rows (in-register packing: every row is whole bytes) or pairs
+// of dst rows (a pair starts at an even element, so no packed byte is shared between
+// threads) in the forward, N*H input rows (N*C*H for the scalar path) in the backward;
+// skipped below ~32K elements, where the fork costs more than the work (limits.md §1.5).
 #include "backend/cpu/relu_max_pool.h"
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "mixprec/half.h"
 
@@ -47,54 +57,157 @@ bool has_avx512() {
   return ok;
 }
 
+// GCC 12 flags the intrinsics' internal _mm*_undefined_*() as maybe-uninitialized.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#define MIXPREC_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+
+// ---- 4-bit argmax: bytes <-> nibbles ------------------------------------------------
+// Byte codes are 0..k*k-1 (< 15) or 255; the low nibble keeps positions and maps 255 to 15.
+
+// Memory (little endian) of a u16 lane of bytes [b0, b1] is b0 | b1 << 8; the packed byte
+// is (b0 & 0xF) | (b1 & 0xF) << 4, left in the lane's low byte for vpmovwb.
+MIXPREC_AVX512 inline __m512i pack_lanes(__m512i v) {
+  return _mm512_or_si512(_mm512_and_si512(v, _mm512_set1_epi16(0x000F)),
+                         _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi16(0x00F0)));
+}
+
+MIXPREC_AVX512 void pack_avx512(const uint8_t* src, int64_t pairs, uint8_t* dst) {
+  int64_t i = 0;
+  for (; i + 32 <= pairs; i += 32)
+    _mm512_mask_cvtepi16_storeu_epi8(dst + i, __mmask32(0xFFFFFFFFu),
+                                     pack_lanes(_mm512_loadu_si512(src + 2 * i)));
+  if (i < pairs) {
+    const __mmask32 m = __mmask32((1u << (pairs - i)) - 1);
+    _mm512_mask_cvtepi16_storeu_epi8(dst + i, m, pack_lanes(_mm512_maskz_loadu_epi16(m, src + 2 * i)));
+  }
+}
+
+// The inverse: a zero-extended byte b in a u16 lane becomes bytes [b & 0xF, b >> 4].
+MIXPREC_AVX512 inline __m512i unpack_lanes(__m512i b) {
+  return _mm512_or_si512(_mm512_and_si512(b, _mm512_set1_epi16(0x000F)),
+                         _mm512_slli_epi16(_mm512_and_si512(b, _mm512_set1_epi16(0x00F0)), 4));
+}
+
+// n elements from element 0 of src (an even element index).
+MIXPREC_AVX512 void unpack_avx512(const uint8_t* src, int64_t n, uint8_t* dst) {
+  int64_t j = 0;
+  for (; j + 64 <= n; j += 64)
+    _mm512_storeu_si512(dst + j, unpack_lanes(_mm512_cvtepu8_epi16(_mm256_loadu_si256(
+                                     reinterpret_cast<const __m256i*>(src + j / 2)))));
+  if (j < n) {
+    const int64_t rem = n - j, bytes = (rem + 1) / 2;  // rem < 64, bytes <= 32
+    const __mmask32 bm = bytes >= 32 ? __mmask32(0xFFFFFFFFu) : __mmask32((1u << bytes) - 1);
+    const __m512i v = unpack_lanes(_mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(bm, src + j / 2)));
+    _mm512_mask_storeu_epi8(dst + j, __mmask64((uint64_t(1) << rem) - 1), v);
+  }
+}
+
+// n byte codes (any n; src[n] is scratch) -> ceil(n/2) packed bytes, the odd tail padded
+// with "none".
+void pack_nibbles(uint8_t* src, int64_t n, uint8_t* dst) {
+  if (n % 2 != 0) src[n++] = kNoArgmax;
+  if (has_avx512()) return pack_avx512(src, n / 2, dst);
+  for (int64_t i = 0; i < n / 2; ++i)
+    dst[i] = static_cast<uint8_t>((src[2 * i] & 0xF) | (src[2 * i + 1] & 0xF) << 4);
+}
+
+uint8_t nibble(const uint8_t* packed, int64_t i) {
+  return static_cast<uint8_t>((packed[i / 2] >> (4 * (i % 2))) & 0xF);
+}
+
+// Elements [start, start + n) of a packed argmax -> n byte codes.
+void unpack_nibbles(const uint8_t* packed, int64_t start, int64_t n, uint8_t* dst) {
+  if (n > 0 && start % 2 != 0) {
+    *dst++ = nibble(packed, start++);
+    --n;
+  }
+  if (has_avx512()) return unpack_avx512(packed + start / 2, n, dst);
+  for (int64_t j = 0; j < n; ++j) dst[j] = nibble(packed, start + j);
+}
+
+// A thread's byte-code buffer for one or two dst rows; it only grows, so a steady-state
+// training step allocates nothing here.
+uint8_t* scratch(size_t bytes) {
+  static thread_local std::vector<uint8_t> buf;
+  if (buf.size() < bytes) buf.resize(bytes);
+  return buf.data();
+}
+
+// Calls row_fn(r, codes) for every dst row r (`len` elements, adjacent in memory), which
+// writes the row's byte codes to codes[0..len); stores them into arg as bytes or nibbles.
+// Threads take pairs of rows: a pair starts at element 2q*len, even, so a packed byte is
+// never written by two threads.
+template <typename RowFn>
+void for_each_dst_row(int64_t rows, int64_t len, bool packed, uint8_t* arg, bool parallel,
+                      const RowFn& row_fn) {
+  const int64_t pairs = (rows + 1) / 2;
+#pragma omp parallel if (parallel)
+  {
+    uint8_t* buf = packed ? scratch(size_t(2 * len + 1)) : nullptr;  // +1: pack_nibbles' pad
+#pragma omp for schedule(static)
+    for (int64_t q = 0; q < pairs; ++q) {
+      const int64_t r0 = 2 * q, r1 = std::min(r0 + 2, rows);
+      for (int64_t r = r0; r < r1; ++r) row_fn(r, packed ? buf + (r - r0) * len : arg + r * len);
+      if (packed) pack_nibbles(buf, (r1 - r0) * len, arg + q * len);
+    }
+  }
+}
+
 // ---- scalar path: any strides ------------------------------------------------------
 
-void forward_scalar(const Tensor& x, Tensor& dst, Tensor& arg, int64_t k) {
+// Walks dst in its memory order (nhwc: rows (n, oh, ow) of C; else rows (n, c, oh) of OW),
+// so the code of dst element o goes to argmax element o.
+void forward_scalar(const Tensor& x, Tensor& dst, uint8_t* arg, bool packed, int64_t k, bool nhwc) {
   const int64_t N = x.size(0), C = x.size(1), OH = dst.size(2), OW = dst.size(3);
-  const Shape &xs = x.strides(), &ds = dst.strides();
+  const Shape& xs = x.strides();
   const DType dt = x.dtype();
   const size_t es = dtype_size(dt);
   const void* xp = x.data();
   void* dp = dst.data();
-  uint8_t* ap = arg.data_ptr<uint8_t>();
-  const int64_t rows = N * C * OH;
-#pragma omp parallel for schedule(static) if (dst.numel() * k * k > kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t n = r / (C * OH), c = (r / OH) % C, oh = r % OH;
-    for (int64_t ow = 0; ow < OW; ++ow) {
+  const int64_t rows = nhwc ? N * OH * OW : N * C * OH, len = nhwc ? C : OW;
+  for_each_dst_row(rows, len, packed, arg, dst.numel() * k * k > kParallelMin, [&](int64_t r, uint8_t* codes) {
+    for (int64_t j = 0; j < len; ++j) {
+      int64_t n, c, oh, ow;
+      if (nhwc) {
+        n = r / (OH * OW), oh = (r / OW) % OH, ow = r % OW, c = j;
+      } else {
+        n = r / (C * OH), c = (r / OH) % C, oh = r % OH, ow = j;
+      }
       float m = 0.0f;
       int64_t best = -1;
       uint8_t pos = kNoArgmax;
       for (int64_t i = 0; i < k; ++i)
-        for (int64_t j = 0; j < k; ++j) {
-          const int64_t off = n * xs[0] + c * xs[1] + (oh * k + i) * xs[2] + (ow * k + j) * xs[3];
+        for (int64_t jj = 0; jj < k; ++jj) {
+          const int64_t off = n * xs[0] + c * xs[1] + (oh * k + i) * xs[2] + (ow * k + jj) * xs[3];
           const float v = load_scalar(xp, dt, off);
           // Strict: the first maximum wins; the first NaN beats every number.
           if (v > m || (std::isnan(v) && !std::isnan(m))) {
             m = v;
             best = off;
-            pos = static_cast<uint8_t>(i * k + j);
+            pos = static_cast<uint8_t>(i * k + jj);
           }
         }
-      const int64_t o = n * ds[0] + c * ds[1] + oh * ds[2] + ow * ds[3];
+      const int64_t o = r * len + j;  // dst is freshly allocated, dense in this order
       if (best >= 0) {
         copy_raw(xp, best, dp, o, es);
       } else {
         std::memset(static_cast<char*>(dp) + o * es, 0, es);  // +0 in every dtype
       }
-      ap[o] = pos;
+      codes[j] = pos;
     }
-  }
+  });
 }
 
-void backward_scalar(const Tensor& dd, const Tensor& arg, Tensor& diff_src, int64_t k) {
+// dd is dense in the forward's memory order, so its offset of an output is also that
+// output's argmax element.
+void backward_scalar(const Tensor& dd, const uint8_t* ap, bool packed, Tensor& diff_src, int64_t k) {
   const int64_t N = diff_src.size(0), C = diff_src.size(1), H = diff_src.size(2),
-                W = diff_src.size(3), OH = arg.size(2), OW = arg.size(3);
-  const Shape &ss = diff_src.strides(), &as = arg.strides();
+                W = diff_src.size(3), OH = dd.size(2), OW = dd.size(3);
+  const Shape &ss = diff_src.strides(), &gs = dd.strides();
   const size_t es = dtype_size(diff_src.dtype());
   const void* gp = dd.data();
   void* sp = diff_src.data();
-  const uint8_t* ap = arg.data_ptr<uint8_t>();
   const int64_t rows = N * C * H;
 #pragma omp parallel for schedule(static) if (diff_src.numel() > kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
@@ -103,8 +216,8 @@ void backward_scalar(const Tensor& dd, const Tensor& arg, Tensor& diff_src, int6
       const int64_t o = n * ss[0] + c * ss[1] + h * ss[2] + w * ss[3];
       const int64_t oh = h / k, ow = w / k;
       if (oh < OH && ow < OW) {
-        const int64_t a = n * as[0] + c * as[1] + oh * as[2] + ow * as[3];  // dd has arg's strides
-        if (ap[a] == (h % k) * k + (w % k)) {
+        const int64_t a = n * gs[0] + c * gs[1] + oh * gs[2] + ow * gs[3];
+        if ((packed ? nibble(ap, a) : ap[a]) == (h % k) * k + (w % k)) {
           copy_raw(gp, a, sp, o, es);
           continue;
         }
@@ -115,11 +228,6 @@ void backward_scalar(const Tensor& dd, const Tensor& arg, Tensor& diff_src, int6
 }
 
 // ---- NHWC AVX-512 path -----------------------------------------------------------
-
-// GCC 12 flags the intrinsics' internal _mm*_undefined_*() as maybe-uninitialized.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#define MIXPREC_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 
 template <DType D>
 MIXPREC_AVX512 inline __m512 load16(const void* p, __mmask16 m) {
@@ -146,84 +254,125 @@ MIXPREC_AVX512 inline void store16(void* p, __m512 v, __mmask16 m) {
   }
 }
 
-// x: [N, H, W, C] memory; dst/arg: [N, OH, OW, C].
-template <DType D, typename T>
-MIXPREC_AVX512 void forward_nhwc(const T* x, T* dst, uint8_t* arg, int64_t N, int64_t C,
-                                 int64_t H, int64_t W, int64_t k) {
-  const int64_t OH = H / k, OW = W / k, rows = N * OH;
-#pragma omp parallel for schedule(static) if (rows * OW * C * k * k > kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t n = r / OH, oh = r % OH;
-    for (int64_t ow = 0; ow < OW; ++ow) {
-      const int64_t o = ((n * OH + oh) * OW + ow) * C;
-      const T* win = x + ((n * H + oh * k) * W + ow * k) * C;  // window's top-left pixel
-      for (int64_t c0 = 0; c0 < C; c0 += 16) {
-        const __mmask16 m = C - c0 >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (C - c0)) - 1);
-        __m512 best = _mm512_setzero_ps();
-        __m512i pos = _mm512_set1_epi32(kNoArgmax);
-        for (int64_t i = 0; i < k; ++i)
-          for (int64_t j = 0; j < k; ++j) {
-            const __m512 v = load16<D>(win + (i * W + j) * C + c0, m);
-            // Ordered ">": the first maximum wins, windows <= 0 keep +0; a NaN wins over
-            // a best that is not NaN yet.
-            const __mmask16 nan_first = _mm512_mask_cmp_ps_mask(_mm512_mask_cmp_ps_mask(m, v, v, _CMP_UNORD_Q),
-                                                                best, best, _CMP_ORD_Q);
-            const __mmask16 gt = _mm512_mask_cmp_ps_mask(m, v, best, _CMP_GT_OQ) | nan_first;
-            best = _mm512_mask_mov_ps(best, gt, v);
-            pos = _mm512_mask_mov_epi32(pos, gt, _mm512_set1_epi32(static_cast<int>(i * k + j)));
-          }
-        store16<D>(dst + o + c0, best, m);
-        _mm_mask_storeu_epi8(arg + o + c0, m, _mm512_cvtepi32_epi8(pos));
+// One dst row r = (n, oh): x: [N, H, W, C] memory; dst: [N, OH, OW, C]; codes: the row's
+// OW*C byte codes, or with kPacked (C even, so every vector starts at an even element) the
+// row's OW*C/2 packed bytes.
+template <DType D, bool kPacked, typename T>
+MIXPREC_AVX512 void forward_nhwc_row(const T* x, T* dst, uint8_t* codes, int64_t r, int64_t C,
+                                     int64_t H, int64_t W, int64_t k) {
+  const int64_t OH = H / k, OW = W / k, n = r / OH, oh = r % OH;
+  for (int64_t ow = 0; ow < OW; ++ow) {
+    const int64_t o = (r * OW + ow) * C;
+    const T* win = x + ((n * H + oh * k) * W + ow * k) * C;  // window's top-left pixel
+    for (int64_t c0 = 0; c0 < C; c0 += 16) {
+      const __mmask16 m = C - c0 >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (C - c0)) - 1);
+      __m512 best = _mm512_setzero_ps();
+      __m512i pos = _mm512_set1_epi32(kPacked ? kNoArgmaxPacked : kNoArgmax);
+      for (int64_t i = 0; i < k; ++i)
+        for (int64_t j = 0; j < k; ++j) {
+          const __m512 v = load16<D>(win + (i * W + j) * C + c0, m);
+          // While best is not NaN, "not <=" is "v > best" (the first maximum wins, windows
+          // <= 0 keep +0) or v is NaN (the first NaN wins); once best is NaN it stays.
+          const __mmask16 open = _mm512_mask_cmp_ps_mask(m, best, best, _CMP_ORD_Q);
+          const __mmask16 gt = _mm512_mask_cmp_ps_mask(open, v, best, _CMP_NLE_UQ);
+          best = _mm512_mask_mov_ps(best, gt, v);
+          pos = _mm512_mask_mov_epi32(pos, gt, _mm512_set1_epi32(static_cast<int>(i * k + j)));
+        }
+      store16<D>(dst + o + c0, best, m);
+      if constexpr (kPacked) {
+        // A 64-bit lane holds an (even, odd) pair of codes (< 16) at bits 0 and 32; shifted
+        // right by 28 the odd one lands on bits 4..7 of the even one; vpmovqb keeps the byte.
+        const __m128i b = _mm512_cvtepi64_epi8(_mm512_or_si512(pos, _mm512_srli_epi64(pos, 28)));
+        uint8_t* out = codes + (ow * C + c0) / 2;
+        if (C - c0 >= 16)
+          _mm_storel_epi64(reinterpret_cast<__m128i*>(out), b);
+        else
+          _mm_mask_storeu_epi8(out, __mmask16((1u << ((C - c0) / 2)) - 1), b);
+      } else {
+        _mm_mask_storeu_epi8(codes + ow * C + c0, m, _mm512_cvtepi32_epi8(pos));
       }
     }
   }
 }
 
-// dd/arg: [N, OH, OW, C]; diff_src: [N, H, W, C]. 16-bit dtypes move 32 lanes at a time.
+template <DType D, typename T>
+void forward_nhwc(const T* x, T* dst, uint8_t* arg, bool packed, int64_t N, int64_t C, int64_t H,
+                  int64_t W, int64_t k) {
+  const int64_t rows = N * (H / k), len = (W / k) * C;
+  const bool parallel = rows * len * k * k > kParallelMin;
+  if (packed && C % 2 == 0) {  // the common case packs in registers; rows are whole bytes
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t r = 0; r < rows; ++r) forward_nhwc_row<D, true>(x, dst, arg + r * len / 2, r, C, H, W, k);
+    return;
+  }
+  for_each_dst_row(rows, len, packed, arg, parallel,
+                   [&](int64_t r, uint8_t* codes) { forward_nhwc_row<D, false>(x, dst, codes, r, C, H, W, k); });
+}
+
+// One input row (n, h) with h < OH*k: dd_row/codes: dst row (n, h / k), [OW, C];
+// out: diff_src row [W, C]. 16-bit dtypes move 32 lanes at a time.
 template <typename T>
-MIXPREC_AVX512 void backward_nhwc(const T* dd, const uint8_t* arg, T* ds, int64_t N, int64_t C,
-                                  int64_t H, int64_t W, int64_t k) {
-  const int64_t OH = H / k, OW = W / k, rows = N * H;
+MIXPREC_AVX512 void backward_nhwc_row(const T* dd_row, const uint8_t* codes, T* out, int64_t C,
+                                      int64_t W, int64_t k, int64_t hk) {
+  const int64_t OW = W / k;
   constexpr int64_t kLanes = sizeof(T) == 4 ? 16 : 32;
-#pragma omp parallel for schedule(static) if (rows * W * C > kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t n = r / H, h = r % H, oh = h / k;
-    T* out = ds + (n * H + h) * W * C;
-    if (oh >= OH) {  // the row floor mode dropped
-      std::memset(out, 0, sizeof(T) * W * C);
-      continue;
-    }
-    for (int64_t w = 0; w < OW * k; ++w) {
-      const int64_t ow = w / k, o = ((n * OH + oh) * OW + ow) * C;
-      const int pos = static_cast<int>((h % k) * k + (w % k));
-      for (int64_t c0 = 0; c0 < C; c0 += kLanes) {
-        const int64_t rem = C - c0;
-        if constexpr (sizeof(T) == 4) {
-          const __mmask16 m = rem >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << rem) - 1);
-          const __m512i a = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, arg + o + c0));
-          const __mmask16 hit = _mm512_mask_cmpeq_epi32_mask(m, a, _mm512_set1_epi32(pos));
-          const __m512i g = _mm512_maskz_loadu_epi32(hit, dd + o + c0);
-          _mm512_mask_storeu_epi32(out + w * C + c0, m, g);
-        } else {
-          const __mmask32 m = rem >= 32 ? __mmask32(0xFFFFFFFFu) : __mmask32((1u << rem) - 1);
-          const __m512i a = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(m, arg + o + c0));
-          const __mmask32 hit =
-              _mm512_mask_cmpeq_epi16_mask(m, a, _mm512_set1_epi16(static_cast<short>(pos)));
-          const __m512i g = _mm512_maskz_loadu_epi16(hit, dd + o + c0);
-          _mm512_mask_storeu_epi16(out + w * C + c0, m, g);
-        }
+  for (int64_t w = 0; w < OW * k; ++w) {
+    const int64_t o = (w / k) * C;
+    const int pos = static_cast<int>(hk * k + (w % k));
+    for (int64_t c0 = 0; c0 < C; c0 += kLanes) {
+      const int64_t rem = C - c0;
+      if constexpr (sizeof(T) == 4) {
+        const __mmask16 m = rem >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << rem) - 1);
+        const __m512i a = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, codes + o + c0));
+        const __mmask16 hit = _mm512_mask_cmpeq_epi32_mask(m, a, _mm512_set1_epi32(pos));
+        const __m512i g = _mm512_maskz_loadu_epi32(hit, dd_row + o + c0);
+        _mm512_mask_storeu_epi32(out + w * C + c0, m, g);
+      } else {
+        const __mmask32 m = rem >= 32 ? __mmask32(0xFFFFFFFFu) : __mmask32((1u << rem) - 1);
+        const __m512i a = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(m, codes + o + c0));
+        const __mmask32 hit =
+            _mm512_mask_cmpeq_epi16_mask(m, a, _mm512_set1_epi16(static_cast<short>(pos)));
+        const __m512i g = _mm512_maskz_loadu_epi16(hit, dd_row + o + c0);
+        _mm512_mask_storeu_epi16(out + w * C + c0, m, g);
       }
     }
-    if (OW * k < W) std::memset(out + OW * k * C, 0, sizeof(T) * (W - OW * k) * C);
   }
+  if (OW * k < W) std::memset(out + OW * k * C, 0, sizeof(T) * (W - OW * k) * C);
 }
 
 #pragma GCC diagnostic pop
 
+// dd: [N, OH, OW, C]; diff_src: [N, H, W, C]. A packed dst row is unpacked once and reused
+// by the k input rows it covers (static schedule: a thread's input rows are consecutive).
+template <typename T>
+void backward_nhwc(const T* dd, const uint8_t* arg, bool packed, T* ds, int64_t N, int64_t C,
+                   int64_t H, int64_t W, int64_t k) {
+  const int64_t OH = H / k, rows = N * H, len = (W / k) * C;
+#pragma omp parallel if (rows * W * C > kParallelMin)
+  {
+    uint8_t* buf = packed ? scratch(size_t(len)) : nullptr;
+    int64_t unpacked = -1;
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t n = r / H, h = r % H, oh = h / k, drow = n * OH + oh;
+      T* out = ds + r * W * C;
+      if (oh >= OH) {  // the row floor mode dropped
+        std::memset(out, 0, sizeof(T) * W * C);
+        continue;
+      }
+      if (packed && unpacked != drow) {
+        unpack_nibbles(arg, drow * len, len, buf);
+        unpacked = drow;
+      }
+      backward_nhwc_row(dd + drow * len, packed ? buf : arg + drow * len, out, C, W, k, h % k);
+    }
+  }
+}
+
 void check_kernel(const char* op, int64_t kernel) {
   if (kernel < 1 || kernel > 15)
     bad(std::string(op) + ": kernel " + std::to_string(kernel) +
-        " must be in 1..15 (the argmax is one byte and 255 means 'no maximum > 0')");
+        " must be in 1..15 (the argmax is at most one byte and 255 means 'no maximum > 0')");
 }
 
 }  // namespace
@@ -242,60 +391,71 @@ ReluMaxPoolResult relu_max_pool2d_forward(const Tensor& src, int64_t kernel) {
   const MemoryFormat f = x.suggest_memory_format();
   const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
   const Shape out_shape{N, C, H / kernel, W / kernel};
-  ReluMaxPoolResult r{Tensor::empty(out_shape, dt, f), Tensor::empty(out_shape, DType::u8, f)};
-  if (r.dst.numel() == 0) return r;
+  const bool packed = argmax_is_packed(kernel);
+  const int64_t numel = shape_numel(out_shape);
+  ReluMaxPoolResult r{Tensor::empty(out_shape, dt, f),
+                      packed ? Tensor::empty({(numel + 1) / 2}, DType::u8)
+                             : Tensor::empty(out_shape, DType::u8, f),
+                      f};
+  if (numel == 0) return r;
+  uint8_t* arg = r.argmax.data_ptr<uint8_t>();
   const bool nhwc = f == MemoryFormat::channels_last && !x.is_contiguous();
   if (nhwc && has_avx512()) {
-    uint8_t* arg = r.argmax.data_ptr<uint8_t>();
     if (dt == DType::f32)
-      forward_nhwc<DType::f32>(x.data_ptr<float>(), r.dst.data_ptr<float>(), arg, N, C, H, W, kernel);
-    else if (dt == DType::bf16)
-      forward_nhwc<DType::bf16>(x.data_ptr<uint16_t>(), r.dst.data_ptr<uint16_t>(), arg, N, C, H, W,
-                                kernel);
-    else
-      forward_nhwc<DType::f16>(x.data_ptr<uint16_t>(), r.dst.data_ptr<uint16_t>(), arg, N, C, H, W,
+      forward_nhwc<DType::f32>(x.data_ptr<float>(), r.dst.data_ptr<float>(), arg, packed, N, C, H, W,
                                kernel);
+    else if (dt == DType::bf16)
+      forward_nhwc<DType::bf16>(x.data_ptr<uint16_t>(), r.dst.data_ptr<uint16_t>(), arg, packed, N, C,
+                                H, W, kernel);
+    else
+      forward_nhwc<DType::f16>(x.data_ptr<uint16_t>(), r.dst.data_ptr<uint16_t>(), arg, packed, N, C,
+                               H, W, kernel);
   } else {
-    forward_scalar(x, r.dst, r.argmax, kernel);
+    forward_scalar(x, r.dst, arg, packed, kernel, f == MemoryFormat::channels_last);
   }
   return r;
 }
 
 Tensor relu_max_pool2d_backward(const Tensor& diff_dst, const Tensor& argmax,
-                                const Shape& src_shape, int64_t kernel) {
+                                const Shape& src_shape, int64_t kernel, MemoryFormat format) {
   const char* op = "relu_max_pool2d_backward";
   check_kernel(op, kernel);
   if (src_shape.size() != 4)
     bad(std::string(op) + ": src shape " + shape_str(src_shape) + " must be 4-D [N, C, H, W]");
   const Shape out_shape{src_shape[0], src_shape[1], src_shape[2] / kernel, src_shape[3] / kernel};
-  if (!argmax.defined() || argmax.dtype() != DType::u8 || argmax.shape() != out_shape ||
-      !argmax.is_dense())
+  const bool packed = argmax_is_packed(kernel);
+  const Shape arg_shape = packed ? Shape{(shape_numel(out_shape) + 1) / 2} : out_shape;
+  const bool arg_ok = argmax.defined() && argmax.dtype() == DType::u8 && argmax.shape() == arg_shape &&
+                      (packed ? argmax.is_contiguous()
+                              : format == MemoryFormat::channels_last ? argmax.is_channels_last()
+                                                                      : argmax.is_contiguous());
+  if (!arg_ok)
     bad(std::string(op) + ": argmax " + (argmax.defined() ? argmax.str() : std::string("undefined")) +
-        " must be the dense u8 " + shape_str(out_shape) + " tensor the forward returned");
+        " must be the dense u8 " + shape_str(arg_shape) + " tensor the forward returned (kernel " +
+        std::to_string(kernel) + (packed ? ", 4-bit packed)" : ", one byte per output)"));
   if (diff_dst.shape() != out_shape)
     bad(std::string(op) + ": diff_dst " + diff_dst.str() + " must have shape " + shape_str(out_shape));
   const DType dt = diff_dst.dtype();
   if (dt != DType::f32 && dt != DType::bf16 && dt != DType::f16)
     bad(std::string(op) + ": diff_dst dtype " + dtype_name(dt) +
         " unsupported (expected f32, bf16 or f16)");
-  const MemoryFormat f = argmax.suggest_memory_format();
-  // diff_dst must walk the same element order as argmax (the scalar path indexes both with
-  // argmax's strides).
-  const bool same_order = f == MemoryFormat::channels_last ? diff_dst.is_channels_last()
-                                                           : diff_dst.is_contiguous();
-  const Tensor dd = same_order ? diff_dst : diff_dst.detach().to_memory_format(f);
-  Tensor diff_src = Tensor::empty(src_shape, dt, f);
+  // diff_dst must walk the same element order as argmax (both are indexed with dd's offsets).
+  const bool same_order = format == MemoryFormat::channels_last ? diff_dst.is_channels_last()
+                                                                : diff_dst.is_contiguous();
+  const Tensor dd = same_order ? diff_dst : diff_dst.detach().to_memory_format(format);
+  Tensor diff_src = Tensor::empty(src_shape, dt, format);
   if (diff_src.numel() == 0) return diff_src;
-  const bool nhwc = f == MemoryFormat::channels_last && !argmax.is_contiguous();
-  if (nhwc && has_avx512()) {
+  const uint8_t* arg = argmax.data_ptr<uint8_t>();
+  if (format == MemoryFormat::channels_last && has_avx512()) {
     const int64_t N = src_shape[0], C = src_shape[1], H = src_shape[2], W = src_shape[3];
-    const uint8_t* arg = argmax.data_ptr<uint8_t>();
     if (dt == DType::f32)
-      backward_nhwc(dd.data_ptr<uint32_t>(), arg, diff_src.data_ptr<uint32_t>(), N, C, H, W, kernel);
+      backward_nhwc(dd.data_ptr<uint32_t>(), arg, packed, diff_src.data_ptr<uint32_t>(), N, C, H, W,
+                    kernel);
     else
-      backward_nhwc(dd.data_ptr<uint16_t>(), arg, diff_src.data_ptr<uint16_t>(), N, C, H, W, kernel);
+      backward_nhwc(dd.data_ptr<uint16_t>(), arg, packed, diff_src.data_ptr<uint16_t>(), N, C, H, W,
+                    kernel);
   } else {
-    backward_scalar(dd, argmax, diff_src, kernel);
+    backward_scalar(dd, arg, packed, diff_src, kernel);
   }
   return diff_src;
 }

@@ -2,8 +2,9 @@
 // linear layer (diff_bias[o] = sum over rows n of diff_dst[n, o]).
 // Why our own: linear.cpp runs the weight gradient as a oneDNN matmul, which has no
 // diff_bias output; oneDNN's reduction over the row axis of a bf16 matrix would need an f32
-// copy first. This reads each element once, accumulates in f32 (bf16 is widened exactly)
-// row by row in a fixed order per column, so the result does not depend on the thread count.
+// copy first. This reads each element once and accumulates in f32 (bf16 is widened
+// exactly): rows in order within chunks of 256 rows, then the chunks' sums in order, so the
+// result depends on the shape only, not on the thread count.
 #pragma once
 #include "mixprec/tensor.h"
 

@@ -1,5 +1,6 @@
 // engine.cpp: reverse-mode backward. Nodes run in reverse topological order, each once,
 // after all gradients flowing into it have been summed; leaves accumulate into .grad.
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -35,10 +36,15 @@ std::vector<Node*> topological_order(Node* root) {
   return {post.rbegin(), post.rend()};
 }
 
-// The gradient for an input must have the input's dtype and shape.
+// The gradient for an input must have the input's dtype and shape, except where the
+// receiving node converts it itself (Node::takes_any_float_grad). A leaf's gradient is
+// charged to gradients, as accumulate_leaf charges it.
 Tensor conform(const Tensor& g, const Edge& e, const char* node_name) {
   if (g.dtype() == e.dtype) return g;
+  if (e.fn && e.fn->takes_any_float_grad() && is_floating(g.dtype())) return g;
   NoGradGuard ng;
+  std::optional<MemoryCategoryGuard> mg;
+  if (e.leaf.defined()) mg.emplace(MemoryCategory::gradients);
   return g.to(e.dtype);
 }
 

@@ -31,6 +31,12 @@ class Node {
   std::vector<Tensor> backward(const Tensor& diff_dst) { return backward_(diff_dst); }
   const std::vector<Edge>& edges() const { return edges_; }
   const char* name() const { return name_; }
+  // A node that converts its incoming gradient itself (cast: to its source's dtype) takes
+  // it in any floating dtype: the engine then does not round a wider gradient down to the
+  // node's output dtype first. This is what lets an autocast weight's f32 gradient (f32
+  // accumulation in oneDNN) reach its f32 parameter without a bf16 round trip.
+  bool takes_any_float_grad() const { return takes_any_float_grad_; }
+  void set_takes_any_float_grad() { takes_any_float_grad_ = true; }
   // Frees everything backward captured (activations); called once the node has run.
   bool released() const { return !backward_; }
   void release() {
@@ -42,6 +48,7 @@ class Node {
   const char* name_;
   std::vector<Edge> edges_;
   BackwardFn backward_;
+  bool takes_any_float_grad_ = false;
 };
 
 // True when grad mode is on and any of the inputs requires grad.

@@ -44,7 +44,7 @@ Tensor conv2d(const Tensor& src_in, const Tensor& weights_in, const Tensor& bias
     const Shape src_shape = src.shape(), w_shape = weights.shape();
     const bool with_bias = bias.defined();
     record_op(dst, "conv2d", {&src, &weights, &bias},
-              [s, w, src_shape, w_shape, with_bias, p, wdt = weights.dtype()](const Tensor& diff_dst) {
+              [s, w, src_shape, w_shape, with_bias, p](const Tensor& diff_dst) {
                 std::vector<Tensor> g(3);
                 const DType dt = diff_dst.dtype();
                 if (w.defined())
@@ -58,10 +58,11 @@ Tensor conv2d(const Tensor& src_in, const Tensor& weights_in, const Tensor& bias
                       "conv2d_backward_weights", dt,
                       [&] { return onednn::conv2d_backward_weights(s, diff_dst, w_shape, with_bias, p); },
                       [&] { return ref::conv2d_backward_weights(s, diff_dst, w_shape, with_bias, p); });
-                  // In the weights' dtype here, so that the rounding autograd would do anyway
-                  // (an f32 result for a bf16 autocast copy) is charged as a gradient too.
-                  g[1] = wg.diff_weights.to(wdt);
-                  g[2] = wg.diff_bias.defined() ? wg.diff_bias.to(wdt) : Tensor();
+                  // f32 as oneDNN accumulated them: an autocast copy's cast node passes
+                  // them to the f32 parameter unrounded; any other bf16 input gets them
+                  // rounded by the engine (autograd/engine.cpp, conform).
+                  g[1] = wg.diff_weights;
+                  g[2] = wg.diff_bias;
                 }
                 return g;
               });

@@ -30,6 +30,7 @@ Tensor cast(const Tensor& src, DType dtype) {
       if (to_leaf) mg.emplace(MemoryCategory::gradients);
       return std::vector<Tensor>{cast(diff_dst, src_dtype)};
     });
+    out.grad_fn()->set_takes_any_float_grad();  // an f32 gradient for a bf16 copy passes as is
   }
   return out;
 }

@@ -42,7 +42,7 @@ Tensor linear(const Tensor& src_in, const Tensor& weights_in, const Tensor& bias
     Tensor w = need_src ? weights.detach() : Tensor();
     const bool with_bias = bias.defined();
     record_op(dst, "linear", {&src, &weights, &bias},
-              [s, w, with_bias, wdt = weights.dtype()](const Tensor& diff_dst) {
+              [s, w, with_bias](const Tensor& diff_dst) {
                 std::vector<Tensor> g(3);
                 const DType dt = diff_dst.dtype();
                 if (w.defined())
@@ -56,10 +56,11 @@ Tensor linear(const Tensor& src_in, const Tensor& weights_in, const Tensor& bias
                       "linear_backward_weights", dt,
                       [&] { return onednn::linear_backward_weights(s, diff_dst, with_bias); },
                       [&] { return ref::linear_backward_weights(s, diff_dst, with_bias); });
-                  // In the weights' dtype here, so that the rounding autograd would do anyway
-                  // (an f32 result for a bf16 autocast copy) is charged as a gradient too.
-                  g[1] = wg.diff_weights.to(wdt);
-                  g[2] = wg.diff_bias.defined() ? wg.diff_bias.to(wdt) : Tensor();
+                  // f32 as oneDNN accumulated them: an autocast copy's cast node passes
+                  // them to the f32 parameter unrounded; any other bf16 input gets them
+                  // rounded by the engine (autograd/engine.cpp, conform).
+                  g[1] = wg.diff_weights;
+                  g[2] = wg.diff_bias;
                 }
                 return g;
               });

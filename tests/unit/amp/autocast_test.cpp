@@ -3,6 +3,7 @@
 // per-module overrides.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstring>
 #include <cmath>
 #include <functional>
@@ -211,6 +212,37 @@ TEST(AutocastBackward, GradientReachingF32LeafIsF32) {
   loss.backward();
   EXPECT_EQ(layer.weight.grad().dtype(), DType::f32);
   EXPECT_EQ(layer.bias.grad().dtype(), DType::f32);
+}
+
+TEST(AutocastBackward, WeightGradientKeepsTheF32Accumulation) {
+  // x and the upstream gradient g are exact in bf16, so the bf16 product's weight gradient
+  // g^T x is exactly known in double. It must reach the f32 parameter as oneDNN's f32
+  // accumulation (f32 rounding), not rounded to bf16 on the way (PyTorch rounds: docs/amp.md).
+  nn::Linear layer(64, 4, /*bias=*/false);
+  const Tensor x = rnd({16, 64}, 55).to(DType::bf16).to(DType::f32);
+  const Tensor g = rnd({16, 4}, 56).to(DType::bf16).to(DType::f32);
+  Tensor loss;
+  {
+    AutocastGuard guard(DType::bf16);
+    loss = sum(mul(layer(x), g));  // promote: d loss / d y = g, cast to y's bf16 exactly
+  }
+  loss.backward();
+  ASSERT_EQ(layer.weight.grad().dtype(), DType::f32);
+  const auto xv = x.to_vector_f64(), gv = g.to_vector_f64(), dw = layer.weight.grad().to_vector_f64();
+  int off_bf16_grid = 0;
+  for (int64_t o = 0; o < 4; ++o)
+    for (int64_t k = 0; k < 64; ++k) {
+      double want = 0, mag = 0;
+      for (int64_t n = 0; n < 16; ++n) {
+        want += gv[size_t(n * 4 + o)] * xv[size_t(n * 64 + k)];
+        mag += std::fabs(gv[size_t(n * 4 + o)] * xv[size_t(n * 64 + k)]);
+      }
+      const double got = dw[size_t(o * 64 + k)];
+      EXPECT_NEAR(got, want, 16 * 0x1p-24 * mag) << "o " << o << " k " << k;  // f32 sums
+      const float f = float(got);
+      off_bf16_grid += (std::bit_cast<uint32_t>(f) & 0xffffu) != 0;
+    }
+  EXPECT_GT(off_bf16_grid, 128);  // most values carry more than bf16's 8 bits
 }
 
 TEST(AutocastBackward, MatchesFp32WithinBf16Tolerance) {

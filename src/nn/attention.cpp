@@ -84,6 +84,7 @@ void scale_in_place(Tensor& dst, double scale) {
     float buf[kBlock];
     const int64_t len = std::min(kBlock, n - off);
     convert_elements(base + off * int64_t(es), dst.dtype(), buf, DType::f32, len);
+#pragma omp simd
     for (int64_t i = 0; i < len; ++i) buf[i] *= f;
     convert_elements(buf, DType::f32, base + off * int64_t(es), dst.dtype(), len);
   }

@@ -203,8 +203,8 @@ int main(int argc, char** argv) {
   std::printf("bench_step: threads %d, repeats %d after %d warm-ups, presets interleaved round-robin\n",
               omp_get_max_threads(), o.repeats, o.warmup);
   std::printf("phases: fwd = input cast + forward + loss; bwd = backward; opt = zero_grad + scaler check + "
-              "(fused) Adam + weight copies;\n  amp %% = (opt - fp32's opt, the scaler and 16-bit weight work "
-              "inside the fused update, + one set of weight casts) / step\n");
+              "(fused) Adam + 16-bit weight copies;\n  amp %% = (opt - fp32's opt: the scaler and 16-bit weight "
+              "writes inside the fused update, + the weight casts the forward made) / step\n");
   for (const std::string& m : o.models) run_model(o, m);
   return 0;
 }

@@ -35,8 +35,10 @@ PhasedStep::PhasedStep(const nn::ModelSpec& spec, const amp::Preset& preset, int
 }
 
 PhaseTimes PhasedStep::run() {
+  amp::reset_cast_cache_stats();
   const auto t0 = Clock::now();
   const train::PrecisionStep::Outcome out = step_->run({batch_});
+  last_casts_ = amp::cast_cache_stats().casts;
   PhaseTimes t;
   t.whole = ms_between(t0, Clock::now());
   t.forward = out.forward_ms;
@@ -48,7 +50,9 @@ PhaseTimes PhasedStep::run() {
 
 double PhasedStep::weight_cast_ms() {
   const amp::Preset& preset = step_->preset();
-  if (!preset.autocast_dtype) return 0.0;
+  // Only the casts the last step really made: with prepared copies (amp::offer_cast) a
+  // steady step makes none, and their cost (the 16-bit writes) is in the update phase.
+  if (!preset.autocast_dtype || last_casts_ == 0) return 0.0;
   const std::vector<Tensor> params = step_->model().parameters();
   NoGradGuard ng;
   const auto t0 = Clock::now();

@@ -34,14 +34,17 @@ class PhasedStep {
   int64_t num_parameters() { return step_->model().num_parameters(); }
 
   // Time (ms) to cast every parameter to the autocast dtype once: what the weight-cast
-  // cache costs per step (each parameter is cast once per outermost autocast region).
-  // Timed apart from the step; bench_step samples it after every timed step.
-  double weight_cast_ms();
+  // cache costs per step when it casts (each parameter once per outermost autocast
+  // region). 0 when the last step cast none: PrecisionStep's fused update writes the 16-bit
+  // copies (amp::offer_cast) and that cost is in the update phase. Timed apart from the
+  // step; bench_step samples it after every timed step.
+  double weight_cast_ms();  // 0 when the last step cast no weight (prepared copies)
 
  private:
   std::unique_ptr<train::PrecisionStep> step_;
   Batch batch_;  // a fixed random batch: data loading is not part of the step
   double last_loss_ = 0;
+  int64_t last_casts_ = 0;  // weight casts the last step's forward made
 };
 
 // FLOPs of one training step (conv, linear and the attention's two batched products;

@@ -78,13 +78,25 @@ std::vector<Tensor> cast_inputs(OpId op, std::initializer_list<Tensor> inputs);
 // autocast dtype at most once per outermost region, and a parameter changed in place
 // (optimizer step: version bump) is cast again.
 struct CastCacheStats {
-  int64_t casts = 0;  // parameter casts performed (cache misses)
-  int64_t hits = 0;   // casts served from the cache
+  int64_t casts = 0;     // parameter casts performed (cache misses)
+  int64_t hits = 0;      // casts served from the cache
+  int64_t prepared = 0;  // casts served from an offered copy (offer_cast)
   int64_t entries = 0;
 };
 CastCacheStats cast_cache_stats();
 void reset_cast_cache_stats();
 void clear_cast_cache();
+
+// Prepared casts: `lowp` holds `param` (an f32 leaf) rounded to nearest even in a 16-bit
+// dtype, made elsewhere, typically by the fused optimizer step that just wrote param
+// (train::PrecisionStep does this for autocast presets). The weight-cast cache then uses
+// lowp instead of casting param, for as long as param is unchanged (same storage and
+// version); the offer outlives autocast regions. Thread-local, as the cache is. The caller
+// keeps lowp's buffer unchanged while the offer is valid (an update that writes it bumps
+// param's version first, which retires the offer).
+void offer_cast(const Tensor& param, const Tensor& lowp);
+void withdraw_offered_cast(const Tensor& param);  // releases the offered copy, if any
+void clear_offered_casts();
 
 // The policy table as text: op, policy, resulting dtype of an f32 input under bf16 / f16.
 std::string policy_table_string();

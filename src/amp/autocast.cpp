@@ -7,6 +7,7 @@
 #include "mixprec/amp.h"
 #include "mixprec/ops.h"
 #include "mixprec/status.h"
+#include "ops/cast_grad.h"
 #include "ops/dispatch.h"
 
 namespace mixprec::amp {
@@ -23,6 +24,7 @@ struct ThreadState {
   AutocastState state;
   int depth = 0;  // nesting of AutocastGuards: the cache lives until depth returns to 0
   std::unordered_map<const TensorImpl*, CacheEntry> cache;
+  std::unordered_map<const TensorImpl*, CacheEntry> offered;  // offer_cast: across regions
   CastCacheStats stats;
 };
 
@@ -43,10 +45,20 @@ Tensor cast_to(const Tensor& x, DType dtype) {
     ++t.stats.hits;
     return it->second.cast;
   }
-  // A parameter's 16-bit copy is weight memory, not an activation.
-  MemoryCategoryGuard mg(MemoryCategory::parameters);
-  Tensor c = cast(x, dtype);
-  ++t.stats.casts;
+  Tensor c;
+  auto o = t.offered.find(&im);
+  if (o != t.offered.end() && o->second.version == im.storage->version() &&
+      o->second.source_storage.lock() == im.storage && o->second.cast.dtype() == dtype) {
+    // Recorded as the cast would be, so the gradient still flows back to the parameter.
+    c = o->second.cast.detach();
+    record_cast(x, c);
+    ++t.stats.prepared;
+  } else {
+    // A parameter's 16-bit copy is weight memory, not an activation.
+    MemoryCategoryGuard mg(MemoryCategory::parameters);
+    c = cast(x, dtype);
+    ++t.stats.casts;
+  }
   t.cache[&im] = CacheEntry{im.storage, im.storage->version(), c};
   t.stats.entries = int64_t(t.cache.size());
   return c;
@@ -133,5 +145,18 @@ void clear_cast_cache() {
   t.cache.clear();
   t.stats.entries = 0;
 }
+
+void offer_cast(const Tensor& param, const Tensor& lowp) {
+  if (param.dtype() != DType::f32 || !param.is_leaf() || lowp.shape() != param.shape() ||
+      (lowp.dtype() != DType::bf16 && lowp.dtype() != DType::f16))
+    throw Error(Status::invalid_argument("offer_cast: expected an f32 leaf and a bf16/f16 copy of "
+                                         "its shape, got " + param.str() + " and " + lowp.str()));
+  auto& im = TensorImpl::of(param);
+  t.offered[&im] = CacheEntry{im.storage, im.storage->version(), lowp};
+}
+
+void withdraw_offered_cast(const Tensor& param) { t.offered.erase(&TensorImpl::of(param)); }
+
+void clear_offered_casts() { t.offered.clear(); }
 
 }  // namespace mixprec::amp

@@ -8,6 +8,7 @@
 #include "mixprec/autograd.h"
 #include "mixprec/ops.h"
 #include "mixprec/status.h"
+#include "ops/cast_grad.h"
 #include "ops/dispatch.h"
 
 namespace mixprec {
@@ -20,19 +21,22 @@ Tensor cast(const Tensor& src, DType dtype) {
   // Same strides as the input: a dense buffer converts in one linear pass.
   Tensor out = Tensor::empty(in.shape(), dtype, in.suggest_memory_format());
   convert_elements(in.data(), in.dtype(), out.data(), dtype, in.numel());
-  if (any_requires_grad({&src}) && is_floating(dtype)) {
-    const DType src_dtype = src.dtype();
-    // Casting back to a leaf's dtype makes that leaf's gradient (an autocast weight cast:
-    // f32 parameter -> bf16 copy), so it is charged as a gradient, not as an activation.
-    const bool to_leaf = src.is_leaf();
-    record_op(out, "cast", {&src}, [src_dtype, to_leaf](const Tensor& diff_dst) {
-      std::optional<MemoryCategoryGuard> mg;
-      if (to_leaf) mg.emplace(MemoryCategory::gradients);
-      return std::vector<Tensor>{cast(diff_dst, src_dtype)};
-    });
-    out.grad_fn()->set_takes_any_float_grad();  // an f32 gradient for a bf16 copy passes as is
-  }
+  if (is_floating(dtype)) record_cast(src, out);
   return out;
+}
+
+void record_cast(const Tensor& src, Tensor& out) {
+  if (!any_requires_grad({&src})) return;
+  const DType src_dtype = src.dtype();
+  // Casting back to a leaf's dtype makes that leaf's gradient (an autocast weight cast:
+  // f32 parameter -> bf16 copy), so it is charged as a gradient, not as an activation.
+  const bool to_leaf = src.is_leaf();
+  record_op(out, "cast", {&src}, [src_dtype, to_leaf](const Tensor& diff_dst) {
+    std::optional<MemoryCategoryGuard> mg;
+    if (to_leaf) mg.emplace(MemoryCategory::gradients);
+    return std::vector<Tensor>{cast(diff_dst, src_dtype)};
+  });
+  out.grad_fn()->set_takes_any_float_grad();  // an f32 gradient for a bf16 copy passes as is
 }
 
 Tensor to_memory_format(const Tensor& src, MemoryFormat format) {

@@ -7,10 +7,13 @@
 // computed the same way on any thread count. f64 parameters keep a plain double loop.
 #include "optim/update_kernels.h"
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "core/convert.h"
 #include "mixprec/status.h"
@@ -53,6 +56,35 @@ void narrow(const float* tile, char* base, DType dtype, int64_t begin, int64_t l
   convert_elements(tile, DType::f32, base + begin * int64_t(dtype_size(dtype)), dtype, len);
 }
 
+// The 16-bit copy of the updated parameter (an O2 model weight, or the autocast copy that
+// PrecisionStep offers to the next forward) is written once and not read again in this
+// step: streaming stores skip the read-for-ownership a normal store costs, a third of
+// that write's memory traffic. Whole 64-byte lines only; the rest is stored normally.
+__attribute__((target("avx512f"))) void stream_out(const uint16_t* src, char* dst, int64_t len) {
+  int64_t i = 0;
+  const int64_t head = int64_t((64 - reinterpret_cast<uintptr_t>(dst) % 64) % 64) / 2;
+  if (reinterpret_cast<uintptr_t>(dst) % 2 == 0) {
+    const int64_t h = std::min(head, len);
+    std::memcpy(dst, src, size_t(h) * 2);
+    for (i = h; i + 32 <= len; i += 32)
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i * 2),
+                          _mm512_loadu_si512(reinterpret_cast<const void*>(src + i)));
+  }
+  std::memcpy(dst + i * 2, src + i, size_t(len - i) * 2);
+}
+
+bool has_avx512f() {
+  static const bool ok = __builtin_cpu_supports("avx512f");
+  return ok;
+}
+
+void write_rounded(const float* p, char* out, DType out_dtype, int64_t len) {
+  if (!has_avx512f()) return convert_elements(p, DType::f32, out, out_dtype, len);
+  alignas(64) uint16_t obuf[kTile];
+  convert_elements(p, DType::f32, obuf, out_dtype, len);
+  stream_out(obuf, out, len);
+}
+
 // core(p, g, state0, state1, len) on every tile; null state pointers for unused state.
 template <typename Core>
 void for_each_tile(const TileIo& io, int64_t n, const Core& core) {
@@ -69,6 +101,7 @@ void for_each_tile(const TileIo& io, int64_t n, const Core& core) {
       const float* src = widen(io.grad, io.grad_dtype, begin, len, gbuf);
       if (io.grad_scale != 1.0f) {
         const float s = io.grad_scale;
+#pragma omp simd
         for (int64_t i = 0; i < len; ++i) gbuf[i] = src[i] * s;
       }
       g = gbuf;
@@ -79,7 +112,7 @@ void for_each_tile(const TileIo& io, int64_t n, const Core& core) {
     narrow(p, io.param, io.param_dtype, begin, len);
     if (s0) narrow(s0, io.state[0], io.param_dtype, begin, len);
     if (s1) narrow(s1, io.state[1], io.param_dtype, begin, len);
-    if (io.out) convert_elements(p, DType::f32, io.out + begin * 2, io.out_dtype, len);
+    if (io.out) write_rounded(p, io.out + begin * 2, io.out_dtype, len);
   };
   const int64_t tiles = (n + kTile - 1) / kTile;
   if (n >= kParallelMin && omp_get_max_threads() > 1 && !omp_in_parallel()) {
@@ -88,6 +121,7 @@ void for_each_tile(const TileIo& io, int64_t n, const Core& core) {
   } else {
     for (int64_t t = 0; t < tiles; ++t) run(t);
   }
+  if (io.out) _mm_sfence();  // streaming stores visible before anyone reads the copy
 }
 
 // ---- f64 parameters: PyTorch's order in double, the gradient scaled in double ----------

@@ -48,6 +48,18 @@ PrecisionStep::PrecisionStep(const amp::Preset& preset, std::shared_ptr<nn::Modu
   scaler_.name_parameters(masters_ ? masters_->named_masters() : model_->named_parameters());
   fused_grads_.resize(optimizer_->params().size());
   fused_out_.resize(optimizer_->params().size());
+  if (preset_.autocast_dtype && !masters_) {
+    MemoryCategoryGuard mg(MemoryCategory::parameters);  // weight copies, as the cache's are
+    for (const Tensor& p : optimizer_->params())
+      prepared_.push_back(p.dtype() == DType::f32
+                              ? Tensor::empty(p.shape(), *preset_.autocast_dtype, p.suggest_memory_format())
+                              : Tensor());
+  }
+}
+
+PrecisionStep::~PrecisionStep() {
+  if (prepared_.empty()) return;
+  for (const Tensor& p : optimizer_->params()) amp::withdraw_offered_cast(p);
 }
 
 PrecisionStep::Outcome PrecisionStep::run(const std::vector<Batch>& micro_batches,
@@ -115,8 +127,14 @@ PrecisionStep::Outcome PrecisionStep::run(const std::vector<Batch>& micro_batche
     } else {
       const auto& params = optimizer_->params();
       for (size_t i = 0; i < params.size(); ++i) fused_grads_[i] = params[i].grad();
+      if (!prepared_.empty()) std::copy(prepared_.begin(), prepared_.end(), fused_out_.begin());
     }
     out.stepped = scaler_.step_fused(*optimizer_, fused_grads_, fused_out_);
+    if (out.stepped && !prepared_.empty()) {
+      const auto& params = optimizer_->params();
+      for (size_t i = 0; i < params.size(); ++i)
+        if (prepared_[i].defined() && fused_grads_[i].defined()) amp::offer_cast(params[i], prepared_[i]);
+    }
     // Drop the references: the gradients belong to the parameters until the next zero_grad.
     std::fill(fused_grads_.begin(), fused_grads_.end(), Tensor());
     std::fill(fused_out_.begin(), fused_out_.end(), Tensor());

@@ -21,6 +21,9 @@ class PrecisionStep {
   // Converts the model's weights to the preset's param_dtype and builds the optimizer (over
   // f32 masters for O2) and the scaler.
   PrecisionStep(const amp::Preset& preset, std::shared_ptr<nn::Module> model, const TrainConfig& config);
+  ~PrecisionStep();  // withdraws its offered 16-bit copies (amp::offer_cast)
+  PrecisionStep(const PrecisionStep&) = delete;
+  PrecisionStep& operator=(const PrecisionStep&) = delete;
 
   struct Outcome {
     double loss = 0.0;        // mean over the micro-batches, unscaled
@@ -69,6 +72,10 @@ class PrecisionStep {
   bool fused_update_ = true;
   // The fused step's per-parameter inputs, sized once so that a step allocates nothing.
   std::vector<Tensor> fused_grads_, fused_out_;
+  // Autocast presets without masters: each f32 parameter's 16-bit copy, written by the
+  // fused update as it writes the parameter and offered to the next forward's weight-cast
+  // cache (amp::offer_cast), instead of that forward re-reading every parameter to cast it.
+  std::vector<Tensor> prepared_;
 };
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, std::vector<Tensor> params);

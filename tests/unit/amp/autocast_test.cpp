@@ -187,6 +187,46 @@ TEST(AutocastCache, NotReusedAfterAnOptimizerStep) {
   EXPECT_TRUE(bit_identical(after, expect));
 }
 
+TEST(AutocastCache, OfferedCopyServesUntilTheParameterChanges) {
+  // An offered copy holding a *different* value than cast(weight) shows which one a forward
+  // used: the offer while the weight is unchanged, a fresh cast once its version moves.
+  nn::Linear layer(8, 4, /*bias=*/false);
+  const Tensor x = rnd({2, 8}, 57);
+  Tensor marker = Tensor::full({4, 8}, 0.5, DType::bf16);
+  offer_cast(layer.weight, marker);
+  reset_cast_cache_stats();
+  Tensor y;
+  {
+    AutocastGuard g(DType::bf16);
+    y = layer(x);
+  }
+  EXPECT_EQ(cast_cache_stats().prepared, 1);
+  EXPECT_EQ(cast_cache_stats().casts, 0);
+  {
+    AutocastGuard off(false);
+    EXPECT_TRUE(bit_identical(y, linear(x.to(DType::bf16), marker, Tensor())));
+  }
+  // The gradient still reaches the f32 parameter through the offered copy.
+  sum(y).backward();
+  ASSERT_TRUE(layer.weight.grad().defined());
+  EXPECT_EQ(layer.weight.grad().dtype(), DType::f32);
+  // Changed in place (version bump): the offer is stale and the weight is cast again.
+  {
+    NoGradGuard ng;
+    layer.weight.fill_(0.25);  // bumps the storage version, as an optimizer step does
+  }
+  reset_cast_cache_stats();
+  {
+    AutocastGuard g(DType::bf16);
+    layer(x);
+  }
+  EXPECT_EQ(cast_cache_stats().prepared, 0);
+  EXPECT_EQ(cast_cache_stats().casts, 1);
+  withdraw_offered_cast(layer.weight);
+  EXPECT_THROW(offer_cast(layer.weight, Tensor::zeros({4, 7}, DType::bf16)), Error);  // wrong shape
+  EXPECT_THROW(offer_cast(marker, marker), Error);                                     // not f32
+}
+
 TEST(AutocastCache, DisabledCacheCastsEveryTime) {
   nn::Linear layer(8, 4);
   const Tensor x = rnd({2, 8}, 52);

@@ -11,6 +11,7 @@
 #include <optional>
 #include <random>
 
+#include "mixprec/amp.h"
 #include "mixprec/data.h"
 #include "mixprec/grad_scaler.h"
 #include "mixprec/half.h"
@@ -200,6 +201,26 @@ TEST(FusedUpdateStep, PrecisionStepFusedMatchesUnfusedWithAccumulationClippingAn
         if (fused.masters()) EXPECT_EQ(weights_off_their_masters(*fused.masters(), fused.model().parameters()), 0);
       }
     }
+}
+
+TEST(FusedUpdateStep, AutocastForwardUsesTheCopiesTheUpdateWrote) {
+  // amp-bf16 (no masters): after the first step the fused update writes each parameter's
+  // bf16 copy and the next forward casts nothing (values: the fused-vs-unfused test above).
+  train::TrainConfig c;
+  manual_seed(0);
+  train::PrecisionStep step(amp::preset_by_name("amp-bf16").value(),
+                            std::make_shared<nn::Cnn>(1, 8, 8, 10), c);
+  ImageDataset d = make_synthetic(16, 1, 8, 8, 10, 1);
+  DataLoader loader(std::move(d), {.batch_size = 8, .shuffle = false, .prefetch = 0});
+  std::vector<Batch> b1{*loader.next()}, b2{*loader.next()};
+  const int64_t n = int64_t(step.model().parameters().size());
+  amp::reset_cast_cache_stats();
+  step.run(b1);
+  EXPECT_EQ(amp::cast_cache_stats().casts, n);  // first step: nothing prepared yet
+  amp::reset_cast_cache_stats();
+  step.run(b2);
+  EXPECT_EQ(amp::cast_cache_stats().casts, 0);
+  EXPECT_EQ(amp::cast_cache_stats().prepared, n);
 }
 
 // (A steady fused step allocating nothing is Memory.SteadyStateTrainingStepMakesNoHeapAllocation:

@@ -77,6 +77,8 @@ CpuFeatures detect() {
     const CpuidRegs leaf7 = cpuid(7, 0);
     const CpuidRegs leaf7_1 = cpuid(7, 1);
     f.avx512f = os_avx512 && bit(leaf7.ebx, 16);
+    f.avx512bw = f.avx512f && bit(leaf7.ebx, 30);
+    f.avx512vl = f.avx512f && bit(leaf7.ebx, 31);
     f.avx512_bf16 = f.avx512f && bit(leaf7_1.eax, 5);
     f.avx512_fp16 = f.avx512f && bit(leaf7.edx, 23);
     const bool amx_tile = bit(leaf7.edx, 24);
@@ -85,6 +87,8 @@ CpuFeatures detect() {
 
   if (disabled_by_env("f16c")) f.f16c = false;
   if (disabled_by_env("avx512f")) f.avx512f = false;
+  if (disabled_by_env("avx512bw") || !f.avx512f) f.avx512bw = false;
+  if (disabled_by_env("avx512vl") || !f.avx512f) f.avx512vl = false;
   if (disabled_by_env("avx512_bf16") || !f.avx512f) f.avx512_bf16 = false;
   if (disabled_by_env("avx512_fp16") || !f.avx512f) f.avx512_fp16 = false;
   if (disabled_by_env("amx_bf16")) f.amx_bf16 = false;

@@ -8,6 +8,8 @@ namespace mixprec {
 struct CpuFeatures {
   bool f16c = false;
   bool avx512f = false;
+  bool avx512bw = false;  // 8/16-bit lanes (the 16-bit storage kernels' integer selects)
+  bool avx512vl = false;  // AVX-512 instructions on 128/256-bit registers
   bool avx512_bf16 = false;
   bool avx512_fp16 = false;
   bool amx_bf16 = false;

@@ -16,6 +16,7 @@
 #include "mixprec/amp.h"
 #include "mixprec/ops_extra.h"
 #include "mixprec/status.h"
+#include "core/cpu_features.h"
 
 namespace mixprec {
 
@@ -128,7 +129,7 @@ __attribute__((target("avx512f"))) void gelu_block_avx512(float* x, const float*
 #pragma GCC diagnostic pop
 
 bool gelu_vector_path() {
-  static const bool ok = __builtin_cpu_supports("avx512f");
+  static const bool ok = cpu_features().avx512f;
   return ok;
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/convert.h"
+#include "core/cpu_features.h"
 
 namespace mixprec::layer_norm_rows {
 namespace {
@@ -122,7 +123,7 @@ void backward_baseline(const void* x, DType dt, const void* dy, DType gdt, int64
 }
 
 bool has_avx512() {
-  static const bool ok = __builtin_cpu_supports("avx512f");
+  static const bool ok = cpu_features().avx512f;
   return ok;
 }
 

@@ -18,6 +18,7 @@
 #include "core/convert.h"
 #include "mixprec/status.h"
 #include "optim/update_math.h"
+#include "core/cpu_features.h"
 
 namespace mixprec::optim {
 namespace {
@@ -74,7 +75,7 @@ __attribute__((target("avx512f"))) void stream_out(const uint16_t* src, char* ds
 }
 
 bool has_avx512f() {
-  static const bool ok = __builtin_cpu_supports("avx512f");
+  static const bool ok = cpu_features().avx512f;
   return ok;
 }
 

@@ -3,6 +3,7 @@
 // tensors (static schedule: every element is written once, results do not depend on the
 // thread count).
 #include "backend/cpu/relu.h"
+#include "core/cpu_features.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -61,7 +62,7 @@ void backward_baseline(const Bits* g, const Bits* d, Bits* out, int64_t n) {
 }
 
 bool has_avx512bw() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  static const bool ok = cpu_features().avx512bw;
   return ok;
 }
 

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "mixprec/half.h"
+#include "core/cpu_features.h"
 
 namespace mixprec::backend::cpu {
 namespace {
@@ -52,8 +53,7 @@ void copy_raw(const void* src, int64_t i, void* dst, int64_t o, size_t es) {
 }
 
 bool has_avx512() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512vl");
+  static const bool ok = cpu_features().avx512bw && cpu_features().avx512vl;
   return ok;
 }
 

@@ -14,6 +14,7 @@
 #include "core/convert.h"
 #include "core/vector_exp.h"
 #include "mixprec/status.h"
+#include "core/cpu_features.h"
 
 namespace mixprec::backend::cpu {
 namespace {
@@ -35,10 +36,12 @@ void forward_scalar(float* a, int64_t n) {
     m = std::max(m, a[i]);
   }
   if (nan) m = std::numeric_limits<float>::quiet_NaN();
-  float s = 0.0f;
+  // The sum in double: a serial f32 sum would err by ~n ulps on long rows, more than the
+  // vector path's 16 partial sums do.
+  double s = 0.0;
   for (int64_t i = 0; i < n; ++i) s += (a[i] = std::exp(a[i] - m));
-  const float inv = 1.0f / s;
-  for (int64_t i = 0; i < n; ++i) a[i] *= inv;
+  const double inv = 1.0 / s;
+  for (int64_t i = 0; i < n; ++i) a[i] = float(a[i] * inv);
 }
 
 // GCC 12's _mm512_reduce_* and masked loads build on _mm512_undefined_*(), which
@@ -80,9 +83,9 @@ __attribute__((target("avx512f"))) void forward_avx512(float* a, int64_t n) {
 
 // dx = y * (dy - sum(dy * y)) in place over g (which holds dy on entry).
 void backward_scalar(const float* y, float* g, int64_t n) {
-  float s = 0.0f;
-  for (int64_t i = 0; i < n; ++i) s += g[i] * y[i];
-  for (int64_t i = 0; i < n; ++i) g[i] = y[i] * (g[i] - s);
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) s += double(g[i]) * y[i];
+  for (int64_t i = 0; i < n; ++i) g[i] = float(y[i] * (g[i] - s));
 }
 
 __attribute__((target("avx512f"))) void backward_avx512(const float* y, float* g, int64_t n) {
@@ -102,7 +105,7 @@ __attribute__((target("avx512f"))) void backward_avx512(const float* y, float* g
 #pragma GCC diagnostic pop
 
 bool has_avx512() {
-  static const bool ok = __builtin_cpu_supports("avx512f");
+  static const bool ok = cpu_features().avx512f;
   return ok;
 }
 

@@ -21,18 +21,12 @@
 #include "backend/cpu/column_sum.h"
 #include "backend/kernels.h"
 #include "backend/onednn/f16_emulation.h"
-#include "backend/onednn/primitive_cache.h"
+#include "backend/onednn/matmul_util.h"
 #include "backend/onednn/reorder_util.h"
 #include "backend/onednn/serial_scope.h"
 
 namespace mixprec::backend::onednn {
 namespace {
-
-struct LinearEntry : CacheEntry {
-  dnnl::matmul prim;
-  std::unordered_map<int, dnnl::memory> args;  // keyed by DNNL_ARG_*
-  void bind(int arg, const void* p) { args.at(arg).set_data_handle(const_cast<void*>(p)); }
-};
 
 [[noreturn]] void bad(const std::string& m) { throw Error(Status::invalid_argument(m)); }
 
@@ -48,59 +42,6 @@ void check_same_dtype(const char* op, const char* an, const Tensor& a, const cha
 }
 
 std::string kind_name(const char* op, DType d) { return std::string(op) + " " + dtype_name(d); }
-
-// A 2-D tensor as a plain strided desc, optionally read transposed (dims and strides
-// swapped: nothing is copied).
-dnnl_md matrix_md(const Tensor& t, bool transposed) {
-  const Shape st = canonical_strides(t);
-  dnnl::memory::dims dims{t.size(0), t.size(1)}, strides{st[0], st[1]};
-  if (transposed) {
-    std::swap(dims[0], dims[1]);
-    std::swap(strides[0], strides[1]);
-  }
-  return dnnl_md(dims, to_dnnl(t.dtype()), strides);
-}
-
-// Weights dense along either dim pass as they are (a transposed view included); anything
-// else is copied to contiguous.
-Tensor dense_matrix(const Tensor& t) {
-  const bool rows = t.strides()[1] == 1 || t.size(1) == 1;
-  const bool cols = t.strides()[0] == 1 || t.size(0) == 1;
-  return rows || cols ? t : in_format(t, MemoryFormat::contiguous);
-}
-
-// Creates (once per key) and runs dst = a x b (+ bias) on the calling thread's stream.
-void run_matmul(const char* op, PrimKind kind, const dnnl_md& a_md, const void* a,
-                const dnnl_md& b_md, const void* b, const dnnl_md* bias_md, const void* bias,
-                const dnnl_md& dst_md, void* dst, const std::string& what) {
-  PrimKey key(kind);
-  key.add(a_md).add(b_md).add(dst_md).add(bias_md != nullptr);
-  if (bias_md) key.add(*bias_md);
-  auto e = cached<LinearEntry>(key, [&] {
-    auto entry = std::make_shared<LinearEntry>();
-    try {
-      auto desc = bias_md ? dnnl::matmul::desc(a_md, b_md, *bias_md, dst_md)
-                          : dnnl::matmul::desc(a_md, b_md, dst_md);
-      dnnl::matmul::primitive_desc pd(desc, cpu_engine());
-      entry->prim = make_primitive<dnnl::matmul>(pd);
-      entry->impl = pd.impl_info_str();
-    } catch (const dnnl::error& err) {
-      rethrow_dnnl(err, what);
-    }
-    entry->args = {{DNNL_ARG_SRC, unbound_memory(a_md)},
-                   {DNNL_ARG_WEIGHTS, unbound_memory(b_md)},
-                   {DNNL_ARG_DST, unbound_memory(dst_md)}};
-    if (bias_md) entry->args.emplace(DNNL_ARG_BIAS, unbound_memory(*bias_md));
-    dispatch_log(op, entry->impl);
-    return entry;
-  });
-  std::lock_guard<std::mutex> lock(e->mu);
-  e->bind(DNNL_ARG_SRC, a);
-  e->bind(DNNL_ARG_WEIGHTS, b);
-  if (bias_md) e->bind(DNNL_ARG_BIAS, bias);
-  e->bind(DNNL_ARG_DST, dst);
-  e->prim.execute(cpu_stream(), e->args);
-}
 
 // Products of at most this many multiply-adds (N*K*O) create and run their primitive on
 // the calling thread (serial_scope.h): the seed CNN's fc2 (256x256 -> 10, 0.66 M) takes
@@ -141,15 +82,16 @@ Tensor linear_forward(const Tensor& src, const Tensor& weights, const Tensor& bi
     return dst;
   }
   const Tensor x = in_format(src, MemoryFormat::contiguous);
-  const Tensor w = dense_matrix(weights);
+  const Tensor w = matmul_dense(weights);
   const Tensor b = bias.defined() ? in_format(bias, MemoryFormat::contiguous) : Tensor();
   const dnnl_md bias_md = md_of(Shape{1, O}, dt, MemoryFormat::contiguous);
   SerialScope serial(run_serial(N, K, O));
-  run_matmul("linear_forward", PrimKind::linear_fwd, md_of(x), x.data(), matrix_md(w, true), w.data(),
-             b.defined() ? &bias_md : nullptr, b.defined() ? b.data() : nullptr, md_of(dst),
-             dst.data(),
-             kind_name(op, dt) + " src " + shape_str(src.shape()) + " weights " +
-                 shape_str(weights.shape()));
+  auto e = matmul_entry(PrimKind::linear_fwd, op, dt, md_of(x), matmul_operand_md(w, 2, true),
+                        b.defined() ? &bias_md : nullptr, md_of(dst), [&] {
+                          return kind_name(op, dt) + " src " + shape_str(src.shape()) +
+                                 " weights " + shape_str(weights.shape());
+                        });
+  run_matmul(*e, x.data(), w.data(), b.defined() ? b.data() : nullptr, dst.data());
   return dst;
 }
 
@@ -173,12 +115,14 @@ Tensor linear_backward_data(const Tensor& diff_dst, const Tensor& weights) {
     return diff_src;
   }
   const Tensor dd = in_format(diff_dst, MemoryFormat::contiguous);
-  const Tensor w = dense_matrix(weights);
+  const Tensor w = matmul_dense(weights);
   SerialScope serial(run_serial(N, K, O));
-  run_matmul("linear_backward_data", PrimKind::linear_bwd_data, md_of(dd), dd.data(),
-             matrix_md(w, false), w.data(), nullptr, nullptr, md_of(diff_src), diff_src.data(),
-             kind_name(op, dt) + " diff_dst " + shape_str(diff_dst.shape()) + " weights " +
-                 shape_str(weights.shape()));
+  auto e = matmul_entry(PrimKind::linear_bwd_data, op, dt, md_of(dd),
+                        matmul_operand_md(w, 2, false), nullptr, md_of(diff_src), [&] {
+                          return kind_name(op, dt) + " diff_dst " + shape_str(diff_dst.shape()) +
+                                 " weights " + shape_str(weights.shape());
+                        });
+  run_matmul(*e, dd.data(), w.data(), nullptr, diff_src.data());
   return diff_src;
 }
 
@@ -199,26 +143,23 @@ WeightGrads linear_backward_weights(const Tensor& src, const Tensor& diff_dst, b
   constexpr DType kGradDType = DType::f32;  // f32 for bf16 inputs too (see the banner)
   WeightGrads out;
   out.diff_weights = Tensor::empty({O, K}, kGradDType);
-  if (with_bias) out.diff_bias = Tensor::empty({O}, kGradDType);
+  const Tensor dd = in_format(diff_dst, MemoryFormat::contiguous);
+  // The column sums of diff_dst, also for an empty batch (zeros) or K == 0 (no weights, but
+  // the bias still learns).
+  if (with_bias) out.diff_bias = cpu::column_sums_f32(dd);
   if (N == 0 || O == 0 || K == 0) {
     out.diff_weights.fill_(0.0);
-    if (with_bias && K == 0 && N > 0 && O > 0)  // no weights, but the bias still learns
-      out.diff_bias = reduce(ReduceOp::sum, reorder(diff_dst, kGradDType, MemoryFormat::contiguous),
-                             {0}, false);
-    else if (with_bias)
-      out.diff_bias.fill_(0.0);
     return out;
   }
   const Tensor x = in_format(src, MemoryFormat::contiguous);
-  const Tensor dd = in_format(diff_dst, MemoryFormat::contiguous);
   SerialScope serial(run_serial(N, K, O));
   // diff_weights [O,K] = diff_dst^T [O,N] x src [N,K], f32 out of bf16 inputs.
-  run_matmul("linear_backward_weights", PrimKind::linear_bwd_weights, matrix_md(dd, true), dd.data(),
-             md_of(x), x.data(), nullptr, nullptr, md_of(out.diff_weights),
-             out.diff_weights.data(),
-             kind_name(op, dt) + " src " + shape_str(src.shape()) + " diff_dst " +
-                 shape_str(diff_dst.shape()));
-  if (with_bias) out.diff_bias = cpu::column_sums_f32(dd);
+  auto e = matmul_entry(PrimKind::linear_bwd_weights, op, dt, matmul_operand_md(dd, 2, true),
+                        md_of(x), nullptr, md_of(out.diff_weights), [&] {
+                          return kind_name(op, dt) + " src " + shape_str(src.shape()) +
+                                 " diff_dst " + shape_str(diff_dst.shape());
+                        });
+  run_matmul(*e, dd.data(), x.data(), nullptr, out.diff_weights.data());
   return out;
 }
 

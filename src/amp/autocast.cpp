@@ -35,22 +35,29 @@ bool cacheable(const Tensor& x) {
   return t.state.cache_enabled && x.is_leaf() && x.requires_grad() && x.dtype() == DType::f32;
 }
 
+// The entry of `map` for im when it still holds im's current values in dtype: same storage
+// (not a new buffer at a reused address), same version (no in-place write since), else null.
+const CacheEntry* valid_entry(const std::unordered_map<const TensorImpl*, CacheEntry>& map,
+                              const TensorImpl& im, DType dtype) {
+  auto it = map.find(&im);
+  if (it == map.end() || it->second.version != im.storage->version() ||
+      it->second.source_storage.lock() != im.storage || it->second.cast.dtype() != dtype)
+    return nullptr;
+  return &it->second;
+}
+
 Tensor cast_to(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
   if (!cacheable(x)) return cast(x, dtype);
   auto& im = TensorImpl::of(x);
-  auto it = t.cache.find(&im);
-  if (it != t.cache.end() && it->second.version == im.storage->version() &&
-      it->second.source_storage.lock() == im.storage && it->second.cast.dtype() == dtype) {
+  if (const CacheEntry* hit = valid_entry(t.cache, im, dtype)) {
     ++t.stats.hits;
-    return it->second.cast;
+    return hit->cast;
   }
   Tensor c;
-  auto o = t.offered.find(&im);
-  if (o != t.offered.end() && o->second.version == im.storage->version() &&
-      o->second.source_storage.lock() == im.storage && o->second.cast.dtype() == dtype) {
+  if (const CacheEntry* offered = valid_entry(t.offered, im, dtype)) {
     // Recorded as the cast would be, so the gradient still flows back to the parameter.
-    c = o->second.cast.detach();
+    c = offered->cast.detach();
     record_cast(x, c);
     ++t.stats.prepared;
   } else {

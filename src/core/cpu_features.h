@@ -3,6 +3,12 @@
 #pragma once
 #include <string>
 
+// For kernels written once and built for two ISAs: the body is MIXPREC_ALWAYS_INLINE and
+// called from a __attribute__((target("avx512f"...))) wrapper and a baseline wrapper, so
+// it is compiled inside each (inlining into a wider target is allowed), and the caller
+// picks a wrapper from cpu_features().
+#define MIXPREC_ALWAYS_INLINE inline __attribute__((always_inline))
+
 namespace mixprec {
 
 struct CpuFeatures {

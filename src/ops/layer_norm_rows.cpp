@@ -11,11 +11,9 @@
 namespace mixprec::layer_norm_rows {
 namespace {
 
-#define MIXPREC_INLINE inline __attribute__((always_inline))
-
 // Row r as doubles (f64: the row itself). bf16/f16 go through the vectorised f32 conversion
 // first (exact), then widen.
-MIXPREC_INLINE const double* load_row(const void* base, DType dtype, int64_t r, int64_t d,
+MIXPREC_ALWAYS_INLINE const double* load_row(const void* base, DType dtype, int64_t r, int64_t d,
                                       std::vector<float>& fbuf, std::vector<double>& buf) {
   const char* row = static_cast<const char*>(base) + r * d * int64_t(dtype_size(dtype));
   if (dtype == DType::f64) return reinterpret_cast<const double*>(row);
@@ -33,7 +31,7 @@ MIXPREC_INLINE const double* load_row(const void* base, DType dtype, int64_t r, 
 }
 
 // Rounds once from double to dtype.
-MIXPREC_INLINE void store_row(const double* v, void* base, DType dtype, int64_t r, int64_t d) {
+MIXPREC_ALWAYS_INLINE void store_row(const double* v, void* base, DType dtype, int64_t r, int64_t d) {
   char* row = static_cast<char*>(base) + r * d * int64_t(dtype_size(dtype));
   if (dtype == DType::f32) {
     float* f = reinterpret_cast<float*>(row);
@@ -44,7 +42,7 @@ MIXPREC_INLINE void store_row(const double* v, void* base, DType dtype, int64_t 
   }
 }
 
-MIXPREC_INLINE void forward_body(const void* x_base, DType dt, int64_t r, int64_t d,
+MIXPREC_ALWAYS_INLINE void forward_body(const void* x_base, DType dt, int64_t r, int64_t d,
                                  const double* w, const double* b, double eps, void* y_base,
                                  double& mean_out, double& rstd_out, Scratch& s) {
   const double* x = load_row(x_base, dt, r, d, s.f, s.x);
@@ -65,7 +63,7 @@ MIXPREC_INLINE void forward_body(const void* x_base, DType dt, int64_t r, int64_
   rstd_out = rstd;
 }
 
-MIXPREC_INLINE void backward_body(const void* x_base, DType dt, const void* dy_base, DType gdt,
+MIXPREC_ALWAYS_INLINE void backward_body(const void* x_base, DType dt, const void* dy_base, DType gdt,
                                   int64_t r, int64_t d, const double* w, double mean,
                                   double rstd, void* dx_base, double* dw_acc, double* db_acc,
                                   Scratch& s) {

@@ -27,7 +27,7 @@ inline float widen(float v) { return v; }
 inline float widen(uint16_t bf16_bits) { return std::bit_cast<float>(uint32_t(bf16_bits) << 16); }
 
 template <typename T>
-inline __attribute__((always_inline)) void sum_columns(const T* x, float* out, int64_t rows,
+MIXPREC_ALWAYS_INLINE void sum_columns(const T* x, float* out, int64_t rows,
                                                        int64_t cols) {
   const int64_t chunks = (rows + kRows - 1) / kRows, blocks = (cols + kCols - 1) / kCols;
   std::vector<float> partial(size_t(chunks * cols));

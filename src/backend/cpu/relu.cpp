@@ -18,11 +18,9 @@ constexpr int64_t kParallelMin = 1 << 15;
 // the CPU has it, else for the baseline ISA (4-8x narrower for 16-bit data).
 constexpr int64_t kChunk = 1 << 14;
 
-#define MIXPREC_INLINE inline __attribute__((always_inline))
-
 // NaN: exponent all ones with a non-zero mantissa. Sign is the sign bit of the width.
 template <typename Bits, Bits Sign, Bits Inf>
-MIXPREC_INLINE void forward_range(const Bits* x, Bits* y, int64_t n) {
+MIXPREC_ALWAYS_INLINE void forward_range(const Bits* x, Bits* y, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const Bits v = x[i];
@@ -33,7 +31,7 @@ MIXPREC_INLINE void forward_range(const Bits* x, Bits* y, int64_t n) {
 }
 
 template <typename Bits, Bits Sign, Bits Inf>
-MIXPREC_INLINE void backward_range(const Bits* g, const Bits* d, Bits* out, int64_t n) {
+MIXPREC_ALWAYS_INLINE void backward_range(const Bits* g, const Bits* d, Bits* out, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const Bits v = d[i];

@@ -128,11 +128,6 @@ __attribute__((target("avx512f"))) void gelu_block_avx512(float* x, const float*
 }
 #pragma GCC diagnostic pop
 
-bool gelu_vector_path() {
-  static const bool ok = cpu_features().avx512f;
-  return ok;
-}
-
 // dst = gelu(src) (diff_dst undefined) or dst = diff_dst * gelu'(src), n dense elements of
 // dtype, in blocks (each thread converts its own blocks).
 void gelu_f32_path(const void* src, const void* diff_dst, void* dst, DType dtype, int64_t n) {
@@ -159,7 +154,7 @@ Tensor gelu(const Tensor& src_in) {
   const Tensor src = amp::cast_inputs(amp::OpId::gelu, {src_in})[0];
   check_floating("gelu", src);
   const Tensor x = dense(src);
-  if (x.dtype() != DType::f64 && gelu_vector_path()) {
+  if (x.dtype() != DType::f64 && cpu_features().avx512f) {
     Tensor dst = Tensor::empty(x.shape(), x.dtype(), x.suggest_memory_format());
     gelu_f32_path(x.data(), nullptr, dst.data(), x.dtype(), x.numel());
     if (any_requires_grad({&src})) {

@@ -120,24 +120,19 @@ void backward_baseline(const void* x, DType dt, const void* dy, DType gdt, int64
   backward_body(x, dt, dy, gdt, r, d, w, mean, rstd, dx, dw, db, s);
 }
 
-bool has_avx512() {
-  static const bool ok = cpu_features().avx512f;
-  return ok;
-}
-
 }  // namespace
 
 void forward_row(const void* x_base, DType dt, int64_t r, int64_t d, const double* w,
                  const double* b, double eps, void* y_base, double& mean, double& rstd,
                  Scratch& s) {
-  (has_avx512() ? forward_avx512 : forward_baseline)(x_base, dt, r, d, w, b, eps, y_base, mean,
+  (cpu_features().avx512f ? forward_avx512 : forward_baseline)(x_base, dt, r, d, w, b, eps, y_base, mean,
                                                      rstd, s);
 }
 
 void backward_row(const void* x_base, DType dt, const void* dy_base, DType gdt, int64_t r,
                   int64_t d, const double* w, double mean, double rstd, void* dx_base,
                   double* dw_acc, double* db_acc, Scratch& s) {
-  (has_avx512() ? backward_avx512 : backward_baseline)(x_base, dt, dy_base, gdt, r, d, w, mean,
+  (cpu_features().avx512f ? backward_avx512 : backward_baseline)(x_base, dt, dy_base, gdt, r, d, w, mean,
                                                        rstd, dx_base, dw_acc, db_acc, s);
 }
 

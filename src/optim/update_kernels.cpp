@@ -74,13 +74,8 @@ __attribute__((target("avx512f"))) void stream_out(const uint16_t* src, char* ds
   std::memcpy(dst + i * 2, src + i, size_t(len - i) * 2);
 }
 
-bool has_avx512f() {
-  static const bool ok = cpu_features().avx512f;
-  return ok;
-}
-
 void write_rounded(const float* p, char* out, DType out_dtype, int64_t len) {
-  if (!has_avx512f()) return convert_elements(p, DType::f32, out, out_dtype, len);
+  if (!cpu_features().avx512f) return convert_elements(p, DType::f32, out, out_dtype, len);
   alignas(64) uint16_t obuf[kTile];
   convert_elements(p, DType::f32, obuf, out_dtype, len);
   stream_out(obuf, out, len);

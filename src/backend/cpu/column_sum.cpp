@@ -65,8 +65,7 @@ void sum_columns_baseline(const T* x, float* out, int64_t rows, int64_t cols) {
 
 template <typename T>
 void dispatch(const T* x, float* out, int64_t rows, int64_t cols) {
-  static const bool avx512 = cpu_features().avx512f;
-  (avx512 ? sum_columns_avx512<T> : sum_columns_baseline<T>)(x, out, rows, cols);
+  (cpu_features().avx512f ? sum_columns_avx512<T> : sum_columns_baseline<T>)(x, out, rows, cols);
 }
 
 }  // namespace

@@ -59,14 +59,9 @@ void backward_baseline(const Bits* g, const Bits* d, Bits* out, int64_t n) {
   backward_range<Bits, Sign, Inf>(g, d, out, n);
 }
 
-bool has_avx512bw() {
-  static const bool ok = cpu_features().avx512bw;
-  return ok;
-}
-
 template <typename Bits, Bits Sign, Bits Inf>
 void forward_bits(const Bits* x, Bits* y, int64_t n) {
-  auto* kernel = has_avx512bw() ? forward_avx512<Bits, Sign, Inf> : forward_baseline<Bits, Sign, Inf>;
+  auto* kernel = cpu_features().avx512bw ? forward_avx512<Bits, Sign, Inf> : forward_baseline<Bits, Sign, Inf>;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
   for (int64_t c = 0; c < chunks; ++c)
@@ -75,7 +70,7 @@ void forward_bits(const Bits* x, Bits* y, int64_t n) {
 
 template <typename Bits, Bits Sign, Bits Inf>
 void backward_bits(const Bits* g, const Bits* d, Bits* out, int64_t n) {
-  auto* kernel = has_avx512bw() ? backward_avx512<Bits, Sign, Inf> : backward_baseline<Bits, Sign, Inf>;
+  auto* kernel = cpu_features().avx512bw ? backward_avx512<Bits, Sign, Inf> : backward_baseline<Bits, Sign, Inf>;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
   for (int64_t c = 0; c < chunks; ++c)

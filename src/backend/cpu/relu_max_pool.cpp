@@ -52,10 +52,7 @@ void copy_raw(const void* src, int64_t i, void* dst, int64_t o, size_t es) {
   std::memcpy(static_cast<char*>(dst) + o * es, static_cast<const char*>(src) + i * es, es);
 }
 
-bool has_avx512() {
-  static const bool ok = cpu_features().avx512bw && cpu_features().avx512vl;
-  return ok;
-}
+bool has_avx512() { return cpu_features().avx512bw && cpu_features().avx512vl; }
 
 // GCC 12 flags the intrinsics' internal _mm*_undefined_*() as maybe-uninitialized.
 #pragma GCC diagnostic push

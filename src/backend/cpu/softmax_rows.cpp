@@ -104,11 +104,6 @@ __attribute__((target("avx512f"))) void backward_avx512(const float* y, float* g
 
 #pragma GCC diagnostic pop
 
-bool has_avx512() {
-  static const bool ok = cpu_features().avx512f;
-  return ok;
-}
-
 void check(const char* op, const char* name, const Tensor& t) {
   const DType d = t.dtype();
   if (t.dim() < 1 || !t.is_contiguous() || (d != DType::f32 && d != DType::bf16 && d != DType::f16))
@@ -147,7 +142,7 @@ Tensor softmax_rows_forward(const Tensor& x) {
   const size_t row_bytes = size_t(n) * dtype_size(dt);
   const char* src = static_cast<const char*>(x.data());
   char* dst = static_cast<char*>(y.data());
-  const bool vec = has_avx512();
+  const bool vec = cpu_features().avx512f;
   for_each_row(rows, n, [&](int64_t r, float* a, float*) {
     convert_elements(src + size_t(r) * row_bytes, dt, a, DType::f32, n);
     vec ? forward_avx512(a, n) : forward_scalar(a, n);
@@ -171,7 +166,7 @@ Tensor softmax_rows_backward(const Tensor& y, const Tensor& dy) {
   const char* ys = static_cast<const char*>(y.data());
   const char* gs = static_cast<const char*>(dy.data());
   char* out = static_cast<char*>(dx.data());
-  const bool vec = has_avx512();
+  const bool vec = cpu_features().avx512f;
   for_each_row(rows, n, [&](int64_t r, float* a, float* b) {
     convert_elements(ys + size_t(r) * row_bytes, dt, a, DType::f32, n);
     convert_elements(gs + size_t(r) * row_bytes, dt, b, DType::f32, n);

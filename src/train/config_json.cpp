@@ -39,6 +39,8 @@ void for_each_field(Config& c, F&& f) {
   f("loss_spike_factor", c.loss_spike_factor);
   f("on_divergence", c.on_divergence);
   f("max_rollbacks", c.max_rollbacks);
+  f("norm_mean", c.norm_mean);
+  f("norm_std", c.norm_std);
 }
 
 }  // namespace

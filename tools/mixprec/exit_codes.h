@@ -11,6 +11,7 @@ enum ExitCode : int {
   kExitData = 3,        // dataset missing, corrupt or truncated
   kExitCheckpoint = 4,  // checkpoint missing, corrupt or truncated
   kExitDiverged = 5,    // training produced a non-finite loss
+  kExitInterrupted = 130,  // Ctrl-C (128 + SIGINT, as a shell reports it); a checkpoint was saved
 };
 
 inline int exit_code_for(const Status& s) {

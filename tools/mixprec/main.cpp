@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "exit_codes.h"
+#include "suggest.h"
 
 int main(int argc, char** argv) {
   using namespace mixprec::cli;
@@ -29,8 +30,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    // An unknown command or flag is named with the closest known one; other errors (a bad
+    // value) already carry their own message.
+    std::string why = explain_parse_error(app, argc, argv);
+    if (why.empty()) why = e.what();
     std::fprintf(stderr, "mixprec: usage error: %s\n(run 'mixprec --help' or 'mixprec <command> --help')\n",
-                 e.what());
+                 why.c_str());
     return kExitUsage;
   }
   try {

@@ -1,11 +1,17 @@
 // train_command.cpp: `mixprec train`: flags, the resolved-configuration table, progress
 // and the end-of-run summary.
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "backend/onednn/kernel_report.h"
 #include "commands.h"
 #include "core/cpu_features.h"
 #include "exit_codes.h"
@@ -19,23 +25,150 @@ namespace mixprec::cli {
 
 namespace {
 
-void print_config(const train::TrainConfig& c,
+// A number as the user typed it on the command line ("1e-3"), else the shortest text that
+// reads back as the value ("0.001", never "0.001000").
+std::string as_typed(CLI::App* cmd, const char* flag, double value) {
+  if (const CLI::Option* o = cmd->get_option_no_throw(flag); o && o->count() > 0 && !o->results().empty())
+    return o->results().back();
+  char buf[40];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, value);
+    if (std::strtod(buf, nullptr) == value) break;
+  }
+  return buf;
+}
+
+// What this CPU has, in words a user can check: "AVX2 FMA F16C (no AVX-512, no AMX)".
+std::string cpu_summary() {
+  const CpuFeatures& f = cpu_features();
+  std::string s;
+  auto add = [&s](bool have, const char* name) {
+    if (have) s += (s.empty() ? "" : " ") + std::string(name);
+  };
+  __builtin_cpu_init();
+  add(__builtin_cpu_supports("avx2"), "AVX2");
+  add(__builtin_cpu_supports("fma"), "FMA");
+  const std::string features = cpu_features_string();  // F16C, AVX512*, AMX-BF16
+  if (!features.empty()) s += (s.empty() ? "" : " ") + features;
+  std::string missing;
+  if (!f.avx512f) missing += "no AVX-512";
+  else if (!f.avx512_bf16) missing += "no AVX512-BF16";
+  if (!f.amx_bf16) missing += std::string(missing.empty() ? "" : ", ") + "no AMX";
+  return missing.empty() ? s : s + " (" + missing + ")";
+}
+
+// Which kernels run the matrix work (matmul, convolution) in each dtype on this CPU, and
+// what falls back: oneDNN 2.6.3 has bf16 kernels only from AVX-512 on, and f16 kernels on
+// no CPU mixprec runs on (f16 is emulated on the f32 kernels; see docs/cli.md).
+std::string kernel_summary(std::string* bf16_warning) {
+  const auto& k = backend::onednn::kernel_report();
+  auto name = [](const std::string& impl) { return impl.empty() ? std::string("none") : impl; };
+  std::string s = "oneDNN " + k.version + " " + k.isa + ": f32 " + name(k.f32_conv);
+  if (k.bf16_conv.empty() || k.bf16_matmul.empty()) {
+    s += "; bf16: no oneDNN kernel, reference loops (slow)";
+    if (bf16_warning)
+      *bf16_warning = "this CPU has no AVX-512, and oneDNN " + k.version + " has no bf16 matmul/convolution "
+                      "kernel without it: bf16 matrix work runs on mixprec's reference loops, much slower "
+                      "than fp32; on this CPU use --precision fp32 or amp-fp16 (f16 is emulated on the "
+                      "fast f32 kernels)";
+  } else {
+    s += "; bf16 " + k.bf16_conv;
+  }
+  s += k.f16_conv.empty() ? "; f16: emulated on the f32 kernels" : "; f16 " + k.f16_conv;
+  return s;
+}
+
+void print_config(CLI::App* cmd, const train::TrainConfig& c,
                   const std::vector<std::pair<std::string, std::string>>& extra) {
-  std::vector<std::pair<std::string, std::string>> rows = {
-      {"precision", c.precision},
-      {"optimizer", c.optimizer + " (lr " + std::to_string(c.lr) + ", weight decay " +
-                        std::to_string(c.weight_decay) + ")"},
+  // Each field once: precision, model, dataset, steps come from the trainer's rows (they
+  // are resolved there), the rest from the flags as typed.
+  std::vector<std::pair<std::string, std::string>> rows = extra;
+  const std::vector<std::pair<std::string, std::string>> mine = {
+      {"optimizer", c.optimizer + " (lr " + as_typed(cmd, "--lr", c.lr) + ", weight decay " +
+                        as_typed(cmd, "--weight-decay", c.weight_decay) + ")"},
       {"epochs", std::to_string(c.epochs)},
       {"max steps", c.max_steps < 0 ? "none" : std::to_string(c.max_steps)},
       {"batch size", std::to_string(c.batch_size)},
       {"seed", std::to_string(c.seed)},
-      {"cpu features", cpu_features_string()},
+      {"cpu", cpu_summary()},
+      {"kernels", kernel_summary(nullptr)},
   };
-  rows.insert(rows.begin(), extra.begin(), extra.end());
-  std::printf("| %-14s | %-58s |\n", "Parameter", "Value");
-  std::printf("|%s|%s|\n", std::string(16, '-').c_str(), std::string(60, '-').c_str());
-  for (auto& [k, v] : rows) std::printf("| %-14s | %-58s |\n", k.c_str(), v.c_str());
+  rows.insert(rows.end(), mine.begin(), mine.end());
+  size_t value_width = 58;
+  for (auto& [k, v] : rows) value_width = std::max(value_width, v.size());
+  std::printf("| %-14s | %-*s |\n", "Parameter", int(value_width), "Value");
+  std::printf("|%s|%s|\n", std::string(16, '-').c_str(), std::string(value_width + 2, '-').c_str());
+  for (auto& [k, v] : rows) std::printf("| %-14s | %-*s |\n", k.c_str(), int(value_width), v.c_str());
   std::fflush(stdout);
+}
+
+// Ctrl-C: the first asks the trainer to stop after the current step (it saves a checkpoint
+// and returns); SA_RESETHAND makes a second one kill the process at once.
+std::atomic<bool> g_stop_requested{false};
+
+void on_sigint(int) {
+  g_stop_requested.store(true);
+  static const char kMsg[] = "\nmixprec: interrupted: stopping after this step (Ctrl-C again to abort)\n";
+  const ssize_t ignored = write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+  (void)ignored;
+}
+
+void install_sigint_handler() {
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND;
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+// A run directory this command created that holds no step yet (the run failed before its
+// first step): nothing in it is worth keeping, so it goes.
+void remove_if_unused(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (dir.empty() || !fs::is_directory(dir, ec)) return;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name == "config.json") continue;
+    if (name == "metrics.jsonl" && entry.file_size(ec) == 0) continue;
+    return;  // a checkpoint, logged steps or a file the user put there: keep everything
+  }
+  fs::remove_all(dir, ec);
+}
+
+// "0.00%" would claim a measurement: a run without evaluation says so.
+std::string accuracy_text(const train::TrainResult& r, bool best) {
+  if (r.evals.empty()) return "not evaluated";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f%%", 100.0 * (best ? r.best_accuracy : r.final_accuracy));
+  return buf;
+}
+
+// --resume of a finished run: what it reached, and how to train it further.
+void print_finished(const train::TrainConfig& c, const train::TrainResult& r) {
+  const std::string where = !r.run_dir.empty() ? r.run_dir : c.resume;
+  std::printf("\nrun %s already finished: step %lld of %lld, final test accuracy %s (best %s)\n", where.c_str(),
+              (long long)r.steps, (long long)r.planned_steps, accuracy_text(r, false).c_str(),
+              accuracy_text(r, true).c_str());
+  if (!r.last_checkpoint.empty()) std::printf("last checkpoint: %s\n", r.last_checkpoint.c_str());
+  if (c.max_steps > 0 && c.max_steps <= r.steps)
+    std::printf("to train longer, raise --max-steps: mixprec train --resume %s --max-steps %lld\n", where.c_str(),
+                (long long)(2 * c.max_steps));
+  else
+    std::printf("to train longer, raise --epochs: mixprec train --resume %s --epochs %lld\n", where.c_str(),
+                (long long)(c.epochs + 1));
+}
+
+std::string skipped_text(const train::TrainResult& r) {
+  std::string s = std::to_string(r.skipped_steps);
+  if (r.skipped_by_tensor.empty()) return s;
+  s += " (inf/NaN gradients in";
+  const size_t shown = std::min<size_t>(r.skipped_by_tensor.size(), 5);
+  for (size_t i = 0; i < shown; ++i)
+    s += (i ? ", " : " ") + r.skipped_by_tensor[i].first + " x" + std::to_string(r.skipped_by_tensor[i].second);
+  if (r.skipped_by_tensor.size() > shown)
+    s += ", and " + std::to_string(r.skipped_by_tensor.size() - shown) + " more tensors";
+  return s + ")";
 }
 
 // config.json of the run being resumed: RUN_DIR/config.json, or the one beside a checkpoint.
@@ -78,6 +211,7 @@ Runner add_train_command(CLI::App& app) {
   add_training_flags(cmd, *config);
 
   return [config, cmd]() -> int {
+    namespace fs = std::filesystem;
     if (!config->resume.empty()) {
       if (Status st = adopt_resumed_config(cmd, *config); !st.is_ok()) {
         std::fprintf(stderr, "mixprec: error: %s\n", st.message().c_str());
@@ -88,7 +222,14 @@ Runner add_train_command(CLI::App& app) {
       std::fprintf(stderr, "mixprec: usage error: %s\n", st.message().c_str());
       return kExitUsage;
     }
-    // The run directory: auto-named unless given; --run-dir none writes nothing.
+    // The run directory: auto-named unless given; --run-dir none writes nothing. One this
+    // command creates is removed again if the run fails before its first step.
+    std::string created_dir;
+    {
+      std::error_code ec;
+      if (!config->run_dir.empty() && config->run_dir != "none" && !fs::exists(config->run_dir, ec))
+        created_dir = config->run_dir;
+    }
     if (config->run_dir == "none") {
       config->run_dir.clear();
     } else if (config->run_dir.empty() && config->resume.empty()) {
@@ -98,36 +239,65 @@ Runner add_train_command(CLI::App& app) {
         return exit_code_for(rd.status());
       }
       config->run_dir = rd->path;
+      created_dir = rd->path;
     }
     Progress progress(stdout);
     train::Callbacks cb;
-    cb.on_start = print_config;
+    cb.on_start = [cmd](const train::TrainConfig& c, const std::vector<std::pair<std::string, std::string>>& extra) {
+      print_config(cmd, c, extra);
+      std::string warning;
+      kernel_summary(&warning);
+      auto preset = amp::preset_by_name(c.precision);
+      if (!warning.empty() && preset.is_ok() && preset->compute_dtype == DType::bf16)
+        std::fprintf(stderr, "mixprec: warning: %s\n", warning.c_str());
+    };
     cb.on_warning = [](const std::string& w) { std::fprintf(stderr, "mixprec: warning: %s\n", w.c_str()); };
     cb.on_step = [&](const train::StepReport& r) { progress.step(r); };
     cb.on_eval = [&](const train::EvalReport& r) { progress.eval(r, config->epochs); };
+    cb.stop_requested = [] { return g_stop_requested.load(); };
+    install_sigint_handler();
     auto result = train::run(*config, cb);
+    signal(SIGINT, SIG_DFL);
     progress.finish();
     if (!result.is_ok()) {
       std::fprintf(stderr, "mixprec: error: %s\n", result.status().message().c_str());
+      remove_if_unused(created_dir);
       return exit_code_for(result.status());
     }
     const train::TrainResult& r = result.value();
-    const std::string run_dir = !config->run_dir.empty() ? config->run_dir
+    if (r.already_finished) {
+      print_finished(*config, r);
+      return kExitOk;
+    }
+    const std::string run_dir = !r.run_dir.empty() ? r.run_dir
+                                : !config->run_dir.empty() ? config->run_dir
                                 : !r.last_checkpoint.empty() ? r.last_checkpoint.substr(0, r.last_checkpoint.find_last_of('/'))
                                                              : "";
+    char scale[32] = "\u2013";  // an en dash: the preset has no loss scaler
+    if (r.loss_scaling) std::snprintf(scale, sizeof scale, "%g", r.final_scale);
     std::printf("\nsummary: %lld steps in %s (%.1f ms/step median) | final loss %.4f | "
-                "best test accuracy %.2f%% | peak memory %s (activations %s) | skipped steps %lld | "
-                "final loss scale %g\n",
+                "best test accuracy %s | peak memory %s (activations %s) | skipped steps %s | "
+                "final loss scale %s\n",
                 (long long)r.steps, format_duration(r.seconds).c_str(), 1e3 * r.seconds_per_step,
-                r.losses.empty() ? 0.0 : r.losses.back(), 100.0 * r.best_accuracy,
+                r.losses.empty() ? 0.0 : r.losses.back(), accuracy_text(r, true).c_str(),
                 format_bytes(r.peak_total_bytes).c_str(), format_bytes(r.peak_activation_bytes).c_str(),
-                (long long)r.skipped_steps, r.final_scale);
+                skipped_text(r).c_str(), scale);
     if (r.rollbacks > 0)
       std::printf("divergence: rolled back %lld time(s) to the last good checkpoint, skipping the offending batches\n",
                   (long long)r.rollbacks);
     if (!run_dir.empty()) {
       std::printf("run directory: %s (last checkpoint %s)\n", run_dir.c_str(), r.last_checkpoint.c_str());
-      plot_runs({run_dir}, "");  // a missing gnuplot only costs the plot, not the run
+      if (!r.interrupted) plot_runs({run_dir}, "");  // a missing gnuplot only costs the plot, not the run
+    }
+    if (r.interrupted) {
+      if (run_dir.empty())
+        std::printf("interrupted at step %lld of %lld; nothing was saved (--run-dir none)\n", (long long)r.steps,
+                    (long long)r.planned_steps);
+      else
+        std::printf("interrupted at step %lld of %lld; checkpoint and metrics saved. Resume with:\n"
+                    "  mixprec train --resume %s\n",
+                    (long long)r.steps, (long long)r.planned_steps, run_dir.c_str());
+      return kExitInterrupted;
     }
     return kExitOk;
   };

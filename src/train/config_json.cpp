@@ -26,6 +26,7 @@ void for_each_field(Config& c, F&& f) {
   f("train_subset", c.train_subset);
   f("test_subset", c.test_subset);
   f("shuffle", c.shuffle);
+  f("evaluate", c.evaluate);
   f("init_scale", c.init_scale);
   f("growth_factor", c.growth_factor);
   f("backoff_factor", c.backoff_factor);

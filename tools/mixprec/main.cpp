@@ -9,8 +9,16 @@
 #include "exit_codes.h"
 #include "suggest.h"
 
+namespace mixprec::cli {
+std::string& program_name() {
+  static std::string name = "mixprec";
+  return name;
+}
+}  // namespace mixprec::cli
+
 int main(int argc, char** argv) {
   using namespace mixprec::cli;
+  if (argc > 0 && argv[0] && *argv[0]) program_name() = argv[0];
   CLI::App app{"mixprec: mixed-precision training of neural networks on CPUs"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "mixprec 0.1.0");

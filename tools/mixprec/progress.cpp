@@ -47,7 +47,11 @@ std::string progress_line(const train::StepReport& r, int width) {
   std::snprintf(buf, sizeof buf, "step %lld/%lld | loss %.4f", (long long)r.step, (long long)r.total_steps, r.loss);
   std::string core = buf;
   if (r.loss_scaling || r.skipped_total > 0) {
-    std::snprintf(buf, sizeof buf, " | scale %g | skipped %lld", r.scale, (long long)r.skipped_total);
+    std::snprintf(buf, sizeof buf, " | scale %g", r.scale);
+    core += buf;
+  }
+  if (r.skipped_total > 0) {
+    std::snprintf(buf, sizeof buf, " | skipped %lld", (long long)r.skipped_total);
     core += buf;
   }
   std::snprintf(buf, sizeof buf, " | %.0f img/s", r.images_per_second);
@@ -76,9 +80,9 @@ Progress::Progress(std::FILE* out) : out_(out), tty_(isatty(fileno(out)) != 0) {
 void Progress::step(const train::StepReport& r) {
   if (r.skipped) {  // each skipped step is news: its own line, whatever the interval
     finish();
-    std::fprintf(out_, "step %lld skipped: inf/NaN gradient in %s (%lld values%s); loss scale was %g\n",
+    std::fprintf(out_, "step %lld skipped: inf/NaN gradient in %s (%lld value%s%s); loss scale was %g\n",
                  (long long)r.step, r.nonfinite_tensor.empty() ? "?" : r.nonfinite_tensor.c_str(),
-                 (long long)r.nonfinite_values,
+                 (long long)r.nonfinite_values, r.nonfinite_values == 1 ? "" : "s",
                  r.nonfinite_tensors > 1 ? (", and " + std::to_string(r.nonfinite_tensors - 1) + " more tensors").c_str()
                                          : "",
                  r.scale);

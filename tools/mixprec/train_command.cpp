@@ -94,11 +94,23 @@ void print_config(CLI::App* cmd, const train::TrainConfig& c,
       {"kernels", kernel_summary(nullptr)},
   };
   rows.insert(rows.end(), mine.begin(), mine.end());
-  size_t value_width = 58;
-  for (auto& [k, v] : rows) value_width = std::max(value_width, v.size());
-  std::printf("| %-14s | %-*s |\n", "Parameter", int(value_width), "Value");
-  std::printf("|%s|%s|\n", std::string(16, '-').c_str(), std::string(value_width + 2, '-').c_str());
-  for (auto& [k, v] : rows) std::printf("| %-14s | %-*s |\n", k.c_str(), int(value_width), v.c_str());
+  // 80 columns: a long value continues on the next row, broken between words.
+  const size_t width = 58;
+  std::printf("| %-14s | %-58s |\n", "Parameter", "Value");
+  std::printf("|%s|%s|\n", std::string(16, '-').c_str(), std::string(60, '-').c_str());
+  for (auto& [k, v] : rows) {
+    std::string rest = v, key = k;
+    do {
+      size_t cut = rest.size();
+      if (cut > width) {
+        cut = rest.rfind(' ', width);
+        if (cut == std::string::npos || cut == 0) cut = width;
+      }
+      std::printf("| %-14s | %-58s |\n", key.c_str(), rest.substr(0, cut).c_str());
+      rest = rest.substr(std::min(rest.size(), cut + (cut < rest.size() && rest[cut] == ' ')));
+      key.clear();
+    } while (!rest.empty());
+  }
   std::fflush(stdout);
 }
 
@@ -152,11 +164,11 @@ void print_finished(const train::TrainConfig& c, const train::TrainResult& r) {
               accuracy_text(r, true).c_str());
   if (!r.last_checkpoint.empty()) std::printf("last checkpoint: %s\n", r.last_checkpoint.c_str());
   if (c.max_steps > 0 && c.max_steps <= r.steps)
-    std::printf("to train longer, raise --max-steps: mixprec train --resume %s --max-steps %lld\n", where.c_str(),
-                (long long)(2 * c.max_steps));
+    std::printf("to train longer, raise --max-steps: %s train --resume %s --max-steps %lld\n",
+                program_name().c_str(), where.c_str(), (long long)(2 * c.max_steps));
   else
-    std::printf("to train longer, raise --epochs: mixprec train --resume %s --epochs %lld\n", where.c_str(),
-                (long long)(c.epochs + 1));
+    std::printf("to train longer, raise --epochs: %s train --resume %s --epochs %lld\n", program_name().c_str(),
+                where.c_str(), (long long)(c.epochs + 1));
 }
 
 std::string skipped_text(const train::TrainResult& r) {
@@ -192,6 +204,7 @@ Status adopt_resumed_config(CLI::App* cmd, train::TrainConfig& config) {
     std::replace(flag.begin(), flag.end(), '_', '-');
     if (key == "shuffle") flag = "--no-shuffle";
     if (key == "loss_spike_factor") flag = "--loss-spike";
+    if (key == "evaluate") flag = "--no-eval";
     if (key == "precision" && cmd->get_option("--no-amp")->count() > 0) return true;
     const CLI::Option* o = cmd->get_option_no_throw(flag);
     return o != nullptr && o->count() > 0;
@@ -275,13 +288,14 @@ Runner add_train_command(CLI::App& app) {
                                                              : "";
     char scale[32] = "\u2013";  // an en dash: the preset has no loss scaler
     if (r.loss_scaling) std::snprintf(scale, sizeof scale, "%g", r.final_scale);
-    std::printf("\nsummary: %lld steps in %s (%.1f ms/step median) | final loss %.4f | "
-                "best test accuracy %s | peak memory %s (activations %s) | skipped steps %s | "
-                "final loss scale %s\n",
+    // Three short lines rather than one that wraps in an 80-column terminal.
+    std::printf("\nsummary: %lld steps in %s (%.1f ms/step median) | final loss %.4f\n"
+                "         best test accuracy %s | final loss scale %s\n"
+                "         peak memory %s (activations %s) | skipped steps %s\n",
                 (long long)r.steps, format_duration(r.seconds).c_str(), 1e3 * r.seconds_per_step,
-                r.losses.empty() ? 0.0 : r.losses.back(), accuracy_text(r, true).c_str(),
+                r.losses.empty() ? 0.0 : r.losses.back(), accuracy_text(r, true).c_str(), scale,
                 format_bytes(r.peak_total_bytes).c_str(), format_bytes(r.peak_activation_bytes).c_str(),
-                skipped_text(r).c_str(), scale);
+                skipped_text(r).c_str());
     if (r.rollbacks > 0)
       std::printf("divergence: rolled back %lld time(s) to the last good checkpoint, skipping the offending batches\n",
                   (long long)r.rollbacks);
@@ -295,8 +309,8 @@ Runner add_train_command(CLI::App& app) {
                     (long long)r.planned_steps);
       else
         std::printf("interrupted at step %lld of %lld; checkpoint and metrics saved. Resume with:\n"
-                    "  mixprec train --resume %s\n",
-                    (long long)r.steps, (long long)r.planned_steps, run_dir.c_str());
+                    "  %s train --resume %s\n",
+                    (long long)r.steps, (long long)r.planned_steps, program_name().c_str(), run_dir.c_str());
       return kExitInterrupted;
     }
     return kExitOk;

@@ -41,7 +41,10 @@ expect rollback-to-start 0 "rolled back to early/step-00000000.safetensors \(ste
   "$BIN" train "${COMMON[@]}" --max-steps 6 --inject-nonfinite 1 --on-divergence rollback --run-dir early
 
 # ---- spikes: at most --max-rollbacks rollbacks, then exit 5 ----
-expect spike-budget 5 "loss spiked .*gave up after 2 rollbacks" -- \
-  "$BIN" train "${COMMON[@]}" --max-steps 60 --save-every 5 --lr 0.05 --loss-spike 1.001 \
-  --on-divergence rollback --max-rollbacks 2 --run-dir spikes
+# How many losses pass 1.001x the median depends on the CPU's f32 kernels (AVX2 and AVX-512
+# round differently): lr 0.1 gave 4 spikes in 60 steps on AMD EPYC Zen3 (AVX2), and the
+# budget of 1 needs only 2.
+expect spike-budget 5 "loss spiked .*gave up after 1 rollbacks" -- \
+  "$BIN" train "${COMMON[@]}" --max-steps 60 --save-every 5 --lr 0.1 --loss-spike 1.001 \
+  --on-divergence rollback --max-rollbacks 1 --run-dir spikes
 finish

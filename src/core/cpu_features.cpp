@@ -73,9 +73,11 @@ CpuFeatures detect() {
   const bool os_amx = (xcr0 & 0x60000) == 0x60000;     // XTILECFG + XTILEDATA
 
   f.f16c = os_avx && bit(leaf1.ecx, 28) && bit(leaf1.ecx, 29);  // AVX + F16C
+  f.fma = os_avx && bit(leaf1.ecx, 28) && bit(leaf1.ecx, 12);   // AVX + FMA3
   if (max_leaf >= 7) {
     const CpuidRegs leaf7 = cpuid(7, 0);
     const CpuidRegs leaf7_1 = cpuid(7, 1);
+    f.avx2 = os_avx && bit(leaf7.ebx, 5);
     f.avx512f = os_avx512 && bit(leaf7.ebx, 16);
     f.avx512bw = f.avx512f && bit(leaf7.ebx, 30);
     f.avx512vl = f.avx512f && bit(leaf7.ebx, 31);
@@ -86,6 +88,8 @@ CpuFeatures detect() {
   }
 
   if (disabled_by_env("f16c")) f.f16c = false;
+  if (disabled_by_env("avx2")) f.avx2 = false;
+  if (disabled_by_env("fma")) f.fma = false;
   if (disabled_by_env("avx512f")) f.avx512f = false;
   if (disabled_by_env("avx512bw") || !f.avx512f) f.avx512bw = false;
   if (disabled_by_env("avx512vl") || !f.avx512f) f.avx512vl = false;
@@ -112,6 +116,8 @@ std::string cpu_features_string() {
     if (!s.empty()) s += ' ';
     s += name;
   };
+  add(f.avx2, "AVX2");
+  add(f.fma, "FMA");
   add(f.avx512f, "AVX512F");
   add(f.f16c, "F16C");
   add(f.avx512_bf16, "AVX512-BF16");

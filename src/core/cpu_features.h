@@ -13,6 +13,8 @@ namespace mixprec {
 
 struct CpuFeatures {
   bool f16c = false;
+  bool avx2 = false;  // 256-bit integer lanes (the optimizer's AVX2 path needs it and fma)
+  bool fma = false;   // fused multiply-add on 128/256-bit registers
   bool avx512f = false;
   bool avx512bw = false;  // 8/16-bit lanes (the 16-bit storage kernels' integer selects)
   bool avx512vl = false;  // AVX-512 instructions on 128/256-bit registers

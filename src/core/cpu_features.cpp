@@ -75,7 +75,7 @@ CpuFeatures detect() {
   const bool os_amx = (xcr0 & 0x60000) == 0x60000;     // XTILECFG + XTILEDATA
 
   f.f16c = os_avx && bit(leaf1.ecx, 28) && bit(leaf1.ecx, 29);  // AVX + F16C
-  f.fma = os_avx && bit(leaf1.ecx, 12);
+  f.fma = os_avx && bit(leaf1.ecx, 28) && bit(leaf1.ecx, 12);   // AVX + FMA3
   if (max_leaf >= 7) {
     const CpuidRegs leaf7 = cpuid(7, 0);
     const CpuidRegs leaf7_1 = cpuid(7, 1);

@@ -12,7 +12,7 @@
 namespace mixprec {
 
 struct CpuFeatures {
-  bool avx2 = false;  // 256-bit integer lanes (the bf16 conversion kernels without AVX-512)
+  bool avx2 = false;  // 256-bit integer lanes (bf16 conversions, fused relu+pool, optimizer)
   bool fma = false;   // FMA3: a*b+c rounded once (the optimizer formulas PyTorch fuses)
   bool f16c = false;
   bool avx512f = false;

@@ -22,7 +22,7 @@ ALLOC_TEXT = {
     "tuned": "glibc malloc, GLIBC_TUNABLES mmap/trim thresholds 2^31-1",
     "jemalloc": "jemalloc (LD_PRELOAD)",
     "tcmalloc": "tcmalloc-minimal (LD_PRELOAD)",
-    "default": "not recorded (log from before the allocator matrix)",
+    "default": "not recorded: untuned (log from before the allocator matrix)",
 }
 
 
@@ -153,6 +153,10 @@ def main(argv):
           f"{med_range(gemm_bf16) if any(gemm_bf16) else 'none (no oneDNN bf16 matmul on this CPU)'}"
           f"{' GFLOP/s' if any(gemm_bf16) else ''}, f32 {med_range(gemm_f32)} GFLOP/s.\n")
 
+    if "default" in peer_allocs:
+        print("**Warning: these logs do not record the peer's allocator configuration (written before "
+              "run_benchmarks.sh ran the peer per allocator): the PyTorch figures are of an untuned peer "
+              "and are not strongest-peer ratios.**\n")
     if peer_allocs:
         print("**Peer configurations** (PyTorch "
               f"{next(iter(info.values()))[2] if info else '?'}; step ms, median over rounds; "

@@ -11,6 +11,7 @@ enum ExitCode : int {
   kExitData = 3,        // dataset missing, corrupt or truncated
   kExitCheckpoint = 4,  // checkpoint missing, corrupt or truncated
   kExitDiverged = 5,    // training produced a non-finite loss
+  kExitBusy = 6,        // the run directory is in use by another mixprec process
 };
 
 inline int exit_code_for(const Status& s) {
@@ -21,6 +22,7 @@ inline int exit_code_for(const Status& s) {
     case StatusCode::not_found: return kExitData;
     case StatusCode::diverged: return kExitDiverged;
     case StatusCode::bad_checkpoint: return kExitCheckpoint;
+    case StatusCode::busy: return kExitBusy;
     default: return kExitRuntime;
   }
 }

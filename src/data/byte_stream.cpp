@@ -4,6 +4,7 @@
 #include "data/byte_stream.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 #include <cstring>
 
 #include <fmt/format.h>
+
+#include "io/byte_source.h"
 
 namespace mixprec::data {
 namespace {
@@ -36,22 +39,27 @@ ByteStream::~ByteStream() {
 }
 
 StatusOr<std::unique_ptr<ByteStream>> ByteStream::open(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    int err = errno;
-    if (err == ENOENT || err == ENOTDIR)
+  // Opened without blocking and checked on the descriptor: a FIFO or a device (/dev/zero)
+  // could block or never end (io/byte_source.h).
+  auto fd = io::open_regular_file(path, "data file");
+  if (!fd.is_ok()) {
+    if (fd.status().code() == StatusCode::not_found)
       return Status::not_found(fmt::format("{}: no such file", path));
+    return fd.status();
+  }
+  struct stat st {};
+  if (::fstat(*fd, &st) != 0) {
+    const int err = errno;
+    ::close(*fd);
     return Status::io_error(fmt::format("{}: cannot stat: {}", path, std::strerror(err)));
   }
-  if (S_ISDIR(st.st_mode))
-    return Status::io_error(fmt::format("{}: is a directory, expected a data file", path));
-  // Regular files only: a FIFO or a device (/dev/zero) could block or never end.
-  if (!S_ISREG(st.st_mode))
-    return Status::io_error(fmt::format("{}: is not a regular file, expected a data file", path));
   std::unique_ptr<ByteStream> s(new ByteStream(path));
-  s->file_ = std::fopen(path.c_str(), "rb");
-  if (s->file_ == nullptr)
-    return Status::io_error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  s->file_ = ::fdopen(*fd, "rb");
+  if (s->file_ == nullptr) {
+    const int err = errno;
+    ::close(*fd);
+    return Status::io_error(fmt::format("{}: cannot open: {}", path, std::strerror(err)));
+  }
   s->file_size_ = int64_t(st.st_size);
   s->in_buf_.resize(kInBufBytes);
   MIXPREC_RETURN_IF_ERROR(s->fill_input());

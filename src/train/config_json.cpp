@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/json_limits.h"
+
 namespace mixprec::train {
 
 namespace {
@@ -60,7 +62,7 @@ Status apply_json(TrainConfig& c, const nlohmann::json& j) {
       field = j[name].get<std::decay_t<decltype(field)>>();
     } catch (const nlohmann::json::exception&) {
       error = Status::invalid_argument(std::string("configuration: field '") + name + "' has the wrong type (" +
-                                       j[name].dump() + ")");
+                                       j[name].dump().substr(0, 80) + ")");
     }
   });
   return error;
@@ -68,7 +70,16 @@ Status apply_json(TrainConfig& c, const nlohmann::json& j) {
 
 }  // namespace
 
+// Deeper JSON would overflow the stack when a value is copied or printed (io/json_limits.h).
+static Status check_depth(const std::string& text) {
+  if (io::json_depth_within(text)) return Status::ok();
+  return Status::invalid_argument("configuration: JSON nested deeper than " +
+                                  std::to_string(io::kMaxJsonDepth) +
+                                  " levels, expected a flat object of settings");
+}
+
 StatusOr<TrainConfig> config_from_json(const std::string& text) {
+  MIXPREC_RETURN_IF_ERROR(check_depth(text));
   auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())
     return Status::invalid_argument("configuration: not a JSON object");
@@ -79,6 +90,7 @@ StatusOr<TrainConfig> config_from_json(const std::string& text) {
 
 StatusOr<TrainConfig> adopt_saved_config(const TrainConfig& given, const std::string& saved,
                                          const std::function<bool(const std::string& key)>& explicitly_given) {
+  MIXPREC_RETURN_IF_ERROR(check_depth(saved));
   auto j = nlohmann::json::parse(saved, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())
     return Status::invalid_argument("configuration: not a JSON object");

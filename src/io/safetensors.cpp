@@ -3,7 +3,8 @@
 // reference/reliability.md §4.3): bounded header length, JSON object, known dtypes,
 // overflow-checked sizes, tensors tiling the data buffer exactly from 0 with no gap or overlap,
 // and 8 + N + buffer == file size. Nothing is allocated from a header-claimed size before it
-// has been checked against the bytes really present.
+// has been checked against the bytes really present. The header is read by a SAX handler
+// (HeaderSax): linear time, memory bounded by the header, nesting at most 64 levels.
 #include "mixprec/safetensors.h"
 
 #include <algorithm>
@@ -13,7 +14,6 @@
 #include <new>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <string_view>
 #include <tuple>
 
 #include "io/atomic_file.h"

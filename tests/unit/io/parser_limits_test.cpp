@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <future>
 #include <map>
 #include <string>
@@ -147,6 +148,27 @@ TEST(ConfigDepth, DeeplyNestedConfigIsInvalidArgument) {
   auto ok = train::config_from_json("{\"model\":\"" + std::string(1000, '[') + "\"}");
   ASSERT_TRUE(ok.is_ok()) << ok.status().message();
   EXPECT_EQ(ok->model, std::string(1000, '['));
+}
+
+// Found by the config_json fuzz harness (tests/fuzz/crashers/config_json/): a number out of
+// an integer field's range was static_cast by nlohmann (undefined behaviour for a double,
+// silent wrap-around for an integer). Now it is invalid_argument naming the field and range.
+TEST(ConfigRange, IntegerFieldsRefuseOutOfRangeNumbers) {
+  for (const char* text : {R"({"growth_interval": 4444444444444444444444444444444444})",
+                           R"({"epochs": 1e300})", R"({"epochs": 9223372036854775808})",
+                           R"({"epochs": 9.3e18})", R"({"threads": 3000000000})", R"({"seed": -1})",
+                           R"({"epochs": 2.5})", R"({"batch_size": -1e300})"}) {
+    auto r = train::config_from_json(text);
+    expect_error(r.status(), StatusCode::invalid_argument, {"configuration: field '", "expected an integer in"});
+  }
+  // In range, whatever the JSON spelling: taken exactly.
+  auto ok = train::config_from_json(
+      R"({"epochs": 3.0, "max_steps": -9223372036854775808, "seed": 18446744073709551615, "threads": -2147483648})");
+  ASSERT_TRUE(ok.is_ok()) << ok.status().message();
+  EXPECT_EQ(ok->epochs, 3);
+  EXPECT_EQ(ok->max_steps, std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(ok->seed, std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(ok->threads, std::numeric_limits<int>::min());
 }
 
 // ------------------------------------------------------------------ time and memory

@@ -22,6 +22,8 @@
 #include "amp/unscale_kernel.h"
 #include "core/convert.h"
 #include "io/atomic_file.h"
+#include "io/byte_source.h"
+#include "io/json_limits.h"
 #include "mixprec/safetensors.h"
 
 #if defined(__FAST_MATH__) || defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__
@@ -86,6 +88,9 @@ class MetadataReader {
   StatusOr<json> json_value(const std::string& key, json::value_t expected, const char* type) const {
     auto s = str(key);
     if (!s.is_ok()) return s.status();
+    // Deeper nesting would overflow the stack in dump() or a copy (io/json_limits.h).
+    if (!io::json_depth_within(*s))
+      return bad(key, std::string("JSON nested deeper than ") + std::to_string(io::kMaxJsonDepth) + " levels");
     json j = json::parse(*s, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) return bad(key, std::string("expected a JSON ") + type + ", got text that is not JSON");
     if (j.type() != expected)
@@ -285,14 +290,11 @@ StatusOr<std::string> resolve_checkpoint(const std::string& path) {
   if (!is_dir) return path;
   const std::string pointer = path + "/last.json";
   if (exists(pointer)) {
-    FILE* f = std::fopen(pointer.c_str(), "rb");
-    if (!f) return Status::io_error("pointer '" + pointer + "': " + std::strerror(errno));
-    std::string text;
-    char buf[4096];
-    size_t n;
-    // A pointer is a few dozen bytes; anything past 64 KiB is not one of ours.
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && text.size() < 65536) text.append(buf, n);
-    std::fclose(f);
+    // A pointer is a few dozen bytes; anything past 64 KiB is not one of ours. A FIFO or
+    // device placed here is refused, not waited on (io/byte_source.h).
+    auto read = io::read_regular_file(pointer, "pointer", 65536);
+    if (!read.is_ok()) return read.status();
+    const std::string& text = *read;
     json j = json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("checkpoint") || !j["checkpoint"].is_string())
       return Status::data_loss("pointer '" + pointer +

@@ -4,10 +4,16 @@ cross_entropy, backward, Adam) on the same models, in fp32 and autocast-bf16, in
 round-robin in one process, timed by phase. Prints "RESULT impl=torch ..." lines that
 bench/report.py reads.
 
-Run with the Debian interpreter (/usr/bin/python3 has python3-torch 1.13). For fp32, torch
-must use OpenBLAS (its default netlib BLAS is 2-30x slower): bench/run_benchmarks.sh sets
-LD_LIBRARY_PATH to an unpacked libopenblas0-openmp. The BLAS actually loaded is printed.
-Exits 0 with a message when torch is not installed."""
+Run with the Debian interpreter (/usr/bin/python3 has python3-torch 1.13). torch must use
+OpenBLAS (its default netlib BLAS is 2-30x slower; autocast-bf16 linear layers go through the
+BLAS too): bench/run_benchmarks.sh uses the system's OpenBLAS if libblas.so.3 points to it,
+else puts an unpacked libopenblas0-openmp on LD_LIBRARY_PATH. The malloc matters as much:
+with glibc's default dynamic mmap/trim thresholds torch 1.13 returns its large activation
+buffers to the OS after each step and page-faults them back in on the next, so
+run_benchmarks.sh runs each precision in its own process under each allocator configuration
+(GLIBC_TUNABLES, LD_PRELOAD of jemalloc or tcmalloc) and keeps the fastest. The BLAS and the
+malloc actually in the process (read from /proc/self/maps) are printed and put in the
+RESULT lines. Exits 0 with a message when torch is not installed."""
 import argparse
 import os
 import statistics
@@ -37,8 +43,10 @@ def main():
         return 0
     torch.set_num_threads(args.threads)
     blas = blas_in_use(torch)
-    print(f"torch_step: torch {torch.__version__}, {torch.get_num_threads()} threads, BLAS: {blas}")
-    print(f"RESULT impl=torch-info version={torch.__version__} threads={torch.get_num_threads()} blas={blas.split()[0]}")
+    malloc = malloc_in_use()
+    print(f"torch_step: torch {torch.__version__}, {torch.get_num_threads()} threads, BLAS: {blas}, malloc: {malloc}")
+    print(f"RESULT impl=torch-info version={torch.__version__} threads={torch.get_num_threads()} "
+          f"blas={blas.split()[0]} malloc={malloc}")
 
     class Transformer(nn.Module):
         """mixprec's TransformerClassifier (include/mixprec/models.h): images [B, 1, 128, 256] read
@@ -117,13 +125,31 @@ def main():
                   f"{min(r['whole']):9.2f}")
             print(f"  repro: {sys.executable} bench/torch_step.py --model {model_name} --precision {r['prec']} "
                   f"--repeats {args.repeats} --warmup {args.warmup} --threads {args.threads} --batch {batch}"
-                  f"  (LD_LIBRARY_PATH={os.environ.get('LD_LIBRARY_PATH', '')})")
+                  f"  (env: {' '.join(f'{k}={os.environ[k]}' for k in ENV_KNOBS if os.environ.get(k)) or 'none'})")
             print(f"RESULT impl=torch model={model_name} precision={r['prec']} threads={torch.get_num_threads()} "
                   f"batch={batch} n={len(r['whole'])} fwd_ms={statistics.median(r['fwd']):.3f} "
                   f"bwd_ms={statistics.median(r['bwd']):.3f} opt_ms={statistics.median(r['optm']):.3f} "
-                  f"step_ms={med:.3f} step_min_ms={min(r['whole']):.3f} loss={r['loss']:.5f} blas={blas.split()[0]}")
+                  f"step_ms={med:.3f} step_min_ms={min(r['whole']):.3f} loss={r['loss']:.5f} blas={blas.split()[0]} "
+                  f"malloc={malloc}")
         sys.stdout.flush()
     return 0
+
+
+ENV_KNOBS = ("LD_LIBRARY_PATH", "LD_PRELOAD", "GLIBC_TUNABLES", "OMP_NUM_THREADS")
+
+
+def malloc_in_use():
+    """The allocator this process really uses: a preloaded jemalloc/tcmalloc if one is mapped,
+    else glibc, marked 'glibc-tuned' when GLIBC_TUNABLES fixes the mmap and trim thresholds
+    (glibc reads the variable at start-up; a typo in it is silently ignored, so the effect
+    shows only in the step times)."""
+    with open("/proc/self/maps") as maps:
+        names = {os.path.basename(line.split()[-1]) for line in maps if "/" in line}
+    for lib in ("jemalloc", "tcmalloc"):
+        if any(lib in n for n in names):
+            return lib
+    tun = os.environ.get("GLIBC_TUNABLES", "")
+    return "glibc-tuned" if "mmap_threshold" in tun and "trim_threshold" in tun else "glibc"
 
 
 def blas_in_use(torch):

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -12,26 +13,31 @@
 namespace mixprec::amp {
 
 // What autocast does to an op's floating inputs (f64 and integer inputs are never cast).
+// After the cast the op runs exactly as it does outside autocast on those inputs (its own
+// internals are not autocast again), so the table alone decides an op's autocast dtypes.
 enum class CastPolicy : uint8_t {
   lower,    // to the autocast dtype (bf16/f16): matrix work, where 16 bits pay
-  fp32,     // to f32: precision-sensitive ops (softmax, norms, exp/log, reductions, losses)
+  fp32,     // to f32: precision-sensitive ops (softmax, layer_norm, reductions, losses)
   promote,  // to the widest floating dtype among the inputs: mixed-input elementwise ops
-  keep,     // as they are: ops that are exact or indifferent in any dtype
+  keep,     // as they are: the op runs in its input dtype (as PyTorch's CPU autocast does
+            // for every op on neither of its lists)
 };
 const char* policy_name(CastPolicy p);
 
 // Every op of the functional API. Adding an enumerator without a row in the policy table
-// (src/amp/policy.cpp) fails to compile.
+// (src/amp/policy.cpp) fails to compile. Every op consults its own row (and only its own:
+// an op built from others, such as flatten or mse_loss, runs them without autocast after
+// its cast); tests/unit/amp/autocast_table_test.cpp checks each row against its op.
 enum class OpId : uint16_t {
   // lower
   conv2d, linear, matmul, bmm,
   // fp32
-  softmax, log_softmax, layer_norm, batch_norm, exp, log, pow, sum, mean, mse_loss, nll_loss,
-  cross_entropy,
-  // promote
+  softmax, log_softmax, layer_norm, sum, mean, mse_loss, nll_loss, cross_entropy,
+  // promote (mul and add also for mul(Tensor, double) / add(Tensor, double))
   add, sub, mul, div, cat, stack,
   // keep
-  relu, gelu, max_pool2d, avg_pool2d, dropout, reshape, flatten, transpose, neg,
+  batch_norm, exp, log, pow, relu, gelu, max_pool2d, avg_pool2d, dropout, reshape, flatten,
+  transpose, neg,
   count
 };
 
@@ -73,6 +79,23 @@ class AutocastGuard {
 // Applies op's policy to its inputs under the current autocast state (a no-op when
 // autocast is off). Undefined tensors stay undefined. Used by every op in src/ops.
 std::vector<Tensor> cast_inputs(OpId op, std::initializer_list<Tensor> inputs);
+// The same for a one-input op, without the vector (reshape, relu, ... run per layer).
+Tensor cast_input(OpId op, const Tensor& input);
+
+// Runs the rest of a scope with autocast off when it is on (and does nothing otherwise): an
+// op built from other ops enters one after applying its own row, so the ops inside run on
+// the cast inputs as they would outside autocast instead of applying their own rows again
+// (PyTorch excludes the autocast key below an autocast op the same way).
+class AutocastSuspend {
+ public:
+  AutocastSuspend();
+  ~AutocastSuspend();
+  AutocastSuspend(const AutocastSuspend&) = delete;
+  AutocastSuspend& operator=(const AutocastSuspend&) = delete;
+
+ private:
+  bool was_enabled_;
+};
 
 // The weight-cast cache: f32 leaves that require grad (parameters) are cast to the
 // autocast dtype at most once per outermost region, and a parameter changed in place
@@ -98,7 +121,25 @@ void offer_cast(const Tensor& param, const Tensor& lowp);
 void withdraw_offered_cast(const Tensor& param);  // releases the offered copy, if any
 void clear_offered_casts();
 
-// The policy table as text: op, policy, resulting dtype of an f32 input under bf16 / f16.
+// Where an op's output dtype differs from PyTorch 1.13's on CPU for the same inputs: one
+// entry per (op, mode, inputs), with the reason. This list is the one source: `mixprec
+// policy` prints it, docs/amp.md ("Differences from PyTorch") mirrors it, and
+// tests/unit/amp/autocast_table_test.cpp runs every op against PyTorch's recorded dtypes
+// (tests/golden/data/autocast_dtypes_torch113.json, from tests/golden/gen_autocast_table.py)
+// and fails on a difference missing here or an entry that is no longer a difference.
+// f16 autocast as a whole is not in it: PyTorch 1.13 cannot enter an f16 CPU region at all.
+struct TorchDifference {
+  OpId op;
+  const char* mode;     // "bf16_autocast" or "no_autocast" (the golden's names)
+  const char* inputs;   // "f32", "bf16", or "bf16_f32" (data input bf16, the others f32)
+  const char* pytorch;  // PyTorch's output dtype, or "error" (it raises)
+  const char* mixprec;  // ours
+  const char* why;
+};
+std::span<const TorchDifference> differences_from_pytorch();
+
+// The policy table as text: op, policy, the dtype an f32 input runs in under bf16 / f16,
+// then the differences from PyTorch above.
 std::string policy_table_string();
 
 }  // namespace mixprec::amp

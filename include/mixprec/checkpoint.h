@@ -17,6 +17,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,8 +59,9 @@ StatusOr<TrainingState> parse_checkpoint(const uint8_t* data, size_t size, const
 // Points run_dir/<which>.json ({"checkpoint": "<filename>"}) at a checkpoint inside run_dir,
 // atomically. `which` is "last" or "best"; checkpoint_filename is relative to run_dir (no
 // "..", not absolute). Refuses (not_found / data_loss) unless that file exists and is a
-// complete safetensors file (its header length and size agree), so a pointer never names a
-// partial file.
+// complete, valid checkpoint, so a pointer never names a partial file; and refuses
+// (bad_checkpoint) one that holds inf/NaN or fails check_resumable, so a pointer never names
+// a state a resume or rollback must not continue from.
 Status update_pointer(const std::string& run_dir, const std::string& which,
                       const std::string& checkpoint_filename);
 
@@ -67,7 +69,61 @@ Status update_pointer(const std::string& run_dir, const std::string& which,
 // (falling back to <dir>/last.safetensors). not_found / data_loss naming what is missing.
 StatusOr<std::string> resolve_checkpoint(const std::string& path_or_run_dir);
 
+// What a resume or rollback continues from: the first usable checkpoint among candidates
+// (one that loads, passes check_resumable and holds no inf/NaN), its state, and one line per
+// candidate passed over saying why ("<file>: holds inf/NaN: tensor 'fc1.weight' ...").
+struct UsableCheckpoint {
+  std::string file;
+  TrainingState state;
+  std::vector<std::string> skipped;
+};
+// Tries `files` in order. bad_checkpoint listing every candidate's problem when none is usable.
+StatusOr<UsableCheckpoint> first_usable_checkpoint(const std::vector<std::string>& files);
+// For a file: that file, refused (bad_checkpoint naming the problem) unless usable. For a run
+// directory: the target of last.json (resolve_checkpoint), and when that one is not usable,
+// the newest usable older checkpoint of the directory (list_checkpoints), naming what was
+// passed over in `skipped`. Errors from resolve_checkpoint pass through unchanged.
+StatusOr<UsableCheckpoint> resolve_usable_checkpoint(const std::string& path_or_run_dir);
+
 // "step-00000042.safetensors": zero-padded so names sort by step.
 std::string checkpoint_filename(int64_t global_step);
+
+// "nonfinite-step-00000042.safetensors": a state that holds inf/NaN, kept only to be looked
+// at (mixprec inspect). Its name does not match checkpoint_filename's pattern, so neither
+// list_checkpoints, nor a pointer, nor a resume or rollback ever picks it.
+std::string nonfinite_checkpoint_filename(int64_t global_step);
+
+// The checkpoints of a run directory (files named exactly like checkpoint_filename), newest
+// (highest step) first. Diagnostic and temp files are not listed. io_error if unreadable.
+StatusOr<std::vector<std::pair<int64_t, std::string>>> list_checkpoints(const std::string& run_dir);
+
+// Where a state holds inf/NaN. Model tensors are scanned first (in order), then masters,
+// then optimizer state; names are as in the file ("conv1.weight", "master.fc1.weight",
+// "optimizer.exp_avg_sq.0"). Only floating tensors are scanned.
+struct NonFiniteReport {
+  std::string first_tensor;   // the first tensor holding one
+  int64_t first_index = -1;   // flat index of its first inf/NaN
+  double first_value = 0.0;   // that value (NaN, inf or -inf)
+  int64_t first_count = 0;    // inf/NaN elements in that tensor
+  int64_t tensors = 0;        // tensors holding any
+  int64_t values = 0;         // inf/NaN elements in all
+  // "tensor 'conv1.weight' holds 1 inf/NaN value (first: nan at flat index 5); 3 tensors, 7 values in all"
+  std::string describe() const;
+};
+// Empty when every floating tensor of model, masters and optimizer state is finite. A
+// vectorised bit test per element, split over the OpenMP threads for large tensors.
+std::optional<NonFiniteReport> find_nonfinite(const TrainingState& state);
+
+// What a resume or rollback needs beyond a well-formed file, checked in one pass with one
+// line per problem ("<file>: metadata key 'scaler', entry 'scale': ..."):
+//  - scaler (when not empty): scale finite and in (0, 3.4028235e38] (it is a float32);
+//    growth_factor > 1 and backoff_factor in (0, 1), both finite; growth_interval an integer
+//    in [1, 2^53]; _growth_tracker an integer in [0, growth_interval); _hysteresis_tracker an
+//    integer in [1, 2^53]; applied_steps / skipped_steps integers in [0, 2^53];
+//  - counters: each <= 2^53, and optimizer_steps <= global_step (one optimizer step per
+//    training step at most);
+//  - rng_state: parses as the generator's state (std::mt19937_64's text form).
+// data_loss naming the file; ok when resumable. Tensor finiteness is find_nonfinite's job.
+Status check_resumable(const TrainingState& state, const std::string& file);
 
 }  // namespace mixprec

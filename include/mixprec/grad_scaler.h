@@ -105,7 +105,7 @@ class GradScaler {
   std::string param_name(const Tensor& p, size_t index) const;
 
   GradScalerOptions options_;
-  float scale_;  // f32, as PyTorch's _scale tensor: growth/backoff round the same way
+  float scale_;  // f32, as PyTorch's _scale tensor; growth/backoff: float(double(scale_) * factor)
   int64_t growth_tracker_ = 0;
   int64_t hysteresis_tracker_;
   int64_t applied_steps_ = 0, skipped_steps_ = 0;

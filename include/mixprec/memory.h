@@ -12,6 +12,8 @@ enum class MemoryCategory : uint8_t {
   gradients,        // .grad buffers of leaves
   optimizer_state,  // Adam moments, momentum buffers, fp32 master weights
   data,             // batches produced by the data loader
+  workspace,        // a kernel's own temporaries, freed before it returns (the f32 copies
+                    // of 16-bit emulation: backend/onednn/half_emulation.h)
   count
 };
 

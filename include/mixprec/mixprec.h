@@ -6,6 +6,7 @@
 #include "mixprec/data.h"
 #include "mixprec/dtype.h"
 #include "mixprec/grad_scaler.h"
+#include "mixprec/hardware.h"
 #include "mixprec/memory.h"
 #include "mixprec/models.h"
 #include "mixprec/nn.h"

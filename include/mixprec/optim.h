@@ -1,6 +1,9 @@
 // optim.h: SGD, Adam and AdamW with PyTorch's defaults and update formulas, plus gradient
 // clipping. Parameters are updated in place (their version bumps, which invalidates
-// autocast's weight-cast cache).
+// autocast's weight-cast cache). For f32 parameters an update is bit-identical to PyTorch
+// 1.13's torch.optim.SGD / Adam / AdamW(foreach=False) on the CPU, given the same
+// parameters, gradients and state (formulas, f32 rounding points and FMA use as ATen's
+// kernels; golden-tested in tests/golden/optim_golden_test.cpp, see docs/api.md).
 #pragma once
 #include <map>
 #include <span>
@@ -70,6 +73,7 @@ struct SGDOptions {
   double dampening = 0.0;
   double weight_decay = 0.0;
   bool nesterov = false;
+  bool maximize = false;  // ascend: the gradient is negated first (PyTorch's maximize)
 };
 
 class SGD : public Optimizer {
@@ -92,6 +96,8 @@ struct AdamOptions {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.0;  // Adam: L2 added to the gradient; AdamW: decoupled (default 1e-2)
+  bool amsgrad = false;       // normalise by the running maximum of exp_avg_sq (state max_exp_avg_sq)
+  bool maximize = false;      // ascend: the gradient is negated first
 };
 
 class Adam : public Optimizer {
@@ -106,7 +112,7 @@ class Adam : public Optimizer {
   void update_fused(size_t index, Tensor& param, const UpdateInput& in) override;
   AdamOptions options_;
   bool decoupled_;
-  std::vector<Tensor> exp_avg_, exp_avg_sq_;
+  std::vector<Tensor> exp_avg_, exp_avg_sq_, max_exp_avg_sq_;
 };
 
 // AdamW: Adam with decoupled weight decay, PyTorch default weight_decay 1e-2.

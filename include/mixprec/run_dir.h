@@ -37,6 +37,49 @@ StatusOr<RunDir> create_run_dir(const std::string& base = "runs", const std::str
 // The same for an explicit folder (--run-dir PATH): created with its parents if missing.
 StatusOr<RunDir> open_run_dir(const std::string& path, const std::string& config_json = "");
 
+// One run per run directory: an exclusive flock(2) on <dir>/run.lock, held for as long as
+// the object lives. The kernel drops it when the process ends in any way, kill -9 included,
+// so a stale lock file never blocks the next run. While held, the file says who holds it
+// ("pid 1234 host node7 since 2024-05-01T12:00:00Z"), for the message the next process gets.
+// flock is per open file: a second acquire conflicts even inside the same process.
+class RunDirLock {
+ public:
+  // Creates the lock file if missing. busy naming the directory and the holder when another
+  // process (or open file) holds it; io_error naming the path otherwise.
+  static StatusOr<std::unique_ptr<RunDirLock>> acquire(const std::string& dir);
+  ~RunDirLock();
+  RunDirLock(const RunDirLock&) = delete;
+  RunDirLock& operator=(const RunDirLock&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  RunDirLock(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  std::string path_;
+  int fd_;
+};
+
+inline constexpr const char* kRunDirLockFile = "run.lock";
+
+// What a run may do with a directory that already holds a run.
+enum class RunDirMode : uint8_t {
+  fresh,      // refuse it
+  resume,     // continue it (mixprec train --resume)
+  overwrite,  // delete the earlier run's files first (mixprec train --overwrite)
+};
+
+// The files that show a directory holds a run (finished or not), as run_dir-relative names:
+// config.json, metrics.jsonl, last.json, best.json, step-*.safetensors and
+// nonfinite-step-*.safetensors. Empty for a missing or empty directory. io_error if unreadable.
+StatusOr<std::vector<std::string>> run_files(const std::string& dir);
+
+// Creates dir (with its parents), takes its lock, then applies mode: fresh refuses
+// (invalid_argument naming --resume and --overwrite) a directory whose run_files() is not
+// empty; overwrite deletes those files and the earlier run's temp files and plots
+// (*.tmp.<pid>; mixprec plot's training.{png,svg,gp}, plot_{steps,evals}.dat), nothing else;
+// resume leaves it as it is.
+// The lock is held until the returned object is destroyed.
+StatusOr<std::unique_ptr<RunDirLock>> claim_run_dir(const std::string& dir, RunDirMode mode);
+
 // One line of metrics.jsonl.
 struct MetricsRecord {
   enum class Kind : uint8_t { step, eval } kind = Kind::step;

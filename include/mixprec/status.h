@@ -17,6 +17,7 @@ enum class StatusCode : int {
   io_error,          // the OS refused a read or write
   diverged,          // training produced a non-finite loss
   bad_checkpoint,    // a checkpoint to resume from is missing, corrupt or does not fit
+  busy,              // a resource (a run directory) is held by another process
   internal,
 };
 

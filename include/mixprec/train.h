@@ -49,6 +49,7 @@ struct TrainConfig {
   int64_t save_every = 0;                  // also checkpoint every N steps (0: after each epoch only)
   int64_t eval_every = 0;                  // also evaluate every N steps (0: after each epoch only)
   std::string resume;                      // a run directory or checkpoint to continue exactly
+  bool overwrite = false;                  // a new run may replace the run in run_dir (not with resume)
   std::string init_from;                   // a .safetensors file of weights to start from
   // Input normalisation x = (pixel / 255 - mean[c]) / std[c], one value per channel. Empty:
   // the dataset's own (Fashion-MNIST 0.2860 / 0.3530, ...). A run records the values it used

@@ -146,6 +146,16 @@ std::vector<Tensor> cast_inputs(OpId op, std::initializer_list<Tensor> inputs) {
   return out;
 }
 
+Tensor cast_input(OpId op, const Tensor& input) {
+  if (!t.state.enabled) return input;
+  return cast_inputs(op, {input})[0];
+}
+
+// Only the enabled flag changes: the dtype, the cache and the nesting depth stay, so the
+// weight-cast cache is not cleared when an op's internals finish.
+AutocastSuspend::AutocastSuspend() : was_enabled_(t.state.enabled) { t.state.enabled = false; }
+AutocastSuspend::~AutocastSuspend() { t.state.enabled = was_enabled_; }
+
 CastCacheStats cast_cache_stats() { return t.stats; }
 void reset_cast_cache_stats() { t.stats = {}; t.stats.entries = int64_t(t.cache.size()); }
 void clear_cast_cache() {

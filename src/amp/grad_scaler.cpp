@@ -1,6 +1,9 @@
 // grad_scaler.cpp: the scaler's state machine. Per optimizer and step: ready ->
 // (unscale) -> unscaled -> (step) -> stepped; update() returns every optimizer to ready.
-// Scale arithmetic is in f32 like PyTorch's _scale tensor, so sequences match bit for bit.
+// The scale is f32 like PyTorch's _scale tensor; growth and backoff multiply it by the double
+// factor in double and round to f32 once, as PyTorch's _amp_update_scale_ kernel does
+// (`static_cast<float>(current_scale * growth_factor)`), so sequences match bit for bit
+// (tests/golden/optim_golden_test.cpp).
 #include "mixprec/grad_scaler.h"
 
 #include <cmath>
@@ -161,13 +164,13 @@ void GradScaler::update(std::optional<double> new_scale) {
     if (found_inf) {
       growth_tracker_ = 0;
       if (--hysteresis_tracker_ <= 0) {
-        float s = scale_ * float(options_.backoff_factor);
+        float s = float(double(scale_) * options_.backoff_factor);  // one rounding
         if (options_.min_scale) s = std::max(s, float(*options_.min_scale));
         scale_ = s;
         hysteresis_tracker_ = options_.hysteresis;
       }
     } else if (++growth_tracker_ == options_.growth_interval) {
-      float s = scale_ * float(options_.growth_factor);
+      float s = float(double(scale_) * options_.growth_factor);  // one rounding
       if (options_.max_scale) s = std::min(s, float(*options_.max_scale));
       if (std::isfinite(s)) scale_ = s;  // never grow into inf
       growth_tracker_ = 0;

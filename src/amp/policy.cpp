@@ -1,6 +1,9 @@
-// policy.cpp: the autocast policy table, one row per op, and its overrides.
-// Source: PyTorch's autocast op lists (CUDA lists for softmax/layer_norm/sum, which
-// PyTorch's CPU lists leave in the input dtype; we keep them in f32 on CPU too: docs/amp.md).
+// policy.cpp: the autocast policy table, one row per op, its overrides, and the list of
+// where the ops' dtypes differ from PyTorch 1.13 on CPU.
+// Source: PyTorch 1.13's CPU autocast as run by tests/golden/gen_autocast_table.py
+// (tests/golden/data/autocast_dtypes_torch113.json): conv/linear/matmul/bmm lower, the
+// losses fp32, everything else in the input dtype, mixed dtypes promoted. Deliberate
+// departures (softmax, log_softmax, layer_norm, sum, mean in f32) are in kDifferences.
 #include <array>
 #include <atomic>
 #include <cstdio>
@@ -26,10 +29,6 @@ constexpr PolicyRow kPolicyTable[] = {
     {OpId::softmax, "softmax", CastPolicy::fp32},
     {OpId::log_softmax, "log_softmax", CastPolicy::fp32},
     {OpId::layer_norm, "layer_norm", CastPolicy::fp32},
-    {OpId::batch_norm, "batch_norm", CastPolicy::fp32},
-    {OpId::exp, "exp", CastPolicy::fp32},
-    {OpId::log, "log", CastPolicy::fp32},
-    {OpId::pow, "pow", CastPolicy::fp32},
     {OpId::sum, "sum", CastPolicy::fp32},
     {OpId::mean, "mean", CastPolicy::fp32},
     {OpId::mse_loss, "mse_loss", CastPolicy::fp32},
@@ -41,6 +40,13 @@ constexpr PolicyRow kPolicyTable[] = {
     {OpId::div, "div", CastPolicy::promote},
     {OpId::cat, "cat", CastPolicy::promote},
     {OpId::stack, "stack", CastPolicy::promote},
+    // As PyTorch: a bf16 input gives a bf16 output. The kernels compute in f32 or wider
+    // and round once at the output (batch_norm's statistics are f64, whatever the input),
+    // so there is no accuracy reason to lift the output to f32.
+    {OpId::batch_norm, "batch_norm", CastPolicy::keep},
+    {OpId::exp, "exp", CastPolicy::keep},
+    {OpId::log, "log", CastPolicy::keep},
+    {OpId::pow, "pow", CastPolicy::keep},
     {OpId::relu, "relu", CastPolicy::keep},
     {OpId::gelu, "gelu", CastPolicy::keep},
     {OpId::max_pool2d, "max_pool2d", CastPolicy::keep},
@@ -61,6 +67,36 @@ constexpr bool rows_in_enum_order() {
   return true;
 }
 static_assert(rows_in_enum_order(), "policy rows must follow the OpId order");
+
+// The reasons are repeated word for word in docs/amp.md (the test compares whole rows).
+constexpr const char* kF32Accuracy =
+    "accuracy: exponentials, variances and long sums in bf16 lose digits the next layer keeps; "
+    "f32 as PyTorch does on CUDA, at a small cost on CPU";
+constexpr const char* kMixedNorm =
+    "PyTorch rejects bf16 weight and bias with f32 running statistics; mixprec's statistics "
+    "are f64 whatever the dtypes";
+constexpr const char* kF32Loss =
+    "losses are f32 for 16-bit inputs even without autocast, so pure-bf16 training still "
+    "reports and differentiates an f32 loss";
+
+constexpr TorchDifference kDifferences[] = {
+    {OpId::softmax, "bf16_autocast", "bf16", "bf16", "f32", kF32Accuracy},
+    {OpId::log_softmax, "bf16_autocast", "bf16", "bf16", "f32", kF32Accuracy},
+    {OpId::layer_norm, "bf16_autocast", "bf16", "bf16", "f32", kF32Accuracy},
+    {OpId::layer_norm, "bf16_autocast", "bf16_f32", "error", "f32",
+     "PyTorch leaves layer_norm alone and then rejects a bf16 input with f32 weight"},
+    {OpId::sum, "bf16_autocast", "bf16", "bf16", "f32", kF32Accuracy},
+    {OpId::mean, "bf16_autocast", "bf16", "bf16", "f32", kF32Accuracy},
+    {OpId::batch_norm, "bf16_autocast", "bf16", "error", "bf16", kMixedNorm},
+    {OpId::layer_norm, "no_autocast", "bf16_f32", "error", "bf16",
+     "PyTorch's kernel wants one dtype; mixprec accepts a bf16 activation through f32 "
+     "parameters (O2)"},
+    {OpId::batch_norm, "no_autocast", "bf16", "error", "bf16", kMixedNorm},
+    {OpId::mse_loss, "no_autocast", "bf16", "error", "f32",
+     "PyTorch has no bf16 mse kernel on CPU; mixprec computes every loss in f32"},
+    {OpId::nll_loss, "no_autocast", "bf16", "bf16", "f32", kF32Loss},
+    {OpId::cross_entropy, "no_autocast", "bf16", "bf16", "f32", kF32Loss},
+};
 
 // -1: no override; otherwise the CastPolicy value. Atomics: overrides are set rarely, read
 // by every op on every thread.
@@ -96,6 +132,8 @@ std::optional<OpId> parse_op(const std::string& name) {
 
 CastPolicy default_policy_for(OpId op) { return kPolicyTable[size_t(op)].policy; }
 
+std::span<const TorchDifference> differences_from_pytorch() { return kDifferences; }
+
 CastPolicy policy_for(OpId op) {
   const int o = overrides()[size_t(op)].load(std::memory_order_relaxed);
   return o < 0 ? default_policy_for(op) : CastPolicy(o);
@@ -110,8 +148,8 @@ void clear_policy_overrides() {
 std::string policy_table_string() {
   std::ostringstream os;
   char line[160];
-  std::snprintf(line, sizeof line, "%-14s %-8s %-10s %-10s %s\n", "op", "policy", "f32 in bf16",
-                "f32 in f16", "note");
+  std::snprintf(line, sizeof line, "%-14s %-8s %-10s %-10s %s\n", "op", "policy", "under bf16",
+                "under f16", "note");
   os << line;
   for (const auto& row : kPolicyTable) {
     const CastPolicy p = policy_for(row.op);
@@ -129,6 +167,17 @@ std::string policy_table_string() {
                   p != row.policy ? "(overridden)" : "");
     os << line;
   }
+  os << "\nDifferences from PyTorch 1.13 on CPU (output dtype; \"error\": PyTorch raises)\n\n";
+  std::snprintf(line, sizeof line, "%-14s %-14s %-9s %-8s %-8s %s\n", "op", "mode", "inputs",
+                "pytorch", "mixprec", "why");
+  os << line;
+  for (const auto& d : kDifferences) {
+    std::snprintf(line, sizeof line, "%-14s %-14s %-9s %-8s %-8s ", op_name(d.op), d.mode, d.inputs,
+                  d.pytorch, d.mixprec);
+    os << line << d.why << "\n";
+  }
+  os << "f16 autocast: PyTorch 1.13 cannot enter it on CPU (it raises); mixprec runs it with the "
+        "same table.\n";
   return os.str();
 }
 

@@ -13,10 +13,11 @@
 // - onednn functions throw mixprec::Error with StatusCode::unimplemented when oneDNN has
 //   no kernel for the dtype; the ops layer then falls back to ref (once-noted, counted by
 //   ref_fallback_count() in ops/dispatch.h).
-// - f16 on onednn is emulated (backend/onednn/f16_emulation.h): oneDNN 2.6.3 has no f16
+// - f16 on onednn is emulated (backend/onednn/half_emulation.h): oneDNN 2.6.3 has no f16
 //   kernel on CPU, so f16 inputs are widened exactly to f32 (convert_elements, F16C), the
 //   f32 primitive accumulates in f32, and outputs are rounded once to f16: bit-identical to
-//   the f32 kernel on the same values followed by a cast, as a tensor core computes.
+//   the f32 kernel on the same values followed by a cast, as a tensor core computes. bf16
+//   takes the same route on CPUs without AVX-512, where oneDNN has no bf16 kernels.
 // - Exception to "output dtype = input dtype": onednn's conv2d/linear backward_weights
 //   return diff_weights/diff_bias in f32 for bf16 and f16 inputs (the f32 accumulator,
 //   unrounded). Autograd casts a gradient to its input's dtype, so an f16/bf16 weight still

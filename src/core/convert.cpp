@@ -1,5 +1,6 @@
 // convert.cpp: every dtype-to-dtype element conversion, scalar rules first, then the vector
-// kernels for the four hot pairs (f32<->bf16, f32<->f16), picked at run time.
+// kernels for the four hot pairs (f32<->bf16, f32<->f16), picked at run time: AVX-512
+// (with AVX512-BF16 for f32 -> bf16), else AVX2 / F16C, else the scalar rules.
 //
 // Rules (one place, so Tensor::to, autocast, data loading and checkpoints agree):
 //  - to f16/bf16: round to nearest even exactly once. A double or a wide integer is first
@@ -193,6 +194,46 @@ __attribute__((target("avx512f"))) void bf16_to_f32_avx512(const void* src, void
   scalar_kernel<BFloat16, float>(s + i, d + i, n - i);
 }
 
+// AVX2 (no AVX-512): f32 -> bf16 by integer arithmetic, the same rule as BFloat16's scalar
+// constructor (half.h): NaN truncates and sets the quiet bit; everything else, subnormals
+// and overflow to inf included, rounds to nearest even by adding 0x7fff + the kept lsb.
+__attribute__((target("avx2"))) __m256i f32_to_bf16_bits_avx2(__m256 v) {
+  const __m256i bits = _mm256_castps_si256(v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+  const __m256i rounded =
+      _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+  const __m256i quiet_nan = _mm256_or_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x40));
+  const __m256i is_nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  return _mm256_blendv_epi8(rounded, quiet_nan, is_nan);
+}
+
+__attribute__((target("avx2"))) void f32_to_bf16_avx2(const void* src, void* dst, int64_t n) {
+  const float* s = static_cast<const float*>(src);
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i lo = f32_to_bf16_bits_avx2(_mm256_loadu_ps(s + i));
+    const __m256i hi = f32_to_bf16_bits_avx2(_mm256_loadu_ps(s + i + 8));
+    // packus works per 128-bit lane (lo0-3 hi0-3 lo4-7 hi4-7); the permute restores order.
+    // Every value is <= 0xffff, so the unsigned saturation never changes one.
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xd8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), packed);
+  }
+  scalar_kernel<float, BFloat16>(s + i, d + i, n - i);
+}
+
+__attribute__((target("avx2"))) void bf16_to_f32_avx2(const void* src, void* dst, int64_t n) {
+  const uint16_t* s = static_cast<const uint16_t*>(src);
+  float* d = static_cast<float*>(dst);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    const __m256i wide = _mm256_slli_epi32(_mm256_cvtepu16_epi32(raw), 16);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), wide);
+  }
+  scalar_kernel<BFloat16, float>(s + i, d + i, n - i);
+}
+
 __attribute__((target("avx512f"))) void f32_to_f16_avx512(const void* src, void* dst, int64_t n) {
   const float* s = static_cast<const float*>(src);
   uint16_t* d = static_cast<uint16_t*>(dst);
@@ -241,8 +282,14 @@ __attribute__((target("avx,f16c"))) void f16_to_f32_f16c(const void* src, void* 
 
 Kernel select_kernel(DType src, DType dst) {
   const CpuFeatures& cpu = cpu_features();
-  if (src == DType::f32 && dst == DType::bf16 && cpu.avx512_bf16) return f32_to_bf16_avx512;
-  if (src == DType::bf16 && dst == DType::f32 && cpu.avx512f) return bf16_to_f32_avx512;
+  if (src == DType::f32 && dst == DType::bf16) {
+    if (cpu.avx512_bf16) return f32_to_bf16_avx512;
+    if (cpu.avx2) return f32_to_bf16_avx2;
+  }
+  if (src == DType::bf16 && dst == DType::f32) {
+    if (cpu.avx512f) return bf16_to_f32_avx512;
+    if (cpu.avx2) return bf16_to_f32_avx2;
+  }
   if (src == DType::f32 && dst == DType::f16) {
     if (cpu.avx512f) return f32_to_f16_avx512;
     if (cpu.f16c) return f32_to_f16_f16c;

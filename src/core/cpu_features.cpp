@@ -6,6 +6,7 @@
 // MIXPREC_CPU_DISABLE=avx512f,f16c,... switches features off (names as in the struct), so
 // tests and benchmarks can exercise the fallback paths on a machine that has everything.
 #include "core/cpu_features.h"
+#include "mixprec/hardware.h"
 
 #include <cpuid.h>
 #include <sys/syscall.h>
@@ -13,6 +14,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <string_view>
 
 namespace mixprec {
@@ -73,9 +75,11 @@ CpuFeatures detect() {
   const bool os_amx = (xcr0 & 0x60000) == 0x60000;     // XTILECFG + XTILEDATA
 
   f.f16c = os_avx && bit(leaf1.ecx, 28) && bit(leaf1.ecx, 29);  // AVX + F16C
+  f.fma = os_avx && bit(leaf1.ecx, 28) && bit(leaf1.ecx, 12);   // AVX + FMA3
   if (max_leaf >= 7) {
     const CpuidRegs leaf7 = cpuid(7, 0);
     const CpuidRegs leaf7_1 = cpuid(7, 1);
+    f.avx2 = os_avx && bit(leaf7.ebx, 5);
     f.avx512f = os_avx512 && bit(leaf7.ebx, 16);
     f.avx512bw = f.avx512f && bit(leaf7.ebx, 30);
     f.avx512vl = f.avx512f && bit(leaf7.ebx, 31);
@@ -85,6 +89,8 @@ CpuFeatures detect() {
     f.amx_bf16 = os_amx && amx_tile && bit(leaf7.edx, 22);
   }
 
+  if (disabled_by_env("avx2")) f.avx2 = false;
+  if (disabled_by_env("fma")) f.fma = false;
   if (disabled_by_env("f16c")) f.f16c = false;
   if (disabled_by_env("avx512f")) f.avx512f = false;
   if (disabled_by_env("avx512bw") || !f.avx512f) f.avx512bw = false;
@@ -112,12 +118,36 @@ std::string cpu_features_string() {
     if (!s.empty()) s += ' ';
     s += name;
   };
-  add(f.avx512f, "AVX512F");
+  add(f.avx2, "AVX2");
+  add(f.fma, "FMA");
   add(f.f16c, "F16C");
+  add(f.avx512f, "AVX512F");
   add(f.avx512_bf16, "AVX512-BF16");
   add(f.avx512_fp16, "AVX512-FP16");
   add(f.amx_bf16, "AMX-BF16");
   return s.empty() ? std::string("none") : s;
+}
+
+std::string cpu_feature_list() { return cpu_features_string(); }
+
+// "AMD EPYC (family 25, model 1)": the family and model tell CPU generations apart where a
+// virtual machine reports only a generic name (this one's Zen3 and a Zen5 both say "AMD EPYC").
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string name, family, model;
+  auto value = [](const std::string& line) {
+    const size_t colon = line.find(':');
+    const size_t start = colon == std::string::npos ? colon : line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? std::string() : line.substr(start);
+  };
+  for (std::string line; std::getline(in, line) && line.find_first_not_of(" \t") != std::string::npos;) {
+    if (line.rfind("model name", 0) == 0) name = value(line);
+    else if (line.rfind("cpu family", 0) == 0) family = value(line);
+    else if (line.rfind("model", 0) == 0 && line.find(':') < line.find("name")) model = value(line);
+  }
+  if (name.empty()) return "unknown CPU";
+  if (!family.empty() && !model.empty()) name += " (family " + family + ", model " + model + ")";
+  return name;
 }
 
 }  // namespace mixprec

@@ -12,6 +12,8 @@
 namespace mixprec {
 
 struct CpuFeatures {
+  bool avx2 = false;  // 256-bit integer lanes (bf16 conversions, fused relu+pool, optimizer)
+  bool fma = false;   // FMA3: a*b+c rounded once (the optimizer formulas PyTorch fuses)
   bool f16c = false;
   bool avx512f = false;
   bool avx512bw = false;  // 8/16-bit lanes (the 16-bit storage kernels' integer selects)
@@ -22,6 +24,6 @@ struct CpuFeatures {
 };
 
 const CpuFeatures& cpu_features();
-std::string cpu_features_string();  // "AVX512F F16C AVX512-BF16 AVX512-FP16 AMX-BF16"
+std::string cpu_features_string();  // "AVX2 FMA F16C AVX512F AVX512-BF16 AVX512-FP16 AMX-BF16"
 
 }  // namespace mixprec

@@ -48,6 +48,7 @@ const char* memory_category_name(MemoryCategory c) {
     case MemoryCategory::gradients: return "gradients";
     case MemoryCategory::optimizer_state: return "optimizer_state";
     case MemoryCategory::data: return "data";
+    case MemoryCategory::workspace: return "workspace";
     case MemoryCategory::count: break;
   }
   return "?";

@@ -16,6 +16,7 @@ const char* Status::code_name() const {
     case StatusCode::io_error: return "I/O error";
     case StatusCode::diverged: return "diverged";
     case StatusCode::bad_checkpoint: return "bad checkpoint";
+    case StatusCode::busy: return "busy";
     case StatusCode::internal: return "internal error";
   }
   return "?";

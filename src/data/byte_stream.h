@@ -26,8 +26,8 @@ class ByteStream {
   // io_error (the OS refused), data_loss (corrupt or truncated gzip stream).
   StatusOr<size_t> read(void* dst, size_t n);
   // Reads exactly n bytes, appending to out; a short read returns the count read so far
-  // (the caller words the "truncated" message). Grows out in chunks, so a header that
-  // over-claims costs only the memory the file really delivers.
+  // (the caller words the "truncated" message). Grows out in doubling chunks (64 KiB up to
+  // 16 MiB), so a header that over-claims costs at most twice the memory the file delivers.
   StatusOr<size_t> read_append(std::vector<uint8_t>& out, size_t n);
   // True when no byte follows (consumes at most one byte to find out).
   StatusOr<bool> at_end();

@@ -26,27 +26,87 @@ Status MemorySource::read_at(uint64_t offset, void* dst, size_t n) {
   return Status::ok();
 }
 
-StatusOr<std::unique_ptr<FileSource>> FileSource::open(const std::string& path) {
+namespace {
+
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+}  // namespace
+
+StatusOr<int> open_regular_file(const std::string& path, const std::string& what) {
   int fd;
   do {
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) {
     const int err = errno;
-    const std::string msg = "cannot open '" + path + "': " + std::strerror(err);
-    return err == ENOENT ? Status::not_found(msg) : Status::io_error(msg);
+    const std::string msg = "cannot open " + what + " '" + path + "': " + std::strerror(err);
+    return err == ENOENT || err == ENOTDIR ? Status::not_found(msg) : Status::io_error(msg);
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
-    return Status::io_error("cannot stat '" + path + "': " + std::strerror(err));
+    return Status::io_error("cannot stat " + what + " '" + path + "': " + std::strerror(err));
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Status::io_error("cannot read '" + path + "': not a regular file");
+    return Status::io_error("cannot read " + what + " '" + path + "': it is " +
+                            file_kind(st.st_mode) + ", not a regular file");
   }
-  return std::unique_ptr<FileSource>(new FileSource(path, fd, uint64_t(st.st_size)));
+  // Back to blocking reads: O_NONBLOCK has no effect on regular files today, but no reader
+  // should depend on that.
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Status::io_error("cannot read " + what + " '" + path + "': fcntl: " + std::strerror(err));
+  }
+  return fd;
+}
+
+StatusOr<std::string> read_regular_file(const std::string& path, const std::string& what,
+                                        uint64_t max_bytes) {
+  auto fd = open_regular_file(path, what);
+  if (!fd.is_ok()) return fd.status();
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    const ssize_t r = ::read(*fd, buf, sizeof buf);
+    if (r < 0) {
+      const int err = errno;
+      if (err == EINTR) continue;
+      ::close(*fd);
+      return Status::io_error("reading " + what + " '" + path + "': " + std::strerror(err));
+    }
+    if (r == 0) break;
+    if (uint64_t(r) > max_bytes - text.size()) {
+      ::close(*fd);
+      return Status::data_loss(what + " '" + path + "': more than " + std::to_string(max_bytes) +
+                               " bytes, expected at most " + std::to_string(max_bytes));
+    }
+    text.append(buf, size_t(r));
+  }
+  ::close(*fd);
+  return text;
+}
+
+StatusOr<std::unique_ptr<FileSource>> FileSource::open(const std::string& path) {
+  auto fd = open_regular_file(path, "file");
+  if (!fd.is_ok()) return fd.status();
+  struct stat st {};
+  if (::fstat(*fd, &st) != 0) {
+    const int err = errno;
+    ::close(*fd);
+    return Status::io_error("cannot stat '" + path + "': " + std::strerror(err));
+  }
+  return std::unique_ptr<FileSource>(new FileSource(path, *fd, uint64_t(st.st_size)));
 }
 
 FileSource::~FileSource() { ::close(fd_); }

@@ -2,6 +2,10 @@
 // the safetensors reader runs the same validation on disk files and on in-memory bytes
 // (tests, fuzzing). A read past the end is data_loss (the file is shorter than its header
 // said), never a silent short read.
+//
+// Every reader of a file mixprec did not write itself opens it through open_regular_file, so
+// that a FIFO, a directory or a device (/dev/zero, a tty) given as a checkpoint, a dataset, a
+// pointer or a metrics log is refused at once instead of blocking forever or never ending.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -11,6 +15,20 @@
 #include "mixprec/status.h"
 
 namespace mixprec::io {
+
+// Opens path read-only without blocking (O_NONBLOCK: opening a FIFO with no writer would
+// otherwise wait forever), checks the descriptor itself with fstat (no window for a swap
+// between check and open), refuses anything but a regular file, then clears O_NONBLOCK.
+// Returns the descriptor (O_CLOEXEC; the caller closes it). `what` names the file's role in
+// messages ("checkpoint", "metrics log", ...). Errors: not_found when path does not exist;
+// io_error naming the path when it cannot be opened or is not a regular file (saying what
+// it is: a directory, a FIFO, a character device, ...).
+StatusOr<int> open_regular_file(const std::string& path, const std::string& what);
+
+// The whole of a regular file (opened as above), refused with data_loss when it holds more
+// than max_bytes (a pointer file is a few dozen bytes; a huge one is not ours).
+StatusOr<std::string> read_regular_file(const std::string& path, const std::string& what,
+                                        uint64_t max_bytes);
 
 class ByteSource {
  public:
@@ -36,7 +54,7 @@ class MemorySource : public ByteSource {
 class FileSource : public ByteSource {
  public:
   // not_found when path does not exist; io_error when it cannot be opened or is not a
-  // regular file.
+  // regular file (open_regular_file).
   static StatusOr<std::unique_ptr<FileSource>> open(const std::string& path);
   ~FileSource() override;
   FileSource(const FileSource&) = delete;

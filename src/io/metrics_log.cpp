@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
+#include "io/byte_source.h"
 #include "mixprec/run_dir.h"
 
 namespace mixprec {
@@ -21,19 +22,15 @@ struct RawLine {
 };
 
 StatusOr<std::vector<RawLine>> read_lines(const std::string& path, bool missing_ok) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) {
-    if (errno == ENOENT && missing_ok) return std::vector<RawLine>{};
-    if (errno == ENOENT) return Status::not_found("metrics log '" + path + "': no such file");
-    return Status::io_error("metrics log '" + path + "': " + std::strerror(errno));
+  // Through open_regular_file: a FIFO or device placed here is refused, never waited on.
+  auto read = io::read_regular_file(path, "metrics log", std::numeric_limits<uint64_t>::max());
+  if (!read.is_ok()) {
+    if (read.status().code() == StatusCode::not_found && missing_ok) return std::vector<RawLine>{};
+    if (read.status().code() == StatusCode::not_found)
+      return Status::not_found("metrics log '" + path + "': no such file");
+    return read.status();
   }
-  std::string all;
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) all.append(buf, n);
-  const bool err = std::ferror(f);
-  std::fclose(f);
-  if (err) return Status::io_error("metrics log '" + path + "': read failed");
+  const std::string& all = *read;
   std::vector<RawLine> lines;
   size_t start = 0;
   while (start < all.size()) {

@@ -169,8 +169,9 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   Shape unsqueezed = first;
   unsqueezed.insert(unsqueezed.begin() + d, 1);
   std::vector<Tensor> parts;
-  for (const auto& x : promote_all(amp::OpId::stack, tensors))
-    parts.push_back(reshape(x, unsqueezed));
+  const std::vector<Tensor> cast = promote_all(amp::OpId::stack, tensors);
+  amp::AutocastSuspend inside;  // stack's row is applied: the reshapes must not apply theirs
+  for (const auto& x : cast) parts.push_back(reshape(x, unsqueezed));
   return cat_impl("stack", parts, d);
 }
 

@@ -1,6 +1,7 @@
-// dispatch.h: which backend runs an op. f32, bf16 and f16 go to oneDNN (f16 is emulated
-// there on the f32 kernels: f16 values in, f32 accumulation, f16 out; see
-// backend/onednn/f16_emulation.h); when oneDNN has no kernel (it throws unimplemented) the
+// dispatch.h: which backend runs an op. f32, bf16 and f16 go to oneDNN (f16, and bf16 on a
+// CPU without AVX-512, are emulated there on the f32 kernels: 16-bit values in, f32
+// accumulation, 16-bit out; see
+// backend/onednn/half_emulation.h); when oneDNN has no kernel (it throws unimplemented) the
 // op falls back to backend/ref with a one-time note, and ref_fallback_count() counts it.
 // f64 (gradchecks) and integer work always run on ref. MIXPREC_VERBOSE=dispatch prints
 // every choice once; MIXPREC_BACKEND=ref forces the reference everywhere (tests).

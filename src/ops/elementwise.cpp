@@ -102,22 +102,30 @@ Tensor div(const Tensor& a_in, const Tensor& b_in) {
   return out;
 }
 
-Tensor mul(const Tensor& a, double s) {
-  Tensor out = run_scale(a, s, 0.0);
+namespace {
+
+// a * s + shift in a's dtype: mul/add by a scalar and neg, after their own row's cast.
+Tensor scale_op(const char* name, const Tensor& a, double s, double shift) {
+  Tensor out = run_scale(a, s, shift);
   if (any_requires_grad({&a}))
-    record_op(out, "mul_scalar", {&a},
-              [s](const Tensor& g) { return std::vector<Tensor>{mul(g, s)}; });
+    record_op(out, name, {&a},
+              [s](const Tensor& g) { return std::vector<Tensor>{s == 1.0 ? g : mul(g, s)}; });
   return out;
+}
+
+}  // namespace
+
+// One tensor: mul's and add's promote rows leave it as it is (PyTorch runs a tensor times a
+// Python scalar in the tensor's dtype), unless overridden.
+Tensor mul(const Tensor& a, double s) {
+  return scale_op("mul_scalar", amp::cast_input(amp::OpId::mul, a), s, 0.0);
 }
 
 Tensor add(const Tensor& a, double s) {
-  Tensor out = run_scale(a, 1.0, s);
-  if (any_requires_grad({&a}))
-    record_op(out, "add_scalar", {&a}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
-  return out;
+  return scale_op("add_scalar", amp::cast_input(amp::OpId::add, a), 1.0, s);
 }
 
-Tensor neg(const Tensor& a) { return mul(a, -1.0); }
+Tensor neg(const Tensor& a) { return scale_op("neg", amp::cast_input(amp::OpId::neg, a), -1.0, 0.0); }
 
 Tensor exp(const Tensor& a_in) {
   const Tensor a = amp::cast_inputs(amp::OpId::exp, {a_in})[0];

@@ -16,8 +16,9 @@ bool fused_dtype(DType d) { return d == DType::f32 || d == DType::bf16 || d == D
 }  // namespace
 
 Tensor relu_max_pool2d(const Tensor& src_in, int64_t kernel) {
-  const auto in = amp::cast_inputs(amp::OpId::max_pool2d, {src_in});
-  const Tensor& src = in[0];
+  // The composition's casts: relu's row, then max_pool2d's (both keep by default).
+  const Tensor src =
+      amp::cast_input(amp::OpId::max_pool2d, amp::cast_input(amp::OpId::relu, src_in));
   if (!src.defined() || src.dim() != 4 || !is_floating(src.dtype()))
     throw Error(Status::invalid_argument("relu_max_pool2d: expected a floating src [N, C, H, W], got " +
                                          (src.defined() ? src.str() : std::string("undefined"))));
@@ -30,6 +31,7 @@ Tensor relu_max_pool2d(const Tensor& src_in, int64_t kernel) {
       kernel > 15) {
     if (ops_detail::verbose_dispatch())
       ops_detail::note_dispatch("relu_max_pool2d", src.dtype(), "relu + max_pool2d (unfused)");
+    amp::AutocastSuspend cast_already;  // src is cast as the composition casts
     return max_pool2d(relu(src), kernel);
   }
   if (ops_detail::verbose_dispatch())

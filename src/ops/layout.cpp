@@ -5,6 +5,7 @@
 #include "autograd/node.h"
 #include "core/convert.h"
 #include "core/tensor_impl.h"
+#include "mixprec/amp.h"
 #include "mixprec/autograd.h"
 #include "mixprec/ops.h"
 #include "mixprec/status.h"
@@ -52,7 +53,10 @@ Tensor to_memory_format(const Tensor& src, MemoryFormat format) {
   return out;
 }
 
-Tensor reshape(const Tensor& src, const Shape& shape) {
+namespace {
+
+// reshape after the caller's autocast row (reshape's or flatten's) was applied.
+Tensor reshape_impl(const Tensor& src, const Shape& shape) {
   Shape resolved = shape;
   int64_t known = 1, infer_at = -1;
   for (size_t i = 0; i < resolved.size(); ++i) {
@@ -83,11 +87,18 @@ Tensor reshape(const Tensor& src, const Shape& shape) {
   return out;
 }
 
-Tensor flatten(const Tensor& src, int64_t start_dim, int64_t end_dim) {
+}  // namespace
+
+Tensor reshape(const Tensor& src, const Shape& shape) {
+  return reshape_impl(amp::cast_input(amp::OpId::reshape, src), shape);
+}
+
+Tensor flatten(const Tensor& src_in, int64_t start_dim, int64_t end_dim) {
+  const Tensor src = amp::cast_input(amp::OpId::flatten, src_in);
   const int64_t n = src.dim();
   const int64_t s = start_dim < 0 ? start_dim + n : start_dim;
   const int64_t e = end_dim < 0 ? end_dim + n : end_dim;
-  if (n == 0) return reshape(src, {1});
+  if (n == 0) return reshape_impl(src, {1});
   if (s < 0 || e >= n || s > e)
     throw Error(Status::invalid_argument("flatten: dims (" + std::to_string(start_dim) + ", " +
                                          std::to_string(end_dim) + ") out of range for " + src.str()));
@@ -97,10 +108,11 @@ Tensor flatten(const Tensor& src, int64_t start_dim, int64_t end_dim) {
   for (int64_t i = s; i <= e; ++i) merged *= src.size(i);
   shape.push_back(merged);
   for (int64_t i = e + 1; i < n; ++i) shape.push_back(src.size(i));
-  return reshape(src, shape);
+  return reshape_impl(src, shape);
 }
 
-Tensor transpose(const Tensor& src, int64_t dim0, int64_t dim1) {
+Tensor transpose(const Tensor& src_in, int64_t dim0, int64_t dim1) {
+  const Tensor src = amp::cast_input(amp::OpId::transpose, src_in);
   const int64_t n = src.dim();
   const int64_t a = dim0 < 0 ? dim0 + n : dim0, b = dim1 < 0 ? dim1 + n : dim1;
   if (a < 0 || a >= n || b < 0 || b >= n)

@@ -16,6 +16,7 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled)
     throw Error(Status::invalid_argument("Adam: eps and weight_decay must be >= 0"));
   exp_avg_.resize(params_.size());
   exp_avg_sq_.resize(params_.size());
+  max_exp_avg_sq_.resize(params_.size());
 }
 
 void Adam::update(size_t index, Tensor& param, const Tensor& grad) {
@@ -23,16 +24,20 @@ void Adam::update(size_t index, Tensor& param, const Tensor& grad) {
 }
 
 void Adam::update_fused(size_t index, Tensor& param, const UpdateInput& in) {
+  // Zero state laid out like the parameter (PyTorch: zeros_like(p, memory_format=preserve)).
+  auto zeros_like_param = [&param] {
+    Tensor t = Tensor::zeros(param.shape(), param.dtype());
+    return param.suggest_memory_format() == MemoryFormat::channels_last
+               ? t.to_memory_format(MemoryFormat::channels_last)
+               : t;
+  };
   if (!exp_avg_[index].defined()) {
-    exp_avg_[index] = Tensor::zeros(param.shape(), param.dtype());
-    exp_avg_sq_[index] = Tensor::zeros(param.shape(), param.dtype());
-    if (param.suggest_memory_format() == MemoryFormat::channels_last) {
-      exp_avg_[index] = exp_avg_[index].to_memory_format(MemoryFormat::channels_last);
-      exp_avg_sq_[index] = exp_avg_sq_[index].to_memory_format(MemoryFormat::channels_last);
-    }
+    exp_avg_[index] = zeros_like_param();
+    exp_avg_sq_[index] = zeros_like_param();
   }
-  adam_update(param, in, exp_avg_[index], exp_avg_sq_[index], lr_, options_.beta1, options_.beta2,
-              options_.eps, options_.weight_decay, decoupled_, step_count_);
+  if (options_.amsgrad && !max_exp_avg_sq_[index].defined()) max_exp_avg_sq_[index] = zeros_like_param();
+  adam_update(param, in, exp_avg_[index], exp_avg_sq_[index], max_exp_avg_sq_[index], lr_, options_, decoupled_,
+              step_count_);
 }
 
 std::map<std::string, Tensor> Adam::state_tensors() const {
@@ -41,6 +46,7 @@ std::map<std::string, Tensor> Adam::state_tensors() const {
     if (!exp_avg_[i].defined()) continue;
     out["exp_avg." + std::to_string(i)] = exp_avg_[i];
     out["exp_avg_sq." + std::to_string(i)] = exp_avg_sq_[i];
+    if (max_exp_avg_sq_[i].defined()) out["max_exp_avg_sq." + std::to_string(i)] = max_exp_avg_sq_[i];
   }
   return out;
 }
@@ -56,6 +62,15 @@ void Adam::load_state_tensors(const std::map<std::string, Tensor>& state) {
       throw Error(Status::invalid_argument("optimizer state: '" + m + "' and '" + v + "' must come together"));
     exp_avg_[i] = has_m ? restored_like(params_[i], state.at(m), m) : Tensor();
     exp_avg_sq_[i] = has_v ? restored_like(params_[i], state.at(v), v) : Tensor();
+    // amsgrad's running maximum comes with the moments; without amsgrad it is not used.
+    const std::string mx = "max_exp_avg_sq." + std::to_string(i);
+    max_exp_avg_sq_[i] = Tensor();
+    if (options_.amsgrad && has_m) {
+      if (!state.count(mx))
+        throw Error(Status::invalid_argument("optimizer state: '" + mx + "' missing (amsgrad needs it with '" + m +
+                                             "')"));
+      max_exp_avg_sq_[i] = restored_like(params_[i], state.at(mx), mx);
+    }
   }
 }
 }  // namespace mixprec::optim

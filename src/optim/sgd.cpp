@@ -24,8 +24,7 @@ void SGD::update_fused(size_t index, Tensor& param, const UpdateInput& in) {
   // need not come on step 1); a restored buffer is continued.
   const bool first_step = !buf.defined();
   if (options_.momentum != 0.0 && first_step) buf = Tensor::empty_like(param);
-  sgd_update(param, in, buf, lr_, options_.momentum, options_.dampening, options_.weight_decay,
-             options_.nesterov, first_step);
+  sgd_update(param, in, buf, lr_, options_, first_step);
 }
 
 std::map<std::string, Tensor> SGD::state_tensors() const {

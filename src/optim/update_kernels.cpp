@@ -7,6 +7,9 @@
 // computed the same way on any thread count. f64 parameters keep a plain double loop.
 #include "optim/update_kernels.h"
 
+// No implicit FMA contraction (see update_math.cpp): the f64 loops fuse where written.
+#pragma GCC optimize("fp-contract=off")
+
 #include <immintrin.h>
 #include <omp.h>
 
@@ -33,7 +36,7 @@ struct TileIo {
   const char* grad = nullptr;
   DType grad_dtype = DType::f32;
   float grad_scale = 1.0f;
-  char* state[2] = {nullptr, nullptr};
+  char* state[3] = {nullptr, nullptr, nullptr};
   char* out = nullptr;  // rounded copy of the updated parameter, or null
   DType out_dtype = DType::bf16;
 };
@@ -81,11 +84,11 @@ void write_rounded(const float* p, char* out, DType out_dtype, int64_t len) {
   stream_out(obuf, out, len);
 }
 
-// core(p, g, state0, state1, len) on every tile; null state pointers for unused state.
+// core(p, g, state0, state1, state2, len) on every tile; null pointers for unused state.
 template <typename Core>
 void for_each_tile(const TileIo& io, int64_t n, const Core& core) {
   auto run = [&](int64_t t) {
-    alignas(64) float pbuf[kTile], gbuf[kTile], sbuf0[kTile], sbuf1[kTile];
+    alignas(64) float pbuf[kTile], gbuf[kTile], sbuf0[kTile], sbuf1[kTile], sbuf2[kTile];
     const int64_t begin = t * kTile, len = std::min(kTile, n - begin);
     float* p = widen(io.param, io.param_dtype, begin, len, pbuf);
     const float* g;
@@ -104,10 +107,12 @@ void for_each_tile(const TileIo& io, int64_t n, const Core& core) {
     }
     float* s0 = io.state[0] ? widen(io.state[0], io.param_dtype, begin, len, sbuf0) : nullptr;
     float* s1 = io.state[1] ? widen(io.state[1], io.param_dtype, begin, len, sbuf1) : nullptr;
-    core(p, g, s0, s1, len);
+    float* s2 = io.state[2] ? widen(io.state[2], io.param_dtype, begin, len, sbuf2) : nullptr;
+    core(p, g, s0, s1, s2, len);
     narrow(p, io.param, io.param_dtype, begin, len);
     if (s0) narrow(s0, io.state[0], io.param_dtype, begin, len);
     if (s1) narrow(s1, io.state[1], io.param_dtype, begin, len);
+    if (s2) narrow(s2, io.state[2], io.param_dtype, begin, len);
     if (io.out) write_rounded(p, io.out + begin * 2, io.out_dtype, len);
   };
   const int64_t tiles = (n + kTile - 1) / kTile;
@@ -120,39 +125,46 @@ void for_each_tile(const TileIo& io, int64_t n, const Core& core) {
   if (io.out) _mm_sfence();  // streaming stores visible before anyone reads the copy
 }
 
-// ---- f64 parameters: PyTorch's order in double, the gradient scaled in double ----------
+// ---- f64 parameters: the f32 formula (update_formula.inc) in double: PyTorch's double
+// kernels fuse at the same places (std::fma here), and take its Python scalars unrounded.
+// The gradient is scaled in double. ----------------------------------------------------------
 
 void sgd_f64(double* p, const double* g, double* buf, int64_t n, double scale, double lr, double momentum,
-             double dampening, double wd, bool nesterov, bool first_step) {
+             double dampening, double wd, bool nesterov, bool first_step, bool maximize) {
 #pragma omp parallel for schedule(static) if (n > 100000)
   for (int64_t i = 0; i < n; ++i) {
     double d = scale == 1.0 ? g[i] : g[i] * scale;
-    if (wd != 0) d = d + wd * p[i];
+    if (maximize) d = -d;
+    if (wd != 0) d = std::fma(p[i], wd, d);
     if (momentum != 0) {
-      buf[i] = first_step ? d : buf[i] * momentum + (1.0 - dampening) * d;
-      d = nesterov ? d + momentum * buf[i] : buf[i];
+      buf[i] = first_step ? d : std::fma(d, 1.0 - dampening, buf[i] * momentum);
+      d = nesterov ? std::fma(buf[i], momentum, d) : buf[i];
     }
-    p[i] = p[i] + (-lr) * d;
+    p[i] = std::fma(d, -lr, p[i]);
   }
 }
 
-void adam_f64(double* p, const double* g, double* m, double* v, int64_t n, double scale, double lr,
-              double beta1, double beta2, double eps, double wd, bool decoupled, double bc1, double bc2) {
-  const double step_size = lr / bc1;
+void adam_f64(double* p, const double* g, double* m, double* v, double* vmax, int64_t n, double scale,
+              double lr, double beta1, double beta2, double eps, double wd, bool decoupled, bool maximize,
+              double bc1, double bc2) {
+  const double neg_step_size = -(lr / bc1);
   const double bc2_sqrt = std::sqrt(bc2);
   const double decay = 1.0 - lr * wd;
 #pragma omp parallel for schedule(static) if (n > 100000)
   for (int64_t i = 0; i < n; ++i) {
     double gi = scale == 1.0 ? g[i] : g[i] * scale;
+    if (maximize) gi = -gi;
     if (decoupled) {
       p[i] = p[i] * decay;
     } else if (wd != 0) {
-      gi = gi + wd * p[i];
+      gi = std::fma(p[i], wd, gi);
     }
-    m[i] = m[i] * beta1 + (1.0 - beta1) * gi;
-    v[i] = v[i] * beta2 + (1.0 - beta2) * (gi * gi);
-    const double denom = std::sqrt(v[i]) / bc2_sqrt + eps;
-    p[i] = p[i] + (-step_size) * (m[i] / denom);
+    m[i] = std::fma(gi, 1.0 - beta1, m[i] * beta1);
+    v[i] = std::fma((1.0 - beta2) * gi, gi, v[i] * beta2);
+    double second = v[i];
+    if (vmax) second = vmax[i] = (std::isnan(vmax[i]) || std::isnan(v[i])) ? NAN : std::max(vmax[i], v[i]);
+    const double denom = std::sqrt(second) / bc2_sqrt + eps;
+    p[i] = (neg_step_size * m[i]) / denom + p[i];
   }
 }
 
@@ -198,66 +210,49 @@ TileIo describe(const char* op, Tensor& param, const UpdateInput& in) {
 
 }  // namespace
 
-void sgd_update(Tensor& param, const UpdateInput& in, Tensor& buf, double lr, double momentum,
-                double dampening, double weight_decay, bool nesterov, bool first_step) {
+void sgd_update(Tensor& param, const UpdateInput& in, Tensor& buf, double lr, const SGDOptions& o,
+                bool first_step) {
   check_state("sgd", param, buf);
   TileIo io = describe("sgd", param, in);
   const int64_t n = param.numel();
-  const bool use_buf = momentum != 0.0;
+  const bool use_buf = o.momentum != 0.0;
   if (use_buf && !buf.defined()) bad("sgd", "momentum buffer missing for " + param.str());
   if (param.dtype() == DType::f64) {
     sgd_f64(param.data_ptr<double>(), in.grad.data_ptr<double>(), use_buf ? buf.data_ptr<double>() : nullptr,
-            n, double(in.grad_scale), lr, momentum, dampening, weight_decay, nesterov, first_step);
+            n, double(in.grad_scale), lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, first_step,
+            o.maximize);
     return;
   }
-  // Coefficients rounded to f32 first, as the f32 loop always did.
-  SgdCoeffs c;
-  c.neg_lr = -float(lr);
-  c.momentum = float(momentum);
-  c.one_minus_dampening = 1.0f - float(dampening);
-  c.weight_decay = float(weight_decay);
-  c.nesterov = nesterov;
-  c.first_step = first_step;
+  const SgdCoeffs c = sgd_coeffs(lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, first_step, o.maximize);
   if (use_buf) io.state[0] = bytes_of(buf);
-  for_each_tile(io, n, [&c](float* p, const float* g, float* b, float*, int64_t len) {
+  for_each_tile(io, n, [&c](float* p, const float* g, float* b, float*, float*, int64_t len) {
     sgd_tile(p, g, b, len, c);
   });
 }
 
 void adam_update(Tensor& param, const UpdateInput& in, Tensor& exp_avg, Tensor& exp_avg_sq,
-                 double lr, double beta1, double beta2, double eps, double weight_decay,
-                 bool decoupled, int64_t step) {
+                 Tensor& max_exp_avg_sq, double lr, const AdamOptions& o, bool decoupled, int64_t step) {
   check_state("adam", param, exp_avg);
   check_state("adam", param, exp_avg_sq);
-  if (!exp_avg.defined() || !exp_avg_sq.defined()) bad("adam", "state missing for " + param.str());
+  check_state("adam", param, max_exp_avg_sq);
+  if (!exp_avg.defined() || !exp_avg_sq.defined() || (o.amsgrad && !max_exp_avg_sq.defined()))
+    bad("adam", "state missing for " + param.str());
   TileIo io = describe("adam", param, in);
-  const double bc1 = 1.0 - std::pow(beta1, double(step));
-  const double bc2 = 1.0 - std::pow(beta2, double(step));
   const int64_t n = param.numel();
   if (param.dtype() == DType::f64) {
     adam_f64(param.data_ptr<double>(), in.grad.data_ptr<double>(), exp_avg.data_ptr<double>(),
-             exp_avg_sq.data_ptr<double>(), n, double(in.grad_scale), lr, beta1, beta2, eps, weight_decay,
-             decoupled, bc1, bc2);
+             exp_avg_sq.data_ptr<double>(), o.amsgrad ? max_exp_avg_sq.data_ptr<double>() : nullptr, n,
+             double(in.grad_scale), lr, o.beta1, o.beta2, o.eps, o.weight_decay, decoupled, o.maximize,
+             1.0 - std::pow(o.beta1, double(step)), 1.0 - std::pow(o.beta2, double(step)));
     return;
   }
-  // lr and weight_decay are rounded to f32 before the double products, as the f32 loop
-  // always did (its constants were float arguments widened back).
-  const float lr_f = float(lr), wd_f = float(weight_decay);
-  AdamCoeffs c;
-  c.beta1 = float(beta1);
-  c.one_minus_beta1 = 1.0f - c.beta1;
-  c.beta2 = float(beta2);
-  c.one_minus_beta2 = 1.0f - c.beta2;
-  c.eps = float(eps);
-  c.weight_decay = wd_f;
-  c.decay = float(1.0 - double(lr_f) * double(wd_f));
-  c.neg_step_size = -float(double(lr_f) / bc1);
-  c.bc2_sqrt = float(std::sqrt(bc2));
-  c.decoupled = decoupled;
+  const AdamCoeffs c =
+      adam_coeffs(lr, o.beta1, o.beta2, o.eps, o.weight_decay, decoupled, o.amsgrad, o.maximize, step);
   io.state[0] = bytes_of(exp_avg);
   io.state[1] = bytes_of(exp_avg_sq);
-  for_each_tile(io, n, [&c](float* p, const float* g, float* m, float* v, int64_t len) {
-    adam_tile(p, g, m, v, len, c);
+  if (o.amsgrad) io.state[2] = bytes_of(max_exp_avg_sq);
+  for_each_tile(io, n, [&c](float* p, const float* g, float* m, float* v, float* vmax, int64_t len) {
+    adam_tile(p, g, m, v, vmax, len, c);
   });
 }
 

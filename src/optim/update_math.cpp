@@ -1,17 +1,19 @@
-// update_math.cpp: SGD and Adam per-element formulas, scalar and AVX-512 (see update_math.h).
+// update_math.cpp: SGD and Adam per-element formulas (update_formula.inc) compiled for the
+// scalar, AVX2+FMA and AVX-512 paths, and PyTorch's scalar coefficients (update_math.h).
 // Kept apart from the tiling/dtype code so that the arithmetic that must match PyTorch's
-// order lives in one short file. No FMA anywhere: a fused multiply-add rounds once where
-// PyTorch's single-tensor loop rounds twice, and the vector path must equal the scalar one.
+// rounding lives in two short files.
 #include "optim/update_math.h"
 
 // GCC contracts a*b + c into an FMA by default in C++ (-ffp-contract=fast), intrinsics
-// included (they are plain vector operators), whenever the target has FMA, as every
-// AVX-512 one does. That would change the rounding, so contraction is off for this file.
+// included (they are plain vector operators), whenever the target has FMA. PyTorch fuses in
+// some places and not in others, so every fusion here is written out (std::fma, fmadd) and
+// contraction is off for the rest of this file.
 #pragma GCC optimize("fp-contract=off")
 
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "core/cpu_features.h"
 
@@ -19,135 +21,187 @@ namespace mixprec::optim {
 
 namespace {
 
-enum class Decay { none, l2, decoupled };
-
-template <Decay D>
-void adam_scalar_loop(float* p, const float* g, float* m, float* v, int64_t n, const AdamCoeffs& c) {
-  for (int64_t i = 0; i < n; ++i) {
-    float gi = g[i];
-    float pi = p[i];
-    if constexpr (D == Decay::decoupled) pi = pi * c.decay;
-    if constexpr (D == Decay::l2) gi = gi + c.weight_decay * pi;
-    const float mi = m[i] * c.beta1 + c.one_minus_beta1 * gi;
-    const float vi = v[i] * c.beta2 + c.one_minus_beta2 * (gi * gi);
-    const float denom = std::sqrt(vi) / c.bc2_sqrt + c.eps;
-    m[i] = mi;
-    v[i] = vi;
-    p[i] = pi + c.neg_step_size * (mi / denom);
+// torch.maximum on f32 lanes: a NaN in either operand gives NaN (all bits set, as ATen's
+// vectorised maximum ORs in the unordered mask); otherwise maxps's choice (the second
+// operand when equal).
+float maximum_scalar(float a, float b) {
+  if (std::isnan(a) || std::isnan(b)) {
+    const uint32_t all = 0xffffffffu;
+    float r;
+    std::memcpy(&r, &all, 4);
+    return r;
   }
+  return a > b ? a : b;
 }
 
-// ---- AVX-512: 16 lanes, the tail through masked loads/stores (same arithmetic) ----------
+// ---- scalar: one lane, std::fma (exact fused multiply-add, libm's when the build target has
+// no FMA instruction) -------------------------------------------------------------------------
+namespace scalar {
+struct Ops {
+  using V = float;
+  static constexpr int64_t W = 1;
+  static V set1(float x) { return x; }
+  static V load(const float* p, int64_t) { return *p; }
+  static void store(float* p, V v, int64_t) { *p = v; }
+  static V mul(V a, V b) { return a * b; }
+  static V add(V a, V b) { return a + b; }
+  static V div(V a, V b) { return a / b; }
+  static V sqrt(V a) { return std::sqrt(a); }
+  static V fma(V a, V b, V c) { return std::fma(a, b, c); }
+  static V neg(V a) { return -a; }
+  static V maximum(V a, V b) { return maximum_scalar(a, b); }
+};
+#include "optim/update_formula.inc"
+}  // namespace scalar
+
+// ---- AVX2 + FMA: 8 lanes, the tail through masked loads/stores (same arithmetic) -----------
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace avx2 {
+struct Ops {
+  using V = __m256;
+  static constexpr int64_t W = 8;
+  static MIXPREC_ALWAYS_INLINE __m256i mask(int64_t left) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(left < 8 ? left : 8)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static MIXPREC_ALWAYS_INLINE V set1(float x) { return _mm256_set1_ps(x); }
+  static MIXPREC_ALWAYS_INLINE V load(const float* p, int64_t left) {
+    return left >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask(left));
+  }
+  static MIXPREC_ALWAYS_INLINE void store(float* p, V v, int64_t left) {
+    if (left >= 8) _mm256_storeu_ps(p, v);
+    else _mm256_maskstore_ps(p, mask(left), v);
+  }
+  static MIXPREC_ALWAYS_INLINE V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static MIXPREC_ALWAYS_INLINE V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static MIXPREC_ALWAYS_INLINE V div(V a, V b) { return _mm256_div_ps(a, b); }
+  static MIXPREC_ALWAYS_INLINE V sqrt(V a) { return _mm256_sqrt_ps(a); }
+  static MIXPREC_ALWAYS_INLINE V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static MIXPREC_ALWAYS_INLINE V neg(V a) { return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); }
+  static MIXPREC_ALWAYS_INLINE V maximum(V a, V b) {
+    return _mm256_or_ps(_mm256_max_ps(a, b), _mm256_cmp_ps(a, b, _CMP_UNORD_Q));
+  }
+};
+#include "optim/update_formula.inc"
+void adam(float* p, const float* g, float* m, float* v, float* vmax, int64_t n, const AdamCoeffs& c) {
+  adam_loop<Ops>(p, g, m, v, vmax, n, c);
+}
+void sgd(float* p, const float* g, float* buf, int64_t n, const SgdCoeffs& c) { sgd_loop<Ops>(p, g, buf, n, c); }
+}  // namespace avx2
+#pragma GCC pop_options
+
+// ---- AVX-512: 16 lanes, masked tail ---------------------------------------------------------
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's _mm512_undefined_* false positive
-
-__attribute__((target("avx512f"))) inline __mmask16 tail_mask(int64_t left) {
-  return left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1u);
-}
-
-template <Decay D>
-__attribute__((target("avx512f"))) void adam_avx512_loop(float* p, const float* g, float* m, float* v,
-                                                         int64_t n, const AdamCoeffs& c) {
-  const __m512 beta1 = _mm512_set1_ps(c.beta1), omb1 = _mm512_set1_ps(c.one_minus_beta1);
-  const __m512 beta2 = _mm512_set1_ps(c.beta2), omb2 = _mm512_set1_ps(c.one_minus_beta2);
-  const __m512 eps = _mm512_set1_ps(c.eps), bc2 = _mm512_set1_ps(c.bc2_sqrt);
-  const __m512 nss = _mm512_set1_ps(c.neg_step_size);
-  const __m512 wd = _mm512_set1_ps(c.weight_decay), decay = _mm512_set1_ps(c.decay);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k = tail_mask(n - i);
-    __m512 gi = _mm512_maskz_loadu_ps(k, g + i);
-    __m512 pi = _mm512_maskz_loadu_ps(k, p + i);
-    if constexpr (D == Decay::decoupled) pi = _mm512_mul_ps(pi, decay);
-    if constexpr (D == Decay::l2) gi = _mm512_add_ps(gi, _mm512_mul_ps(wd, pi));
-    const __m512 mi = _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, m + i), beta1), _mm512_mul_ps(omb1, gi));
-    const __m512 vi = _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, v + i), beta2),
-                                    _mm512_mul_ps(omb2, _mm512_mul_ps(gi, gi)));
-    const __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vi), bc2), eps);
-    _mm512_mask_storeu_ps(m + i, k, mi);
-    _mm512_mask_storeu_ps(v + i, k, vi);
-    _mm512_mask_storeu_ps(p + i, k, _mm512_add_ps(pi, _mm512_mul_ps(nss, _mm512_div_ps(mi, denom))));
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+namespace avx512 {
+struct Ops {
+  using V = __m512;
+  static constexpr int64_t W = 16;
+  static MIXPREC_ALWAYS_INLINE __mmask16 mask(int64_t left) {
+    return left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1u);
   }
-}
-
-// One SGD element with the loop-invariant choices as template flags (see sgd_tile_scalar).
-template <bool Wd, bool Momentum, bool First, bool Nesterov>
-__attribute__((target("avx512f"))) void sgd_avx512_loop(float* p, const float* g, float* buf, int64_t n,
-                                                        const SgdCoeffs& c) {
-  const __m512 neg_lr = _mm512_set1_ps(c.neg_lr), wd = _mm512_set1_ps(c.weight_decay);
-  const __m512 mom = _mm512_set1_ps(c.momentum), omd = _mm512_set1_ps(c.one_minus_dampening);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k = tail_mask(n - i);
-    const __m512 pi = _mm512_maskz_loadu_ps(k, p + i);
-    __m512 d = _mm512_maskz_loadu_ps(k, g + i);
-    if constexpr (Wd) d = _mm512_add_ps(d, _mm512_mul_ps(wd, pi));
-    if constexpr (Momentum) {
-      __m512 b;
-      if constexpr (First) b = d;
-      else b = _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, buf + i), mom), _mm512_mul_ps(omd, d));
-      _mm512_mask_storeu_ps(buf + i, k, b);
-      d = Nesterov ? _mm512_add_ps(d, _mm512_mul_ps(mom, b)) : b;
-    }
-    _mm512_mask_storeu_ps(p + i, k, _mm512_add_ps(pi, _mm512_mul_ps(neg_lr, d)));
+  static MIXPREC_ALWAYS_INLINE V set1(float x) { return _mm512_set1_ps(x); }
+  static MIXPREC_ALWAYS_INLINE V load(const float* p, int64_t left) { return _mm512_maskz_loadu_ps(mask(left), p); }
+  static MIXPREC_ALWAYS_INLINE void store(float* p, V v, int64_t left) { _mm512_mask_storeu_ps(p, mask(left), v); }
+  static MIXPREC_ALWAYS_INLINE V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static MIXPREC_ALWAYS_INLINE V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static MIXPREC_ALWAYS_INLINE V div(V a, V b) { return _mm512_div_ps(a, b); }
+  static MIXPREC_ALWAYS_INLINE V sqrt(V a) { return _mm512_sqrt_ps(a); }
+  static MIXPREC_ALWAYS_INLINE V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static MIXPREC_ALWAYS_INLINE V neg(V a) {
+    return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a), _mm512_set1_epi32(int(0x80000000u))));
   }
+  static MIXPREC_ALWAYS_INLINE V maximum(V a, V b) {
+    const __mmask16 nan = _mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q);
+    return _mm512_mask_mov_ps(_mm512_max_ps(a, b), nan, _mm512_castsi512_ps(_mm512_set1_epi32(-1)));
+  }
+};
+#include "optim/update_formula.inc"
+void adam(float* p, const float* g, float* m, float* v, float* vmax, int64_t n, const AdamCoeffs& c) {
+  adam_loop<Ops>(p, g, m, v, vmax, n, c);
 }
-
+void sgd(float* p, const float* g, float* buf, int64_t n, const SgdCoeffs& c) { sgd_loop<Ops>(p, g, buf, n, c); }
+}  // namespace avx512
+#pragma GCC pop_options
 #pragma GCC diagnostic pop
 
-template <bool Wd, bool Momentum, bool First>
-void sgd_avx512_nesterov(float* p, const float* g, float* buf, int64_t n, const SgdCoeffs& c) {
-  if (c.nesterov) sgd_avx512_loop<Wd, Momentum, First, true>(p, g, buf, n, c);
-  else sgd_avx512_loop<Wd, Momentum, First, false>(p, g, buf, n, c);
-}
+enum class Isa { scalar, avx2, avx512 };
 
-void sgd_avx512(float* p, const float* g, float* buf, int64_t n, const SgdCoeffs& c) {
-  const bool wd = c.weight_decay != 0.0f;
-  if (c.momentum == 0.0f) {
-    if (wd) sgd_avx512_loop<true, false, false, false>(p, g, buf, n, c);
-    else sgd_avx512_loop<false, false, false, false>(p, g, buf, n, c);
-  } else if (c.first_step) {
-    if (wd) sgd_avx512_nesterov<true, true, true>(p, g, buf, n, c);
-    else sgd_avx512_nesterov<false, true, true>(p, g, buf, n, c);
-  } else {
-    if (wd) sgd_avx512_nesterov<true, true, false>(p, g, buf, n, c);
-    else sgd_avx512_nesterov<false, true, false>(p, g, buf, n, c);
-  }
-}
-
-bool use_avx512() {
-  static const bool yes = cpu_features().avx512f;
-  return yes;
+Isa isa() {
+  const CpuFeatures& f = cpu_features();
+  if (f.avx512f) return Isa::avx512;
+  if (f.avx2 && f.fma) return Isa::avx2;
+  return Isa::scalar;
 }
 
 }  // namespace
 
-void adam_tile_scalar(float* p, const float* g, float* m, float* v, int64_t n, const AdamCoeffs& c) {
-  if (c.decoupled) adam_scalar_loop<Decay::decoupled>(p, g, m, v, n, c);
-  else if (c.weight_decay != 0.0f) adam_scalar_loop<Decay::l2>(p, g, m, v, n, c);
-  else adam_scalar_loop<Decay::none>(p, g, m, v, n, c);
+AdamCoeffs adam_coeffs(double lr, double beta1, double beta2, double eps, double weight_decay, bool decoupled,
+                       bool amsgrad, bool maximize, int64_t step) {
+  // torch/optim/adam.py: bias_correction = 1 - beta ** step (Python floats: C pow),
+  // step_size = lr / bias_correction1, addcdiv_'s value=-step_size and every other Python
+  // float cast to f32 by the kernel once.
+  const double bc1 = 1.0 - std::pow(beta1, double(step));
+  const double bc2 = 1.0 - std::pow(beta2, double(step));
+  AdamCoeffs c;
+  c.beta1 = float(beta1);
+  c.one_minus_beta1 = float(1.0 - beta1);
+  c.beta2 = float(beta2);
+  c.one_minus_beta2 = float(1.0 - beta2);
+  c.eps = float(eps);
+  c.weight_decay = float(weight_decay);
+  c.decay = float(1.0 - lr * weight_decay);
+  c.neg_step_size = float(-(lr / bc1));
+  c.bc2_sqrt = float(std::sqrt(bc2));
+  c.decoupled = decoupled;
+  c.amsgrad = amsgrad;
+  c.maximize = maximize;
+  return c;
+}
+
+SgdCoeffs sgd_coeffs(double lr, double momentum, double dampening, double weight_decay, bool nesterov,
+                     bool first_step, bool maximize) {
+  SgdCoeffs c;
+  c.neg_lr = float(-lr);
+  c.momentum = float(momentum);
+  c.one_minus_dampening = float(1.0 - dampening);
+  c.weight_decay = float(weight_decay);
+  c.nesterov = nesterov;
+  c.first_step = first_step;
+  c.maximize = maximize;
+  return c;
+}
+
+void adam_tile_scalar(float* p, const float* g, float* m, float* v, float* vmax, int64_t n, const AdamCoeffs& c) {
+  scalar::adam_loop<scalar::Ops>(p, g, m, v, vmax, n, c);
 }
 
 void sgd_tile_scalar(float* p, const float* g, float* buf, int64_t n, const SgdCoeffs& c) {
-  for (int64_t i = 0; i < n; ++i) {
-    float d = g[i];
-    if (c.weight_decay != 0.0f) d = d + c.weight_decay * p[i];
-    if (c.momentum != 0.0f) {
-      buf[i] = c.first_step ? d : buf[i] * c.momentum + c.one_minus_dampening * d;
-      d = c.nesterov ? d + c.momentum * buf[i] : buf[i];
-    }
-    p[i] = p[i] + c.neg_lr * d;
-  }
+  scalar::sgd_loop<scalar::Ops>(p, g, buf, n, c);
 }
 
-void adam_tile(float* p, const float* g, float* m, float* v, int64_t n, const AdamCoeffs& c) {
-  if (!use_avx512()) return adam_tile_scalar(p, g, m, v, n, c);
-  if (c.decoupled) adam_avx512_loop<Decay::decoupled>(p, g, m, v, n, c);
-  else if (c.weight_decay != 0.0f) adam_avx512_loop<Decay::l2>(p, g, m, v, n, c);
-  else adam_avx512_loop<Decay::none>(p, g, m, v, n, c);
+void adam_tile(float* p, const float* g, float* m, float* v, float* vmax, int64_t n, const AdamCoeffs& c) {
+  static const Isa path = isa();
+  if (path == Isa::avx512) return avx512::adam(p, g, m, v, vmax, n, c);
+  if (path == Isa::avx2) return avx2::adam(p, g, m, v, vmax, n, c);
+  adam_tile_scalar(p, g, m, v, vmax, n, c);
 }
 
 void sgd_tile(float* p, const float* g, float* buf, int64_t n, const SgdCoeffs& c) {
-  if (!use_avx512()) return sgd_tile_scalar(p, g, buf, n, c);
-  sgd_avx512(p, g, buf, n, c);
+  static const Isa path = isa();
+  if (path == Isa::avx512) return avx512::sgd(p, g, buf, n, c);
+  if (path == Isa::avx2) return avx2::sgd(p, g, buf, n, c);
+  sgd_tile_scalar(p, g, buf, n, c);
+}
+
+const char* update_math_isa() {
+  switch (isa()) {
+    case Isa::avx512: return "avx512";
+    case Isa::avx2: return "avx2";
+    default: return "scalar";
+  }
 }
 
 }  // namespace mixprec::optim

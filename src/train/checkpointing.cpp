@@ -1,6 +1,8 @@
 // checkpointing.cpp: capture and restore of the whole training state (exact resume).
 #include "train/checkpointing.h"
 
+#include <sys/stat.h>
+
 #include <map>
 
 #include "core/random.h"
@@ -9,6 +11,15 @@
 #include "train/config_json.h"
 
 namespace mixprec::train {
+
+std::string run_dir_of(const TrainConfig& config) {
+  if (!config.run_dir.empty() || config.resume.empty()) return config.run_dir;
+  struct stat sb;
+  if (::stat(config.resume.c_str(), &sb) != 0) return "";
+  if (S_ISDIR(sb.st_mode)) return config.resume;
+  const auto slash = config.resume.find_last_of('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : config.resume.substr(0, slash);
+}
 
 TrainingState capture_state(PrecisionStep& step, const TrainConfig& config, const Position& pos) {
   TrainingState s;
@@ -63,6 +74,7 @@ Status copy_named(const std::string& file, const char* what,
 
 StatusOr<Position> restore_state(PrecisionStep& step, const TrainingState& st, const std::string& file) {
   NoGradGuard ng;
+  MIXPREC_RETURN_IF_ERROR(check_resumable(st, file));
   if (st.precision != step.preset().name)
     return Status::invalid_argument(file + ": saved with precision '" + st.precision + "', this run uses '" +
                                     step.preset().name + "' (pass --precision " + st.precision + ")");
@@ -85,6 +97,31 @@ StatusOr<Position> restore_state(PrecisionStep& step, const TrainingState& st, c
   }
   set_generator_state(st.rng_state);
   return Position{st.epoch, st.batch_in_epoch, st.global_step};
+}
+
+StatusOr<SavedCheckpoint> save_checked(const std::string& run_dir, const TrainingState& state, bool is_best) {
+  SavedCheckpoint out;
+  if (auto bad = find_nonfinite(state)) {
+    const std::string name = nonfinite_checkpoint_filename(state.global_step);
+    out.file = run_dir + "/" + name;
+    MIXPREC_RETURN_IF_ERROR(save_checkpoint(out.file, state));
+    out.problem = "the state at step " + std::to_string(state.global_step) + " holds inf/NaN: " + bad->describe() +
+                  "; written only as the diagnostic " + out.file + " (mixprec inspect --all shows it); " +
+                  "last.json keeps naming the previous finite checkpoint";
+    return out;
+  }
+  const std::string name = checkpoint_filename(state.global_step);
+  if (Status s = check_resumable(state, run_dir + "/" + name); !s.is_ok()) {
+    out.problem = "the state at step " + std::to_string(state.global_step) +
+                  " could not be resumed, so it is not saved: " + s.message();
+    return out;
+  }
+  out.file = run_dir + "/" + name;
+  MIXPREC_RETURN_IF_ERROR(save_checkpoint(out.file, state));
+  MIXPREC_RETURN_IF_ERROR(update_pointer(run_dir, "last", name));
+  if (is_best) MIXPREC_RETURN_IF_ERROR(update_pointer(run_dir, "best", name));
+  out.usable = true;
+  return out;
 }
 
 Status load_weights(nn::Module& model, const std::vector<std::pair<std::string, Tensor>>& tensors,

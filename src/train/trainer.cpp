@@ -174,6 +174,9 @@ Status validate(const TrainConfig& c) {
   if (c.on_divergence == "rollback" && c.run_dir.empty() && c.resume.empty())
     return bad("--on-divergence", "rollback restores the last checkpoint, so it needs a run directory (--run-dir)");
   if (c.max_rollbacks < 0) return bad("--max-rollbacks", "must be >= 0");
+  if (c.overwrite && !c.resume.empty())
+    return bad("--overwrite", "cannot be combined with --resume (--resume continues the run in the directory, "
+                              "--overwrite deletes it)");
   auto spec = nn::model_spec(c.model);
   if (!spec.is_ok()) return bad("--model", spec.status().message());
   return Status::ok();
@@ -181,6 +184,16 @@ Status validate(const TrainConfig& c) {
 
 StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
   MIXPREC_RETURN_IF_ERROR(validate(config));
+  // One run per run directory, locked before anything in it is read or written (run_dir.h).
+  std::string run_dir_path = run_dir_of(config);
+  std::unique_ptr<RunDirLock> run_dir_lock;
+  if (!run_dir_path.empty()) {
+    auto lock = claim_run_dir(run_dir_path, !config.resume.empty() ? RunDirMode::resume
+                                            : config.overwrite     ? RunDirMode::overwrite
+                                                                   : RunDirMode::fresh);
+    if (!lock.is_ok()) return lock.status();
+    run_dir_lock = std::move(lock).value();
+  }
   if (config.threads > 0) omp_set_num_threads(config.threads);
   const nn::ModelSpec spec = nn::model_spec(config.model).value();
   auto data = load_data(config, spec);
@@ -212,24 +225,24 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
 
   // Resume: everything that decides the next step comes back from the checkpoint.
   Position pos;
-  std::string good_checkpoint;  // the last checkpoint a rollback may return to
-  std::string run_dir_path = config.run_dir;
+  // Checkpoints a rollback may return to, oldest first: only finite, resumable ones.
+  std::vector<std::string> rollback_candidates;
   if (!config.resume.empty()) {
     // Any problem with the checkpoint is reported as such (exit code 4 in the CLI).
     auto as_checkpoint_error = [](const Status& s) { return Status(StatusCode::bad_checkpoint, s.message()); };
-    auto file = resolve_checkpoint(config.resume);
-    if (!file.is_ok()) return as_checkpoint_error(file.status());
-    good_checkpoint = *file;
-    auto state = load_checkpoint(*file);
-    if (!state.is_ok()) return as_checkpoint_error(state.status());
-    auto restored = restore_state(step, *state, *file);
+    auto usable = resolve_usable_checkpoint(config.resume);  // skips non-finite ones in a run dir
+    if (!usable.is_ok()) return as_checkpoint_error(usable.status());
+    const std::string* file = &usable->file;
+    if (cb.on_warning && !usable->skipped.empty()) {
+      for (const std::string& why : usable->skipped) cb.on_warning("resume: passed over " + why);
+      cb.on_warning("resume: continuing from " + *file + " (step " + std::to_string(usable->state.global_step) +
+                    "), the newest usable checkpoint");
+    }
+    rollback_candidates.push_back(*file);
+    auto restored = restore_state(step, usable->state, *file);
     if (!restored.is_ok()) return as_checkpoint_error(restored.status());
     pos = *restored;
     result.first_step = pos.global_step + 1;
-    if (run_dir_path.empty()) {  // continue in the run directory the checkpoint lives in
-      const auto slash = file->find_last_of('/');
-      run_dir_path = slash == std::string::npos ? "." : file->substr(0, slash);
-    }
   }
   std::optional<RunDir> run_dir;
   std::unique_ptr<MetricsLog> metrics;
@@ -246,13 +259,19 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
   // Metrics "time" stays monotone across resumes: training seconds since the run began.
   const double time_offset = !metrics || config.resume.empty() ? 0.0
                                                               : logged_seconds(run_dir->metrics_path(), pos.global_step);
+  // Only a finite, resumable state becomes a checkpoint (save_checked); anything else is
+  // reported and never becomes last.json's or a rollback's target.
   auto save = [&](const Position& at, bool is_best) -> Status {
     if (!run_dir) return Status::ok();
-    const std::string name = checkpoint_filename(at.global_step);
-    MIXPREC_RETURN_IF_ERROR(save_checkpoint(run_dir->file(name), capture_state(step, run_config, at)));
-    MIXPREC_RETURN_IF_ERROR(update_pointer(run_dir->path, "last", name));
-    if (is_best) MIXPREC_RETURN_IF_ERROR(update_pointer(run_dir->path, "best", name));
-    result.last_checkpoint = run_dir->file(name);
+    auto saved = save_checked(run_dir->path, capture_state(step, run_config, at), is_best);
+    if (!saved.is_ok()) return saved.status();
+    if (!saved->usable) {
+      if (cb.on_warning) cb.on_warning(saved->problem);
+      return Status::ok();
+    }
+    std::erase(rollback_candidates, saved->file);  // a step saved again after a rollback
+    rollback_candidates.push_back(saved->file);
+    result.last_checkpoint = saved->file;
     return Status::ok();
   };
   const int64_t per_epoch = loader.num_batches() / config.accumulate;
@@ -260,13 +279,18 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
     return Status::invalid_argument("--accumulate: " + std::to_string(config.accumulate) +
                                     " micro-batches per step, but an epoch has only " +
                                     std::to_string(loader.num_batches()) + " batches");
+  if (!config.resume.empty() && pos.batch_in_epoch >= per_epoch)
+    return Status(StatusCode::bad_checkpoint,
+                  "checkpoint '" + rollback_candidates.front() + "': metadata key 'batch_in_epoch': " +
+                      std::to_string(pos.batch_in_epoch) + " is past this run's " + std::to_string(per_epoch) +
+                      " steps per epoch (expected 0.." + std::to_string(per_epoch - 1) + ")");
   int64_t total = per_epoch * config.epochs;
   if (config.max_steps > 0) total = std::min(total, config.max_steps);
   result.planned_steps = total;
   result.precision = preset.name;
   result.loss_scaling = step.scaler().is_enabled();
   if (!config.resume.empty() && pos.global_step >= total) {  // nothing left to do: say so
-    result.last_checkpoint = good_checkpoint;
+    result.last_checkpoint = rollback_candidates.empty() ? std::string() : rollback_candidates.back();
     if (run_dir) describe_finished_run(run_dir->metrics_path(), pos.global_step, result);
     else result.steps = pos.global_step;
     return result;
@@ -299,7 +323,7 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
   std::map<std::string, int64_t> skipped_by_tensor;
   bool injected = false;
   const bool rollback = config.on_divergence == "rollback";
-  if (rollback && good_checkpoint.empty()) {  // a divergence before the first save rolls back to here
+  if (rollback && rollback_candidates.empty()) {  // a divergence before the first save rolls back to here
     MIXPREC_RETURN_IF_ERROR(save(pos, false));
   }
   auto run_eval = [&](int64_t epoch) -> Status {
@@ -317,10 +341,19 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
   // Back to the last good checkpoint: the model, optimizer, scaler, RNG and data position,
   // and the logs forget the steps after it.
   auto roll_back = [&](int64_t epoch, int64_t batch, const std::string& why) -> Status {
-    const std::string file = result.last_checkpoint.empty() ? good_checkpoint : result.last_checkpoint;
-    auto state = load_checkpoint(file);
-    if (!state.is_ok()) return Status(StatusCode::bad_checkpoint, "rollback: " + state.status().message());
-    auto restored = restore_state(step, *state, file);
+    // The newest checkpoint that still loads, is resumable and holds no inf/NaN.
+    auto usable = first_usable_checkpoint({rollback_candidates.rbegin(), rollback_candidates.rend()});
+    if (!usable.is_ok()) return Status(StatusCode::bad_checkpoint, "rollback: " + usable.status().message());
+    const std::string file = usable->file;
+    for (const std::string& skipped : usable->skipped)
+      if (cb.on_warning) cb.on_warning("rollback: passed over " + skipped);
+    while (rollback_candidates.back() != file) rollback_candidates.pop_back();  // the abandoned timeline
+    if (run_dir && file != result.last_checkpoint && file.rfind(run_dir->path + "/", 0) == 0) {
+      // last.json named one that proved unusable (or none yet): point it at the target.
+      MIXPREC_RETURN_IF_ERROR(update_pointer(run_dir->path, "last", file.substr(run_dir->path.size() + 1)));
+      result.last_checkpoint = file;
+    }
+    auto restored = restore_state(step, usable->state, file);
     if (!restored.is_ok()) return Status(StatusCode::bad_checkpoint, "rollback: " + restored.status().message());
     pos = *restored;
     guard.rolled_back(epoch, batch);

@@ -19,6 +19,8 @@ expect bad-inject 2 "--inject-nonfinite" -- "$BIN" train --inject-nonfinite soon
 expect bad-accumulate 2 "--accumulate" -- "$BIN" train --accumulate 0
 expect policy 0 "conv2d +lower" -- "$BIN" policy
 expect policy-presets 0 "pure-fp16" -- "$BIN" policy
+expect policy-keep 0 "batch_norm +keep +input" -- "$BIN" policy
+expect policy-differences 0 "softmax +bf16_autocast +bf16 +bf16 +f32" -- "$BIN" policy
 expect no-amp 0 "precision +\\| fp32" -- "$BIN" train --no-amp --dataset synthetic --max-steps 2 --batch-size 16 --no-eval
 expect self-check 0 "AMP self-check passed" -- "$BIN" train --precision amp-bf16 --dataset synthetic --max-steps 2 --batch-size 16 --no-eval
 expect compare 0 "amp-bf16 .*x" -- "$BIN" compare --presets fp32,amp-bf16 --dataset synthetic --max-steps 3 --batch-size 16 --no-eval

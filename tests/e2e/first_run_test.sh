@@ -45,15 +45,24 @@ awk 'length($0) > 80 && /^\|/ {bad=1} END {exit bad}' fp32.log && echo "ok   tab
 expect scaler-shows-scale 0 "final loss scale 65536" -- \
   "$BIN" train "${FAST[@]}" --max-steps 2 --no-eval --run-dir none --precision amp-fp16
 
-# ---- the cpu / kernels banner says what runs and what falls back ----
+# ---- the cpu / compute banner says what runs natively and what is emulated ----
+banner=(train "${FAST[@]}" --max-steps 1 --no-eval --run-dir none --precision fp32)
+expect banner-cpu-model 0 "^\| cpu +\| .*(family [0-9]+, model [0-9]+)" -- "$BIN" "${banner[@]}"
+expect banner-f16 0 "^\| f16 compute +\| emulated on f32 kernels" -- "$BIN" "${banner[@]}"
 if grep -qw avx512f /proc/cpuinfo; then
-  expect banner-cpu 0 "^\| cpu +\|.*AVX512F" -- "$BIN" train "${FAST[@]}" --max-steps 1 --no-eval --run-dir none --precision fp32
+  expect banner-cpu 0 "^\| cpu +\|.*AVX512F" -- "$BIN" "${banner[@]}"
+  expect banner-bf16-native 0 "^\| bf16 compute +\| oneDNN native" -- "$BIN" "${banner[@]}"
+  if "$BIN" train "${TINY[@]}" --precision amp-bf16 2>&1 | grep -q "warning: .*no AVX-512"; then
+    fail "banner: bf16 warning on a CPU with AVX-512"
+  fi
 else
-  expect banner-cpu 0 "^\| cpu +\|.*no AVX-512" -- "$BIN" train "${FAST[@]}" --max-steps 1 --no-eval --run-dir none --precision fp32
-  expect banner-kernels 0 "^\| kernels +\| oneDNN [0-9.]+ avx2: f32 .*bf16: no oneDNN kernel" -- \
-    "$BIN" train "${FAST[@]}" --max-steps 1 --no-eval --run-dir none --precision fp32
-  expect banner-bf16-warning 0 "warning: .*bf16 matrix work runs on mixprec's reference loops" -- \
+  expect banner-cpu 0 "^\| cpu +\|.*no AVX-512" -- "$BIN" "${banner[@]}"
+  expect banner-bf16-emulated 0 "^\| bf16 compute +\| emulated on f32 kernels" -- "$BIN" "${banner[@]}"
+  expect banner-bf16-warning 0 "warning: this CPU has no AVX-512.*bf16 matrix work is emulated" -- \
     "$BIN" train "${TINY[@]}" --precision amp-bf16
+  if "$BIN" train "${TINY[@]}" --precision fp32 2>&1 | grep -q "warning: this CPU has no AVX-512"; then
+    fail "banner: bf16 warning for an fp32 run"
+  fi
 fi
 
 # ---- the progress line fits the terminal (a pty of 80 and of 50 columns), plain lines otherwise ----

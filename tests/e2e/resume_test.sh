@@ -2,7 +2,9 @@
 # resume_test.sh: checkpoints as a user relies on them. A run stopped after N steps and
 # resumed for N more gives bit-identical losses to an uninterrupted 2N-step run; a kill -9
 # at any moment leaves the last checkpoint loadable; --inject-nonfinite gives exactly one
-# skipped step and halves the scale; a truncated checkpoint is refused with exit code 4.
+# skipped step and halves the scale; a truncated checkpoint is refused with exit code 4, and so
+# is one whose scaler, counters or rng_state are corrupt (one line per problem, naming the
+# file and the field).
 set -uo pipefail
 BIN="$1/mixprec"
 WORK=$(mktemp -d)
@@ -74,6 +76,51 @@ head -c 1000 "$ckpt" > truncated.safetensors
 code=$?
 [[ $code -eq 4 ]] && echo "ok   truncated checkpoint: exit 4" || fail "truncated checkpoint: exit $code"
 grep -q 'truncated.safetensors' trunc.log && echo "ok   truncated checkpoint: named" || fail "truncated: message lacks the file"
+
+# A hand-corrupted checkpoint (valid container): a NaN loss scale, a growth tracker past the
+# interval, more optimizer steps than steps, a garbage rng_state. Resume refuses it with exit
+# 4 and one line per problem, each naming the file and the field; nothing is trained on it.
+cp -r part-amp-fp16 corrupt
+ck=$(sed 's/.*"checkpoint": *"\([^"]*\)".*/\1/' corrupt/last.json)
+python3 - part-amp-fp16/$ck corrupt/$ck <<'PY'
+import json, struct, sys
+src, dst = sys.argv[1:3]
+b = open(src, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+md = h["__metadata__"]
+sc = json.loads(md["scaler"]); sc["scale"] = "nan"; sc["_growth_tracker"] = 5000.0
+md["scaler"] = json.dumps(sc); md["rng_state"] = "garbage"
+md["optimizer_steps"] = str(int(md["global_step"]) + 1)
+t = json.dumps(h).encode()
+t += b" " * ((8 - len(t) % 8) % 8)  # the data stays 8-byte aligned
+open(dst, "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
+PY
+before=$(md5sum < corrupt/metrics.jsonl)
+# The file itself, and the run directory whose last.json names it (its older checkpoints
+# moved away first, so there is nothing to fall back to).
+mkdir older && mv corrupt/step-0000000[0-7].safetensors older/
+for what in corrupt/$ck corrupt; do
+  "$BIN" train "${COMMON[@]}" --max-steps 12 --resume $what > corrupt.log 2>&1
+  code=$?
+  lines=$(grep -cE "checkpoint 'corrupt/$ck': metadata key '(scaler', entry '(scale|_growth_tracker)|optimizer_steps|rng_state)'" corrupt.log)
+  if [[ $code -eq 4 && $lines -eq 4 ]]; then echo "ok   corrupt scaler/counters/rng_state ($what): exit 4, one line per problem"
+  else fail "corrupt checkpoint ($what): exit $code, $lines of 4 lines"; tail -6 corrupt.log; fi
+done
+[[ "$(md5sum < corrupt/metrics.jsonl)" == "$before" ]] && echo "ok   corrupt: nothing was trained on it" \
+  || fail "corrupt: metrics.jsonl changed"
+# With an older checkpoint in the directory, a resume of the directory passes over the corrupt
+# one, says so, and continues from the older one.
+mv older/* corrupt/
+expect=$(ls corrupt/step-*.safetensors | grep -v "$ck" | tail -1)
+"$BIN" train "${COMMON[@]}" --max-steps 12 --resume corrupt > fallback.log 2>&1
+code=$?
+if [[ $code -eq 0 ]] && grep -q "resume: passed over checkpoint 'corrupt/$ck'" fallback.log &&
+   grep -q "resume: continuing from $expect" fallback.log && grep -q "summary: 12 steps" fallback.log; then
+  echo "ok   corrupt last checkpoint: resume falls back to $expect and says so"
+else
+  fail "fallback past the corrupt checkpoint (exit $code)"; grep -v '^|' fallback.log | tail -6
+fi
 
 # --resume alone continues with the run's own settings (precision, dataset, batch size...):
 # without them the defaults (amp-bf16 on Fashion-MNIST) would not fit the checkpoint.

@@ -11,6 +11,7 @@ enum ExitCode : int {
   kExitData = 3,        // dataset missing, corrupt or truncated
   kExitCheckpoint = 4,  // checkpoint missing, corrupt or truncated
   kExitDiverged = 5,    // training produced a non-finite loss
+  kExitBusy = 6,        // the run directory is in use by another mixprec process
   kExitInterrupted = 130,  // Ctrl-C (128 + SIGINT, as a shell reports it); a checkpoint was saved
 };
 
@@ -22,6 +23,7 @@ inline int exit_code_for(const Status& s) {
     case StatusCode::not_found: return kExitData;
     case StatusCode::diverged: return kExitDiverged;
     case StatusCode::bad_checkpoint: return kExitCheckpoint;
+    case StatusCode::busy: return kExitBusy;
     default: return kExitRuntime;
   }
 }

@@ -11,7 +11,9 @@ Runner add_policy_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("policy", "Print the autocast policy table and the precision presets");
   return [cmd]() -> int {
     (void)cmd;
-    std::printf("Autocast policy (what each op runs in for f32 inputs under autocast bf16 / f16)\n\n%s\n",
+    // The table the ops apply (every op consults its row; autocast_table_test checks each
+    // one) and the listed differences from PyTorch, both from src/amp/policy.cpp.
+    std::printf("Autocast policy (the dtype each op runs in for f32 inputs under autocast bf16 / f16)\n\n%s\n",
                 amp::policy_table_string().c_str());
     std::printf("lower: cast to the autocast dtype | fp32: cast to f32 | promote: widest input dtype |"
                 " keep: input dtype. f64 and integer tensors are never cast.\n\n");

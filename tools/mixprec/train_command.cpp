@@ -11,7 +11,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "backend/onednn/kernel_report.h"
+#include "mixprec/hardware.h"
 #include "commands.h"
 #include "core/cpu_features.h"
 #include "exit_codes.h"
@@ -38,44 +38,34 @@ std::string as_typed(CLI::App* cmd, const char* flag, double value) {
   return buf;
 }
 
-// What this CPU has, in words a user can check: "AVX2 FMA F16C (no AVX-512, no AMX)".
+// What this CPU has, in words a user can check:
+// "AMD EPYC (family 25, model 1): AVX2 FMA F16C (no AVX-512, no AMX)".
 std::string cpu_summary() {
   const CpuFeatures& f = cpu_features();
-  std::string s;
-  auto add = [&s](bool have, const char* name) {
-    if (have) s += (s.empty() ? "" : " ") + std::string(name);
-  };
-  __builtin_cpu_init();
-  add(__builtin_cpu_supports("avx2"), "AVX2");
-  add(__builtin_cpu_supports("fma"), "FMA");
-  const std::string features = cpu_features_string();  // F16C, AVX512*, AMX-BF16
-  if (!features.empty()) s += (s.empty() ? "" : " ") + features;
   std::string missing;
   if (!f.avx512f) missing += "no AVX-512";
   else if (!f.avx512_bf16) missing += "no AVX512-BF16";
   if (!f.amx_bf16) missing += std::string(missing.empty() ? "" : ", ") + "no AMX";
+  std::string s = cpu_model_name() + ": " + cpu_feature_list();
   return missing.empty() ? s : s + " (" + missing + ")";
 }
 
-// Which kernels run the matrix work (matmul, convolution) in each dtype on this CPU, and
-// what falls back: oneDNN 2.6.3 has bf16 kernels only from AVX-512 on, and f16 kernels on
-// no CPU mixprec runs on (f16 is emulated on the f32 kernels; see docs/cli.md).
-std::string kernel_summary(std::string* bf16_warning) {
-  const auto& k = backend::onednn::kernel_report();
-  auto name = [](const std::string& impl) { return impl.empty() ? std::string("none") : impl; };
-  std::string s = "oneDNN " + k.version + " " + k.isa + ": f32 " + name(k.f32_conv);
-  if (k.bf16_conv.empty() || k.bf16_matmul.empty()) {
-    s += "; bf16: no oneDNN kernel, reference loops (slow)";
-    if (bf16_warning)
-      *bf16_warning = "this CPU has no AVX-512, and oneDNN " + k.version + " has no bf16 matmul/convolution "
-                      "kernel without it: bf16 matrix work runs on mixprec's reference loops, much slower "
-                      "than fp32; on this CPU use --precision fp32 or amp-fp16 (f16 is emulated on the "
-                      "fast f32 kernels)";
-  } else {
-    s += "; bf16 " + k.bf16_conv;
-  }
-  s += k.f16_conv.empty() ? "; f16: emulated on the f32 kernels" : "; f16 " + k.f16_conv;
-  return s;
+// How each dtype's matrix work (matmul, convolution) runs here, without the "bf16: " prefix
+// that compute_path() starts with: the table row already names the dtype.
+std::string compute_row(DType dtype) {
+  const std::string line = compute_path(dtype);
+  const std::string prefix = std::string(dtype_name(dtype)) + ": ";
+  return line.rfind(prefix, 0) == 0 ? line.substr(prefix.size()) : line;
+}
+
+// The warning for a preset that computes in bf16 on a CPU where bf16 is emulated: such a run
+// has half the activation memory of fp32 but none of its speed-up (measured on a 2-core AMD
+// Zen 3: the seed CNN's amp-bf16 step 1.0-1.2x the time of fp32; docs/benchmarks.md).
+std::string bf16_warning() {
+  if (runs_natively(DType::bf16)) return "";
+  return "this CPU has no AVX-512, so oneDNN has no bf16 kernels here: bf16 matrix work is emulated on "
+         "the f32 kernels (same numerics as a native bf16 kernel, activations still half the memory) "
+         "and is no faster than fp32; for speed on this CPU use --precision fp32";
 }
 
 void print_config(CLI::App* cmd, const train::TrainConfig& c,
@@ -91,7 +81,9 @@ void print_config(CLI::App* cmd, const train::TrainConfig& c,
       {"batch size", std::to_string(c.batch_size)},
       {"seed", std::to_string(c.seed)},
       {"cpu", cpu_summary()},
-      {"kernels", kernel_summary(nullptr)},
+      {"f32 compute", compute_row(DType::f32)},
+      {"bf16 compute", compute_row(DType::bf16)},
+      {"f16 compute", compute_row(DType::f16)},
   };
   rows.insert(rows.end(), mine.begin(), mine.end());
   // 80 columns: a long value continues on the next row, broken between words.
@@ -142,6 +134,7 @@ void remove_if_unused(const std::string& dir) {
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (name == "config.json") continue;
+    if (name == "run.lock") continue;  // released when train::run returned; it holds no data
     if (name == "metrics.jsonl" && entry.file_size(ec) == 0) continue;
     return;  // a checkpoint, logged steps or a file the user put there: keep everything
   }
@@ -258,8 +251,7 @@ Runner add_train_command(CLI::App& app) {
     train::Callbacks cb;
     cb.on_start = [cmd](const train::TrainConfig& c, const std::vector<std::pair<std::string, std::string>>& extra) {
       print_config(cmd, c, extra);
-      std::string warning;
-      kernel_summary(&warning);
+      const std::string warning = bf16_warning();
       auto preset = amp::preset_by_name(c.precision);
       if (!warning.empty() && preset.is_ok() && preset->compute_dtype == DType::bf16)
         std::fprintf(stderr, "mixprec: warning: %s\n", warning.c_str());

@@ -89,6 +89,8 @@ void add_training_flags(CLI::App* cmd, train::TrainConfig& config) {
                   "Run directory for config.json, metrics.jsonl, checkpoints and plots "
                   "(default: runs/train, runs/train2, ...; 'none': write nothing)");
   cmd->add_option("--resume", config.resume, "Continue a run exactly: its run directory or a checkpoint");
+  cmd->add_flag("--overwrite", config.overwrite,
+                "Let a new run replace the run already in --run-dir (its checkpoints, metrics and config)");
   cmd->add_option("--init-from", config.init_from, "Start from weights in a .safetensors file (PyTorch names)")
       ->check(CLI::ExistingFile);
   cmd->add_flag("!--no-self-check", config.self_check, "Skip the AMP self-check before 16-bit training");

@@ -6,13 +6,13 @@
 //   result); div throws unimplemented (the ops layer falls back to ref).
 // - both broadcast (e.g. [N,1] x [1,M]): unimplemented, same fallback.
 // The output takes the full-size operand's memory format. f16 runs in f32 and rounds once
-// (f16_emulation.h): for add/sub/mul/max/min of two f16 values that equals the correctly
+// (half_emulation.h): for add/sub/mul/max/min of two f16 values that equals the correctly
 // rounded f16 result (f32's 24 significand bits >= 2 * 11 + 2, so double rounding is
 // innocuous).
 // Difference from backend/ref: max/min use vmaxps/vminps, so a NaN operand does not always
 // propagate as torch.maximum's does.
 #include "backend/kernels.h"
-#include "backend/onednn/f16_emulation.h"
+#include "backend/onednn/half_emulation.h"
 #include "backend/onednn/primitive_cache.h"
 #include "backend/onednn/reorder_util.h"
 
@@ -72,7 +72,8 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype())
     throw Error(Status::invalid_argument(std::string(name) + ": dtype mismatch: a " +
                                          dtype_name(a.dtype()) + " vs b " + dtype_name(b.dtype())));
-  if (is_f16(a)) return emulate_f16(name, [&] { return binary(op, widen(a), widen(b)); });
+  if (is_emulated(a))
+    return emulate(name, a.dtype(), [&] { return binary(op, widen(a), widen(b)); });
   require_compute_dtype(name, a.dtype());
   const size_t rank = std::max(a.shape().size(), b.shape().size());
   Shape out_shape(rank, 1);

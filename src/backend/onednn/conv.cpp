@@ -26,7 +26,7 @@
 // reorder is cached per (buffer, version) by weights_cache.h.
 //
 // Precision: bf16 src/weights -> bf16 dst, f32 accumulation inside oneDNN. f16 is emulated
-// on the f32 primitives (f16_emulation.h). Backward weights
+// on the f32 primitives (half_emulation.h). Backward weights
 // returns diff_weights and diff_bias in f32 for bf16 inputs (oneDNN accumulates the
 // reduction over N*OH*OW in f32 and can write it out without rounding): the gradient that
 // reaches an fp32 master weight stays fp32, which is what mixed precision wants. This (with
@@ -34,7 +34,7 @@
 // dtype" rule.
 #include "backend/kernels.h"
 #include "backend/onednn/conv_util.h"
-#include "backend/onednn/f16_emulation.h"
+#include "backend/onednn/half_emulation.h"
 #include "backend/onednn/reorder_util.h"
 #include "backend/onednn/weights_cache.h"
 
@@ -85,8 +85,9 @@ Tensor conv2d_forward(const Tensor& src, const Tensor& weights, const Tensor& bi
   const char* op = "conv2d_forward";
   check_dtype(op, "src", src, "weights", weights);
   check_dtype(op, "src", src, "bias", bias);
-  if (is_f16(src))
-    return emulate_f16(op, [&] { return conv2d_forward(widen(src), widen(weights), widen(bias), p); });
+  if (is_emulated(src))
+    return emulate(op, src.dtype(),
+                   [&] { return conv2d_forward(widen(src), widen(weights), widen(bias), p); });
   require_compute_dtype(op, src.dtype());
   const ConvGeom g = conv_geometry(op, src.shape(), weights.shape(), p);
   if (bias.defined() && bias.shape() != Shape{g.O})
@@ -140,9 +141,10 @@ Tensor conv2d_backward_data(const Tensor& diff_dst, const Tensor& weights, const
                             const Conv2dParams& p) {
   const char* op = "conv2d_backward_data";
   check_dtype(op, "diff_dst", diff_dst, "weights", weights);
-  if (is_f16(diff_dst))
-    return emulate_f16(
-        op, [&] { return conv2d_backward_data(widen(diff_dst), widen(weights), src_shape, p); });
+  if (is_emulated(diff_dst))
+    return emulate(op, diff_dst.dtype(), [&] {
+      return conv2d_backward_data(widen(diff_dst), widen(weights), src_shape, p);
+    });
   require_compute_dtype(op, diff_dst.dtype());
   const ConvGeom g = conv_geometry(op, src_shape, weights.shape(), p);
   if (diff_dst.shape() != g.dst_shape())
@@ -201,8 +203,8 @@ WeightGrads conv2d_backward_weights(const Tensor& src, const Tensor& diff_dst,
                                     const Conv2dParams& p) {
   const char* op = "conv2d_backward_weights";
   check_dtype(op, "src", src, "diff_dst", diff_dst);
-  if (is_f16(src))  // f32 diff_weights/diff_bias, as for bf16 (f16_emulation.h)
-    return emulate_f16_raw(op, [&] {
+  if (is_emulated(src))  // f32 diff_weights/diff_bias, as for bf16 (half_emulation.h)
+    return emulate_raw(op, src.dtype(), [&] {
       return conv2d_backward_weights(widen(src), widen(diff_dst), weights_shape, with_bias, p);
     });
   require_compute_dtype(op, src.dtype());

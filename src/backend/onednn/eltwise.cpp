@@ -7,12 +7,12 @@
 // src > 0), so autograd keeps one tensor per relu, as kernels.h's contract says.
 // Accuracy in f32 (measured over 1M points against libm in f64): exp, tanh, sigmoid, sqrt,
 // square within 2.8e-7 relative; f16 runs these f32 kernels on widened inputs and rounds
-// once (f16_emulation.h); log's error is absolute, up to 3.7e-6 over [1e-3, 100]
+// once (half_emulation.h); log's error is absolute, up to 3.7e-6 over [1e-3, 100]
 // (oneDNN's polynomial), so log(x) for x near 1 has a relative error well above f32's eps.
 #include <bit>
 
 #include "backend/kernels.h"
-#include "backend/onednn/f16_emulation.h"
+#include "backend/onednn/half_emulation.h"
 #include "backend/onednn/primitive_cache.h"
 #include "backend/onednn/reorder_util.h"
 
@@ -34,8 +34,9 @@ dnnl_md flat_md(int64_t n, DType d) { return dnnl_md({n}, to_dnnl(d), dnnl::memo
 
 Tensor eltwise_forward(const char* op, dnnl::algorithm alg, float alpha, float beta,
                        const Tensor& src) {
-  if (is_f16(src))
-    return emulate_f16(op, [&] { return eltwise_forward(op, alg, alpha, beta, widen(src)); });
+  if (is_emulated(src))
+    return emulate(op, src.dtype(),
+                   [&] { return eltwise_forward(op, alg, alpha, beta, widen(src)); });
   require_compute_dtype(op, src.dtype());
   const Tensor x = dense(src);
   Tensor dst = Tensor::empty(x.shape(), x.dtype(), x.suggest_memory_format());
@@ -86,8 +87,8 @@ Tensor relu_backward(const Tensor& diff_dst, const Tensor& dst) {
     throw Error(Status::invalid_argument(std::string(op) + ": diff_dst " +
                                          shape_str(diff_dst.shape()) + " and dst " +
                                          shape_str(dst.shape()) + " must have the same shape"));
-  if (is_f16(dst))
-    return emulate_f16(op, [&] { return relu_backward(widen(diff_dst), widen(dst)); });
+  if (is_emulated(dst))
+    return emulate(op, dst.dtype(), [&] { return relu_backward(widen(diff_dst), widen(dst)); });
   require_compute_dtype(op, dst.dtype());
   const Tensor y = dense(dst);
   // Both flat buffers must share one element order: bring diff_dst to dst's format.

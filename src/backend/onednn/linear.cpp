@@ -17,10 +17,10 @@
 // Precision: bf16 in, bf16 out (f32 accumulation); backward weights returns f32
 // diff_weights/diff_bias for bf16 inputs, as conv.cpp does and for the same reason: the
 // gradient reaching an fp32 master stays fp32. f16 is emulated on the f32 primitives
-// (f16_emulation.h), backward weights returning f32 for it too.
+// (half_emulation.h), backward weights returning f32 for it too.
 #include "backend/cpu/column_sum.h"
 #include "backend/kernels.h"
-#include "backend/onednn/f16_emulation.h"
+#include "backend/onednn/half_emulation.h"
 #include "backend/onednn/matmul_util.h"
 #include "backend/onednn/reorder_util.h"
 #include "backend/onednn/serial_scope.h"
@@ -60,8 +60,9 @@ Tensor linear_forward(const Tensor& src, const Tensor& weights, const Tensor& bi
   check_2d(op, "weights", weights);
   check_same_dtype(op, "src", src, "weights", weights);
   check_same_dtype(op, "src", src, "bias", bias);
-  if (is_f16(src))
-    return emulate_f16(op, [&] { return linear_forward(widen(src), widen(weights), widen(bias)); });
+  if (is_emulated(src))
+    return emulate(op, src.dtype(),
+                   [&] { return linear_forward(widen(src), widen(weights), widen(bias)); });
   require_compute_dtype(op, src.dtype());
   const int64_t N = src.size(0), K = src.size(1), O = weights.size(0);
   if (weights.size(1) != K)
@@ -100,8 +101,9 @@ Tensor linear_backward_data(const Tensor& diff_dst, const Tensor& weights) {
   check_2d(op, "diff_dst", diff_dst);
   check_2d(op, "weights", weights);
   check_same_dtype(op, "diff_dst", diff_dst, "weights", weights);
-  if (is_f16(diff_dst))
-    return emulate_f16(op, [&] { return linear_backward_data(widen(diff_dst), widen(weights)); });
+  if (is_emulated(diff_dst))
+    return emulate(op, diff_dst.dtype(),
+                   [&] { return linear_backward_data(widen(diff_dst), widen(weights)); });
   require_compute_dtype(op, diff_dst.dtype());
   const int64_t N = diff_dst.size(0), O = weights.size(0), K = weights.size(1);
   if (diff_dst.size(1) != O)
@@ -131,9 +133,10 @@ WeightGrads linear_backward_weights(const Tensor& src, const Tensor& diff_dst, b
   check_2d(op, "src", src);
   check_2d(op, "diff_dst", diff_dst);
   check_same_dtype(op, "src", src, "diff_dst", diff_dst);
-  if (is_f16(src))  // f32 diff_weights/diff_bias, as for bf16 (f16_emulation.h)
-    return emulate_f16_raw(
-        op, [&] { return linear_backward_weights(widen(src), widen(diff_dst), with_bias); });
+  if (is_emulated(src))  // f32 diff_weights/diff_bias, as for bf16 (half_emulation.h)
+    return emulate_raw(op, src.dtype(), [&] {
+      return linear_backward_weights(widen(src), widen(diff_dst), with_bias);
+    });
   require_compute_dtype(op, src.dtype());
   const int64_t N = src.size(0), K = src.size(1), O = diff_dst.size(1);
   if (diff_dst.size(0) != N)

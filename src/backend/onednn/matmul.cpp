@@ -4,9 +4,9 @@
 // dims transposed: only the strides of the memory desc swap, nothing is copied, and
 // oneDNN's brgemm kernels take either order (ab / ba) directly.
 // dst is contiguous, in the inputs' dtype (bf16 -> bf16, f32 accumulation inside oneDNN;
-// f16 is emulated on the f32 primitive, f16_emulation.h).
+// f16 is emulated on the f32 primitive, half_emulation.h).
 #include "backend/kernels.h"
-#include "backend/onednn/f16_emulation.h"
+#include "backend/onednn/half_emulation.h"
 #include "backend/onednn/matmul_util.h"
 #include "backend/onednn/reorder_util.h"
 
@@ -25,8 +25,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
   if (a.dtype() != b.dtype())
     bad(std::string(op) + ": dtype mismatch: a " + dtype_name(a.dtype()) + " vs b " +
         dtype_name(b.dtype()));
-  if (is_f16(a))  // transposed views stay views: widen keeps their strides
-    return emulate_f16(op, [&] { return matmul(widen(a), widen(b), trans_a, trans_b); });
+  if (is_emulated(a))  // transposed views stay views: widen keeps their strides
+    return emulate(op, a.dtype(), [&] { return matmul(widen(a), widen(b), trans_a, trans_b); });
   require_compute_dtype(op, a.dtype());
   const size_t rank = std::max(a.shape().size(), b.shape().size());
   const Tensor x = matmul_dense(a), y = matmul_dense(b);

@@ -16,13 +16,13 @@
 // bf16, measured 1 ulp (0.7% relative) off the correctly rounded sum for 3x3/stride 1. Max
 // forward goes through f32 too, so that backward gets the workspace of an f32 forward.
 // Non-overlapping pooling (the CNNs' 2x2/2) runs in bf16 directly: nothing to accumulate.
-// f16 runs the f32 primitives on widened data (f16_emulation.h); its workspace is the f32
+// f16 runs the f32 primitives on widened data (half_emulation.h); its workspace is the f32
 // forward's, so backward widens diff_dst and runs the f32 backward.
 // Differences from backend/ref: oneDNN's max uses vmaxps, so a NaN in a window need not
 // win as PyTorch's does; ties pick the first maximum, as PyTorch does.
 
 #include "backend/kernels.h"
-#include "backend/onednn/f16_emulation.h"
+#include "backend/onednn/half_emulation.h"
 #include "backend/onednn/primitive_cache.h"
 #include "backend/onednn/reorder_util.h"
 
@@ -89,10 +89,10 @@ bool bf16_via_f32(DType dt, const Pool2dParams& p) {
 
 PoolResult pool_forward(const char* op, dnnl::algorithm alg, const Tensor& src,
                         const Pool2dParams& p) {
-  if (is_f16(src))  // the workspace is the f32 forward's, which the f32 backward reads
-    return emulate_f16_raw(op, [&] {
+  if (is_emulated(src))  // the workspace is the f32 forward's, which the f32 backward reads
+    return emulate_raw(op, src.dtype(), [&] {
       PoolResult r = pool_forward(op, alg, widen(src), p);
-      r.dst = narrow_to_f16(r.dst);
+      r.dst = narrow_to(r.dst, src.dtype());
       return r;
     });
   require_compute_dtype(op, src.dtype());
@@ -152,9 +152,10 @@ PoolResult pool_forward(const char* op, dnnl::algorithm alg, const Tensor& src,
 
 Tensor pool_backward(const char* op, dnnl::algorithm alg, const Tensor& diff_dst,
                      const Tensor& workspace, const Shape& src_shape, const Pool2dParams& p) {
-  if (is_f16(diff_dst))
-    return emulate_f16(
-        op, [&] { return pool_backward(op, alg, widen(diff_dst), workspace, src_shape, p); });
+  if (is_emulated(diff_dst))
+    return emulate(op, diff_dst.dtype(), [&] {
+      return pool_backward(op, alg, widen(diff_dst), workspace, src_shape, p);
+    });
   require_compute_dtype(op, diff_dst.dtype());
   const PoolGeom g = pool_geometry(op, src_shape, p);
   if (diff_dst.shape() != g.dst_shape)

@@ -97,7 +97,7 @@ std::shared_ptr<CacheEntry> cache_lookup(const PrimKey& key);
 std::shared_ptr<CacheEntry> cache_insert(const PrimKey& key, std::shared_ptr<CacheEntry> entry);
 void note_primitive_created();
 // Records the compute primitive about to run (reorders excluded) for the f16 emulation's
-// dispatch log (f16_emulation.h); a no-op unless MIXPREC_VERBOSE=dispatch.
+// dispatch log (half_emulation.h); a no-op unless MIXPREC_VERBOSE=dispatch.
 void note_entry_used(const PrimKey& key, const CacheEntry& entry);
 
 // Returns the entry for `key`, calling make() (which returns std::shared_ptr<E>) on a miss.

@@ -2,12 +2,12 @@
 // dst is contiguous; keepdim=false drops the reduced axes as a view of the same buffer.
 // Semantics follow backend/ref where oneDNN allows: an empty `axes` is a copy, the sum of
 // an empty set is 0, the mean NaN, and max/min of an empty set are an error. bf16 sums
-// accumulate in f32 inside oneDNN and round once; f16 too (f16_emulation.h).
+// accumulate in f32 inside oneDNN and round once; f16 too (half_emulation.h).
 // Difference from backend/ref: oneDNN's max/min need not propagate NaN.
 #include <limits>
 
 #include "backend/kernels.h"
-#include "backend/onednn/f16_emulation.h"
+#include "backend/onednn/half_emulation.h"
 #include "backend/onednn/primitive_cache.h"
 #include "backend/onednn/reorder_util.h"
 
@@ -44,8 +44,8 @@ dnnl::algorithm algorithm_of(ReduceOp op) {
 
 Tensor reduce(ReduceOp op, const Tensor& src, const std::vector<int64_t>& axes, bool keepdim) {
   const char* name = reduce_name(op);
-  if (is_f16(src))
-    return emulate_f16(name, [&] { return reduce(op, widen(src), axes, keepdim); });
+  if (is_emulated(src))
+    return emulate(name, src.dtype(), [&] { return reduce(op, widen(src), axes, keepdim); });
   require_compute_dtype(name, src.dtype());
   const Shape& shape = src.shape();
   const auto rank = static_cast<int64_t>(shape.size());

@@ -1,6 +1,10 @@
 // backend/onednn/reorder.cpp: dtype and layout changes.
 // - f32 <-> bf16 with a layout change: one oneDNN reorder (jit:uni, round to nearest even,
-//   the same rounding as convert_elements).
+//   the same rounding as convert_elements) where oneDNN has bf16 kernels (AVX-512). Without
+//   them (AVX2 CPUs) its reorder is a reference loop that rounds some values differently
+//   (measured on AMD EPYC Zen3: a negative subnormal became +0, convert_elements gives -0),
+//   even bf16 -> bf16, so there every bf16 reorder takes the byte-permute and
+//   convert_elements route below, like f16.
 // - Same layout, any dtype change: convert_elements (src/core/convert.h), the engine's one
 //   conversion routine, so every cast in mixprec rounds identically.
 // - f16 (and f64/int) with a layout change: the permutation runs as a u8 reorder over the
@@ -10,6 +14,7 @@
 #include <cstring>
 
 #include "backend/kernels.h"
+#include "backend/onednn/half_emulation.h"
 #include "backend/onednn/primitive_cache.h"
 #include "backend/onednn/reorder_util.h"
 #include "backend/onednn/serial_scope.h"
@@ -48,6 +53,12 @@ bool is_dense_in(const Tensor& t, MemoryFormat f) {
 constexpr size_t kSerialReorderBytes = size_t(1) << 20;
 
 bool onednn_converts(DType d) { return d == DType::f32 || d == DType::bf16; }
+
+// One oneDNN reorder may change the dtype as well as the layout (see the banner).
+bool onednn_reorders(DType from, DType to) {
+  if (from == DType::f32 && to == DType::f32) return true;
+  return onednn_converts(from) && onednn_converts(to) && has_native_bf16();
+}
 
 }  // namespace
 
@@ -93,7 +104,7 @@ Tensor reorder(const Tensor& src, DType dtype, MemoryFormat format) {
     convert_elements(src.data(), src.dtype(), dst.data(), dtype, n);
     return dst;
   }
-  if (onednn_converts(src.dtype()) && onednn_converts(dtype)) {
+  if (onednn_reorders(src.dtype(), dtype)) {
     execute_reorder(md_of(src), src.data(), md_of(dst), dst.data());
     return dst;
   }

@@ -6,11 +6,11 @@
 // off the correctly rounded result (log_softmax -4.5625 for -4.5332). Under autocast these
 // ops run in f32 anyway (design.md §3); this keeps pure-bf16 presets honest at the cost of
 // two conversions of a tensor that is small next to the matmuls around it. f16 takes the
-// same route (f16_emulation.h).
+// same route (half_emulation.h).
 // dst keeps src's layout (any dense tensor; others are made contiguous first). Backward
 // reads dst, as kernels.h says; diff_dst is brought to dst's layout so one primitive serves.
 #include "backend/kernels.h"
-#include "backend/onednn/f16_emulation.h"
+#include "backend/onednn/half_emulation.h"
 #include "backend/onednn/primitive_cache.h"
 #include "backend/onednn/reorder_util.h"
 #include "backend/onednn/serial_scope.h"
@@ -52,7 +52,8 @@ sm_fwd::primitive_desc forward_pd(dnnl::algorithm alg, const dnnl_md& md, int64_
 }
 
 Tensor forward(const char* op, dnnl::algorithm alg, const Tensor& src, int64_t axis) {
-  if (is_f16(src)) return emulate_f16(op, [&] { return forward(op, alg, widen(src), axis); });
+  if (is_emulated(src))
+    return emulate(op, src.dtype(), [&] { return forward(op, alg, widen(src), axis); });
   require_compute_dtype(op, src.dtype());
   check_axis(op, src, axis);
   if (src.dtype() == DType::bf16) {
@@ -97,8 +98,9 @@ Tensor backward(const char* op, dnnl::algorithm alg, const Tensor& diff_dst, con
   if (diff_dst.shape() != dst.shape())
     bad(std::string(op) + ": diff_dst " + shape_str(diff_dst.shape()) + " and dst " +
         shape_str(dst.shape()) + " must have the same shape");
-  if (is_f16(dst))
-    return emulate_f16(op, [&] { return backward(op, alg, widen(diff_dst), widen(dst), axis); });
+  if (is_emulated(dst))
+    return emulate(op, dst.dtype(),
+                   [&] { return backward(op, alg, widen(diff_dst), widen(dst), axis); });
   require_compute_dtype(op, dst.dtype());
   check_axis(op, dst, axis);
   if (dst.dtype() == DType::bf16) {

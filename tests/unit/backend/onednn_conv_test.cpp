@@ -165,7 +165,7 @@ TEST(OneDnnConv, WeightsReorderedOnceUntilVersionChanges) {
 
 TEST(OneDnnConv, F16IsEmulatedInF32) {
   // oneDNN 2.6.3 has no f16 compute on CPU (limits.md §1.3): f16 runs the f32 kernels on
-  // widened values (onednn_f16_test.cpp checks the values); f16 out, f32 weight gradients.
+  // widened values (onednn_half_emulation_test.cpp checks the values); f16 out, f32 weight gradients.
   Tensor x = random_input({1, 16, 4, 4}, DType::f16, 800);
   Tensor w = random_input({16, 16, 3, 3}, DType::f16, 801);
   EXPECT_EQ(onednn::conv2d_forward(x, w, Tensor(), params(1, 1)).dtype(), DType::f16);

@@ -109,7 +109,7 @@ TEST(OneDnnEltwise, OnePrimitivePerElementCount) {
 }
 
 TEST(OneDnnEltwise, F64IsUnimplemented) {
-  // (f16 is emulated in f32: onednn_f16_test.cpp)
+  // (f16 is emulated in f32: onednn_half_emulation_test.cpp)
   test::error_message(StatusCode::unimplemented,
                       [] { onednn::unary(UnaryOp::exp, Tensor::zeros({4}, DType::f64)); });
 }

@@ -129,7 +129,7 @@ TEST(OneDnnLinear, EmptyBatchAndEmptyFeatures) {
 }
 
 TEST(OneDnnLinear, F16IsEmulatedInF32) {
-  // Values are checked in onednn_f16_test.cpp; here only the dtypes of the results.
+  // Values are checked in onednn_half_emulation_test.cpp; here only the dtypes of the results.
   Tensor x = random_input({4, 8}, DType::f16, 400);
   Tensor w = random_input({3, 8}, DType::f16, 401);
   EXPECT_EQ(onednn::linear_forward(x, w, Tensor()).dtype(), DType::f16);

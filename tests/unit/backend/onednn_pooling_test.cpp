@@ -176,7 +176,7 @@ TEST(OneDnnPooling, SteadyStateCreatesNothing) {
 }
 
 TEST(OneDnnPooling, F16IsEmulatedInF32) {
-  // Values are checked in onednn_f16_test.cpp; here only the dtype of the result.
+  // Values are checked in onednn_half_emulation_test.cpp; here only the dtype of the result.
   EXPECT_EQ(onednn::max_pool2d_forward(Tensor::zeros({1, 1, 4, 4}, DType::f16), pool(2, 2, 0))
                 .dst.dtype(),
             DType::f16);

@@ -329,6 +329,8 @@ TEST(ConvertCpuFeaturesTest, AgreeWithProcCpuinfo) {
   }
   if (flags.empty()) GTEST_SKIP() << "no /proc/cpuinfo flags";
   const CpuFeatures& f = cpu_features();
+  EXPECT_EQ(f.avx2, flags.count("avx2") == 1);
+  EXPECT_EQ(f.fma, flags.count("fma") == 1);
   EXPECT_EQ(f.f16c, flags.count("f16c") == 1);
   EXPECT_EQ(f.avx512f, flags.count("avx512f") == 1);
   EXPECT_EQ(f.avx512_bf16, flags.count("avx512_bf16") == 1);
@@ -338,14 +340,16 @@ TEST(ConvertCpuFeaturesTest, AgreeWithProcCpuinfo) {
   std::printf("cpu features: %s\n", cpu_features_string().c_str());
 }
 
-// Re-runs the bulk tests in a child process with vector features hidden, so the F16C kernels
-// and the pure scalar path (what a machine without AVX-512 runs) are checked too.
+// Re-runs the bulk tests in a child process with vector features hidden, so the AVX2 and
+// F16C kernels (what a machine without AVX-512 runs) and the pure scalar path are checked too.
 TEST(ConvertTest, FallbackPathsGiveTheSameBits) {
   if (std::getenv("MIXPREC_CPU_DISABLE") != nullptr) GTEST_SKIP() << "already the child";
   char exe[4096] = {};
   const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
   ASSERT_GT(len, 0);
-  for (const char* disable : {"avx512f,avx512_bf16", "avx512f,avx512_bf16,f16c"}) {
+  // AVX2 kernels (no AVX-512), then the F16C ones, then the pure scalar path.
+  for (const char* disable : {"avx512f,avx512_bf16", "avx512f,avx512_bf16,avx2",
+                              "avx512f,avx512_bf16,avx2,f16c"}) {
     const std::string cmd = std::string("MIXPREC_CPU_DISABLE=") + disable + " '" + exe +
                             "' --gtest_filter='ConvertBulkTest.*' > /dev/null";
     EXPECT_EQ(std::system(cmd.c_str()), 0) << "failed with MIXPREC_CPU_DISABLE=" << disable

@@ -1,6 +1,8 @@
 // checkpoint_test.cpp: TrainingState round trip (bit-exact tensors, every metadata field),
 // the on-disk layout read back with a plain JSON + bytes reader (standard safetensors), every
-// kind of corruption rejected as data_loss naming the file, and the last/best pointers.
+// kind of corruption rejected as data_loss naming the file, and the last/best pointers; the
+// inf/NaN scan, the resume-time checks of scaler/counters/rng_state, and the choice of the
+// checkpoint a resume or rollback continues from (never a non-finite one).
 #include "mixprec/checkpoint.h"
 
 #include <dirent.h>
@@ -19,7 +21,9 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
+#include "core/convert.h"
 #include "core/random.h"
 #include "mixprec/autograd.h"
 #include "mixprec/data.h"
@@ -85,7 +89,7 @@ TrainingState sample_state() {
   s.masters["fc1.weight"] = Tensor::from_vector({1.5f, -2.25f, 5.96e-08f}, {3, 1});
   s.scaler = {{"scale", 32768.0}, {"growth_factor", 2.0}, {"backoff_factor", 0.5},
               {"growth_interval", 2000.0}, {"_growth_tracker", 7.0}, {"odd", 0.1}};
-  s.rng_state = "123 456 789 some generator words";
+  s.rng_state = generator_state();  // a real generator state: check_resumable parses it
   s.epoch = 3;
   s.batch_in_epoch = 11;
   s.global_step = 1234567890123LL;
@@ -512,6 +516,293 @@ TEST_F(CheckpointTest, ResolveFallsBackAndReportsProblems) {
   auto missing = resolve_checkpoint(dir_);
   EXPECT_EQ(missing.status().code(), StatusCode::not_found);
   EXPECT_NE(missing.status().message().find("gone.safetensors"), std::string::npos);
+}
+
+// ---- the inf/NaN scan ----
+
+// bits of one element of a 16-bit tensor, or of an f32/f64 one, for the value to inject
+void put(Tensor& t, int64_t index, double v) {
+  store_from_double(t.data(), t.dtype(), index, v);
+}
+
+TEST(FindNonFinite, EveryDtypeEveryKindAtTheTailOfOddSizes) {
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  // Odd sizes put the bad element past every vector width's last full block; 200003 is above
+  // the kernel's parallel threshold (128 Ki elements), so the threaded path is covered too.
+  for (DType dt : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
+    for (int64_t n : {int64_t(1), int64_t(7), int64_t(33), int64_t(4097), int64_t(200003)}) {
+      for (double bad : {nan, inf, -inf}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " n=" + std::to_string(n) + " bad=" + std::to_string(bad));
+        TrainingState st;
+        Tensor clean = Tensor::full({n}, 0.5, dt);
+        st.model.emplace_back("clean", clean);
+        EXPECT_FALSE(find_nonfinite(st).has_value());
+        Tensor t = Tensor::full({n}, -1.25, dt);
+        put(t, n - 1, bad);
+        st.model.emplace_back("w", t);
+        auto r = find_nonfinite(st);
+        ASSERT_TRUE(r.has_value());
+        EXPECT_EQ(r->first_tensor, "w");
+        EXPECT_EQ(r->first_index, n - 1);
+        EXPECT_EQ(r->first_count, 1);
+        EXPECT_EQ(r->tensors, 1);
+        EXPECT_EQ(r->values, 1);
+        if (std::isnan(bad)) EXPECT_TRUE(std::isnan(r->first_value));
+        else EXPECT_EQ(r->first_value, bad);
+      }
+    }
+  }
+}
+
+TEST(FindNonFinite, LargestFiniteSubnormalsAndNegativeZeroAreFinite) {
+  TrainingState st;
+  // The largest finite value of each type is one exponent step below inf: a mask that is
+  // off by one bit would flag it.
+  st.model.emplace_back("f32", Tensor::from_vector({3.4028235e38f, -3.4028235e38f, 1e-45f, -0.0f}, {4}));
+  st.model.emplace_back("f16", Tensor::from_vector({65504.0f, -65504.0f, 5.9604645e-08f, -0.0f}, {4}, DType::f16));
+  st.model.emplace_back("bf16", Tensor::from_vector({3.3895314e38f, -3.3895314e38f, 9.2e-41f, -0.0f}, {4}, DType::bf16));
+  st.model.emplace_back("f64", Tensor::from_vector_f64({1.7976931348623157e308, -4.9e-324, -0.0}, {3}));
+  // Integer tensors are not floating: any bit pattern is a value.
+  st.model.emplace_back("steps", Tensor::from_vector_i64({-1, 0x7ff0000000000000LL}, {2}));
+  EXPECT_FALSE(find_nonfinite(st).has_value());
+}
+
+TEST(FindNonFinite, ScansModelThenMastersThenOptimizerAndCountsAll) {
+  TrainingState st;
+  st.model.emplace_back("a", Tensor::zeros({5}));
+  st.masters["m"] = Tensor::zeros({4});
+  st.optimizer["exp_avg_sq.0"] = Tensor::zeros({6});
+  put(st.optimizer["exp_avg_sq.0"], 2, std::numeric_limits<double>::infinity());
+  put(st.optimizer["exp_avg_sq.0"], 4, std::nan(""));
+  auto r = find_nonfinite(st);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->first_tensor, "optimizer.exp_avg_sq.0");  // named as in the file
+  EXPECT_EQ(r->first_index, 2);
+  EXPECT_EQ(r->first_count, 2);
+  put(st.masters["m"], 3, -std::numeric_limits<double>::infinity());
+  r = find_nonfinite(st);
+  EXPECT_EQ(r->first_tensor, "master.m");
+  EXPECT_EQ(r->tensors, 2);
+  EXPECT_EQ(r->values, 3);
+  EXPECT_NE(r->describe().find("tensor 'master.m' holds 1 inf/NaN value (first: -inf at flat index 3)"),
+            std::string::npos) << r->describe();
+  EXPECT_NE(r->describe().find("2 tensors, 3 values in all"), std::string::npos);
+  // A channels-last (dense, not contiguous) tensor is scanned in its buffer order.
+  Tensor w = Tensor::empty({1, 2, 2, 3}, DType::bf16, MemoryFormat::channels_last);
+  w.fill_(1.0);
+  put(w, 7, std::nan(""));
+  st.model.emplace_back("z", w);
+  r = find_nonfinite(st);
+  EXPECT_EQ(r->first_tensor, "z");
+  EXPECT_EQ(r->first_index, 7);
+}
+
+// ---- resume-time checks ----
+
+// One line per problem; every line names the file and the field.
+std::vector<std::string> problem_lines(const Status& s) {
+  std::vector<std::string> lines;
+  std::istringstream in(s.message());
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+TEST(CheckResumable, AValidStatePasses) {
+  TrainingState st = sample_state();
+  EXPECT_TRUE(check_resumable(st, "f").is_ok()) << check_resumable(st, "f").message();
+  st.scaler.clear();  // a preset without loss scaling
+  EXPECT_TRUE(check_resumable(st, "f").is_ok());
+  st = sample_state();
+  st.scaler["scale"] = double(std::numeric_limits<float>::max());  // the largest float32 still fits
+  st.scaler["_growth_tracker"] = 1999;
+  st.scaler["_hysteresis_tracker"] = 1;
+  st.optimizer_steps = st.global_step;
+  EXPECT_TRUE(check_resumable(st, "f").is_ok()) << check_resumable(st, "f").message();
+}
+
+TEST(CheckResumable, EveryBadScaleIsRefusedNamingFileAndField) {
+  for (double bad : {std::nan(""), std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                     0.0, -0.0, -1.0, 1e39}) {
+    SCOPED_TRACE(bad);
+    TrainingState st = sample_state();
+    st.scaler["scale"] = bad;
+    const Status s = check_resumable(st, "runs/x/step-00000004.safetensors");
+    EXPECT_EQ(s.code(), StatusCode::data_loss);
+    const auto lines = problem_lines(s);
+    ASSERT_EQ(lines.size(), 1u) << s.message();
+    EXPECT_NE(lines[0].find("checkpoint 'runs/x/step-00000004.safetensors': metadata key 'scaler', entry 'scale'"),
+              std::string::npos) << lines[0];
+  }
+}
+
+TEST(CheckResumable, HandCorruptedStateGivesOneLinePerProblemInOnePass) {
+  TrainingState st = sample_state();
+  st.scaler["scale"] = std::nan("");
+  st.scaler["growth_factor"] = 1.0;
+  st.scaler["backoff_factor"] = 1.5;
+  st.scaler["growth_interval"] = 2000;
+  st.scaler["_growth_tracker"] = 2000;        // must be < growth_interval
+  st.scaler["_hysteresis_tracker"] = 0;       // reset to >= 1, never left at 0
+  st.scaler["applied_steps"] = 2.5;           // not an integer
+  st.scaler["skipped_steps"] = 1e300;         // beyond 2^53
+  st.global_step = 10;
+  st.optimizer_steps = 11;                    // more optimizer steps than training steps
+  st.epoch = int64_t(1) << 60;                // beyond 2^53
+  st.rng_state = "1 2 3";
+  const Status s = check_resumable(st, "ck.safetensors");
+  const auto lines = problem_lines(s);
+  const char* fields[] = {"entry 'scale'", "entry 'growth_factor'", "entry 'backoff_factor'",
+                          "entry '_growth_tracker'", "entry '_hysteresis_tracker'", "entry 'applied_steps'",
+                          "entry 'skipped_steps'", "'optimizer_steps'", "'epoch'", "'rng_state'"};
+  ASSERT_EQ(lines.size(), std::size(fields)) << s.message();
+  for (const char* f : fields) {
+    SCOPED_TRACE(f);
+    int hits = 0;
+    for (const auto& l : lines) hits += l.find(f) != std::string::npos;
+    EXPECT_EQ(hits, 1) << s.message();
+  }
+  for (const auto& l : lines) EXPECT_EQ(l.rfind("checkpoint 'ck.safetensors': metadata key '", 0), 0u) << l;
+}
+
+TEST(CheckResumable, MissingScalerKeysAndBadIntervalAreNamed) {
+  TrainingState st = sample_state();
+  st.scaler = {{"scale", 1024.0}, {"growth_interval", 0.0}, {"_growth_tracker", -1.0}};
+  const auto lines = problem_lines(check_resumable(st, "f"));
+  ASSERT_EQ(lines.size(), 4u);  // growth_factor, backoff_factor missing; interval 0; tracker -1
+  EXPECT_NE(lines[0].find("'growth_factor': missing"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("'backoff_factor': missing"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[2].find("'growth_interval': expected an integer in [1, 2^53], got 0"), std::string::npos) << lines[2];
+  EXPECT_NE(lines[3].find("'_growth_tracker'"), std::string::npos) << lines[3];
+}
+
+TEST(CheckResumable, GarbageRngStateIsRefused) {
+  const std::string good = generator_state();
+  std::vector<std::string> words;
+  std::istringstream in(good);
+  for (std::string w; in >> w;) words.push_back(w);
+  ASSERT_EQ(words.size(), 313u);  // libstdc++: 312 state words and the position
+  auto join = [](const std::vector<std::string>& w) {
+    std::string s;
+    for (const auto& x : w) s += (s.empty() ? "" : " ") + x;
+    return s;
+  };
+  auto past_end = words;
+  past_end.back() = "313";  // a position past the 312 words would read out of bounds
+  auto negative = words;
+  negative[5] = "-1";
+  auto huge = words;
+  huge[7] = "99999999999999999999999";  // does not fit 64 bits
+  for (const std::string& bad : {std::string(""), std::string("garbage"), std::string("1 2 3"), join(past_end),
+                                 join(negative), join(huge), good + " 7"}) {
+    SCOPED_TRACE(bad.substr(0, 40));
+    TrainingState st = sample_state();
+    st.rng_state = bad;
+    const auto lines = problem_lines(check_resumable(st, "f"));
+    ASSERT_EQ(lines.size(), 1u);
+    EXPECT_NE(lines[0].find("metadata key 'rng_state'"), std::string::npos) << lines[0];
+  }
+  TrainingState st = sample_state();
+  st.rng_state = good;
+  EXPECT_TRUE(check_resumable(st, "f").is_ok());
+}
+
+// ---- which checkpoint a resume or rollback continues from ----
+
+TrainingState state_at(int64_t step, bool finite = true) {
+  TrainingState s = sample_state();
+  s.global_step = step;
+  s.optimizer_steps = step;
+  if (!finite) put(s.optimizer["exp_avg_sq.0"], 3, std::nan(""));
+  return s;
+}
+
+TEST_F(CheckpointTest, ListCheckpointsIsNewestFirstAndSkipsDiagnosticsAndTemps) {
+  for (int64_t step : {3, 12, 7}) ASSERT_TRUE(save_checkpoint(path(checkpoint_filename(step)), state_at(step)).is_ok());
+  ASSERT_TRUE(save_checkpoint(path(nonfinite_checkpoint_filename(20)), state_at(20, false)).is_ok());
+  EXPECT_EQ(nonfinite_checkpoint_filename(20), "nonfinite-step-00000020.safetensors");
+  write_bytes(path("step-00000030.safetensors.tmp.4242"), {1, 2, 3});
+  write_bytes(path("step-xyz.safetensors"), {1});
+  write_bytes(path("last.json"), {'{', '}'});
+  auto l = list_checkpoints(dir_);
+  ASSERT_TRUE(l.is_ok());
+  ASSERT_EQ(l->size(), 3u);
+  EXPECT_EQ((*l)[0], (std::pair<int64_t, std::string>{12, path("step-00000012.safetensors")}));
+  EXPECT_EQ((*l)[1].first, 7);
+  EXPECT_EQ((*l)[2].first, 3);
+  EXPECT_EQ(list_checkpoints(path("nope")).status().code(), StatusCode::io_error);
+}
+
+TEST_F(CheckpointTest, PointerRefusesANonFiniteOrUnresumableCheckpoint) {
+  ASSERT_TRUE(save_checkpoint(path(checkpoint_filename(2)), state_at(2)).is_ok());
+  ASSERT_TRUE(update_pointer(dir_, "last", checkpoint_filename(2)).is_ok());
+  ASSERT_TRUE(save_checkpoint(path(checkpoint_filename(4)), state_at(4, false)).is_ok());
+  Status s = update_pointer(dir_, "last", checkpoint_filename(4));
+  EXPECT_EQ(s.code(), StatusCode::bad_checkpoint);
+  EXPECT_NE(s.message().find("tensor 'optimizer.exp_avg_sq.0' holds 1 inf/NaN value"), std::string::npos)
+      << s.message();
+  EXPECT_EQ(update_pointer(dir_, "best", checkpoint_filename(4)).code(), StatusCode::bad_checkpoint);
+  TrainingState zero_scale = state_at(6);
+  zero_scale.scaler["scale"] = 0.0;
+  ASSERT_TRUE(save_checkpoint(path(checkpoint_filename(6)), zero_scale).is_ok());
+  s = update_pointer(dir_, "last", checkpoint_filename(6));
+  EXPECT_EQ(s.code(), StatusCode::bad_checkpoint);
+  EXPECT_NE(s.message().find("entry 'scale'"), std::string::npos) << s.message();
+  EXPECT_EQ(json::parse(read_text(path("last.json"))).at("checkpoint"), checkpoint_filename(2));
+  EXPECT_FALSE(std::ifstream(path("best.json")).good());
+}
+
+TEST_F(CheckpointTest, ResumeOfARunDirSkipsNonFiniteCheckpointsAndSaysWhich) {
+  // As an older mixprec left it: last.json names a checkpoint that holds NaN, and so does
+  // the one before; a diagnostic file is newest of all and must never be picked.
+  ASSERT_TRUE(save_checkpoint(path(checkpoint_filename(3)), state_at(3)).is_ok());
+  ASSERT_TRUE(save_checkpoint(path(checkpoint_filename(6)), state_at(6, false)).is_ok());
+  ASSERT_TRUE(save_checkpoint(path(checkpoint_filename(9)), state_at(9, false)).is_ok());
+  ASSERT_TRUE(save_checkpoint(path(nonfinite_checkpoint_filename(12)), state_at(12)).is_ok());
+  const std::string ptr = R"({"checkpoint": "step-00000009.safetensors"})";
+  write_bytes(path("last.json"), std::vector<uint8_t>(ptr.begin(), ptr.end()));
+  auto r = resolve_usable_checkpoint(dir_);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_EQ(r->file, path(checkpoint_filename(3)));
+  EXPECT_EQ(r->state.global_step, 3);
+  ASSERT_EQ(r->skipped.size(), 2u);
+  EXPECT_NE(r->skipped[0].find("step-00000009.safetensors' holds inf/NaN: tensor 'optimizer.exp_avg_sq.0'"),
+            std::string::npos) << r->skipped[0];
+  EXPECT_NE(r->skipped[1].find("step-00000006.safetensors"), std::string::npos);
+  EXPECT_FALSE(find_nonfinite(r->state).has_value());
+
+  // A file named explicitly is refused, not replaced: the user asked for that one.
+  auto explicit_file = resolve_usable_checkpoint(path(checkpoint_filename(9)));
+  EXPECT_EQ(explicit_file.status().code(), StatusCode::bad_checkpoint);
+  EXPECT_NE(explicit_file.status().message().find("holds inf/NaN"), std::string::npos);
+  // Nothing usable: every candidate is named.
+  ASSERT_TRUE(save_checkpoint(path(checkpoint_filename(3)), state_at(3, false)).is_ok());
+  auto none = resolve_usable_checkpoint(dir_);
+  EXPECT_EQ(none.status().code(), StatusCode::bad_checkpoint);
+  for (int64_t step : {9, 6, 3})
+    EXPECT_NE(none.status().message().find(checkpoint_filename(step)), std::string::npos) << none.status().message();
+  // A healthy last.json target is taken as is, with nothing skipped.
+  ASSERT_TRUE(save_checkpoint(path(checkpoint_filename(9)), state_at(9)).is_ok());
+  auto healthy = resolve_usable_checkpoint(dir_);
+  ASSERT_TRUE(healthy.is_ok());
+  EXPECT_EQ(healthy->file, path(checkpoint_filename(9)));
+  EXPECT_TRUE(healthy->skipped.empty());
+}
+
+TEST_F(CheckpointTest, FirstUsableCheckpointTriesInOrderAndChecksEverything) {
+  TrainingState bad_rng = state_at(5);
+  bad_rng.rng_state = "garbage";
+  ASSERT_TRUE(save_checkpoint(path("a.safetensors"), state_at(8, false)).is_ok());
+  ASSERT_TRUE(save_checkpoint(path("b.safetensors"), bad_rng).is_ok());
+  ASSERT_TRUE(save_checkpoint(path("c.safetensors"), state_at(2)).is_ok());
+  auto r = first_usable_checkpoint({path("a.safetensors"), path("missing.safetensors"), path("b.safetensors"),
+                                    path("c.safetensors")});
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_EQ(r->file, path("c.safetensors"));
+  ASSERT_EQ(r->skipped.size(), 3u);
+  EXPECT_NE(r->skipped[0].find("inf/NaN"), std::string::npos);
+  EXPECT_NE(r->skipped[1].find("missing.safetensors"), std::string::npos);
+  EXPECT_NE(r->skipped[2].find("'rng_state'"), std::string::npos);
+  EXPECT_EQ(first_usable_checkpoint({}).status().code(), StatusCode::bad_checkpoint);
 }
 
 }  // namespace

@@ -1,10 +1,13 @@
 // run_dir_test.cpp: run directory auto-naming (train, train2, ...), config.json, and
 // metrics.jsonl: exact line format, round trip, a partial last line left by kill -9, resume
-// truncation.
+// truncation; the one-run-per-directory lock (busy naming the holder, released on kill -9)
+// and the fresh/resume/overwrite policy.
 #include "mixprec/run_dir.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -188,6 +191,116 @@ TEST_F(RunDirTest, UnknownRecordTypesAreSkipped) {
   auto m = read_metrics(p);
   ASSERT_TRUE(m.is_ok()) << m.status().message();
   EXPECT_EQ(m->records.size(), 2u);
+}
+
+// ---- one run per directory ----
+
+bool exists(const std::string& p) {
+  struct stat sb;
+  return ::stat(p.c_str(), &sb) == 0;
+}
+
+TEST_F(RunDirTest, SecondLockIsBusyNamingTheDirAndTheHolder) {
+  auto first = RunDirLock::acquire(dir_);
+  ASSERT_TRUE(first.is_ok()) << first.status().message();
+  char host[256] = {0};
+  ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
+  EXPECT_EQ(read_text(dir_ + "/run.lock").rfind("pid " + std::to_string(::getpid()) + " host " + host + " since ", 0),
+            0u) << read_text(dir_ + "/run.lock");
+  // flock belongs to the open file, so a second open in this same process conflicts too.
+  auto second = RunDirLock::acquire(dir_);
+  ASSERT_FALSE(second.is_ok());
+  EXPECT_EQ(second.status().code(), StatusCode::busy);
+  const std::string& m = second.status().message();
+  EXPECT_NE(m.find("run directory '" + dir_ + "' is in use"), std::string::npos) << m;
+  EXPECT_NE(m.find("pid " + std::to_string(::getpid()) + " host " + host), std::string::npos) << m;
+  first->reset();  // released: the next run gets it
+  EXPECT_TRUE(RunDirLock::acquire(dir_).is_ok());
+}
+
+TEST_F(RunDirTest, KillMinus9ReleasesTheLock) {
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto lock = RunDirLock::acquire(dir_);
+    const char c = lock.is_ok() ? 'y' : 'n';
+    if (::write(ready[1], &c, 1) != 1) ::_exit(3);
+    ::pause();  // hold it until killed
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ::close(ready[0]);
+  ASSERT_EQ(c, 'y');
+  auto busy = RunDirLock::acquire(dir_);
+  EXPECT_EQ(busy.status().code(), StatusCode::busy);
+  EXPECT_NE(busy.status().message().find("pid " + std::to_string(child)), std::string::npos) << busy.status().message();
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  // The kernel dropped the lock with the process; the stale holder line does not matter.
+  auto after = RunDirLock::acquire(dir_);
+  ASSERT_TRUE(after.is_ok()) << after.status().message();
+  EXPECT_NE(read_text(dir_ + "/run.lock").find("pid " + std::to_string(::getpid())), std::string::npos);
+}
+
+TEST_F(RunDirTest, FreshRunRefusesADirHoldingARun) {
+  const std::string d = dir_ + "/run";
+  {
+    auto empty = claim_run_dir(d, RunDirMode::fresh);  // created on demand, holds nothing yet
+    ASSERT_TRUE(empty.is_ok()) << empty.status().message();
+    EXPECT_TRUE(is_dir(d));
+  }
+  // Each file a run leaves behind is enough on its own, a partial run included.
+  for (const char* name : {"config.json", "metrics.jsonl", "last.json", "best.json", "step-00000007.safetensors",
+                           "nonfinite-step-00000003.safetensors"}) {
+    SCOPED_TRACE(name);
+    write_text(d + "/" + name, "x");
+    auto r = claim_run_dir(d, RunDirMode::fresh);
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_EQ(r.status().code(), StatusCode::invalid_argument);
+    EXPECT_NE(r.status().message().find("'" + d + "' already holds a run"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("--resume"), std::string::npos);
+    EXPECT_NE(r.status().message().find("--overwrite"), std::string::npos);
+    ASSERT_EQ(::unlink((d + "/" + name).c_str()), 0);
+  }
+  // Files that are not a run's do not count (and the lock file is ours).
+  write_text(d + "/notes.txt", "mine");
+  write_text(d + "/step-old.safetensors", "not a checkpoint name");
+  EXPECT_TRUE(claim_run_dir(d, RunDirMode::fresh).is_ok());
+}
+
+TEST_F(RunDirTest, OverwriteDeletesOnlyTheEarlierRunsFilesAndResumeKeepsThem) {
+  const std::string d = dir_ + "/run";
+  ASSERT_TRUE(claim_run_dir(d, RunDirMode::fresh).is_ok());
+  const char* run[] = {"config.json", "metrics.jsonl", "last.json", "best.json", "step-00000002.safetensors",
+                       "step-00000004.safetensors", "nonfinite-step-00000003.safetensors",
+                       "step-00000006.safetensors.tmp.999", "training.png", "training.svg", "training.gp",
+                       "plot_steps.dat", "plot_evals.dat"};
+  const char* keep[] = {"notes.txt", "model.onnx", "other.tmp.1"};
+  for (const char* f : run) write_text(d + "/" + f, "x");
+  for (const char* f : keep) write_text(d + "/" + f, "x");
+  {
+    auto r = claim_run_dir(d, RunDirMode::resume);
+    ASSERT_TRUE(r.is_ok());
+    for (const char* f : run) EXPECT_TRUE(exists(d + "/" + f)) << f;
+  }
+  {
+    // Not while another process runs there: the lock comes first.
+    auto held = RunDirLock::acquire(d);
+    ASSERT_TRUE(held.is_ok());
+    EXPECT_EQ(claim_run_dir(d, RunDirMode::overwrite).status().code(), StatusCode::busy);
+    EXPECT_TRUE(exists(d + "/config.json"));
+  }
+  auto r = claim_run_dir(d, RunDirMode::overwrite);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  for (const char* f : run) EXPECT_FALSE(exists(d + "/" + f)) << f;
+  for (const char* f : keep) EXPECT_TRUE(exists(d + "/" + f)) << f;
+  EXPECT_TRUE(run_files(d).value().empty());
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // fused_update_kernel_test.cpp: the optimizer passes against plain per-element loops written
-// here in PyTorch 1.13's single-tensor order (f32, no FMA), bit for bit: every length class
+// here in PyTorch 1.13's single-tensor order and rounding (f32, std::fma where ATen fuses;
+// tests/golden/optim_golden_test.cpp checks the same against PyTorch's own bits), bit for bit: every length class
 // (AVX-512 body, masked tail, several tiles, the threaded range), every gradient dtype with
 // and without unscaling, 16-bit parameters, the rounded 16-bit copy, and the read-only
 // inf/NaN count. The 16-bit rounding reference is half.h's scalar code, not convert.cpp.
@@ -7,6 +8,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -47,35 +49,38 @@ std::vector<uint32_t> f32_bits(const std::vector<float>& v) {
   return out;
 }
 
-// The expected Adam/AdamW step on plain vectors (what PyTorch's loop does per element).
+// The expected Adam/AdamW step on plain vectors: PyTorch 1.13's _single_tensor_adam(w) op by
+// op, each op rounding to f32 once, std::fma where its ATen kernel fuses (add_ with alpha,
+// addcmul_), Python's double scalars cast to f32 where the kernel takes them.
 void reference_adam(std::vector<float>& p, const std::vector<float>& g, std::vector<float>& m,
                     std::vector<float>& v, int64_t step, const AdamOptions& o, bool decoupled) {
-  const float lr = float(o.lr), wd = float(o.weight_decay), b1 = float(o.beta1), b2 = float(o.beta2);
   const double bc1 = 1.0 - std::pow(o.beta1, double(step)), bc2 = 1.0 - std::pow(o.beta2, double(step));
-  const float step_size = float(double(lr) / bc1), bc2_sqrt = float(std::sqrt(bc2));
-  const float decay = float(1.0 - double(lr) * double(wd)), eps = float(o.eps);
+  const float b1 = float(o.beta1), b2 = float(o.beta2), omb1 = float(1.0 - o.beta1), omb2 = float(1.0 - o.beta2);
+  const float neg_step = float(-(o.lr / bc1)), bc2_sqrt = float(std::sqrt(bc2)), eps = float(o.eps);
+  const float decay = float(1.0 - o.lr * o.weight_decay), wd = float(o.weight_decay);
   for (size_t i = 0; i < p.size(); ++i) {
     float gi = g[i];
-    if (decoupled) p[i] = p[i] * decay;
-    else if (wd != 0.0f) gi = gi + wd * p[i];
-    m[i] = m[i] * b1 + (1.0f - b1) * gi;
-    v[i] = v[i] * b2 + (1.0f - b2) * (gi * gi);
-    const float denom = std::sqrt(v[i]) / bc2_sqrt + eps;
-    p[i] = p[i] + (-step_size) * (m[i] / denom);
+    if (decoupled) p[i] = p[i] * decay;                            // param.mul_(1 - lr * wd)
+    else if (o.weight_decay != 0) gi = std::fma(p[i], wd, gi);     // grad.add(param, alpha=wd)
+    m[i] = std::fma(gi, omb1, m[i] * b1);                          // mul_(b1).add_(grad, alpha=1-b1)
+    v[i] = std::fma(omb2 * gi, gi, v[i] * b2);                     // mul_(b2).addcmul_(grad, grad, value=1-b2)
+    const float denom = std::sqrt(v[i]) / bc2_sqrt + eps;          // (sqrt / bc2_sqrt).add_(eps)
+    p[i] = (neg_step * m[i]) / denom + p[i];                       // addcdiv_(m, denom, value=-step_size)
   }
 }
 
 void reference_sgd(std::vector<float>& p, const std::vector<float>& g, std::vector<float>& buf, bool first,
                    const SGDOptions& o) {
-  const float lr = float(o.lr), mom = float(o.momentum), damp = float(o.dampening), wd = float(o.weight_decay);
+  const float neg_lr = float(-o.lr), mom = float(o.momentum), omd = float(1.0 - o.dampening);
+  const float wd = float(o.weight_decay);
   for (size_t i = 0; i < p.size(); ++i) {
     float d = g[i];
-    if (wd != 0.0f) d = d + wd * p[i];
-    if (mom != 0.0f) {
-      buf[i] = first ? d : buf[i] * mom + (1.0f - damp) * d;
-      d = o.nesterov ? d + mom * buf[i] : buf[i];
+    if (o.weight_decay != 0) d = std::fma(p[i], wd, d);            // d_p.add(param, alpha=wd)
+    if (o.momentum != 0) {
+      buf[i] = first ? d : std::fma(d, omd, buf[i] * mom);          // buf.mul_(mom).add_(d_p, alpha=1-damp)
+      d = o.nesterov ? std::fma(buf[i], mom, d) : buf[i];           // d_p.add(buf, alpha=mom)
     }
-    p[i] = p[i] + (-lr) * d;
+    p[i] = std::fma(d, neg_lr, p[i]);                                // param.add_(d_p, alpha=-lr)
   }
 }
 
@@ -190,28 +195,33 @@ TEST(FusedUpdateKernel, RoundedOutputIsTheUpdatedParameterRoundedToNearestEven) 
 }
 
 TEST(FusedUpdateKernel, ScalarFallbackGivesTheVectorPathsBits) {
-  // CPUs without AVX-512 run the scalar loops; both must agree with each other exactly.
-  const int64_t n = 1000;
-  AdamCoeffs a;
-  a.beta1 = 0.9f, a.one_minus_beta1 = 1.0f - a.beta1, a.beta2 = 0.999f, a.one_minus_beta2 = 1.0f - a.beta2;
-  a.eps = 1e-8f, a.neg_step_size = -1e-3f, a.bc2_sqrt = 0.03f, a.weight_decay = 0.01f;
-  SgdCoeffs s;
-  s.neg_lr = -0.1f, s.momentum = 0.9f, s.one_minus_dampening = 0.75f, s.weight_decay = 1e-3f, s.nesterov = true;
-  for (bool decoupled : {false, true}) {
-    a.decoupled = decoupled;
-    std::vector<float> p1 = randn(n, 40), m1 = randn(n, 41, 0.1f), v1 = randn(n, 42, 0.1f);
-    for (float& x : v1) x = x * x;
-    std::vector<float> p2 = p1, m2 = m1, v2 = v1, b1 = randn(n, 44), b2 = b1;
-    const std::vector<float> g = randn(n, 43);
-    adam_tile(p1.data(), g.data(), m1.data(), v1.data(), n, a);
-    adam_tile_scalar(p2.data(), g.data(), m2.data(), v2.data(), n, a);
-    EXPECT_EQ(f32_bits(p1), f32_bits(p2));
-    EXPECT_EQ(f32_bits(v1), f32_bits(v2));
-    sgd_tile(p1.data(), g.data(), b1.data(), n, s);
-    sgd_tile_scalar(p2.data(), g.data(), b2.data(), n, s);
-    EXPECT_EQ(f32_bits(p1), f32_bits(p2));
-    EXPECT_EQ(f32_bits(b1), f32_bits(b2));
-  }
+  // CPUs without AVX2+FMA run the scalar loops (std::fma); the vector path this CPU takes
+  // (printed) must agree with them exactly, body and masked tail, for every option.
+  std::printf("update_math path on this CPU: %s\n", update_math_isa());
+  for (int64_t n : {int64_t(1), int64_t(7), int64_t(1000), int64_t(1037)})
+    for (bool decoupled : {false, true})
+      for (bool amsgrad : {false, true})
+        for (bool maximize : {false, true}) {
+          SCOPED_TRACE("n=" + std::to_string(n) + " decoupled " + std::to_string(decoupled) + " amsgrad " +
+                       std::to_string(amsgrad) + " maximize " + std::to_string(maximize));
+          const AdamCoeffs a = adam_coeffs(1e-3, 0.9, 0.999, 1e-8, 0.01, decoupled, amsgrad, maximize, 3);
+          const SgdCoeffs s = sgd_coeffs(0.1, 0.9, 0.25, 1e-3, !decoupled && !amsgrad, false, maximize);
+          std::vector<float> p1 = randn(n, 40), m1 = randn(n, 41, 0.1f), v1 = randn(n, 42, 0.1f), x1 = randn(n, 45);
+          for (float& x : v1) x = x * x;
+          for (float& x : x1) x = x * x * 0.01f;
+          std::vector<float> p2 = p1, m2 = m1, v2 = v1, x2 = x1, b1 = randn(n, 44), b2 = b1;
+          const std::vector<float> g = randn(n, 43);
+          adam_tile(p1.data(), g.data(), m1.data(), v1.data(), x1.data(), n, a);
+          adam_tile_scalar(p2.data(), g.data(), m2.data(), v2.data(), x2.data(), n, a);
+          EXPECT_EQ(f32_bits(p1), f32_bits(p2));
+          EXPECT_EQ(f32_bits(m1), f32_bits(m2));
+          EXPECT_EQ(f32_bits(v1), f32_bits(v2));
+          EXPECT_EQ(f32_bits(x1), f32_bits(x2));
+          sgd_tile(p1.data(), g.data(), b1.data(), n, s);
+          sgd_tile_scalar(p2.data(), g.data(), b2.data(), n, s);
+          EXPECT_EQ(f32_bits(p1), f32_bits(p2));
+          EXPECT_EQ(f32_bits(b1), f32_bits(b2));
+        }
 }
 
 TEST(FusedUpdateKernel, ResultsAreTheSameOnOneAndTwoThreads) {

@@ -1,5 +1,7 @@
-// onednn_f16_test.cpp: the f16 emulation of backend::onednn (f16 values in, f32 oneDNN
-// compute, f16 out). Two kinds of checks per kernel:
+// onednn_half_emulation_test.cpp: the 16-bit emulation of backend::onednn (16-bit values
+// in, f32 oneDNN compute, 16-bit out; half_emulation.h). It runs on f16 (emulated on every
+// CPU) and, as the ctest variant *_bf16 with AVX-512 hidden (MIXPREC_TEST_DTYPE=bf16), on
+// bf16 as a CPU without AVX-512 computes it. Two kinds of checks per kernel:
 // - bit-exact: the f16 call equals the f32 oneDNN kernel run on the same (exactly widened)
 //   values with its output rounded to f16 by convert_elements: that is the contract
 //   ("what a tensor core does"), and it catches any extra rounding or lost layout;
@@ -9,8 +11,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "backend/kernels.h"
+#include "backend/onednn/half_emulation.h"
 #include "mixprec/amp.h"
 #include "mixprec/models.h"
 #include "mixprec/ops.h"
@@ -27,7 +32,12 @@ using test::f64;
 using test::random_input;
 using test::Tol;
 
-constexpr DType kH = DType::f16;
+// The dtype under test: f16, or bf16 when MIXPREC_TEST_DTYPE=bf16 (see the banner).
+DType dtype_under_test() {
+  const char* env = std::getenv("MIXPREC_TEST_DTYPE");
+  return env != nullptr && std::string(env) == "bf16" ? DType::bf16 : DType::f16;
+}
+const DType kH = dtype_under_test();
 const MemoryFormat kCl = MemoryFormat::channels_last;
 const MemoryFormat kPlain = MemoryFormat::contiguous;
 
@@ -56,13 +66,24 @@ Tensor to32(const Tensor& t) { return t.defined() ? t.to(DType::f32) : t; }
   return ::testing::AssertionSuccess();
 }
 
-// The f32 result rounded to f16: what the emulation must produce.
+// The f32 result rounded to the 16-bit dtype: what the emulation must produce.
 Tensor rounded(const Tensor& f32_result) { return f32_result.to(kH); }
 
-// f16 against the exact f64 reference: one rounding to f16 (<= 2^-11 relative) on top of
-// f32 accumulation (~1e-6 * sqrt(K)): rtol 2^-10 (2x margin); atol for sums that cancel
-// to near zero, where the f32 error is absolute.
-Tol f16_tol(int64_t k) { return {std::ldexp(1.0, -10), 1e-5 * std::sqrt(double(k))}; }
+// The unit roundoff of the dtype under test: 2^-11 for f16, 2^-8 for bf16 (8 significand
+// bits instead of 11). Tolerances below are multiples of it.
+const double kU = std::ldexp(1.0, kH == DType::bf16 ? -8 : -11);
+
+// Against the exact f64 reference: one rounding to 16 bits (<= u relative) on top of f32
+// accumulation (~1e-6 * sqrt(K)): rtol 2u (2x margin); atol for sums that cancel to near
+// zero, where the f32 error is absolute.
+Tol f16_tol(int64_t k) { return {2 * kU, 1e-5 * std::sqrt(double(k))}; }
+
+// A bf16 run on a CPU where oneDNN has bf16 kernels would test nothing of the emulation:
+// the ctest variant hides AVX-512, so this must hold everywhere.
+TEST(OneDnnF16, DtypeUnderTestIsEmulated) {
+  EXPECT_TRUE(onednn::is_emulated(Tensor::empty({1}, kH)))
+      << dtype_name(kH) << " runs natively here: run with MIXPREC_CPU_DISABLE=avx512f";
+}
 
 backend::Conv2dParams conv_p(int64_t s, int64_t pad) { return {s, s, pad, pad}; }
 
@@ -171,8 +192,8 @@ TEST(OneDnnF16, BinaryAndReduceBitExactAndCloseToRef) {
                   backend::BinaryOp::max}) {
     const Tensor y = onednn::binary(op, a, b);
     EXPECT_TRUE(bit_equal(y, rounded(onednn::binary(op, to32(a), to32(b))), kH));
-    // add/sub/mul/max of two f16 values: f32 then f16 is the correctly rounded result.
-    EXPECT_TRUE(close_to_ref(y, ref::binary(op, f64(a), f64(b)), {std::ldexp(1.0, -11), 0.0}));
+    // add/sub/mul/max of two 16-bit values: f32 then 16 bits is the correctly rounded result.
+    EXPECT_TRUE(close_to_ref(y, ref::binary(op, f64(a), f64(b)), {kU, 0.0}));
   }
   const Tensor big = random_input({8, 300}, kH, 42);
   for (auto op : {backend::ReduceOp::sum, backend::ReduceOp::mean, backend::ReduceOp::max}) {
@@ -185,8 +206,8 @@ TEST(OneDnnF16, BinaryAndReduceBitExactAndCloseToRef) {
 // Gradients through the ops layer with f16 leaves: conv2d -> flatten -> linear, backward
 // from a fixed gradient. The engine hands f16 grads to f16 leaves; each must match the f64
 // gradient (ref backend) within f16 rounding: every gradient passes through two or three
-// f16 roundings (linear's diff_src, the conv kernels' outputs, the leaf cast), so rtol 2^-8;
-// atol for sums of ~100 O(1) products that cancel.
+// f16 roundings (linear's diff_src, the conv kernels' outputs, the leaf cast), so rtol 8u
+// (2^-8 for f16); atol for sums of ~100 O(1) products that cancel (2e-3 for f16, scaled by u).
 TEST(OneDnnF16, OpsConvAndLinearGradientsMatchF64) {
   const Tensor x0 = random_input({2, 3, 6, 6}, kH, 50), w0 = random_input({4, 3, 3, 3}, kH, 51);
   const Tensor b0 = random_input({4}, kH, 52), lw0 = random_input({5, 144}, kH, 53);
@@ -212,7 +233,7 @@ TEST(OneDnnF16, OpsConvAndLinearGradientsMatchF64) {
     SCOPED_TRACE(names[i]);
     ASSERT_TRUE(g16[i].defined());
     EXPECT_EQ(g16[i].dtype(), kH);
-    EXPECT_TRUE(close_to_ref(g16[i], g64[i], {std::ldexp(1.0, -8), 2e-3}));
+    EXPECT_TRUE(close_to_ref(g16[i], g64[i], {8 * kU, 2e-3 * kU / std::ldexp(1.0, -11)}));
   }
 }
 

@@ -1,12 +1,14 @@
-// backend/onednn/f16_emulation.cpp: the widen/narrow conversions and the dispatch log of
-// the f16 emulation (see f16_emulation.h).
-#include "backend/onednn/f16_emulation.h"
+// backend/onednn/half_emulation.cpp: the widen/narrow conversions and the dispatch log of
+// the 16-bit emulation (see half_emulation.h).
+#include "backend/onednn/half_emulation.h"
 
 #include <algorithm>
 #include <numeric>
 
 #include "backend/onednn/reorder_util.h"
 #include "core/convert.h"
+#include "core/cpu_features.h"
+#include "backend/onednn/engine.h"
 
 namespace mixprec::backend::onednn {
 namespace {
@@ -50,20 +52,31 @@ Tensor convert_keeping_layout(const Tensor& t, DType to) {
 
 }  // namespace
 
+bool has_native_bf16() {
+  static const bool yes = [] {
+    const auto core = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());  // a superset's bits
+    return (isa & core) == core && cpu_features().avx512bw;
+  }();
+  return yes;
+}
+
 Tensor widen(const Tensor& t) {
-  if (!is_f16(t)) return t;
+  if (!is_emulated(t)) return t;
+  MemoryCategoryGuard workspace(MemoryCategory::workspace);
   return convert_keeping_layout(t, DType::f32);
 }
 
-Tensor narrow_to_f16(const Tensor& t) { return convert_keeping_layout(t, DType::f16); }
+Tensor narrow_to(const Tensor& t, DType dtype) { return convert_keeping_layout(t, dtype); }
 
 void note_impl(const std::string& impl) {
   if (dispatch_verbose()) t_last_impl = impl;
 }
 
-void log_f16_emulated(const char* op) {
-  dispatch_log(std::string(op) + " f16",
-               "f16 emulated on " + (t_last_impl.empty() ? std::string("?") : t_last_impl));
+void log_emulated(const char* op, DType dtype) {
+  const std::string name = dtype_name(dtype);
+  dispatch_log(std::string(op) + " " + name,
+               name + " emulated on " + (t_last_impl.empty() ? std::string("?") : t_last_impl));
 }
 
 }  // namespace mixprec::backend::onednn

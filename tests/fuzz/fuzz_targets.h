@@ -1,0 +1,149 @@
+// fuzz_targets.h: what each fuzz harness does with one input, shared by the libFuzzer
+// executables (tests/fuzz/<name>_fuzz.cpp, built with MIXPREC_FUZZ=ON) and the ordinary test
+// suite (tests/unit/io/fuzz_corpus_replay_test.cpp replays every seed and every crasher).
+//
+// Each target feeds the bytes to one public parser and checks the contract beyond "no
+// crash": a refusal is a Status with the documented code (never an exception, never another
+// code), and what is accepted is consistent (a safetensors file re-serialises to bytes that
+// parse to the same tensors). A violation comes back as a message; the harness aborts on it,
+// so libFuzzer records the input as a crasher.
+#pragma once
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "mixprec/checkpoint.h"
+#include "mixprec/data.h"
+#include "mixprec/safetensors.h"
+#include "train/config_json.h"
+
+namespace mixprec::fuzz {
+
+// "" when the contract holds, else what broke. Each target also reports through `accepted`
+// (may be null) whether the parser accepted the input, so the replay test can check that the
+// valid_* seeds really pass validation.
+using Violation = std::string;
+
+inline void set(bool* accepted, bool v) {
+  if (accepted != nullptr) *accepted = v;
+}
+
+inline Violation expect_code(const Status& s, StatusCode code, const char* what) {
+  if (s.is_ok() || s.code() == code) return {};
+  return std::string(what) + ": unexpected status code " + std::to_string(int(s.code())) + ": " +
+         s.message().substr(0, 300);
+}
+
+// The file readers take a path: the input goes to a per-process file in /dev/shm (tmpfs,
+// no disk traffic at thousands of inputs a second) or $TMPDIR.
+inline std::string scratch_path(const char* tag) {
+  const char* dir = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : std::getenv("TMPDIR");
+  return std::string(dir && *dir ? dir : "/tmp") + "/mixprec_fuzz_" + tag + "_" +
+         std::to_string(::getpid());
+}
+
+inline bool write_scratch(const std::string& path, const uint8_t* data, size_t size) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t w = ::write(fd, data + done, size - done);
+    if (w <= 0) break;
+    done += size_t(w);
+  }
+  ::close(fd);
+  return done == size;
+}
+
+// safetensors: the in-memory parser (header + every tensor's bytes); an accepted file must
+// serialise again and the result parse to the same names, shapes, dtypes, bytes and metadata.
+inline Violation safetensors(const uint8_t* data, size_t size, bool* accepted = nullptr) {
+  auto r = parse_safetensors(data, size, "fuzz.safetensors");
+  set(accepted, r.is_ok());
+  if (!r.is_ok()) return expect_code(r.status(), StatusCode::data_loss, "parse_safetensors");
+  auto bytes = serialize_safetensors(r->tensors, r->metadata);
+  if (!bytes.is_ok()) return "accepted file does not serialise: " + bytes.status().message();
+  auto again = parse_safetensors(bytes->data(), bytes->size(), "fuzz.reserialised");
+  if (!again.is_ok()) return "re-serialised file does not parse: " + again.status().message();
+  if (again->metadata != r->metadata) return "metadata changed by a round trip";
+  if (again->tensors.size() != r->tensors.size()) return "tensor count changed by a round trip";
+  for (const auto& [name, t] : r->tensors) {
+    const Tensor* u = again->find(name);
+    if (u == nullptr) return "tensor '" + name + "' lost by a round trip";
+    if (u->shape() != t.shape() || u->dtype() != t.dtype()) return "tensor '" + name + "' changed";
+    const size_t n = size_t(t.numel()) * dtype_size(t.dtype());
+    if (n > 0 && std::memcmp(u->data(), t.data(), n) != 0) return "bytes of '" + name + "' changed";
+  }
+  return {};
+}
+
+// A whole checkpoint: safetensors container, then format, version, counters, scaler,
+// model_tensors, config (the metadata state a resume restores).
+inline Violation checkpoint(const uint8_t* data, size_t size, bool* accepted = nullptr) {
+  auto r = parse_checkpoint(data, size, "fuzz.ckpt");
+  set(accepted, r.is_ok());
+  return expect_code(r.status(), StatusCode::data_loss, "parse_checkpoint");
+}
+
+// config.json: parsed as a configuration, and adopted as a saved one on --resume.
+inline Violation config_json(const uint8_t* data, size_t size, bool* accepted = nullptr) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  auto c = train::config_from_json(text);
+  set(accepted, c.is_ok());
+  if (Violation v = expect_code(c.status(), StatusCode::invalid_argument, "config_from_json"); !v.empty())
+    return v;
+  auto a = train::adopt_saved_config(train::TrainConfig{}, text,
+                                     [](const std::string& key) { return key.size() % 2 == 0; });
+  if (Violation v = expect_code(a.status(), StatusCode::invalid_argument, "adopt_saved_config"); !v.empty())
+    return v;
+  if (c.is_ok()) {  // what was accepted prints and parses back
+    auto back = train::config_from_json(train::config_to_json(*c));
+    if (!back.is_ok()) return "config_to_json output does not parse: " + back.status().message();
+  }
+  return {};
+}
+
+// IDX (MNIST): the same bytes as an image file and as a label file, plain or gzip (the
+// reader picks by the magic bytes 1f 8b).
+inline Violation idx(const uint8_t* data, size_t size, bool* accepted = nullptr) {
+  const std::string path = scratch_path("idx");
+  set(accepted, false);
+  if (!write_scratch(path, data, size)) return "cannot write the scratch file " + path;
+  const Status images = read_idx_images(path).status();
+  const Status labels = read_idx_labels(path, 10).status();
+  set(accepted, images.is_ok() || labels.is_ok());
+  Violation v = expect_code(images, StatusCode::data_loss, "read_idx_images");
+  if (v.empty()) v = expect_code(labels, StatusCode::data_loss, "read_idx_labels");
+  ::unlink(path.c_str());
+  return v;
+}
+
+// A CIFAR-10 binary batch, plain or gzip.
+inline Violation cifar(const uint8_t* data, size_t size, bool* accepted = nullptr) {
+  const std::string path = scratch_path("cifar");
+  set(accepted, false);
+  if (!write_scratch(path, data, size)) return "cannot write the scratch file " + path;
+  const Status s = read_cifar10_batch(path).status();
+  set(accepted, s.is_ok());
+  Violation v = expect_code(s, StatusCode::data_loss, "read_cifar10_batch");
+  ::unlink(path.c_str());
+  return v;
+}
+
+}  // namespace mixprec::fuzz
+
+// The body of every harness: run the target, abort on a violation (a crasher for libFuzzer).
+#define MIXPREC_FUZZ_TARGET(target)                                              \
+  extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {      \
+    const mixprec::fuzz::Violation v = mixprec::fuzz::target(data, size);        \
+    if (!v.empty()) {                                                            \
+      std::fprintf(stderr, "mixprec fuzz target " #target ": %s\n", v.c_str()); \
+      std::abort();                                                              \
+    }                                                                            \
+    return 0;                                                                    \
+  }

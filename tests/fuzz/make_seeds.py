@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""make_seeds.py: writes the seed corpora tests/fuzz/corpus/<harness>/ (small valid files and
+a few edge cases each). Standard library only; run from anywhere:
+
+    /usr/bin/python3 tests/fuzz/make_seeds.py
+
+Files named valid_* must be accepted by the parser; fuzz_corpus_replay_test checks that, so
+the seeds really reach the code past validation. Every other seed must be refused cleanly."""
+import gzip
+import json
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def write(harness, name, data):
+    d = os.path.join(HERE, "corpus", harness)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def gz(data):
+    return gzip.compress(data, compresslevel=9, mtime=0)  # mtime 0: reproducible bytes
+
+
+# ---------------------------------------------------------------- safetensors
+
+DTYPE_SIZE = {"F32": 4, "F16": 2, "BF16": 2, "F64": 8, "I64": 8, "I32": 4, "U8": 1}
+
+
+def safetensors(tensors, metadata=None, pad=True):
+    """tensors: list of (name, dtype, shape, bytes) in data order."""
+    header, data, off = {}, b"", 0
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(raw)]}
+        data += raw
+        off += len(raw)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    if pad:
+        h += b" " * ((8 - len(h) % 8) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def st_seeds():
+    write("safetensors", "valid_empty", safetensors([]))
+    write("safetensors", "valid_one_f32", safetensors([("w", "F32", [2], struct.pack("<2f", 1.5, -2))]))
+    write("safetensors", "valid_every_dtype", safetensors(
+        [(dt.lower(), dt, [2, 1], bytes(range(2 * n))) for dt, n in DTYPE_SIZE.items()],
+        metadata={"format": "pt", "step": "3"}))
+    write("safetensors", "valid_scalar_and_empty", safetensors(
+        [("s", "F64", [], struct.pack("<d", 3.25)), ("e", "I32", [0, 4], b"")]))
+    write("safetensors", "valid_unpadded_unknown_field",
+          struct.pack("<Q", 67) + b'{"a":{"dtype":"U8","shape":[3],"data_offsets":[0,3],"x":[1,{}]}}   '
+          + b"abc")
+    write("safetensors", "overlap", safetensors([("a", "F32", [1], b"\0" * 4)])[:8] + b"x")
+    write("safetensors", "short_length", b"\x05\0\0")
+    bad = b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}'
+    write("safetensors", "offsets_mismatch", struct.pack("<Q", len(bad)) + bad + b"\0" * 4)
+
+
+# ---------------------------------------------------------------- checkpoint
+
+def checkpoint_seed(scaler, extra_meta=None):
+    w = struct.pack("<4f", 0.5, -1, 2, 0)
+    b = struct.pack("<2f", 0.1, 0.2)
+    tensors = [("fc.bias", "F32", [2], b), ("fc.weight", "F32", [2, 2], w),
+               ("optimizer.momentum_buffer.0", "F32", [2, 2], w)]
+    meta = {"format": "mixprec-checkpoint", "version": "1", "model_name": "mlp",
+            "precision": "fp16", "model_tensors": json.dumps(["fc.weight", "fc.bias"]),
+            "scaler": json.dumps(scaler), "rng_state": "12345 67890",
+            "optimizer_steps": "7", "epoch": "1", "batch_in_epoch": "3", "global_step": "7",
+            "config": json.dumps({"model": "mlp", "lr": 0.01, "batch_size": 4})}
+    meta.update(extra_meta or {})
+    return safetensors(tensors, meta)
+
+
+def ckpt_seeds():
+    write("checkpoint", "valid_fp16", checkpoint_seed(
+        {"scale": 65536.0, "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 2000,
+         "_growth_tracker": 12}))
+    write("checkpoint", "valid_nonfinite_scale", checkpoint_seed({"scale": "inf"}))
+    write("checkpoint", "bad_version", checkpoint_seed({}, {"version": "2"}))
+    write("checkpoint", "bad_counter", checkpoint_seed({}, {"epoch": "-1"}))
+    write("checkpoint", "unlisted_tensor", checkpoint_seed({}, {"model_tensors": '["fc.weight"]'}))
+
+
+# ---------------------------------------------------------------- config.json
+
+def config_seeds():
+    full = {"model": "cnn", "dataset": "fashion-mnist", "data_dir": "", "precision": "fp16",
+            "epochs": 2, "max_steps": 0, "batch_size": 64, "lr": 0.01, "optimizer": "sgd",
+            "momentum": 0.9, "weight_decay": 0.0, "seed": 1, "threads": 0, "shuffle": True,
+            "init_scale": 65536.0, "growth_factor": 2.0, "backoff_factor": 0.5,
+            "growth_interval": 2000, "clip_grad_norm": 0.0, "accumulate": 1}
+    write("config_json", "valid_full", json.dumps(full, indent=2).encode())
+    write("config_json", "valid_empty", b"{}")
+    write("config_json", "valid_unknown_keys", b'{"future_key": [1, {"a": null}], "lr": 1e-3}')
+    write("config_json", "wrong_type", b'{"epochs": "two"}')
+    write("config_json", "not_object", b"[1, 2, 3]")
+    write("config_json", "truncated", b'{"model": "cn')
+
+
+# ---------------------------------------------------------------- IDX
+
+def idx_images(count, side, pixels=None):
+    h = struct.pack(">IIII", 0x803, count, side, side)
+    return h + (pixels if pixels is not None else bytes((i * 7) % 256 for i in range(count * side * side)))
+
+
+def idx_seeds():
+    write("idx", "valid_images_2x3x3", idx_images(2, 3))
+    write("idx", "valid_images_gzip", gz(idx_images(3, 2)))
+    write("idx", "valid_labels", struct.pack(">II", 0x801, 5) + bytes([0, 9, 3, 1, 2]))
+    write("idx", "valid_labels_gzip", gz(struct.pack(">II", 0x801, 3) + bytes([1, 2, 3])))
+    write("idx", "truncated_images", idx_images(4, 3)[:30])
+    write("idx", "label_out_of_range", struct.pack(">II", 0x801, 2) + bytes([1, 200]))
+    write("idx", "huge_claim", struct.pack(">IIII", 0x803, 0xFFFFFFFF, 1024, 1024))
+    write("idx", "gzip_trailing_garbage", gz(idx_images(1, 2)) + b"junk")
+
+
+# ---------------------------------------------------------------- CIFAR-10
+
+def cifar_record(label, seed):
+    return bytes([label]) + bytes((seed * 31 + i) % 256 for i in range(3072))
+
+
+def cifar_seeds():
+    write("cifar", "valid_one_record", cifar_record(3, 1))
+    write("cifar", "valid_two_records_gzip", gz(cifar_record(0, 2) + cifar_record(9, 3)))
+    write("cifar", "bad_label", cifar_record(10, 4))
+    write("cifar", "partial_record", cifar_record(1, 5)[:100])
+
+
+if __name__ == "__main__":
+    st_seeds()
+    ckpt_seeds()
+    config_seeds()
+    idx_seeds()
+    cifar_seeds()

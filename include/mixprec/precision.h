@@ -28,10 +28,13 @@ struct Preset {
 
 // fp32, amp-bf16, amp-fp16, o2-bf16, o2-fp16, pure-bf16, pure-fp16, in that order.
 const std::vector<Preset>& all_presets();
-// Accepts the names above, "O0".."O3" (O1/O2 mean the bf16 variants on CPU) and a jmp-style
-// policy "params=float32,compute=bfloat16,output=float32".
+// Accepts the names above, "O0".."O3" (O1/O2 mean the bf16 variants on CPU), the aliases
+// below and a jmp-style policy "params=float32,compute=bfloat16,output=float32".
 StatusOr<Preset> preset_by_name(const std::string& name);
 std::string preset_names();  // "fp32, amp-bf16, ..." for messages and --help
+// Names users bring from PyTorch Lightning / Accelerate ("bf16-mixed", "16-mixed",
+// "bf16-true", "bf16", "fp16", "f32", "32", ...) and O0-O3, each with the preset it means.
+const std::vector<std::pair<std::string, std::string>>& preset_aliases();
 
 // f32 master copies of 16-bit model weights (O2). The optimizer steps the masters; the
 // model's 16-bit weights are refreshed from them after every applied step, so each 16-bit

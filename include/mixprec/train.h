@@ -51,6 +51,10 @@ struct TrainConfig {
   std::string resume;                      // a run directory or checkpoint to continue exactly
   bool overwrite = false;                  // a new run may replace the run in run_dir (not with resume)
   std::string init_from;                   // a .safetensors file of weights to start from
+  // Input normalisation x = (pixel / 255 - mean[c]) / std[c], one value per channel. Empty:
+  // the dataset's own (Fashion-MNIST 0.2860 / 0.3530, ...). A run records the values it used
+  // in config.json and in each checkpoint's config, and eval reads them back from there.
+  std::vector<double> norm_mean, norm_std;
 };
 
 struct StepReport {
@@ -64,6 +68,11 @@ struct StepReport {
   int64_t skipped_total = 0;
   double images_per_second = 0.0;  // over the last report interval
   double elapsed_seconds = 0.0;
+  bool loss_scaling = false;       // a GradScaler runs (scale is meaningful)
+  // A skipped step: the first parameter whose gradient held inf/NaN, how many of its values
+  // did, and how many parameters were affected in all.
+  std::string nonfinite_tensor;
+  int64_t nonfinite_values = 0, nonfinite_tensors = 0;
 };
 
 struct EvalReport {
@@ -93,6 +102,17 @@ struct TrainResult {
   std::string self_check;              // what the AMP self-check found ("" if it did not run)
   std::string last_checkpoint;         // path of the last checkpoint written ("" if none)
   int64_t first_step = 1;              // > 1 when resumed
+  bool loss_scaling = false;           // the preset that ran has a GradScaler
+  // Per parameter: in how many skipped steps its gradient held inf/NaN (most first).
+  std::vector<std::pair<std::string, int64_t>> skipped_by_tensor;
+  // --resume of a run that had already done all its steps: nothing ran; steps, evals and the
+  // accuracies describe the finished run (from its checkpoint and metrics.jsonl).
+  bool already_finished = false;
+  int64_t planned_steps = 0;           // total steps of the run as configured
+  // Callbacks::stop_requested said stop (Ctrl-C): the run saved a checkpoint of the step it
+  // had reached (when it has a run directory) and returned early.
+  bool interrupted = false;
+  std::string run_dir;                 // the run directory written ("" if none)
 };
 
 struct Callbacks {
@@ -101,6 +121,8 @@ struct Callbacks {
       on_start;                                   // the resolved configuration table
   std::function<void(const StepReport&)> on_step;
   std::function<void(const EvalReport&)> on_eval;
+  // Polled after every step; true ends the run cleanly (checkpoint, metrics) as interrupted.
+  std::function<bool()> stop_requested;
 };
 
 // Checks a configuration without touching data (flag values, names).

@@ -70,16 +70,30 @@ StatusOr<Preset> parse_policy_string(const std::string& text) {
 
 }  // namespace
 
+const std::vector<std::pair<std::string, std::string>>& preset_aliases() {
+  // Lightning's Trainer(precision=...): "*-mixed" is autocast with f32 weights, "*-true"
+  // casts the whole model (no autocast, no masters: our pure-*); "16"/"bf16" are its older
+  // spellings of the mixed ones. Accelerate's mixed_precision="bf16"/"fp16" is autocast too.
+  static const std::vector<std::pair<std::string, std::string>> kAliases = {
+      {"O0", "fp32"},          {"O1", "amp-bf16"},      {"O2", "o2-bf16"},        {"O3", "pure-bf16"},
+      {"no-amp", "fp32"},      {"32", "fp32"},          {"32-true", "fp32"},      {"f32", "fp32"},
+      {"float32", "fp32"},     {"bf16-mixed", "amp-bf16"}, {"bf16", "amp-bf16"},  {"16-mixed", "amp-fp16"},
+      {"16", "amp-fp16"},      {"fp16", "amp-fp16"},    {"bf16-true", "pure-bf16"}, {"16-true", "pure-fp16"},
+  };
+  return kAliases;
+}
+
 StatusOr<Preset> preset_by_name(const std::string& name) {
   for (const auto& p : all_presets())
     if (p.name == name) return p;
-  if (name == "O0" || name == "no-amp") return all_presets()[0];
-  if (name == "O1") return all_presets()[1];
-  if (name == "O2") return all_presets()[3];
-  if (name == "O3") return all_presets()[5];
+  for (const auto& [alias, target] : preset_aliases())
+    if (alias == name)
+      for (const auto& p : all_presets())
+        if (p.name == target) return p;
   if (name.find('=') != std::string::npos) return parse_policy_string(name);
   return Status::invalid_argument("unknown precision '" + name + "' (expected one of: " +
-                                  preset_names() + "; or O0-O3; or params=...,compute=...)");
+                                  preset_names() + "; an alias such as bf16-mixed, 16-mixed, "
+                                  "bf16-true, 32 or O0-O3; or params=...,compute=...)");
 }
 
 }  // namespace mixprec::amp

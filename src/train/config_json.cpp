@@ -32,6 +32,7 @@ void for_each_field(Config& c, F&& f) {
   f("train_subset", c.train_subset);
   f("test_subset", c.test_subset);
   f("shuffle", c.shuffle);
+  f("evaluate", c.evaluate);
   f("init_scale", c.init_scale);
   f("growth_factor", c.growth_factor);
   f("backoff_factor", c.backoff_factor);
@@ -45,6 +46,8 @@ void for_each_field(Config& c, F&& f) {
   f("loss_spike_factor", c.loss_spike_factor);
   f("on_divergence", c.on_divergence);
   f("max_rollbacks", c.max_rollbacks);
+  f("norm_mean", c.norm_mean);
+  f("norm_std", c.norm_std);
 }
 
 }  // namespace

@@ -52,6 +52,19 @@ Status check_fits(const ImageDataset& d, const nn::ModelSpec& spec) {
   return Status::ok();
 }
 
+// The normalisation a run recorded (config.norm_mean/norm_std) replaces the dataset's own,
+// so eval of a checkpoint feeds the model inputs scaled exactly as in training.
+Status apply_normalisation(ImageDataset& d, const TrainConfig& c) {
+  if (c.norm_mean.empty() && c.norm_std.empty()) return Status::ok();
+  d.mean = c.norm_mean;
+  d.stddev = c.norm_std;
+  Status s = d.validate();
+  if (!s.is_ok())
+    return Status::invalid_argument("configuration: norm_mean/norm_std do not fit dataset " + d.name + ": " +
+                                    s.message());
+  return Status::ok();
+}
+
 }  // namespace
 
 StatusOr<DataSplits> load_data(const TrainConfig& config, const nn::ModelSpec& spec) {
@@ -61,6 +74,8 @@ StatusOr<DataSplits> load_data(const TrainConfig& config, const nn::ModelSpec& s
   if (!test.is_ok()) return test.status();
   MIXPREC_RETURN_IF_ERROR(check_fits(*train, spec));
   MIXPREC_RETURN_IF_ERROR(check_fits(*test, spec));
+  MIXPREC_RETURN_IF_ERROR(apply_normalisation(*train, config));
+  MIXPREC_RETURN_IF_ERROR(apply_normalisation(*test, config));
   DataSplits s;
   s.train = std::make_shared<ImageDataset>(config.train_subset >= 0 ? train->subset(config.train_subset)
                                                                     : std::move(train).value());

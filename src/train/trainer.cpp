@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <map>
 #include <optional>
 
 #include "mixprec/autograd.h"
@@ -64,6 +66,77 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// ---- what a run reports about itself (the CLI's first-run polish) ----
+
+// The shortest text that reads back as v: 65536, 0.001, 1e-08 (not "65536.000000").
+std::string format_number(double v) {
+  char buf[40];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+// The configuration as the run used it, for config.json and checkpoints: the normalisation
+// the data loader applied is written down, so eval and a resume scale inputs the same way.
+TrainConfig recorded_config(TrainConfig c, const DataSplits& data) {
+  c.norm_mean = data.train->mean;
+  c.norm_std = data.train->stddev;
+  return c;
+}
+
+// Training seconds the resumed run had logged up to `through_step` (its metrics "time"), so
+// that the time of the steps after a resume continues from there instead of restarting at 0.
+double logged_seconds(const std::string& metrics_path, int64_t through_step) {
+  auto file = read_metrics(metrics_path);
+  if (!file.is_ok()) return 0.0;
+  double t = 0.0;
+  for (const MetricsRecord& r : file->records)
+    if (r.kind == MetricsRecord::Kind::step && r.step <= through_step && std::isfinite(r.seconds))
+      t = std::max(t, r.seconds);
+  return t;
+}
+
+// A resume of a run that had already done every planned step: its evaluations (from
+// metrics.jsonl) describe it, nothing is trained.
+void describe_finished_run(const std::string& metrics_path, int64_t step, TrainResult& r) {
+  r.already_finished = true;
+  r.steps = step;
+  auto file = read_metrics(metrics_path);
+  if (!file.is_ok()) return;
+  for (const MetricsRecord& m : file->records) {
+    if (m.kind != MetricsRecord::Kind::eval || m.step > step) continue;
+    EvalReport e;
+    e.epoch = m.epoch;
+    e.step = m.step;
+    e.accuracy = m.accuracy;
+    e.loss = m.loss;
+    r.evals.push_back(e);
+    r.best_accuracy = std::max(r.best_accuracy, e.accuracy);
+    r.final_accuracy = e.accuracy;
+  }
+}
+
+// Which parameters' gradients held inf/NaN in a step the scaler skipped (the scaler's own
+// per-tensor attribution): the first goes to the progress report, all are counted.
+void attribute_skipped_step(const amp::GradScaler& scaler, StepReport* report,
+                            std::map<std::string, int64_t>& counts) {
+  const auto& bad = scaler.last_nonfinite();
+  for (const amp::NonFiniteGrad& g : bad) ++counts[g.name];
+  if (report && !bad.empty()) {
+    report->nonfinite_tensor = bad.front().name;
+    report->nonfinite_values = bad.front().count;
+    report->nonfinite_tensors = int64_t(bad.size());
+  }
+}
+
+std::vector<std::pair<std::string, int64_t>> most_first(const std::map<std::string, int64_t>& counts) {
+  std::vector<std::pair<std::string, int64_t>> v(counts.begin(), counts.end());
+  std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  return v;
+}
+
 }  // namespace
 
 Status validate(const TrainConfig& c) {
@@ -94,7 +167,7 @@ Status validate(const TrainConfig& c) {
   if ((c.save_every > 0 || !c.resume.empty()) && c.run_dir.empty() && c.resume.empty())
     return bad("--save-every", "needs a run directory (--run-dir)");
   if (!(c.loss_spike_factor == 0 || c.loss_spike_factor > 1))
-    return bad("--loss-spike", "must be > 1 (a multiple of the recent mean loss) or 0 (off), got " +
+    return bad("--loss-spike", "must be > 1 (a multiple of the median of the last 50 step losses) or 0 (off), got " +
                                    std::to_string(c.loss_spike_factor));
   if (c.on_divergence != "stop" && c.on_divergence != "rollback")
     return bad("--on-divergence", "expected one of: stop, rollback; got '" + c.on_divergence + "'");
@@ -125,6 +198,7 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
   const nn::ModelSpec spec = nn::model_spec(config.model).value();
   auto data = load_data(config, spec);
   if (!data.is_ok()) return data.status();
+  const TrainConfig run_config = recorded_config(config, *data);
   DataLoader loader(data->train, {.batch_size = config.batch_size, .shuffle = config.shuffle,
                                   .seed = config.seed});
   TrainResult result;
@@ -173,19 +247,23 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
   std::optional<RunDir> run_dir;
   std::unique_ptr<MetricsLog> metrics;
   if (!run_dir_path.empty()) {
-    auto rd = open_run_dir(run_dir_path, config.resume.empty() ? config_to_json(config) : "");
+    auto rd = open_run_dir(run_dir_path, config.resume.empty() ? config_to_json(run_config) : "");
     if (!rd.is_ok()) return rd.status();
     run_dir = *rd;
     auto log = MetricsLog::open(run_dir->metrics_path(),
                                 config.resume.empty() ? std::optional<int64_t>() : pos.global_step);
     if (!log.is_ok()) return log.status();
     metrics = std::move(log).value();
+    result.run_dir = run_dir->path;
   }
+  // Metrics "time" stays monotone across resumes: training seconds since the run began.
+  const double time_offset = !metrics || config.resume.empty() ? 0.0
+                                                              : logged_seconds(run_dir->metrics_path(), pos.global_step);
   // Only a finite, resumable state becomes a checkpoint (save_checked); anything else is
   // reported and never becomes last.json's or a rollback's target.
   auto save = [&](const Position& at, bool is_best) -> Status {
     if (!run_dir) return Status::ok();
-    auto saved = save_checked(run_dir->path, capture_state(step, config, at), is_best);
+    auto saved = save_checked(run_dir->path, capture_state(step, run_config, at), is_best);
     if (!saved.is_ok()) return saved.status();
     if (!saved->usable) {
       if (cb.on_warning) cb.on_warning(saved->problem);
@@ -208,6 +286,15 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
                       " steps per epoch (expected 0.." + std::to_string(per_epoch - 1) + ")");
   int64_t total = per_epoch * config.epochs;
   if (config.max_steps > 0) total = std::min(total, config.max_steps);
+  result.planned_steps = total;
+  result.precision = preset.name;
+  result.loss_scaling = step.scaler().is_enabled();
+  if (!config.resume.empty() && pos.global_step >= total) {  // nothing left to do: say so
+    result.last_checkpoint = rollback_candidates.empty() ? std::string() : rollback_candidates.back();
+    if (run_dir) describe_finished_run(run_dir->metrics_path(), pos.global_step, result);
+    else result.steps = pos.global_step;
+    return result;
+  }
 
   if (cb.on_start) {
     cb.on_start(config,
@@ -219,7 +306,7 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
                                                             " micro-batches each" : "") + ")"},
                  {"threads", std::to_string(omp_get_max_threads())},
                  {"precision", preset.name + " (" + preset.level + ": " + preset.description + ")"},
-                 {"loss scaling", preset.loss_scaling ? "dynamic, init " + std::to_string(config.init_scale) +
+                 {"loss scaling", preset.loss_scaling ? "dynamic, init " + format_number(config.init_scale) +
                                                            ", interval " + std::to_string(config.growth_interval)
                                                      : "off"},
                  {"self-check", result.self_check.empty() ? "-" : result.self_check}});
@@ -233,6 +320,7 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
   int64_t window_images = 0;
   std::vector<Batch> micro;
   DivergenceGuard guard(config.loss_spike_factor);
+  std::map<std::string, int64_t> skipped_by_tensor;
   bool injected = false;
   const bool rollback = config.on_divergence == "rollback";
   if (rollback && rollback_candidates.empty()) {  // a divergence before the first save rolls back to here
@@ -337,7 +425,8 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
           result.losses.push_back(out.loss);
           if (metrics)
             MIXPREC_RETURN_IF_ERROR(metrics->log_step(global_step, epoch, out.loss, step.optimizer().lr(),
-                                                      out.scale_used, !out.stepped, seconds_since(t_start)));
+                                                      out.scale_used, !out.stepped, time_offset + seconds_since(t_start)));
+          if (!out.stepped) attribute_skipped_step(step.scaler(), nullptr, skipped_by_tensor);
           if (cb.on_step) {
             StepReport r;
             r.step = global_step;
@@ -351,6 +440,11 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
             const double w = seconds_since(window_start);
             r.images_per_second = w > 0 ? double(window_images) / w : 0.0;
             r.elapsed_seconds = seconds_since(t_start);
+            r.loss_scaling = step.scaler().is_enabled();
+            if (r.skipped) {
+              std::map<std::string, int64_t> ignored;  // counted above
+              attribute_skipped_step(step.scaler(), &r, ignored);
+            }
             cb.on_step(r);
             if (w > 2.0) {  // a sliding window keeps images/s current
               window_start = Clock::now();
@@ -368,10 +462,17 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
           if (st.message() != "not best" && !st.is_ok()) return st;
           best = st.message().empty();
         }
-        if (end_of_epoch || (periodic && config.save_every > 0 && global_step % config.save_every == 0))
-          MIXPREC_RETURN_IF_ERROR(save(next, best));
+        const bool saved = end_of_epoch || (periodic && config.save_every > 0 && global_step % config.save_every == 0);
+        if (saved) MIXPREC_RETURN_IF_ERROR(save(next, best));
+        if (!skip_batch && cb.stop_requested && cb.stop_requested()) {  // Ctrl-C: stop with a checkpoint
+          if (!saved) MIXPREC_RETURN_IF_ERROR(save(next, false));
+          result.interrupted = true;
+          break;
+        }
       }
+      if (result.interrupted) break;
     }
+    if (result.interrupted) break;
   }
   result.steps = global_step;
   result.seconds = seconds_since(t_start);
@@ -381,6 +482,7 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
   result.skipped_steps = step.scaler().skipped_steps();
   result.final_scale = step.scaler().get_scale();
   result.precision = preset.name;
+  result.skipped_by_tensor = most_first(skipped_by_tensor);
   return result;
 }
 

@@ -49,7 +49,8 @@ for name, s in shapes.items():
 values["conv1.bias"] = [1e-8, -1e-8, 2.0 ** -25, 1e-6, 70000.0, 65510.0, 0.0] + [0.01] * 25
 optimizer = {"exp_avg.0": [float("nan"), float("inf"), float("-inf"), 1.0]}
 def write(path, tensors, metadata):
-    header, blobs, off = {"__metadata__": metadata}, [], 0
+    # metadata None: no "__metadata__" at all, as safetensors.torch.save_file(state_dict) writes.
+    header, blobs, off = ({"__metadata__": metadata} if metadata is not None else {}), [], 0
     for name in sorted(tensors):
         shape, vals = tensors[name]
         data = array.array("f", vals).tobytes()  # little-endian host
@@ -67,6 +68,10 @@ def metadata(model_names):
             "optimizer_steps": "7", "epoch": "0", "batch_in_epoch": "7", "global_step": "7",
             "config": json.dumps({"model": "cnn", "dataset": "synthetic", "seed": 0, "batch_size": 250})}
 tensors = {n: (shapes[n], values[n]) for n in order}
+# What PyTorch writes for a model's weights: the state_dict, no metadata.
+write(out + "/plain.safetensors", dict(tensors), None)
+wrong = dict(tensors); del wrong["fc2.bias"]; wrong["fc1.weight"] = ([128, 3136], values["fc1.weight"][:128 * 3136])
+write(out + "/plain_wrong.safetensors", wrong, None)
 tensors.update({"optimizer." + k: ([len(v)], v) for k, v in optimizer.items()})
 write(out + "/good.safetensors", tensors, metadata(order))
 md = metadata(order); md["precision"] = "fp7"
@@ -93,6 +98,22 @@ EOF
   expect eval-missing-tensor 4 "missing tensor 'fc2.bias'" -- "$BIN" eval --checkpoint "$TMP/nobias.safetensors"
   expect eval-bad-precision-key 4 "metadata key 'precision'" -- "$BIN" eval --checkpoint "$TMP/badprec.safetensors"
   expect eval-precision-flag-wins 0 "precision fp32" -- "$BIN" eval --checkpoint "$TMP/badprec.safetensors" --precision fp32
+  # the checkpoint either way: positional or --checkpoint, for inspect, eval and infer
+  expect inspect-flag-form 0 "global step 7" -- "$BIN" inspect --checkpoint "$G"
+  expect eval-positional 0 "accuracy [0-9.]+%" -- "$BIN" eval "$G"
+  expect infer-positional 0 "predictions agree" -- "$BIN" infer "$G" --batch-size 8 --repeats 1
+  expect infer-flag-form 0 "predictions agree" -- "$BIN" infer --checkpoint "$G" --batch-size 8 --repeats 1
+  expect eval-two-checkpoints 2 "two checkpoints" -- "$BIN" eval "$G" --checkpoint "$TMP/nobias.safetensors"
+  # a plain safetensors file (PyTorch's save_file(model.state_dict())): weights only
+  P="$TMP/plain.safetensors"
+  expect plain-inspect 0 "weights only.*matches model cnn \(8 tensors\)" -- "$BIN" inspect "$P"
+  expect plain-inspect-values 0 "conv1.bias +F32 +\[32\] .* 9\.38% \(3\)" -- "$BIN" inspect "$P"
+  expect plain-eval 0 "accuracy [0-9.]+% \| loss" -- "$BIN" eval "$P" --dataset synthetic
+  expect plain-eval-fp32 0 "precision fp32" -- "$BIN" eval "$P" --dataset synthetic
+  expect plain-infer 0 "predictions agree" -- "$BIN" infer "$P" --batch-size 8 --repeats 1
+  W="$TMP/plain_wrong.safetensors"
+  expect plain-wrong-inspect 0 "matches no mixprec model.*closest is cnn: missing 'fc2.bias'.*'fc1.weight' has shape \[128, 3136\], cnn has \[256, 3136\]" -- "$BIN" inspect "$W"
+  expect plain-wrong-eval 4 "closest is cnn: missing 'fc2.bias'" -- "$BIN" eval "$W" --dataset synthetic
   expect inspect-bad-epoch 4 "badepoch.safetensors.*'epoch'" -- "$BIN" inspect "$TMP/badepoch.safetensors"
   size=$(stat -c %s "$G")
   head -c $((size - 10)) "$G" > "$TMP/cut.safetensors"

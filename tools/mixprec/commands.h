@@ -3,6 +3,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,10 @@
 namespace mixprec::cli {
 
 using Runner = std::function<int()>;  // returns the process exit code
+
+// How the user invoked the tool (argv[0]: "mixprec", "build/mixprec"), for commands we print
+// for them to run next (the resume command after Ctrl-C).
+std::string& program_name();
 
 void add_training_flags(CLI::App* cmd, train::TrainConfig& config);
 
@@ -27,6 +32,10 @@ std::vector<std::string> split_commas(const std::string& s);
 // A numeric flag bound with a plain message: "--steps: must be >= 1, got 0".
 CLI::Validator at_least(double min);
 CLI::Validator positive();  // > 0, for real-valued flags (--lr)
+// The checkpoint of eval, infer and inspect, given either way: `eval C` or `eval --checkpoint C`.
+void add_checkpoint_argument(CLI::App* cmd, std::string& positional, std::string& flag, const std::string& help);
+// The one given; none or two different ones is a usage error (printed; nullopt returned).
+std::optional<std::string> chosen_checkpoint(const std::string& positional, const std::string& flag);
 // Draws metrics.jsonl of the run directories with gnuplot (RUN/training.{png,svg}).
 int plot_runs(const std::vector<std::string>& run_dirs, const std::string& output);
 

@@ -20,6 +20,9 @@ Runner add_compare_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "compare", "Train the same model under several precision presets and compare them side by side");
   add_training_flags(cmd, *config);
+  // compare sets the precision of each run itself and starts every run fresh: the flags
+  // that would choose a precision or continue a run do nothing here, so --help must not offer them.
+  for (const char* ignored : {"--precision", "--no-amp", "--resume"}) cmd->remove_option(cmd->get_option(ignored));
   cmd->add_option("--presets", *presets, "Comma-separated presets to run, the first is the baseline")
       ->capture_default_str();
   return [config, presets]() -> int {

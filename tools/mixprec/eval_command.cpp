@@ -21,13 +21,15 @@
 #include "mixprec/safetensors.h"
 #include "train/checkpointing.h"
 #include "train/data_source.h"
+#include "suggest.h"
+#include "weights_file.h"
 
 namespace mixprec::cli {
 
 namespace {
 
 struct EvalFlags {
-  std::string checkpoint, precision, data_dir;
+  std::string checkpoint, checkpoint_flag, precision, data_dir, dataset;
   std::string save_predictions;  // first batch's input, logits and labels (cross-checks)
   int64_t batch_size = 0;  // 0: the run's batch size
 };
@@ -44,19 +46,37 @@ train::TrainConfig config_from_json(const std::string& text) {
   return c.is_ok() ? c.value() : train::TrainConfig{};
 }
 
-int run_eval(const EvalFlags& f) {
-  auto path = resolve_checkpoint(f.checkpoint);
-  if (!path.is_ok()) return checkpoint_error(path.status().message());
-  auto state = load_checkpoint(*path);
-  if (!state.is_ok()) return checkpoint_error(state.status().message());
-  const TrainingState& st = *state;
+// "mean 0.286 std 0.353" (one pair per channel).
+std::string normalisation_text(const ImageDataset& d) {
+  std::string s;
+  char buf[64];
+  for (size_t c = 0; c < d.mean.size() && c < d.stddev.size(); ++c) {
+    std::snprintf(buf, sizeof buf, "%smean %.4g std %.4g", c ? ", " : "", d.mean[c], d.stddev[c]);
+    s += buf;
+  }
+  return s.empty() ? "none" : s;
+}
+
+int run_eval(const EvalFlags& f, const std::string& given) {
+  auto opened = open_weights(given);
+  if (!opened.is_ok()) return checkpoint_error(opened.status().message());
+  const std::string* path = &opened->path;
+  const TrainingState& st = opened->state;
+  if (opened->weights_only && st.model_name.empty())
+    return checkpoint_error(*path + ": a plain safetensors file that " + opened->model_note);
 
   train::TrainConfig config = config_from_json(st.config_json);
   const std::string model_name = st.model_name.empty() ? config.model : st.model_name;
   auto spec = nn::model_spec(model_name);
   if (!spec.is_ok())
     return checkpoint_error("checkpoint '" + *path + "': metadata key 'model_name': " + spec.status().message());
-  const std::string precision = f.precision.empty() ? st.precision : f.precision;
+  if (opened->weights_only) {
+    // No run configuration: the model's usual dataset with its own normalisation, in fp32.
+    if (spec->name == "transformer") config.dataset = "synthetic";
+    if (spec->name == "seed-cnn") config.dataset = "cifar10";
+    std::printf("weights %s: a plain safetensors file, %s\n", path->c_str(), opened->model_note.c_str());
+  }
+  const std::string precision = f.precision.empty() ? (st.precision.empty() ? "fp32" : st.precision) : f.precision;
   auto preset = amp::preset_by_name(precision);
   if (!preset.is_ok() && f.precision.empty())  // the file's value is at fault, not a flag
     return checkpoint_error("checkpoint '" + *path + "': metadata key 'precision': " +
@@ -75,6 +95,7 @@ int run_eval(const EvalFlags& f) {
   if (preset->param_dtype != DType::f32) model->to(preset->param_dtype, preset->keep_norm_fp32);
   model->eval();
 
+  if (!f.dataset.empty()) config.dataset = f.dataset;
   if (!f.data_dir.empty()) config.data_dir = f.data_dir;
   config.model = spec->name;
   config.train_subset = 1;  // load_data reads both splits; eval needs only the test split
@@ -115,9 +136,12 @@ int run_eval(const EvalFlags& f) {
     samples += pred.numel();
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("checkpoint %s (model %s, step %lld)\n", path->c_str(), spec->name.c_str(), (long long)st.global_step);
+  if (!opened->weights_only)
+    std::printf("checkpoint %s (model %s, step %lld)\n", path->c_str(), spec->name.c_str(), (long long)st.global_step);
   std::printf("eval: %s test set, %lld images, precision %s\n", data->test->name.c_str(), (long long)samples,
               preset->name.c_str());
+  std::printf("normalisation: %s (%s)\n", normalisation_text(*data->test).c_str(),
+              config.norm_mean.empty() ? "the dataset's" : "recorded by the run");
   std::printf("accuracy %.2f%% | loss %.4f | %.0f images/s\n", samples ? 100.0 * double(correct) / double(samples) : 0.0,
               samples ? loss_sum / double(samples) : 0.0, secs > 0 ? double(samples) / secs : 0.0);
   return kExitOk;
@@ -128,14 +152,23 @@ int run_eval(const EvalFlags& f) {
 Runner add_eval_command(CLI::App& app) {
   auto flags = std::make_shared<EvalFlags>();
   CLI::App* cmd = app.add_subcommand("eval", "Evaluate a checkpoint on its run's test set");
-  cmd->add_option("--checkpoint", flags->checkpoint, "A .safetensors checkpoint or a run directory")->required();
-  cmd->add_option("--precision", flags->precision, "Precision preset (default: the checkpoint's): " + amp::preset_names());
+  add_checkpoint_argument(cmd, flags->checkpoint, flags->checkpoint_flag,
+                          "A .safetensors checkpoint, a run directory (its last checkpoint) or a plain "
+                          "safetensors file of weights (e.g. from PyTorch)");
+  cmd->add_option("--precision", flags->precision, "Precision preset (default: the checkpoint's): " + amp::preset_names())
+      ->check(precision_name());
+  cmd->add_option("--dataset", flags->dataset, "Dataset (default: the run's; for a weights-only file the model's usual one)")
+      ->check(one_of({"fashion-mnist", "mnist", "cifar10", "synthetic"}));
   cmd->add_option("--data-dir", flags->data_dir, "Dataset folder (default: the run's)");
   cmd->add_option("--batch-size", flags->batch_size, "Images per batch (default: the run's)")
       ->check(at_least(1));
   cmd->add_option("--save-predictions", flags->save_predictions,
                   "Write the first batch's images, logits and labels to this .safetensors file");
-  return [flags]() -> int { return run_eval(*flags); };
+  return [flags]() -> int {
+    auto which = chosen_checkpoint(flags->checkpoint, flags->checkpoint_flag);
+    if (!which) return kExitUsage;
+    return run_eval(*flags, *which);
+  };
 }
 
 }  // namespace mixprec::cli

@@ -12,6 +12,7 @@ enum ExitCode : int {
   kExitCheckpoint = 4,  // checkpoint missing, corrupt or truncated
   kExitDiverged = 5,    // training produced a non-finite loss
   kExitBusy = 6,        // the run directory is in use by another mixprec process
+  kExitInterrupted = 130,  // Ctrl-C (128 + SIGINT, as a shell reports it); a checkpoint was saved
 };
 
 inline int exit_code_for(const Status& s) {

@@ -14,13 +14,14 @@
 #include "mixprec/models.h"
 #include "mixprec/ops.h"
 #include "train/checkpointing.h"
+#include "weights_file.h"
 
 namespace mixprec::cli {
 
 namespace {
 
 struct InferFlags {
-  std::string checkpoint;
+  std::string checkpoint, checkpoint_flag;
   std::string dtype = "bf16";
   int64_t batch_size = 256;
   int repeats = 10;
@@ -52,7 +53,7 @@ InferResult time_inference(nn::Module& model, const Tensor& input, DType dtype, 
   return r;
 }
 
-int run_infer(const InferFlags& f) {
+int run_infer(const InferFlags& f, const std::string& given) {
   auto dtype = parse_dtype(f.dtype);
   if (!dtype || !is_floating(*dtype) || *dtype == DType::f64) {
     std::fprintf(stderr, "mixprec: usage error: --dtype: expected one of bf16, f16, f32; got '%s'\n", f.dtype.c_str());
@@ -62,16 +63,18 @@ int run_infer(const InferFlags& f) {
     std::fprintf(stderr, "mixprec: usage error: --batch-size and --repeats must be >= 1\n");
     return kExitUsage;
   }
-  auto path = resolve_checkpoint(f.checkpoint);
-  if (!path.is_ok()) {
-    std::fprintf(stderr, "mixprec: checkpoint error: %s\n", path.status().message().c_str());
+  auto opened = open_weights(given);
+  if (!opened.is_ok()) {
+    std::fprintf(stderr, "mixprec: checkpoint error: %s\n", opened.status().message().c_str());
     return kExitCheckpoint;
   }
-  auto state = load_checkpoint(*path);
-  if (!state.is_ok()) {
-    std::fprintf(stderr, "mixprec: checkpoint error: %s\n", state.status().message().c_str());
+  if (opened->weights_only && opened->state.model_name.empty()) {
+    std::fprintf(stderr, "mixprec: checkpoint error: %s: a plain safetensors file that %s\n", opened->path.c_str(),
+                 opened->model_note.c_str());
     return kExitCheckpoint;
   }
+  const std::string* path = &opened->path;
+  const TrainingState* state = &opened->state;
   auto spec = nn::model_spec(state->model_name);
   if (!spec.is_ok()) {
     std::fprintf(stderr, "mixprec: checkpoint error: %s: model_name: %s\n", path->c_str(),
@@ -81,7 +84,7 @@ int run_infer(const InferFlags& f) {
   auto load = [&](std::shared_ptr<nn::Module>& m) -> Status {
     m = nn::make_model(*spec);
     m->eval();
-    return train::load_weights(*m, *path);
+    return train::load_weights(*m, state->model, *path);
   };
   std::shared_ptr<nn::Module> ref_model, half_model;
   for (auto* m : {&ref_model, &half_model})
@@ -127,11 +130,17 @@ int run_infer(const InferFlags& f) {
 Runner add_infer_command(CLI::App& app) {
   auto flags = std::make_shared<InferFlags>();
   CLI::App* cmd = app.add_subcommand("infer", "Half-precision inference of a checkpoint, beside f32");
-  cmd->add_option("--checkpoint", flags->checkpoint, "Checkpoint file or run directory")->required();
+  add_checkpoint_argument(cmd, flags->checkpoint, flags->checkpoint_flag,
+                          "A .safetensors checkpoint, a run directory (its last checkpoint) or a plain "
+                          "safetensors file of weights (e.g. from PyTorch)");
   cmd->add_option("--dtype", flags->dtype, "Inference dtype: bf16, f16, f32")->capture_default_str();
   cmd->add_option("--batch-size", flags->batch_size, "Images per batch")->capture_default_str();
   cmd->add_option("--repeats", flags->repeats, "Timed runs (the median is reported)")->capture_default_str();
-  return [flags]() -> int { return run_infer(*flags); };
+  return [flags]() -> int {
+    auto which = chosen_checkpoint(flags->checkpoint, flags->checkpoint_flag);
+    if (!which) return kExitUsage;
+    return run_infer(*flags, *which);
+  };
 }
 
 }  // namespace mixprec::cli

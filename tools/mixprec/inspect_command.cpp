@@ -13,6 +13,7 @@
 #include "exit_codes.h"
 #include "mixprec/checkpoint.h"
 #include "mixprec/safetensors.h"
+#include "weights_file.h"
 
 namespace mixprec::cli {
 
@@ -73,17 +74,23 @@ F16Stats print_row(const std::string& name, const Tensor& t) {
 }
 
 int run_inspect(const std::string& given, bool all) {
-  auto path = resolve_checkpoint(given);
-  auto state = path.is_ok() ? load_checkpoint(*path) : StatusOr<TrainingState>(path.status());
-  if (!state.is_ok()) {
-    std::fprintf(stderr, "mixprec: checkpoint error: %s\n", state.status().message().c_str());
-    return state.status().code() == StatusCode::io_error ? kExitRuntime : kExitCheckpoint;
+  auto opened = open_weights(given);
+  if (!opened.is_ok()) {
+    std::fprintf(stderr, "mixprec: checkpoint error: %s\n", opened.status().message().c_str());
+    return opened.status().code() == StatusCode::io_error ? kExitRuntime : kExitCheckpoint;
   }
-  const TrainingState& st = *state;
-  std::printf("checkpoint %s\n", path->c_str());
-  std::printf("model %s | precision %s | global step %lld | epoch %lld, batch %lld | optimizer steps %lld\n\n",
-              st.model_name.c_str(), st.precision.c_str(), (long long)st.global_step, (long long)st.epoch,
-              (long long)st.batch_in_epoch, (long long)st.optimizer_steps);
+  const TrainingState& st = opened->state;
+  const std::string* path = &opened->path;
+  if (opened->weights_only) {
+    std::printf("weights %s\n", path->c_str());
+    std::printf("a plain safetensors file (weights only: no optimizer, scaler or training position); %s\n\n",
+                opened->model_note.c_str());
+  } else {
+    std::printf("checkpoint %s\n", path->c_str());
+    std::printf("model %s | precision %s | global step %lld | epoch %lld, batch %lld | optimizer steps %lld\n\n",
+                st.model_name.c_str(), st.precision.c_str(), (long long)st.global_step, (long long)st.epoch,
+                (long long)st.batch_in_epoch, (long long)st.optimizer_steps);
+  }
   print_header();
   int64_t total = 0, underflow = 0, overflow = 0, nonfinite = 0;
   for (const auto& [name, t] : st.model) {
@@ -103,7 +110,9 @@ int run_inspect(const std::string& given, bool all) {
   }
   std::printf("\nmodel: %lld values, f16 underflow %s, f16 overflow %s, non-finite %lld\n", (long long)total,
               pct(underflow, total).c_str(), pct(overflow, total).c_str(), (long long)nonfinite);
-  if (st.scaler.empty()) {
+  if (opened->weights_only) {
+    std::printf("scaler: none (a weights-only file)\n");
+  } else if (st.scaler.empty()) {
     std::printf("scaler: none (the preset does not scale the loss)\n");
   } else {
     std::printf("scaler:");
@@ -117,13 +126,19 @@ int run_inspect(const std::string& given, bool all) {
 
 Runner add_inspect_command(CLI::App& app) {
   auto checkpoint = std::make_shared<std::string>();
+  auto flag = std::make_shared<std::string>();
   auto all = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(
       "inspect", "Show a checkpoint's tensors with their range and what float16 would lose (precision debugger)");
-  cmd->add_option("checkpoint", *checkpoint, "A .safetensors checkpoint or a run directory (uses its last checkpoint)")
-      ->required();
+  add_checkpoint_argument(cmd, *checkpoint, *flag,
+                          "A .safetensors checkpoint, a run directory (its last checkpoint) or a plain "
+                          "safetensors file of weights (e.g. from PyTorch)");
   cmd->add_flag("--all", *all, "Also list master weights and optimizer state");
-  return [checkpoint, all]() -> int { return run_inspect(*checkpoint, *all); };
+  return [checkpoint, flag, all]() -> int {
+    auto which = chosen_checkpoint(*checkpoint, *flag);
+    if (!which) return kExitUsage;
+    return run_inspect(*which, *all);
+  };
 }
 
 }  // namespace mixprec::cli

@@ -7,9 +7,18 @@
 
 #include "commands.h"
 #include "exit_codes.h"
+#include "suggest.h"
+
+namespace mixprec::cli {
+std::string& program_name() {
+  static std::string name = "mixprec";
+  return name;
+}
+}  // namespace mixprec::cli
 
 int main(int argc, char** argv) {
   using namespace mixprec::cli;
+  if (argc > 0 && argv[0] && *argv[0]) program_name() = argv[0];
   CLI::App app{"mixprec: mixed-precision training of neural networks on CPUs"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "mixprec 0.1.0");
@@ -29,8 +38,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    // An unknown command or flag is named with the closest known one; other errors (a bad
+    // value) already carry their own message.
+    std::string why = explain_parse_error(app, argc, argv);
+    if (why.empty()) why = e.what();
     std::fprintf(stderr, "mixprec: usage error: %s\n(run 'mixprec --help' or 'mixprec <command> --help')\n",
-                 e.what());
+                 why.c_str());
     return kExitUsage;
   }
   try {

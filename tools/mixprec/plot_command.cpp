@@ -3,6 +3,8 @@
 // run directories go on one chart (what `mixprec compare` produces).
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +12,7 @@
 
 #include "commands.h"
 #include "exit_codes.h"
+#include "mixprec/precision.h"
 
 namespace mixprec::cli {
 
@@ -17,9 +20,52 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Writes RUN/plot_steps.dat (step loss scale steps_per_s) and RUN/plot_evals.dat
+// What the chart needs to know about a run beyond its metrics, from its config.json.
+struct RunInfo {
+  fs::path dir;
+  std::string label;               // legend: "train3 (amp-bf16)", or just "amp-bf16" in a compare
+  double images_per_step = 256.0;  // batch_size x accumulate
+  bool has_scaler = true;          // false: the preset has no GradScaler, its "scale" is a placeholder 1
+  int64_t step_rows = 0;
+  double min_step = 0, max_step = 0;
+};
+
+// gnuplot strings are single-quoted: a quote in a directory name must not end them.
+std::string quoted(const std::string& s) {
+  std::string out;
+  for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return "'" + out + "'";
+}
+
+RunInfo run_info(const std::string& given) {
+  RunInfo info;
+  std::error_code ec;
+  info.dir = fs::path(given);
+  fs::path norm = fs::weakly_canonical(info.dir, ec);
+  if (ec) norm = info.dir.lexically_normal();
+  std::string name = norm.filename().string();
+  if (name.empty()) name = norm.parent_path().filename().string();  // "runs/train3/"
+  std::string precision;
+  std::ifstream in(info.dir / "config.json");
+  if (in) {
+    std::stringstream text;
+    text << in.rdbuf();
+    auto j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+    if (j.is_object()) {
+      if (j.contains("precision") && j["precision"].is_string()) precision = j["precision"].get<std::string>();
+      const double batch = j.contains("batch_size") && j["batch_size"].is_number() ? j["batch_size"].get<double>() : 256.0;
+      const double accumulate = j.contains("accumulate") && j["accumulate"].is_number() ? j["accumulate"].get<double>() : 1.0;
+      info.images_per_step = batch * accumulate;
+    }
+  }
+  if (auto p = amp::preset_by_name(precision); !precision.empty() && p.is_ok()) info.has_scaler = p->loss_scaling;
+  info.label = precision.empty() || precision == name ? name : name + " (" + precision + ")";
+  return info;
+}
+
+// Writes RUN/plot_steps.dat (step loss scale images_per_s) and RUN/plot_evals.dat
 // (step accuracy). Lines that do not parse (a run killed mid-write) are skipped.
-bool extract_series(const fs::path& run, std::string& error, int64_t& eval_rows) {
+bool extract_series(const fs::path& run, RunInfo& info, std::string& error, int64_t& eval_rows) {
   std::ifstream in(run / "metrics.jsonl");
   if (!in) {
     error = (run / "metrics.jsonl").string() + ": cannot open (is this a run directory?)";
@@ -43,32 +89,53 @@ bool extract_series(const fs::path& run, std::string& error, int64_t& eval_rows)
     }
     if (!j.contains("loss") || !j["loss"].is_number()) continue;  // null: a non-finite loss
     const double t = j.value("time", 0.0);
-    const double rate = (last_time >= 0 && t > last_time) ? (step - last_step) / (t - last_time) : NAN;
+    // images/s, the unit of the progress line (not steps/s, which depends on the batch size).
+    // The first record has no previous one: its rate is over the time since the run began
+    // (so a 1-step run still has a point, and gnuplot does not fail on an all-undefined column).
+    const double rate = last_time >= 0 ? (t > last_time ? (step - last_step) * info.images_per_step / (t - last_time) : NAN)
+                                       : (t > 0 ? step * info.images_per_step / t : NAN);
     steps << step << ' ' << j["loss"].get<double>() << ' ' << j.value("scale", 1.0) << ' ' << rate << '\n';
     last_time = t;
     last_step = step;
+    if (rows == 0 || step < info.min_step) info.min_step = step;
+    if (rows == 0 || step > info.max_step) info.max_step = step;
     ++rows;
   }
   if (rows == 0) {
     error = (run / "metrics.jsonl").string() + ": no step records";
     return false;
   }
+  info.step_rows = rows;
   return true;
 }
 
-std::string gnuplot_script(const std::vector<fs::path>& runs, const fs::path& out_base, const char* terminal,
+std::string gnuplot_script(const std::vector<RunInfo>& runs, const fs::path& out_base, const char* terminal,
                            bool have_evals) {
   std::ostringstream g;
   g << "set terminal " << terminal << " size 1200,900\n";
   g << "set output '" << out_base.string() << (std::string(terminal).rfind("svg", 0) == 0 ? ".svg" : ".png") << "'\n";
   g << "set multiplot layout 2,2 title 'mixprec training'\nset grid\nset key top right\n";
-  auto plot = [&](const char* title, const char* file, const char* cols, bool logscale) {
+  // All runs at one step (a 1-step run): gnuplot's autoscale would give an empty x range.
+  double lo = runs.front().min_step, hi = runs.front().max_step;
+  bool single_points = false;
+  for (const RunInfo& r : runs) {
+    lo = std::min(lo, r.min_step);
+    hi = std::max(hi, r.max_step);
+    single_points = single_points || r.step_rows < 2;
+  }
+  if (hi <= lo) g << "set xrange [" << lo - 1 << ":" << hi + 1 << "]\n";
+  auto plot = [&](const char* title, const char* file, const char* cols, bool logscale, bool scalers_only = false) {
     g << "set title '" << title << "'\nset xlabel 'step'\n" << (logscale ? "set logscale y\n" : "unset logscale y\n");
     g << "plot ";
-    for (size_t i = 0; i < runs.size(); ++i)
-      g << (i ? ", " : "") << "'" << (runs[i] / file).string() << "' using " << cols
-        << (std::string(cols).find("with") == std::string::npos ? " with lines" : "") << " title '"
-        << runs[i].filename().string() << "'";
+    bool first = true;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      if (scalers_only && !runs[i].has_scaler) continue;
+      g << (first ? "" : ", ") << quoted((runs[i].dir / file).string()) << " using " << cols
+        << (std::string(cols).find("with") != std::string::npos ? ""
+            : single_points ? " with linespoints pt 7" : " with lines")
+        << " title " << quoted(runs[i].label);
+      first = false;
+    }
     g << "\n";
   };
   plot("loss", "plot_steps.dat", "1:2", false);
@@ -76,8 +143,13 @@ std::string gnuplot_script(const std::vector<fs::path>& runs, const fs::path& ou
     plot("test accuracy (%)", "plot_evals.dat", "1:2 with linespoints pt 7", false);
   else
     g << "set multiplot next\n";  // no evaluation in these runs: leave the panel empty
-  plot("loss scale", "plot_steps.dat", "1:3", true);
-  plot("throughput (steps/s)", "plot_steps.dat", "1:4", false);
+  const bool any_scaler = std::any_of(runs.begin(), runs.end(), [](const RunInfo& r) { return r.has_scaler; });
+  if (any_scaler) {
+    plot("loss scale", "plot_steps.dat", "1:3", true, /*scalers_only=*/true);
+  } else {  // bf16 / fp32 presets: no scaler, nothing to draw (not a flat line at 1)
+    g << "set title 'loss scale: no loss scaler in these runs'\nset multiplot next\n";
+  }
+  plot("throughput (images/s)", "plot_steps.dat", "1:4", false);
   g << "unset multiplot\n";
   return g.str();
 }
@@ -85,17 +157,18 @@ std::string gnuplot_script(const std::vector<fs::path>& runs, const fs::path& ou
 }  // namespace
 
 int plot_runs(const std::vector<std::string>& run_dirs, const std::string& output) {
-  std::vector<fs::path> runs;
+  std::vector<RunInfo> runs;
   int64_t eval_rows = 0;
   for (const auto& r : run_dirs) {
     std::string error;
-    if (!extract_series(r, error, eval_rows)) {
+    RunInfo info = run_info(r);
+    if (!extract_series(r, info, error, eval_rows)) {
       std::fprintf(stderr, "mixprec: error: %s\n", error.c_str());
       return kExitData;
     }
-    runs.emplace_back(r);
+    runs.push_back(info);
   }
-  const fs::path base = output.empty() ? runs.front() / "training" : fs::path(output);
+  const fs::path base = output.empty() ? runs.front().dir / "training" : fs::path(output);
   for (const char* terminal : {"pngcairo", "svg"}) {
     const fs::path script = base.string() + ".gp";
     std::ofstream(script) << gnuplot_script(runs, base, terminal, eval_rows > 0);

@@ -1,11 +1,17 @@
 // train_command.cpp: `mixprec train`: flags, the resolved-configuration table, progress
 // and the end-of-run summary.
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "mixprec/hardware.h"
 #include "commands.h"
 #include "core/cpu_features.h"
 #include "exit_codes.h"
@@ -19,23 +25,155 @@ namespace mixprec::cli {
 
 namespace {
 
-void print_config(const train::TrainConfig& c,
+// A number as the user typed it on the command line ("1e-3"), else the shortest text that
+// reads back as the value ("0.001", never "0.001000").
+std::string as_typed(CLI::App* cmd, const char* flag, double value) {
+  if (const CLI::Option* o = cmd->get_option_no_throw(flag); o && o->count() > 0 && !o->results().empty())
+    return o->results().back();
+  char buf[40];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, value);
+    if (std::strtod(buf, nullptr) == value) break;
+  }
+  return buf;
+}
+
+// What this CPU has, in words a user can check:
+// "AMD EPYC (family 25, model 1): AVX2 FMA F16C (no AVX-512, no AMX)".
+std::string cpu_summary() {
+  const CpuFeatures& f = cpu_features();
+  std::string missing;
+  if (!f.avx512f) missing += "no AVX-512";
+  else if (!f.avx512_bf16) missing += "no AVX512-BF16";
+  if (!f.amx_bf16) missing += std::string(missing.empty() ? "" : ", ") + "no AMX";
+  std::string s = cpu_model_name() + ": " + cpu_feature_list();
+  return missing.empty() ? s : s + " (" + missing + ")";
+}
+
+// How each dtype's matrix work (matmul, convolution) runs here, without the "bf16: " prefix
+// that compute_path() starts with: the table row already names the dtype.
+std::string compute_row(DType dtype) {
+  const std::string line = compute_path(dtype);
+  const std::string prefix = std::string(dtype_name(dtype)) + ": ";
+  return line.rfind(prefix, 0) == 0 ? line.substr(prefix.size()) : line;
+}
+
+// The warning for a preset that computes in bf16 on a CPU where bf16 is emulated: such a run
+// has half the activation memory of fp32 but none of its speed-up (measured on a 2-core AMD
+// Zen 3: the seed CNN's amp-bf16 step 1.0-1.2x the time of fp32; docs/benchmarks.md).
+std::string bf16_warning() {
+  if (runs_natively(DType::bf16)) return "";
+  return "this CPU has no AVX-512, so oneDNN has no bf16 kernels here: bf16 matrix work is emulated on "
+         "the f32 kernels (same numerics as a native bf16 kernel, activations still half the memory) "
+         "and is no faster than fp32; for speed on this CPU use --precision fp32";
+}
+
+void print_config(CLI::App* cmd, const train::TrainConfig& c,
                   const std::vector<std::pair<std::string, std::string>>& extra) {
-  std::vector<std::pair<std::string, std::string>> rows = {
-      {"precision", c.precision},
-      {"optimizer", c.optimizer + " (lr " + std::to_string(c.lr) + ", weight decay " +
-                        std::to_string(c.weight_decay) + ")"},
+  // Each field once: precision, model, dataset, steps come from the trainer's rows (they
+  // are resolved there), the rest from the flags as typed.
+  std::vector<std::pair<std::string, std::string>> rows = extra;
+  const std::vector<std::pair<std::string, std::string>> mine = {
+      {"optimizer", c.optimizer + " (lr " + as_typed(cmd, "--lr", c.lr) + ", weight decay " +
+                        as_typed(cmd, "--weight-decay", c.weight_decay) + ")"},
       {"epochs", std::to_string(c.epochs)},
       {"max steps", c.max_steps < 0 ? "none" : std::to_string(c.max_steps)},
       {"batch size", std::to_string(c.batch_size)},
       {"seed", std::to_string(c.seed)},
-      {"cpu features", cpu_features_string()},
+      {"cpu", cpu_summary()},
+      {"f32 compute", compute_row(DType::f32)},
+      {"bf16 compute", compute_row(DType::bf16)},
+      {"f16 compute", compute_row(DType::f16)},
   };
-  rows.insert(rows.begin(), extra.begin(), extra.end());
+  rows.insert(rows.end(), mine.begin(), mine.end());
+  // 80 columns: a long value continues on the next row, broken between words.
+  const size_t width = 58;
   std::printf("| %-14s | %-58s |\n", "Parameter", "Value");
   std::printf("|%s|%s|\n", std::string(16, '-').c_str(), std::string(60, '-').c_str());
-  for (auto& [k, v] : rows) std::printf("| %-14s | %-58s |\n", k.c_str(), v.c_str());
+  for (auto& [k, v] : rows) {
+    std::string rest = v, key = k;
+    do {
+      size_t cut = rest.size();
+      if (cut > width) {
+        cut = rest.rfind(' ', width);
+        if (cut == std::string::npos || cut == 0) cut = width;
+      }
+      std::printf("| %-14s | %-58s |\n", key.c_str(), rest.substr(0, cut).c_str());
+      rest = rest.substr(std::min(rest.size(), cut + (cut < rest.size() && rest[cut] == ' ')));
+      key.clear();
+    } while (!rest.empty());
+  }
   std::fflush(stdout);
+}
+
+// Ctrl-C: the first asks the trainer to stop after the current step (it saves a checkpoint
+// and returns); SA_RESETHAND makes a second one kill the process at once.
+std::atomic<bool> g_stop_requested{false};
+
+void on_sigint(int) {
+  g_stop_requested.store(true);
+  static const char kMsg[] = "\nmixprec: interrupted: stopping after this step (Ctrl-C again to abort)\n";
+  const ssize_t ignored = write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+  (void)ignored;
+}
+
+void install_sigint_handler() {
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND;
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+// A run directory this command created that holds no step yet (the run failed before its
+// first step): nothing in it is worth keeping, so it goes.
+void remove_if_unused(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (dir.empty() || !fs::is_directory(dir, ec)) return;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name == "config.json") continue;
+    if (name == "run.lock") continue;  // released when train::run returned; it holds no data
+    if (name == "metrics.jsonl" && entry.file_size(ec) == 0) continue;
+    return;  // a checkpoint, logged steps or a file the user put there: keep everything
+  }
+  fs::remove_all(dir, ec);
+}
+
+// "0.00%" would claim a measurement: a run without evaluation says so.
+std::string accuracy_text(const train::TrainResult& r, bool best) {
+  if (r.evals.empty()) return "not evaluated";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f%%", 100.0 * (best ? r.best_accuracy : r.final_accuracy));
+  return buf;
+}
+
+// --resume of a finished run: what it reached, and how to train it further.
+void print_finished(const train::TrainConfig& c, const train::TrainResult& r) {
+  const std::string where = !r.run_dir.empty() ? r.run_dir : c.resume;
+  std::printf("\nrun %s already finished: step %lld of %lld, final test accuracy %s (best %s)\n", where.c_str(),
+              (long long)r.steps, (long long)r.planned_steps, accuracy_text(r, false).c_str(),
+              accuracy_text(r, true).c_str());
+  if (!r.last_checkpoint.empty()) std::printf("last checkpoint: %s\n", r.last_checkpoint.c_str());
+  if (c.max_steps > 0 && c.max_steps <= r.steps)
+    std::printf("to train longer, raise --max-steps: %s train --resume %s --max-steps %lld\n",
+                program_name().c_str(), where.c_str(), (long long)(2 * c.max_steps));
+  else
+    std::printf("to train longer, raise --epochs: %s train --resume %s --epochs %lld\n", program_name().c_str(),
+                where.c_str(), (long long)(c.epochs + 1));
+}
+
+std::string skipped_text(const train::TrainResult& r) {
+  std::string s = std::to_string(r.skipped_steps);
+  if (r.skipped_by_tensor.empty()) return s;
+  s += " (inf/NaN gradients in";
+  const size_t shown = std::min<size_t>(r.skipped_by_tensor.size(), 5);
+  for (size_t i = 0; i < shown; ++i)
+    s += (i ? ", " : " ") + r.skipped_by_tensor[i].first + " x" + std::to_string(r.skipped_by_tensor[i].second);
+  if (r.skipped_by_tensor.size() > shown)
+    s += ", and " + std::to_string(r.skipped_by_tensor.size() - shown) + " more tensors";
+  return s + ")";
 }
 
 // config.json of the run being resumed: RUN_DIR/config.json, or the one beside a checkpoint.
@@ -59,6 +197,7 @@ Status adopt_resumed_config(CLI::App* cmd, train::TrainConfig& config) {
     std::replace(flag.begin(), flag.end(), '_', '-');
     if (key == "shuffle") flag = "--no-shuffle";
     if (key == "loss_spike_factor") flag = "--loss-spike";
+    if (key == "evaluate") flag = "--no-eval";
     if (key == "precision" && cmd->get_option("--no-amp")->count() > 0) return true;
     const CLI::Option* o = cmd->get_option_no_throw(flag);
     return o != nullptr && o->count() > 0;
@@ -78,6 +217,7 @@ Runner add_train_command(CLI::App& app) {
   add_training_flags(cmd, *config);
 
   return [config, cmd]() -> int {
+    namespace fs = std::filesystem;
     if (!config->resume.empty()) {
       if (Status st = adopt_resumed_config(cmd, *config); !st.is_ok()) {
         std::fprintf(stderr, "mixprec: error: %s\n", st.message().c_str());
@@ -88,7 +228,14 @@ Runner add_train_command(CLI::App& app) {
       std::fprintf(stderr, "mixprec: usage error: %s\n", st.message().c_str());
       return kExitUsage;
     }
-    // The run directory: auto-named unless given; --run-dir none writes nothing.
+    // The run directory: auto-named unless given; --run-dir none writes nothing. One this
+    // command creates is removed again if the run fails before its first step.
+    std::string created_dir;
+    {
+      std::error_code ec;
+      if (!config->run_dir.empty() && config->run_dir != "none" && !fs::exists(config->run_dir, ec))
+        created_dir = config->run_dir;
+    }
     if (config->run_dir == "none") {
       config->run_dir.clear();
     } else if (config->run_dir.empty() && config->resume.empty()) {
@@ -98,36 +245,65 @@ Runner add_train_command(CLI::App& app) {
         return exit_code_for(rd.status());
       }
       config->run_dir = rd->path;
+      created_dir = rd->path;
     }
     Progress progress(stdout);
     train::Callbacks cb;
-    cb.on_start = print_config;
+    cb.on_start = [cmd](const train::TrainConfig& c, const std::vector<std::pair<std::string, std::string>>& extra) {
+      print_config(cmd, c, extra);
+      const std::string warning = bf16_warning();
+      auto preset = amp::preset_by_name(c.precision);
+      if (!warning.empty() && preset.is_ok() && preset->compute_dtype == DType::bf16)
+        std::fprintf(stderr, "mixprec: warning: %s\n", warning.c_str());
+    };
     cb.on_warning = [](const std::string& w) { std::fprintf(stderr, "mixprec: warning: %s\n", w.c_str()); };
     cb.on_step = [&](const train::StepReport& r) { progress.step(r); };
     cb.on_eval = [&](const train::EvalReport& r) { progress.eval(r, config->epochs); };
+    cb.stop_requested = [] { return g_stop_requested.load(); };
+    install_sigint_handler();
     auto result = train::run(*config, cb);
+    signal(SIGINT, SIG_DFL);
     progress.finish();
     if (!result.is_ok()) {
       std::fprintf(stderr, "mixprec: error: %s\n", result.status().message().c_str());
+      remove_if_unused(created_dir);
       return exit_code_for(result.status());
     }
     const train::TrainResult& r = result.value();
-    const std::string run_dir = !config->run_dir.empty() ? config->run_dir
+    if (r.already_finished) {
+      print_finished(*config, r);
+      return kExitOk;
+    }
+    const std::string run_dir = !r.run_dir.empty() ? r.run_dir
+                                : !config->run_dir.empty() ? config->run_dir
                                 : !r.last_checkpoint.empty() ? r.last_checkpoint.substr(0, r.last_checkpoint.find_last_of('/'))
                                                              : "";
-    std::printf("\nsummary: %lld steps in %s (%.1f ms/step median) | final loss %.4f | "
-                "best test accuracy %.2f%% | peak memory %s (activations %s) | skipped steps %lld | "
-                "final loss scale %g\n",
+    char scale[32] = "\u2013";  // an en dash: the preset has no loss scaler
+    if (r.loss_scaling) std::snprintf(scale, sizeof scale, "%g", r.final_scale);
+    // Three short lines rather than one that wraps in an 80-column terminal.
+    std::printf("\nsummary: %lld steps in %s (%.1f ms/step median) | final loss %.4f\n"
+                "         best test accuracy %s | final loss scale %s\n"
+                "         peak memory %s (activations %s) | skipped steps %s\n",
                 (long long)r.steps, format_duration(r.seconds).c_str(), 1e3 * r.seconds_per_step,
-                r.losses.empty() ? 0.0 : r.losses.back(), 100.0 * r.best_accuracy,
+                r.losses.empty() ? 0.0 : r.losses.back(), accuracy_text(r, true).c_str(), scale,
                 format_bytes(r.peak_total_bytes).c_str(), format_bytes(r.peak_activation_bytes).c_str(),
-                (long long)r.skipped_steps, r.final_scale);
+                skipped_text(r).c_str());
     if (r.rollbacks > 0)
       std::printf("divergence: rolled back %lld time(s) to the last good checkpoint, skipping the offending batches\n",
                   (long long)r.rollbacks);
     if (!run_dir.empty()) {
       std::printf("run directory: %s (last checkpoint %s)\n", run_dir.c_str(), r.last_checkpoint.c_str());
-      plot_runs({run_dir}, "");  // a missing gnuplot only costs the plot, not the run
+      if (!r.interrupted) plot_runs({run_dir}, "");  // a missing gnuplot only costs the plot, not the run
+    }
+    if (r.interrupted) {
+      if (run_dir.empty())
+        std::printf("interrupted at step %lld of %lld; nothing was saved (--run-dir none)\n", (long long)r.steps,
+                    (long long)r.planned_steps);
+      else
+        std::printf("interrupted at step %lld of %lld; checkpoint and metrics saved. Resume with:\n"
+                    "  %s train --resume %s\n",
+                    (long long)r.steps, (long long)r.planned_steps, program_name().c_str(), run_dir.c_str());
+      return kExitInterrupted;
     }
     return kExitOk;
   };

@@ -2,21 +2,25 @@
 // flag means the same thing in every command.
 #include "commands.h"
 #include "mixprec/precision.h"
+#include "suggest.h"
 
 namespace mixprec::cli {
 
 void add_training_flags(CLI::App* cmd, train::TrainConfig& config) {
   cmd->add_option("--model", config.model,
                   "Model: cnn (1x28x28), seed-cnn (3x32x32), mlp, transformer (128 tokens x 256)")
-      ->check(CLI::IsMember({"cnn", "seed-cnn", "mlp", "transformer"}))
+      ->check(one_of({"cnn", "seed-cnn", "mlp", "transformer"}))
       ->capture_default_str();
   cmd->add_option("--dataset", config.dataset, "Dataset: fashion-mnist, mnist, cifar10, synthetic")
-      ->check(CLI::IsMember({"fashion-mnist", "mnist", "cifar10", "synthetic"}))
+      ->check(one_of({"fashion-mnist", "mnist", "cifar10", "synthetic"}))
       ->capture_default_str();
   cmd->add_option("--data-dir", config.data_dir,
                   "Dataset folder (default: /usr/share/datasets/<dataset> where Debian installs it)");
   cmd->add_option("--precision", config.precision,
-                  "Precision preset: " + amp::preset_names() + " (or O0-O3, or params=..,compute=..)")
+                  "Precision preset: " + amp::preset_names() +
+                      " (aliases: bf16-mixed, bf16, 16-mixed, fp16, bf16-true, 16-true, 32, f32, O0-O3; "
+                      "or params=..,compute=..)")
+      ->check(precision_name())
       ->capture_default_str();
   cmd->add_flag_callback("--no-amp", [&config] { config.precision = "fp32"; },
                          "Train in fp32 (same as --precision fp32)");
@@ -28,7 +32,7 @@ void add_training_flags(CLI::App* cmd, train::TrainConfig& config) {
       ->check(at_least(1))->capture_default_str();
   cmd->add_option("--lr", config.lr, "Learning rate")->check(positive())->capture_default_str();
   cmd->add_option("--optimizer", config.optimizer, "Optimizer: adam, adamw, sgd")
-      ->check(CLI::IsMember({"adam", "adamw", "sgd"}))
+      ->check(one_of({"adam", "adamw", "sgd"}))
       ->capture_default_str();
   cmd->add_option("--momentum", config.momentum, "SGD momentum")->capture_default_str();
   cmd->add_option("--weight-decay", config.weight_decay, "Weight decay")
@@ -74,7 +78,7 @@ void add_training_flags(CLI::App* cmd, train::TrainConfig& config) {
   cmd->add_option("--on-divergence", config.on_divergence,
                   "On a NaN/inf loss without a scaler, or a loss spike: stop, or rollback to the last "
                   "checkpoint and skip the offending batch")
-      ->check(CLI::IsMember({"stop", "rollback"}))->capture_default_str();
+      ->check(one_of({"stop", "rollback"}))->capture_default_str();
   cmd->add_option("--max-rollbacks", config.max_rollbacks, "Rollbacks allowed before a divergence stops the run")
       ->check(at_least(0))->capture_default_str();
   cmd->add_option("--eval-every", config.eval_every, "Also evaluate every N steps (0: after each epoch)")

@@ -59,7 +59,7 @@ std::string compute_path(DType dtype) {
   const std::string name = dtype_name(dtype);
   const CpuFeatures& cpu = cpu_features();
   switch (dtype) {
-    case DType::f32: return name + ": oneDNN (" + backend::onednn::engine_description() + ")";
+    case DType::f32: return name + ": " + backend::onednn::engine_description();
     case DType::bf16:
       if (cpu.amx_bf16 && runs_natively(dtype)) return name + ": oneDNN native (AMX-BF16 tiles)";
       if (cpu.avx512_bf16 && runs_natively(dtype)) return name + ": oneDNN native (AVX512-BF16)";

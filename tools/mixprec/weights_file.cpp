@@ -1,0 +1,87 @@
+// weights_file.cpp: see weights_file.h.
+#include "weights_file.h"
+
+#include <map>
+
+#include "mixprec/models.h"
+#include "mixprec/safetensors.h"
+
+namespace mixprec::cli {
+
+namespace {
+
+// How far the tensors are from a model: names it lacks, names it does not have, shapes that
+// differ. Empty: they are exactly its state_dict.
+std::string mismatch(const std::vector<std::pair<std::string, Tensor>>& tensors, const std::string& model_name,
+                     int& distance) {
+  auto spec = nn::model_spec(model_name);
+  if (!spec.is_ok()) {
+    distance = 1 << 30;
+    return spec.status().message();
+  }
+  auto model = nn::make_model(*spec);
+  auto expected = model->named_parameters();
+  for (auto& b : model->named_buffers()) expected.push_back(b);
+  std::map<std::string, Tensor> have(tensors.begin(), tensors.end());
+  std::string missing, shapes, unexpected;
+  distance = 0;
+  std::map<std::string, bool> known;
+  for (const auto& [name, t] : expected) {
+    known[name] = true;
+    auto it = have.find(name);
+    if (it == have.end()) {
+      missing += (missing.empty() ? "" : ", ") + ("'" + name + "'");
+      ++distance;
+    } else if (it->second.shape() != t.shape()) {
+      shapes += (shapes.empty() ? "" : ", ") + ("'" + name + "' has shape " + shape_str(it->second.shape()) + ", " +
+                                                model_name + " has " + shape_str(t.shape()));
+      ++distance;
+    }
+  }
+  for (const auto& [name, t] : tensors)
+    if (!known.count(name)) {
+      unexpected += (unexpected.empty() ? "" : ", ") + ("'" + name + "'");
+      ++distance;
+    }
+  std::string why;
+  if (!missing.empty()) why += "missing " + missing;
+  if (!unexpected.empty()) why += (why.empty() ? "" : "; ") + ("unexpected " + unexpected);
+  if (!shapes.empty()) why += (why.empty() ? "" : "; ") + shapes;
+  return why;
+}
+
+}  // namespace
+
+StatusOr<OpenedWeights> open_weights(const std::string& given) {
+  auto path = resolve_checkpoint(given);
+  if (!path.is_ok()) return path.status();
+  OpenedWeights out;
+  out.path = *path;
+  auto state = load_checkpoint(*path);
+  if (state.is_ok()) {
+    out.state = std::move(state).value();
+    return out;
+  }
+  // Not a mixprec checkpoint: a plain safetensors file without our metadata is weights.
+  auto file = load_safetensors(*path);
+  if (!file.is_ok() || file->metadata.count("format")) return state.status();
+  out.weights_only = true;
+  out.state.model = file->tensors;
+  int best = 1 << 30;
+  std::string best_name, best_why;
+  for (const char* name : {"cnn", "seed-cnn", "mlp", "transformer"}) {
+    int d = 0;
+    std::string why = mismatch(file->tensors, name, d);
+    if (d < best) best = d, best_name = name, best_why = why;
+  }
+  if (best == 0) {
+    out.state.model_name = best_name;
+    out.model_note = "matches model " + best_name + " (" + std::to_string(file->tensors.size()) + " tensors)";
+  } else {
+    out.model_note = "matches no mixprec model (cnn, seed-cnn, mlp, transformer); closest is " + best_name + ": " +
+                     best_why;
+  }
+  return out;
+}
+
+}  // namespace mixprec::cli

@@ -2,7 +2,7 @@
 // on backend/cpu's relu, which keeps NaN as PyTorch does (oneDNN 2.6's maps NaN to 0 and
 // would hide a diverged model); other layouts go to oneDNN, f64 to ref.
 #include "autograd/node.h"
-#include "mixprec/amp.h"
+#include "ops/autocast_hook.h"
 #include "mixprec/ops.h"
 #include "backend/cpu/relu.h"
 #include "ops/dispatch.h"
@@ -12,7 +12,7 @@ namespace mixprec {
 using namespace backend;
 
 Tensor relu(const Tensor& src_in) {
-  const Tensor src = amp::cast_input(amp::OpId::relu, src_in);
+  const Tensor src = ops_detail::autocast_input(amp::OpId::relu, src_in);
   if (!is_floating(src.dtype()))
     throw Error(Status::invalid_argument("relu: needs a floating tensor, got " + src.str()));
   const bool own = backend::cpu::relu_supported(src) && ops_detail::onednn_enabled_for(src.dtype());

@@ -13,7 +13,7 @@
 #include "core/convert.h"
 #include "core/vector_exp.h"
 #include "core/random.h"
-#include "mixprec/amp.h"
+#include "ops/autocast_hook.h"
 #include "mixprec/ops_extra.h"
 #include "mixprec/status.h"
 #include "core/cpu_features.h"
@@ -151,7 +151,7 @@ void gelu_f32_path(const void* src, const void* diff_dst, void* dst, DType dtype
 }  // namespace
 
 Tensor gelu(const Tensor& src_in) {
-  const Tensor src = amp::cast_inputs(amp::OpId::gelu, {src_in})[0];
+  const Tensor src = ops_detail::autocast_inputs(amp::OpId::gelu, {src_in})[0];
   check_floating("gelu", src);
   const Tensor x = dense(src);
   if (x.dtype() != DType::f64 && cpu_features().avx512f) {
@@ -196,7 +196,7 @@ Tensor gelu(const Tensor& src_in) {
 Tensor dropout(const Tensor& src_in, double p, bool training) {
   if (!(p >= 0.0 && p < 1.0))
     throw Error(Status::invalid_argument("dropout: p must be in [0, 1), got " + std::to_string(p)));
-  const Tensor src = amp::cast_inputs(amp::OpId::dropout, {src_in})[0];
+  const Tensor src = ops_detail::autocast_inputs(amp::OpId::dropout, {src_in})[0];
   check_floating("dropout", src);
   if (!training || p == 0.0) return src;
   const Tensor x = dense(src);

@@ -1,11 +1,11 @@
 // concat.cpp: cat and stack (promote policy: mixed dtypes join in the widest), forward
 // and backward. Any number of inputs, so the autocast step and the graph edges are built
-// here from a vector (amp::cast_inputs and record_op take initializer lists).
+// here from a vector (record_op takes an initializer list).
 #include <cstring>
 #include <memory>
 
 #include "autograd/node.h"
-#include "mixprec/amp.h"
+#include "ops/autocast_hook.h"
 #include "mixprec/autograd.h"
 #include "mixprec/ops.h"
 #include "mixprec/ops_extra.h"
@@ -15,21 +15,11 @@ namespace mixprec {
 
 namespace {
 
-// amp::cast_inputs for a vector, then one common dtype (the kernel copies bytes).
-// lower/fp32/keep act on each input alone, so per-tensor cast_inputs calls give exactly
-// the list semantics (and honour overrides); promote needs the widest over all inputs.
+// The op's autocast row over all inputs (promote: the widest among them), then one common
+// dtype (the kernel copies bytes).
 std::vector<Tensor> promote_all(amp::OpId op, const std::vector<Tensor>& inputs) {
-  std::vector<Tensor> out;
-  out.reserve(inputs.size());
-  if (amp::is_autocast_enabled() && amp::policy_for(op) == amp::CastPolicy::promote) {
-    std::optional<DType> widest;
-    for (const auto& x : inputs)
-      if (is_floating(x.dtype())) widest = widest ? promote_types(*widest, x.dtype()) : x.dtype();
-    for (const auto& x : inputs)
-      out.push_back(widest && is_floating(x.dtype()) ? x.to(*widest) : x);
-  } else {
-    for (const auto& x : inputs) out.push_back(amp::cast_inputs(op, {x})[0]);
-  }
+  std::vector<Tensor> out = inputs;
+  ops_detail::autocast_inputs(op, std::span<Tensor>(out));
   DType common = out[0].dtype();
   for (const auto& x : out) common = promote_types(common, x.dtype());
   for (auto& x : out) x = x.to(common);
@@ -170,7 +160,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   unsqueezed.insert(unsqueezed.begin() + d, 1);
   std::vector<Tensor> parts;
   const std::vector<Tensor> cast = promote_all(amp::OpId::stack, tensors);
-  amp::AutocastSuspend inside;  // stack's row is applied: the reshapes must not apply theirs
+  ops_detail::AutocastOff inside;  // stack's row is applied: the reshapes must not apply theirs
   for (const auto& x : cast) parts.push_back(reshape(x, unsqueezed));
   return cat_impl("stack", parts, d);
 }

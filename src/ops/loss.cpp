@@ -7,7 +7,7 @@
 
 #include "autograd/node.h"
 #include "mixprec/autograd.h"
-#include "mixprec/amp.h"
+#include "ops/autocast_hook.h"
 #include "mixprec/ops.h"
 #include "mixprec/status.h"
 
@@ -43,7 +43,7 @@ std::vector<int64_t> checked_targets(const char* op, const Tensor& input, const 
 }  // namespace
 
 Tensor nll_loss(const Tensor& log_probs_raw, const Tensor& target, Reduction r) {
-  const Tensor log_probs_in = amp::cast_inputs(amp::OpId::nll_loss, {log_probs_raw})[0];
+  const Tensor log_probs_in = ops_detail::autocast_inputs(amp::OpId::nll_loss, {log_probs_raw})[0];
   const std::vector<int64_t> t = checked_targets("nll_loss", log_probs_in, target);
   Tensor lp = log_probs_in.dtype() == DType::f64 ? log_probs_in : log_probs_in.to(DType::f32);
   const int64_t N = lp.size(0), C = lp.size(1);
@@ -81,7 +81,7 @@ Tensor nll_loss(const Tensor& log_probs_raw, const Tensor& target, Reduction r) 
 // is within 1 ulp of float64; tests/unit/ops/cross_entropy_test.cpp). Rows are independent
 // and each is summed serially, so the results do not depend on the thread count.
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, Reduction r) {
-  const Tensor logits = amp::cast_input(amp::OpId::cross_entropy, logits_in);
+  const Tensor logits = ops_detail::autocast_input(amp::OpId::cross_entropy, logits_in);
   if (!logits.defined() || !is_floating(logits.dtype()))
     throw Error(Status::invalid_argument("cross_entropy: logits must be floating, got " +
                                          (logits.defined() ? logits.str() : std::string("undefined"))));
@@ -137,11 +137,11 @@ Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction r) {
     throw Error(Status::invalid_argument("mse_loss: input " + shape_str(input_in.shape()) +
                                          " and target " + shape_str(target_in.shape()) +
                                          " must have the same shape"));
-  const auto in = amp::cast_inputs(amp::OpId::mse_loss, {input_in, target_in});
+  const auto in = ops_detail::autocast_inputs(amp::OpId::mse_loss, {input_in, target_in});
   // Computed in f32 for 16-bit inputs (f64 stays f64), with or without autocast; the ops
   // below run on the cast inputs without applying their own rows.
   const DType dt = in[0].dtype() == DType::f64 ? DType::f64 : DType::f32;
-  amp::AutocastSuspend inside;
+  ops_detail::AutocastOff inside;
   Tensor d = sub(in[0].to(dt), in[1].to(dt));
   Tensor sq = mul(d, d);
   if (r == Reduction::none) return sq;

@@ -10,7 +10,7 @@
 
 #include "autograd/node.h"
 #include "core/convert.h"
-#include "mixprec/amp.h"
+#include "ops/autocast_hook.h"
 #include "mixprec/ops_extra.h"
 #include "mixprec/status.h"
 #include "ops/layer_norm_rows.h"
@@ -89,7 +89,7 @@ struct RowStats {
 // double copies, which cost ~10 ms per call at [4096, 256] in page faults and conversions.
 Tensor layer_norm(const Tensor& src_in, const Shape& normalized_shape, const Tensor& weight_in,
                   const Tensor& bias_in, double eps) {
-  const auto in = amp::cast_inputs(amp::OpId::layer_norm, {src_in, weight_in, bias_in});
+  const auto in = ops_detail::autocast_inputs(amp::OpId::layer_norm, {src_in, weight_in, bias_in});
   const Tensor &src = in[0], &weight = in[1], &bias = in[2];
   check_layer_norm(src, normalized_shape, weight, bias, eps);
   const int64_t d = shape_numel(normalized_shape);
@@ -252,7 +252,7 @@ Tensor batch_norm(const Tensor& src_in, const Tensor& running_mean, const Tensor
                   double eps) {
   // The running stats are never cast: a cast would be a copy, and the update must reach
   // the caller's buffers.
-  const auto in = amp::cast_inputs(amp::OpId::batch_norm, {src_in, weight_in, bias_in});
+  const auto in = ops_detail::autocast_inputs(amp::OpId::batch_norm, {src_in, weight_in, bias_in});
   const Tensor &src = in[0], &weight = in[1], &bias = in[2];
   check_batch_norm(src, running_mean, running_var, weight, bias, training, eps);
   const Tensor x = src.is_dense() ? src.detach() : src.detach().contiguous();

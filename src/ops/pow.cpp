@@ -4,7 +4,7 @@
 
 #include "autograd/node.h"
 #include "core/convert.h"
-#include "mixprec/amp.h"
+#include "ops/autocast_hook.h"
 #include "mixprec/ops_extra.h"
 #include "mixprec/status.h"
 
@@ -30,7 +30,7 @@ Tensor store_like(const std::vector<double>& v, const Tensor& like) {
 }  // namespace
 
 Tensor pow(const Tensor& src_in, double exponent) {
-  const Tensor src = amp::cast_inputs(amp::OpId::pow, {src_in})[0];
+  const Tensor src = ops_detail::autocast_inputs(amp::OpId::pow, {src_in})[0];
   if (!src.defined() || !is_floating(src.dtype()))
     throw Error(Status::invalid_argument("pow: needs a floating tensor, got " + src.str()));
   const Tensor x = src.is_dense() ? src.detach() : src.detach().contiguous();

@@ -4,7 +4,6 @@
 #include "autograd/node.h"
 #include "ops/autocast_hook.h"
 #include "mixprec/ops.h"
-#include "backend/cpu/relu.h"
 #include "ops/dispatch.h"
 
 namespace mixprec {

@@ -3,7 +3,6 @@
 // per output for k <= 3, else 1 byte): neither relu's output nor the pooling input stays
 // alive for it.
 #include "autograd/node.h"
-#include "backend/cpu/relu_max_pool.h"
 #include "ops/autocast_hook.h"
 #include "mixprec/ops.h"
 #include "mixprec/ops_fused.h"

@@ -54,6 +54,17 @@ std::vector<OpEntry> make_registry() {
   add({"transpose", OpId::transpose, {in({3, 4, 5})}, [](V x) { return transpose(x[0], 0, 2); },
        [](V x) { return ref::permute_reference(x[0], {2, 1, 0}); }});
 
+  // ---- attention.cpp ----
+  add({"permute", OpId::transpose, {in({2, 3, 4, 5})},
+       [](V x) { return permute(x[0], {0, 2, 3, 1}, 0.5); },
+       [](V x) { return ref::linear_scale(ref::permute_reference(x[0], {0, 2, 3, 1}), 0.5, 0.0); }});
+  add({"narrow", OpId::reshape, {in({5, 3})}, [](V x) { return narrow(x[0], 1, 3); },
+       [](V x) { return w(x[0]).reshape({15}).as_strided({3, 3}, {3, 1}, 3).contiguous(); }});
+  // No row: attention's 16-bit softmax runs in its input dtype by design (ops.h).
+  add({"attention_softmax", std::nullopt, {in({2, 3, 5}, -2.0, 2.0)},
+       [](V x) { return attention_softmax(x[0]); },
+       [](V x) { return ref::softmax_forward(w(x[0]), 2); }});
+
   // ---- elementwise.cpp (b broadcasts over a's rows) ----
   add({"add", OpId::add, {in({3, 4}), in({4})}, [](V x) { return mixprec::add(x[0], x[1]); },
        binary(BinaryOp::add)});

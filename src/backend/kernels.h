@@ -102,8 +102,15 @@ MIXPREC_DECLARE_KERNELS
 }  // namespace mixprec::backend
 
 // backend/cpu: vector kernels with their own contracts (see each header).
+#include "backend/cpu/activation.h"
 #include "backend/cpu/column_sum.h"
 #include "backend/cpu/layout.h"
+#include "backend/cpu/loss.h"
+#include "backend/cpu/norm.h"
 #include "backend/cpu/relu.h"
 #include "backend/cpu/relu_max_pool.h"
 #include "backend/cpu/softmax_rows.h"
+
+// backend/ref: float64 references for the ops without a single contract function (the op
+// registry, ops/registry.h, checks every op against them).
+#include "backend/ref/op_reference.h"

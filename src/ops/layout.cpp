@@ -3,7 +3,6 @@
 #include <optional>
 
 #include "autograd/node.h"
-#include "core/convert.h"
 #include "core/tensor_impl.h"
 #include "ops/autocast_hook.h"
 #include "mixprec/autograd.h"
@@ -19,9 +18,7 @@ using namespace backend;
 Tensor cast(const Tensor& src, DType dtype) {
   if (src.dtype() == dtype) return src;
   Tensor in = src.is_dense() ? src : src.contiguous();
-  // Same strides as the input: a dense buffer converts in one linear pass.
-  Tensor out = Tensor::empty(in.shape(), dtype, in.suggest_memory_format());
-  convert_elements(in.data(), in.dtype(), out.data(), dtype, in.numel());
+  Tensor out = cpu::convert_dense(in, dtype);
   if (is_floating(dtype)) record_cast(src, out);
   return out;
 }

@@ -6,7 +6,6 @@
 #include "ops/registry.h"
 
 #include "backend/kernels.h"
-#include "backend/ref/op_reference.h"
 #include "mixprec/ops.h"
 #include "mixprec/ops_extra.h"
 #include "mixprec/ops_fused.h"

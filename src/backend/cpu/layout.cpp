@@ -109,4 +109,59 @@ Tensor narrow_rows_backward(const Tensor& diff_dst, const Shape& full, int64_t s
   return out;
 }
 
+Tensor cat_forward(const std::vector<Tensor>& src, int64_t d) {
+  const Shape& first = src[0].shape();
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < d; ++i) outer *= first[size_t(i)];
+  for (size_t i = size_t(d) + 1; i < first.size(); ++i) inner *= first[i];
+  Shape out_shape = first;
+  out_shape[size_t(d)] = 0;
+  for (const auto& x : src) out_shape[size_t(d)] += x.size(d);
+  const DType dtype = src[0].dtype();
+  const size_t es = dtype_size(dtype);
+  Tensor out = Tensor::empty(out_shape, dtype);
+  char* dst = static_cast<char*>(out.data());
+  std::vector<size_t> chunk(src.size());
+  for (size_t t = 0; t < src.size(); ++t) chunk[t] = size_t(src[t].size(d) * inner) * es;
+  for (int64_t o = 0; o < outer; ++o)
+    for (size_t t = 0; t < src.size(); ++t) {
+      std::memcpy(dst, static_cast<const char*>(src[t].data()) + size_t(o) * chunk[t], chunk[t]);
+      dst += chunk[t];
+    }
+  return out;
+}
+
+std::vector<Tensor> cat_backward(const Tensor& diff_dst, const std::vector<Shape>& shapes,
+                                 const std::vector<bool>& needs, int64_t d) {
+  const Tensor g = diff_dst.contiguous();
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < d; ++i) outer *= shapes[0][size_t(i)];
+  for (size_t i = size_t(d) + 1; i < shapes[0].size(); ++i) inner *= shapes[0][i];
+  const size_t es = dtype_size(g.dtype());
+  std::vector<size_t> chunk(shapes.size());
+  for (size_t t = 0; t < shapes.size(); ++t) chunk[t] = size_t(shapes[t][size_t(d)] * inner) * es;
+  const char* s = static_cast<const char*>(g.data());
+  std::vector<Tensor> grads(shapes.size());
+  for (size_t t = 0; t < shapes.size(); ++t)
+    if (needs[t]) grads[t] = Tensor::empty(shapes[t], g.dtype());
+  size_t row = 0;
+  for (size_t c : chunk) row += c;
+  for (int64_t o = 0; o < outer; ++o) {
+    const char* p = s + size_t(o) * row;
+    for (size_t t = 0; t < shapes.size(); ++t) {
+      if (needs[t])
+        std::memcpy(static_cast<char*>(grads[t].data()) + size_t(o) * chunk[t], p, chunk[t]);
+      p += chunk[t];
+    }
+  }
+  return grads;
+}
+
+Tensor convert_dense(const Tensor& in, DType dtype) {
+  // Same strides as the input: a dense buffer converts in one linear pass.
+  Tensor out = Tensor::empty(in.shape(), dtype, in.suggest_memory_format());
+  convert_elements(in.data(), in.dtype(), out.data(), dtype, in.numel());
+  return out;
+}
+
 }  // namespace mixprec::backend::cpu

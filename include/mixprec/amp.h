@@ -8,39 +8,14 @@
 #include <vector>
 
 #include "mixprec/dtype.h"
+#include "mixprec/op_category.h"
 #include "mixprec/tensor.h"
 
 namespace mixprec::amp {
 
-// What autocast does to an op's floating inputs (f64 and integer inputs are never cast).
-// After the cast the op runs exactly as it does outside autocast on those inputs (its own
-// internals are not autocast again), so the table alone decides an op's autocast dtypes.
-enum class CastPolicy : uint8_t {
-  lower,    // to the autocast dtype (bf16/f16): matrix work, where 16 bits pay
-  fp32,     // to f32: precision-sensitive ops (softmax, layer_norm, reductions, losses)
-  promote,  // to the widest floating dtype among the inputs: mixed-input elementwise ops
-  keep,     // as they are: the op runs in its input dtype (as PyTorch's CPU autocast does
-            // for every op on neither of its lists)
-};
 const char* policy_name(CastPolicy p);
 
-// Every op of the functional API. Adding an enumerator without a row in the policy table
-// (src/amp/policy.cpp) fails to compile. Every op consults its own row (and only its own:
-// an op built from others, such as flatten or mse_loss, runs them without autocast after
-// its cast); tests/unit/amp/autocast_table_test.cpp checks each row against its op.
-enum class OpId : uint16_t {
-  // lower
-  conv2d, linear, matmul, bmm,
-  // fp32
-  softmax, log_softmax, layer_norm, sum, mean, mse_loss, nll_loss, cross_entropy,
-  // promote (mul and add also for mul(Tensor, double) / add(Tensor, double))
-  add, sub, mul, div, cat, stack,
-  // keep
-  batch_norm, exp, log, pow, relu, gelu, max_pool2d, avg_pool2d, dropout, reshape, flatten,
-  transpose, neg,
-  count
-};
-
+// OpId (the table's rows) and CastPolicy are in mixprec/op_category.h.
 const char* op_name(OpId op);
 std::optional<OpId> parse_op(const std::string& name);
 // The table's policy, or the override set for this op.

@@ -2,6 +2,7 @@
 // input requires grad and grad mode is on, and picks its dtypes from the autocast policy.
 // Shapes are logical (NCHW); errors throw mixprec::Error naming the op and the shapes.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -16,6 +17,11 @@ Tensor to_memory_format(const Tensor& src, MemoryFormat format);  // differentia
 Tensor reshape(const Tensor& src, const Shape& shape);
 Tensor flatten(const Tensor& src, int64_t start_dim = 1, int64_t end_dim = -1);
 Tensor transpose(const Tensor& src, int64_t dim0, int64_t dim1);  // returns a contiguous copy
+// scale * src.permute(dims) as a contiguous copy of a 4-D floating tensor (attention splits
+// and merges heads with it, and folds Q's 1/sqrt(D) into the copy). Autocast: transpose's row.
+Tensor permute(const Tensor& src, const std::array<int, 4>& dims, double scale = 1.0);
+// Rows [start, start + length) of dim 0 as a contiguous copy. Autocast: reshape's row.
+Tensor narrow(const Tensor& src, int64_t start, int64_t length);
 
 // ---- elementwise (promote: mixed dtypes compute in the widest) ----
 Tensor add(const Tensor& a, const Tensor& b);
@@ -51,6 +57,12 @@ Tensor mean(const Tensor& src, const std::vector<int64_t>& dims, bool keepdim = 
 // ---- softmax and losses ----
 Tensor softmax(const Tensor& src, int64_t dim);
 Tensor log_softmax(const Tensor& src, int64_t dim);
+// softmax over the last dim in the input's own dtype, with f32 arithmetic inside and one
+// rounding out (backend/cpu/softmax_rows.h; f64 runs the reference softmax). Attention
+// calls it on its 16-bit scores in place of softmax, whose fp32 row would move the
+// [B*H, S, S] scores through two casts each way: a deliberate exception that consults no
+// row of the policy table (docs/design.md, "Where an op lives").
+Tensor attention_softmax(const Tensor& scores);
 enum class Reduction : uint8_t { none, mean, sum };
 // log_probs [N, C], target [N] i64 class indices -> scalar (mean) or [N]
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction r = Reduction::mean);

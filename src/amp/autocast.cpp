@@ -1,5 +1,6 @@
 // autocast.cpp: the thread-local autocast state, its RAII guard, input casting by policy
-// and the weight-cast cache.
+// and the weight-cast cache. The ops ask for their casts through ops/autocast_hook.h,
+// which this file answers (amp is the layer above ops).
 #include <unordered_map>
 
 #include "autograd/node.h"
@@ -7,6 +8,7 @@
 #include "mixprec/amp.h"
 #include "mixprec/ops.h"
 #include "mixprec/status.h"
+#include "ops/autocast_hook.h"
 #include "ops/cast_grad.h"
 #include "ops/dispatch.h"
 
@@ -94,30 +96,9 @@ Tensor cast_channels_last(const Tensor& x, DType dtype) {
       [&] { return ref::reorder(x, dtype, MemoryFormat::channels_last); });
 }
 
-}  // namespace
-
-AutocastState autocast_state() { return t.state; }
-bool is_autocast_enabled() { return t.state.enabled; }
-DType autocast_dtype() { return t.state.dtype; }
-
-AutocastGuard::AutocastGuard(DType dtype, bool enabled, bool cache_enabled) : previous_(t.state) {
-  if (enabled && !is_half(dtype))
-    throw Error(Status::invalid_argument(std::string("autocast: dtype must be bf16 or f16, got ") +
-                                         dtype_name(dtype)));
-  t.state = AutocastState{enabled, dtype, cache_enabled};
-  ++t.depth;
-}
-
-AutocastGuard::AutocastGuard(bool enabled) : AutocastGuard(t.state.dtype, enabled, t.state.cache_enabled) {}
-
-AutocastGuard::~AutocastGuard() {
-  t.state = previous_;
-  if (--t.depth == 0) clear_cast_cache();
-}
-
-std::vector<Tensor> cast_inputs(OpId op, std::initializer_list<Tensor> inputs) {
-  std::vector<Tensor> out(inputs);
-  if (!t.state.enabled) return out;
+// Applies op's row (policy_for: the table or its override) to inputs, in place.
+void cast_in_place(OpId op, std::span<Tensor> out) {
+  if (!t.state.enabled) return;
   switch (policy_for(op)) {
     case CastPolicy::lower:
       for (size_t i = 0; i < out.size(); ++i) {
@@ -143,6 +124,44 @@ std::vector<Tensor> cast_inputs(OpId op, std::initializer_list<Tensor> inputs) {
     }
     case CastPolicy::keep: break;
   }
+}
+
+bool exchange_enabled(bool enabled) {
+  const bool was = t.state.enabled;
+  t.state.enabled = enabled;
+  return was;
+}
+
+// What src/ops asks (ops/autocast_hook.h): installed with the first AutocastGuard, before
+// which autocast cannot be on.
+constexpr ops_detail::AutocastHooks kHooks{&cast_in_place, &exchange_enabled};
+
+}  // namespace
+
+AutocastState autocast_state() { return t.state; }
+bool is_autocast_enabled() { return t.state.enabled; }
+DType autocast_dtype() { return t.state.dtype; }
+
+AutocastGuard::AutocastGuard(DType dtype, bool enabled, bool cache_enabled) : previous_(t.state) {
+  static const bool installed = (ops_detail::install_autocast_hooks(&kHooks), true);
+  (void)installed;
+  if (enabled && !is_half(dtype))
+    throw Error(Status::invalid_argument(std::string("autocast: dtype must be bf16 or f16, got ") +
+                                         dtype_name(dtype)));
+  t.state = AutocastState{enabled, dtype, cache_enabled};
+  ++t.depth;
+}
+
+AutocastGuard::AutocastGuard(bool enabled) : AutocastGuard(t.state.dtype, enabled, t.state.cache_enabled) {}
+
+AutocastGuard::~AutocastGuard() {
+  t.state = previous_;
+  if (--t.depth == 0) clear_cast_cache();
+}
+
+std::vector<Tensor> cast_inputs(OpId op, std::initializer_list<Tensor> inputs) {
+  std::vector<Tensor> out(inputs);
+  cast_in_place(op, out);
   return out;
 }
 

@@ -1,7 +1,10 @@
-// kernels.h: the kernel contracts. backend/ref (naive loops, float64 accumulation: the
-// independent reference) and backend/onednn (the production path) both implement every
-// function below with the same signature, in namespaces mixprec::backend::ref and
-// mixprec::backend::onednn. src/ops chooses which one runs.
+// kernels.h: the kernel contracts, and the one header through which src/ops reaches a
+// backend. backend/ref (naive loops, float64 accumulation: the independent reference) and
+// backend/onednn (the production path) both implement every function of
+// MIXPREC_DECLARE_KERNELS with the same signature, in namespaces mixprec::backend::ref and
+// mixprec::backend::onednn; src/ops chooses which one runs (ops/dispatch.h). The
+// hand-written vector kernels of backend/cpu (namespace mixprec::backend::cpu) are
+// declared in their own headers, included at the end of this one, each with its contract.
 //
 // Conventions (oneDNN's argument names):
 // - src/dst: forward input/output; diff_*: gradients. Shapes are logical (NCHW, [N, K]).
@@ -97,3 +100,17 @@ MIXPREC_DECLARE_KERNELS
 }  // namespace onednn
 
 }  // namespace mixprec::backend
+
+// backend/cpu: vector kernels with their own contracts (see each header).
+#include "backend/cpu/activation.h"
+#include "backend/cpu/column_sum.h"
+#include "backend/cpu/layout.h"
+#include "backend/cpu/loss.h"
+#include "backend/cpu/norm.h"
+#include "backend/cpu/relu.h"
+#include "backend/cpu/relu_max_pool.h"
+#include "backend/cpu/softmax_rows.h"
+
+// backend/ref: float64 references for the ops without a single contract function (the op
+// registry, ops/registry.h, checks every op against them).
+#include "backend/ref/op_reference.h"

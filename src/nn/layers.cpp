@@ -1,7 +1,8 @@
-// layers.cpp: Linear and Conv2d with PyTorch's default initialisation.
+// layers.cpp: Linear and Conv2d with PyTorch's default initialisation, and Dropout.
 #include <cmath>
 
 #include "mixprec/nn.h"
+#include "mixprec/nn_extra.h"
 #include "mixprec/status.h"
 
 namespace mixprec::nn {
@@ -48,5 +49,12 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, i
 Tensor Conv2d::forward(const Tensor& input) {
   return conv2d(input, weight, bias, stride, padding);
 }
+
+Dropout::Dropout(double p_) : p(p_) {
+  if (!(p >= 0.0 && p < 1.0))
+    throw Error(Status::invalid_argument("Dropout: p must be in [0, 1), got " + std::to_string(p)));
+}
+
+Tensor Dropout::forward(const Tensor& input) { return dropout(input, p, is_training()); }
 
 }  // namespace mixprec::nn

@@ -1,11 +1,11 @@
 // concat.cpp: cat and stack (promote policy: mixed dtypes join in the widest), forward
 // and backward. Any number of inputs, so the autocast step and the graph edges are built
-// here from a vector (amp::cast_inputs and record_op take initializer lists).
-#include <cstring>
+// here from a vector (record_op takes an initializer list).
 #include <memory>
 
 #include "autograd/node.h"
-#include "mixprec/amp.h"
+#include "ops/autocast_hook.h"
+#include "ops/dispatch.h"
 #include "mixprec/autograd.h"
 #include "mixprec/ops.h"
 #include "mixprec/ops_extra.h"
@@ -15,21 +15,11 @@ namespace mixprec {
 
 namespace {
 
-// amp::cast_inputs for a vector, then one common dtype (the kernel copies bytes).
-// lower/fp32/keep act on each input alone, so per-tensor cast_inputs calls give exactly
-// the list semantics (and honour overrides); promote needs the widest over all inputs.
+// The op's autocast row over all inputs (promote: the widest among them), then one common
+// dtype (the kernel copies bytes).
 std::vector<Tensor> promote_all(amp::OpId op, const std::vector<Tensor>& inputs) {
-  std::vector<Tensor> out;
-  out.reserve(inputs.size());
-  if (amp::is_autocast_enabled() && amp::policy_for(op) == amp::CastPolicy::promote) {
-    std::optional<DType> widest;
-    for (const auto& x : inputs)
-      if (is_floating(x.dtype())) widest = widest ? promote_types(*widest, x.dtype()) : x.dtype();
-    for (const auto& x : inputs)
-      out.push_back(widest && is_floating(x.dtype()) ? x.to(*widest) : x);
-  } else {
-    for (const auto& x : inputs) out.push_back(amp::cast_inputs(op, {x})[0]);
-  }
+  std::vector<Tensor> out = inputs;
+  ops_detail::autocast_inputs(op, std::span<Tensor>(out));
   DType common = out[0].dtype();
   for (const auto& x : out) common = promote_types(common, x.dtype());
   for (auto& x : out) x = x.to(common);
@@ -78,32 +68,11 @@ void record_vector_op(Tensor& out, const char* name, const std::vector<Tensor>& 
   out.set_grad_fn(std::make_shared<Node>(name, std::move(edges), std::move(fn)));
 }
 
-// Joins inputs (one dtype, equal sizes except dim d) along d. Row-major: for each of the
-// `outer` leading index tuples, each input contributes one contiguous chunk of
-// size(d) * inner elements.
+// Joins inputs (one dtype, equal sizes except dim d) along d (backend/cpu/layout.h).
 Tensor cat_impl(const char* name, const std::vector<Tensor>& inputs, int64_t d) {
-  const Shape& first = inputs[0].shape();
-  int64_t outer = 1, inner = 1;
-  for (int64_t i = 0; i < d; ++i) outer *= first[size_t(i)];
-  for (size_t i = size_t(d) + 1; i < first.size(); ++i) inner *= first[i];
-  Shape out_shape = first;
-  out_shape[size_t(d)] = 0;
-  for (const auto& x : inputs) out_shape[size_t(d)] += x.size(d);
-  const DType dtype = inputs[0].dtype();
-  const size_t es = dtype_size(dtype);
-  Tensor out = Tensor::empty(out_shape, dtype);
-  char* dst = static_cast<char*>(out.data());
   std::vector<Tensor> src(inputs.size());
-  std::vector<size_t> chunk(inputs.size());
-  for (size_t t = 0; t < inputs.size(); ++t) {
-    src[t] = inputs[t].detach().contiguous();
-    chunk[t] = size_t(inputs[t].size(d) * inner) * es;
-  }
-  for (int64_t o = 0; o < outer; ++o)
-    for (size_t t = 0; t < src.size(); ++t) {
-      std::memcpy(dst, static_cast<const char*>(src[t].data()) + size_t(o) * chunk[t], chunk[t]);
-      dst += chunk[t];
-    }
+  for (size_t t = 0; t < inputs.size(); ++t) src[t] = inputs[t].detach().contiguous();
+  Tensor out = backend::cpu::cat_forward(src, d);
   if (any_input_requires_grad(inputs)) {
     std::vector<Shape> shapes;
     std::vector<bool> needs;
@@ -111,24 +80,8 @@ Tensor cat_impl(const char* name, const std::vector<Tensor>& inputs, int64_t d) 
       shapes.push_back(x.shape());
       needs.push_back(x.requires_grad());
     }
-    record_vector_op(out, name, inputs, [shapes, needs, chunk, outer](const Tensor& diff_dst) {
-      // The forward copy in reverse: chunk t of each outer row goes back to input t.
-      const Tensor g = diff_dst.contiguous();
-      const char* s = static_cast<const char*>(g.data());
-      std::vector<Tensor> grads(shapes.size());
-      for (size_t t = 0; t < shapes.size(); ++t)
-        if (needs[t]) grads[t] = Tensor::empty(shapes[t], g.dtype());
-      size_t row = 0;
-      for (size_t c : chunk) row += c;
-      for (int64_t o = 0; o < outer; ++o) {
-        const char* p = s + size_t(o) * row;
-        for (size_t t = 0; t < shapes.size(); ++t) {
-          if (needs[t])
-            std::memcpy(static_cast<char*>(grads[t].data()) + size_t(o) * chunk[t], p, chunk[t]);
-          p += chunk[t];
-        }
-      }
-      return grads;
+    record_vector_op(out, name, inputs, [shapes, needs, d](const Tensor& diff_dst) {
+      return backend::cpu::cat_backward(diff_dst, shapes, needs, d);
     });
   }
   return out;
@@ -170,7 +123,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   unsqueezed.insert(unsqueezed.begin() + d, 1);
   std::vector<Tensor> parts;
   const std::vector<Tensor> cast = promote_all(amp::OpId::stack, tensors);
-  amp::AutocastSuspend inside;  // stack's row is applied: the reshapes must not apply theirs
+  ops_detail::AutocastOff inside;  // stack's row is applied: the reshapes must not apply theirs
   for (const auto& x : cast) parts.push_back(reshape(x, unsqueezed));
   return cat_impl("stack", parts, d);
 }

@@ -2,7 +2,7 @@
 // Backward never asks for the input gradient of a layer whose input needs none: for the
 // first layer, oneDNN 2.6's f32 backward-data is a reference kernel taking seconds.
 #include "autograd/node.h"
-#include "mixprec/amp.h"
+#include "ops/autocast_hook.h"
 #include "mixprec/ops.h"
 #include "ops/dispatch.h"
 
@@ -12,7 +12,7 @@ using namespace backend;
 
 Tensor conv2d(const Tensor& src_in, const Tensor& weights_in, const Tensor& bias_in,
               int64_t stride, int64_t padding) {
-  const auto in = amp::cast_inputs(amp::OpId::conv2d, {src_in, weights_in, bias_in});
+  const auto in = ops_detail::autocast_inputs(amp::OpId::conv2d, {src_in, weights_in, bias_in});
   const Tensor &src = in[0], &weights = in[1], &bias = in[2];
   if (src.dim() != 4 || weights.dim() != 4 || src.size(1) != weights.size(1))
     throw Error(Status::invalid_argument(

@@ -2,7 +2,7 @@
 // the widest) and unary math, forward and backward together.
 #include "autograd/node.h"
 #include "mixprec/autograd.h"
-#include "mixprec/amp.h"
+#include "ops/autocast_hook.h"
 #include "mixprec/ops.h"
 #include "mixprec/status.h"
 #include "ops/dispatch.h"
@@ -44,7 +44,7 @@ Tensor sum_to_shape(const Tensor& g, const Shape& shape) {
 // Both operands in one dtype: the autocast policy's choice when autocast is on, else the
 // common dtype (binary kernels take one dtype).
 std::pair<Tensor, Tensor> promote(amp::OpId op, const Tensor& a_in, const Tensor& b_in) {
-  const auto in = amp::cast_inputs(op, {a_in, b_in});
+  const auto in = ops_detail::autocast_inputs(op, {a_in, b_in});
   const DType t = promote_types(in[0].dtype(), in[1].dtype());
   return {in[0].to(t), in[1].to(t)};
 }
@@ -118,17 +118,17 @@ Tensor scale_op(const char* name, const Tensor& a, double s, double shift) {
 // One tensor: mul's and add's promote rows leave it as it is (PyTorch runs a tensor times a
 // Python scalar in the tensor's dtype), unless overridden.
 Tensor mul(const Tensor& a, double s) {
-  return scale_op("mul_scalar", amp::cast_input(amp::OpId::mul, a), s, 0.0);
+  return scale_op("mul_scalar", ops_detail::autocast_input(amp::OpId::mul, a), s, 0.0);
 }
 
 Tensor add(const Tensor& a, double s) {
-  return scale_op("add_scalar", amp::cast_input(amp::OpId::add, a), 1.0, s);
+  return scale_op("add_scalar", ops_detail::autocast_input(amp::OpId::add, a), 1.0, s);
 }
 
-Tensor neg(const Tensor& a) { return scale_op("neg", amp::cast_input(amp::OpId::neg, a), -1.0, 0.0); }
+Tensor neg(const Tensor& a) { return scale_op("neg", ops_detail::autocast_input(amp::OpId::neg, a), -1.0, 0.0); }
 
 Tensor exp(const Tensor& a_in) {
-  const Tensor a = amp::cast_inputs(amp::OpId::exp, {a_in})[0];
+  const Tensor a = ops_detail::autocast_inputs(amp::OpId::exp, {a_in})[0];
   Tensor out = run_unary("exp", UnaryOp::exp, a);
   if (any_requires_grad({&a}))
     record_op(out, "exp", {&a}, [dst = out.detach()](const Tensor& g) {
@@ -138,7 +138,7 @@ Tensor exp(const Tensor& a_in) {
 }
 
 Tensor log(const Tensor& a_in) {
-  const Tensor a = amp::cast_inputs(amp::OpId::log, {a_in})[0];
+  const Tensor a = ops_detail::autocast_inputs(amp::OpId::log, {a_in})[0];
   Tensor out = run_unary("log", UnaryOp::log, a);
   if (any_requires_grad({&a}))
     record_op(out, "log", {&a}, [src = a.detach()](const Tensor& g) {

@@ -3,8 +3,7 @@
 // per output for k <= 3, else 1 byte): neither relu's output nor the pooling input stays
 // alive for it.
 #include "autograd/node.h"
-#include "backend/cpu/relu_max_pool.h"
-#include "mixprec/amp.h"
+#include "ops/autocast_hook.h"
 #include "mixprec/ops.h"
 #include "mixprec/ops_fused.h"
 #include "ops/dispatch.h"
@@ -18,7 +17,7 @@ bool fused_dtype(DType d) { return d == DType::f32 || d == DType::bf16 || d == D
 Tensor relu_max_pool2d(const Tensor& src_in, int64_t kernel) {
   // The composition's casts: relu's row, then max_pool2d's (both keep by default).
   const Tensor src =
-      amp::cast_input(amp::OpId::max_pool2d, amp::cast_input(amp::OpId::relu, src_in));
+      ops_detail::autocast_input(amp::OpId::max_pool2d, ops_detail::autocast_input(amp::OpId::relu, src_in));
   if (!src.defined() || src.dim() != 4 || !is_floating(src.dtype()))
     throw Error(Status::invalid_argument("relu_max_pool2d: expected a floating src [N, C, H, W], got " +
                                          (src.defined() ? src.str() : std::string("undefined"))));
@@ -31,7 +30,7 @@ Tensor relu_max_pool2d(const Tensor& src_in, int64_t kernel) {
       kernel > 15) {
     if (ops_detail::verbose_dispatch())
       ops_detail::note_dispatch("relu_max_pool2d", src.dtype(), "relu + max_pool2d (unfused)");
-    amp::AutocastSuspend cast_already;  // src is cast as the composition casts
+    ops_detail::AutocastOff cast_already;  // src is cast as the composition casts
     return max_pool2d(relu(src), kernel);
   }
   if (ops_detail::verbose_dispatch())

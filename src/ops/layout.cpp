@@ -3,9 +3,8 @@
 #include <optional>
 
 #include "autograd/node.h"
-#include "core/convert.h"
 #include "core/tensor_impl.h"
-#include "mixprec/amp.h"
+#include "ops/autocast_hook.h"
 #include "mixprec/autograd.h"
 #include "mixprec/ops.h"
 #include "mixprec/status.h"
@@ -19,9 +18,7 @@ using namespace backend;
 Tensor cast(const Tensor& src, DType dtype) {
   if (src.dtype() == dtype) return src;
   Tensor in = src.is_dense() ? src : src.contiguous();
-  // Same strides as the input: a dense buffer converts in one linear pass.
-  Tensor out = Tensor::empty(in.shape(), dtype, in.suggest_memory_format());
-  convert_elements(in.data(), in.dtype(), out.data(), dtype, in.numel());
+  Tensor out = cpu::convert_dense(in, dtype);
   if (is_floating(dtype)) record_cast(src, out);
   return out;
 }
@@ -90,11 +87,11 @@ Tensor reshape_impl(const Tensor& src, const Shape& shape) {
 }  // namespace
 
 Tensor reshape(const Tensor& src, const Shape& shape) {
-  return reshape_impl(amp::cast_input(amp::OpId::reshape, src), shape);
+  return reshape_impl(ops_detail::autocast_input(amp::OpId::reshape, src), shape);
 }
 
 Tensor flatten(const Tensor& src_in, int64_t start_dim, int64_t end_dim) {
-  const Tensor src = amp::cast_input(amp::OpId::flatten, src_in);
+  const Tensor src = ops_detail::autocast_input(amp::OpId::flatten, src_in);
   const int64_t n = src.dim();
   const int64_t s = start_dim < 0 ? start_dim + n : start_dim;
   const int64_t e = end_dim < 0 ? end_dim + n : end_dim;
@@ -112,7 +109,7 @@ Tensor flatten(const Tensor& src_in, int64_t start_dim, int64_t end_dim) {
 }
 
 Tensor transpose(const Tensor& src_in, int64_t dim0, int64_t dim1) {
-  const Tensor src = amp::cast_input(amp::OpId::transpose, src_in);
+  const Tensor src = ops_detail::autocast_input(amp::OpId::transpose, src_in);
   const int64_t n = src.dim();
   const int64_t a = dim0 < 0 ? dim0 + n : dim0, b = dim1 < 0 ? dim1 + n : dim1;
   if (a < 0 || a >= n || b < 0 || b >= n)

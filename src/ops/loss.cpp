@@ -1,21 +1,17 @@
 // loss.cpp: nll_loss, cross_entropy and mse_loss (fp32 policy under autocast; without
 // autocast too, 16-bit inputs give an f32 loss: docs/amp.md), and argmax for accuracy.
-#include <cmath>
-#include <cstring>
-#include <limits>
 #include <memory>
 
 #include "autograd/node.h"
 #include "mixprec/autograd.h"
-#include "mixprec/amp.h"
+#include "ops/autocast_hook.h"
+#include "ops/dispatch.h"
 #include "mixprec/ops.h"
 #include "mixprec/status.h"
 
 namespace mixprec {
 
 namespace {
-
-constexpr int64_t kParallelMin = int64_t(1) << 15;  // elements; below this a fork costs more
 
 std::vector<int64_t> checked_targets(const char* op, const Tensor& input, const Tensor& target) {
   if (input.dim() != 2)
@@ -43,14 +39,12 @@ std::vector<int64_t> checked_targets(const char* op, const Tensor& input, const 
 }  // namespace
 
 Tensor nll_loss(const Tensor& log_probs_raw, const Tensor& target, Reduction r) {
-  const Tensor log_probs_in = amp::cast_inputs(amp::OpId::nll_loss, {log_probs_raw})[0];
+  const Tensor log_probs_in = ops_detail::autocast_inputs(amp::OpId::nll_loss, {log_probs_raw})[0];
   const std::vector<int64_t> t = checked_targets("nll_loss", log_probs_in, target);
   Tensor lp = log_probs_in.dtype() == DType::f64 ? log_probs_in : log_probs_in.to(DType::f32);
   const int64_t N = lp.size(0), C = lp.size(1);
   const DType dt = lp.dtype();
-  Tensor lpc = lp.contiguous().detach();
-  std::vector<double> picked(static_cast<size_t>(N));
-  for (int64_t i = 0; i < N; ++i) picked[size_t(i)] = -lpc.at(i * C + t[size_t(i)]);
+  const std::vector<double> picked = backend::cpu::nll_rows(lp, t);
   Tensor out;
   if (r == Reduction::none) {
     out = Tensor::from_vector_f64(picked, {N}, dt);
@@ -62,13 +56,8 @@ Tensor nll_loss(const Tensor& log_probs_raw, const Tensor& target, Reduction r) 
   if (any_requires_grad({&lp})) {
     record_op(out, "nll_loss", {&lp}, [t, N, C, r, dt](const Tensor& diff_dst) {
       // d/d lp[i, t_i] = -g_i (/N for mean); zero elsewhere.
-      std::vector<double> g(size_t(N * C), 0.0);
-      const std::vector<double> gd = diff_dst.to_vector_f64();
-      for (int64_t i = 0; i < N; ++i) {
-        const double gi = r == Reduction::none ? gd[size_t(i)] : gd[0];
-        g[size_t(i * C + t[size_t(i)])] = -gi / (r == Reduction::mean ? double(N) : 1.0);
-      }
-      return std::vector<Tensor>{Tensor::from_vector_f64(g, {N, C}, dt)};
+      return std::vector<Tensor>{backend::cpu::nll_backward(
+          diff_dst.to_vector_f64(), r == Reduction::none, r == Reduction::mean, t, N, C, dt)};
     });
   }
   return out;
@@ -81,29 +70,17 @@ Tensor nll_loss(const Tensor& log_probs_raw, const Tensor& target, Reduction r) 
 // is within 1 ulp of float64; tests/unit/ops/cross_entropy_test.cpp). Rows are independent
 // and each is summed serially, so the results do not depend on the thread count.
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, Reduction r) {
-  const Tensor logits = amp::cast_input(amp::OpId::cross_entropy, logits_in);
+  const Tensor logits = ops_detail::autocast_input(amp::OpId::cross_entropy, logits_in);
   if (!logits.defined() || !is_floating(logits.dtype()))
     throw Error(Status::invalid_argument("cross_entropy: logits must be floating, got " +
                                          (logits.defined() ? logits.str() : std::string("undefined"))));
   const std::vector<int64_t> t = checked_targets("cross_entropy", logits, target);
   // The loss is f32 for 16-bit logits (f64 stays f64), with or without autocast.
   const DType dt = logits.dtype() == DType::f64 ? DType::f64 : DType::f32;
-  const int64_t N = logits.size(0), C = logits.size(1);
+  const int64_t N = logits.size(0);
   const Tensor x = logits.contiguous().detach();
-  const std::vector<double> xv = x.to_vector_f64();
-  auto lse = std::make_shared<std::vector<double>>(size_t(N));
-  std::vector<double> rows(static_cast<size_t>(N));
-#pragma omp parallel for if (N * C > kParallelMin)
-  for (int64_t i = 0; i < N; ++i) {
-    const double* row = &xv[size_t(i * C)];
-    double m = -std::numeric_limits<double>::infinity();
-    for (int64_t j = 0; j < C; ++j)
-      if (row[j] > m || std::isnan(row[j])) m = row[j];  // a NaN makes the whole row NaN
-    double s = 0;
-    for (int64_t j = 0; j < C; ++j) s += std::exp(row[j] - m);
-    (*lse)[size_t(i)] = m + std::log(s);
-    rows[size_t(i)] = (*lse)[size_t(i)] - row[t[size_t(i)]];
-  }
+  auto lse = std::make_shared<std::vector<double>>();
+  const std::vector<double> rows = backend::cpu::cross_entropy_rows(x, t, *lse);
   Tensor out;
   if (r == Reduction::none) {
     out = Tensor::from_vector_f64(rows, {N}, dt);
@@ -113,20 +90,9 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, Reduction r)
     out = Tensor::scalar(r == Reduction::mean ? total / double(std::max<int64_t>(N, 1)) : total, dt);
   }
   if (any_requires_grad({&logits})) {
-    record_op(out, "cross_entropy", {&logits}, [x, t, lse, N, C, r](const Tensor& diff_dst) {
-      const std::vector<double> gd = diff_dst.to_vector_f64();
-      const std::vector<double> xv = x.to_vector_f64();
-      std::vector<double> g(size_t(N * C));
-#pragma omp parallel for if (N * C > kParallelMin)
-      for (int64_t i = 0; i < N; ++i) {
-        const double gi = r == Reduction::none ? gd[size_t(i)] : gd[0];
-        for (int64_t j = 0; j < C; ++j) {
-          const double p = std::exp(xv[size_t(i * C + j)] - (*lse)[size_t(i)]);
-          const double d = gi * (j == t[size_t(i)] ? p - 1.0 : p);
-          g[size_t(i * C + j)] = r == Reduction::mean ? d / double(N) : d;
-        }
-      }
-      return std::vector<Tensor>{Tensor::from_vector_f64(g, {N, C}, x.dtype())};
+    record_op(out, "cross_entropy", {&logits}, [x, t, lse, r](const Tensor& diff_dst) {
+      return std::vector<Tensor>{backend::cpu::cross_entropy_backward(
+          x, diff_dst.to_vector_f64(), r == Reduction::none, r == Reduction::mean, t, *lse)};
     });
   }
   return out;
@@ -137,11 +103,11 @@ Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction r) {
     throw Error(Status::invalid_argument("mse_loss: input " + shape_str(input_in.shape()) +
                                          " and target " + shape_str(target_in.shape()) +
                                          " must have the same shape"));
-  const auto in = amp::cast_inputs(amp::OpId::mse_loss, {input_in, target_in});
+  const auto in = ops_detail::autocast_inputs(amp::OpId::mse_loss, {input_in, target_in});
   // Computed in f32 for 16-bit inputs (f64 stays f64), with or without autocast; the ops
   // below run on the cast inputs without applying their own rows.
   const DType dt = in[0].dtype() == DType::f64 ? DType::f64 : DType::f32;
-  amp::AutocastSuspend inside;
+  ops_detail::AutocastOff inside;
   Tensor d = sub(in[0].to(dt), in[1].to(dt));
   Tensor sq = mul(d, d);
   if (r == Reduction::none) return sq;
@@ -151,17 +117,7 @@ Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction r) {
 Tensor argmax(const Tensor& src) {
   if (src.dim() != 2)
     throw Error(Status::invalid_argument("argmax: expected [N, C], got " + shape_str(src.shape())));
-  const int64_t N = src.size(0), C = src.size(1);
-  const std::vector<float> v = src.to_vector();
-  Tensor out = Tensor::empty({N}, DType::i64);
-  int64_t* o = out.data_ptr<int64_t>();
-  for (int64_t i = 0; i < N; ++i) {
-    int64_t best = 0;
-    for (int64_t c = 1; c < C; ++c)
-      if (v[size_t(i * C + c)] > v[size_t(i * C + best)]) best = c;
-    o[i] = best;
-  }
-  return out;
+  return backend::cpu::argmax_rows(src);
 }
 
 }  // namespace mixprec

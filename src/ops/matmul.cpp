@@ -1,7 +1,7 @@
 // matmul.cpp: linear and matmul (lower policy under autocast), forward and backward.
 // Dimension letters: N batch rows, K input features, O output features; M, K, N for matmul.
 #include "autograd/node.h"
-#include "mixprec/amp.h"
+#include "ops/autocast_hook.h"
 #include "mixprec/ops.h"
 #include "ops/dispatch.h"
 
@@ -20,7 +20,7 @@ void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor linear(const Tensor& src_in, const Tensor& weights_in, const Tensor& bias_in) {
-  const auto in = amp::cast_inputs(amp::OpId::linear, {src_in, weights_in, bias_in});
+  const auto in = ops_detail::autocast_inputs(amp::OpId::linear, {src_in, weights_in, bias_in});
   const Tensor &src = in[0], &weights = in[1], &bias = in[2];
   if (src.dim() != 2 || weights.dim() != 2 || src.size(1) != weights.size(1))
     throw Error(Status::invalid_argument("linear: src " + shape_str(src.shape()) + " and weights " +
@@ -69,7 +69,7 @@ Tensor linear(const Tensor& src_in, const Tensor& weights_in, const Tensor& bias
 }
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
-  const auto in = amp::cast_inputs(a_in.dim() == 3 && b_in.dim() == 3 ? amp::OpId::bmm : amp::OpId::matmul,
+  const auto in = ops_detail::autocast_inputs(a_in.dim() == 3 && b_in.dim() == 3 ? amp::OpId::bmm : amp::OpId::matmul,
                                    {a_in, b_in});
   const Tensor &a = in[0], &b = in[1];
   if (a.dim() < 2 || b.dim() < 2 || a.size(-1) != b.size(-2))

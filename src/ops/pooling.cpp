@@ -1,7 +1,7 @@
 // pooling.cpp: max and average pooling (keep policy), forward and backward. Max pooling's
 // backward must run on the backend whose forward produced the workspace (argmax).
 #include "autograd/node.h"
-#include "mixprec/amp.h"
+#include "ops/autocast_hook.h"
 #include "mixprec/ops.h"
 #include "ops/dispatch.h"
 
@@ -32,7 +32,7 @@ Pool2dParams pool_params(const char* op, const Tensor& src, int64_t kernel, int6
 }  // namespace
 
 Tensor max_pool2d(const Tensor& src_in, int64_t kernel, int64_t stride, int64_t padding) {
-  const Tensor src = amp::cast_input(amp::OpId::max_pool2d, src_in);
+  const Tensor src = ops_detail::autocast_input(amp::OpId::max_pool2d, src_in);
   const Pool2dParams p = pool_params("max_pool2d", src, kernel, stride, padding);
   bool on_onednn = false;
   PoolResult r = ops_detail::dispatch(
@@ -55,7 +55,7 @@ Tensor max_pool2d(const Tensor& src_in, int64_t kernel, int64_t stride, int64_t 
 }
 
 Tensor avg_pool2d(const Tensor& src_in, int64_t kernel, int64_t stride, int64_t padding) {
-  const Tensor src = amp::cast_input(amp::OpId::avg_pool2d, src_in);
+  const Tensor src = ops_detail::autocast_input(amp::OpId::avg_pool2d, src_in);
   const Pool2dParams p = pool_params("avg_pool2d", src, kernel, stride, padding);
   Tensor dst = ops_detail::dispatch("avg_pool2d", src.dtype(),
                                     [&] { return onednn::avg_pool2d_forward(src, p); },

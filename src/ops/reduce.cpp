@@ -2,7 +2,7 @@
 #include <algorithm>
 
 #include "autograd/node.h"
-#include "mixprec/amp.h"
+#include "ops/autocast_hook.h"
 #include "mixprec/ops.h"
 #include "ops/dispatch.h"
 
@@ -65,10 +65,10 @@ std::vector<int64_t> all_axes(const Tensor& src) {
 }  // namespace
 
 Tensor sum(const Tensor& src, const std::vector<int64_t>& dims, bool keepdim) {
-  return reduce_op("sum", ReduceOp::sum, amp::cast_inputs(amp::OpId::sum, {src})[0], dims, keepdim);
+  return reduce_op("sum", ReduceOp::sum, ops_detail::autocast_inputs(amp::OpId::sum, {src})[0], dims, keepdim);
 }
 Tensor mean(const Tensor& src, const std::vector<int64_t>& dims, bool keepdim) {
-  return reduce_op("mean", ReduceOp::mean, amp::cast_inputs(amp::OpId::mean, {src})[0], dims,
+  return reduce_op("mean", ReduceOp::mean, ops_detail::autocast_inputs(amp::OpId::mean, {src})[0], dims,
                    keepdim);
 }
 Tensor sum(const Tensor& src) { return sum(src, all_axes(src), false); }

@@ -1,6 +1,6 @@
 // softmax.cpp: softmax and log_softmax (fp32 policy under autocast), forward and backward.
 #include "autograd/node.h"
-#include "mixprec/amp.h"
+#include "ops/autocast_hook.h"
 #include "mixprec/ops.h"
 #include "ops/dispatch.h"
 
@@ -23,7 +23,7 @@ int64_t normalize_dim(const char* op, const Tensor& src, int64_t dim) {
 }  // namespace
 
 Tensor softmax(const Tensor& src_in, int64_t dim) {
-  const Tensor src = amp::cast_inputs(amp::OpId::softmax, {src_in})[0];
+  const Tensor src = ops_detail::autocast_inputs(amp::OpId::softmax, {src_in})[0];
   const int64_t axis = normalize_dim("softmax", src, dim);
   Tensor dst = ops_detail::dispatch("softmax", src.dtype(),
                                     [&] { return onednn::softmax_forward(src, axis); },
@@ -40,7 +40,7 @@ Tensor softmax(const Tensor& src_in, int64_t dim) {
 }
 
 Tensor log_softmax(const Tensor& src_in, int64_t dim) {
-  const Tensor src = amp::cast_inputs(amp::OpId::log_softmax, {src_in})[0];
+  const Tensor src = ops_detail::autocast_inputs(amp::OpId::log_softmax, {src_in})[0];
   const int64_t axis = normalize_dim("log_softmax", src, dim);
   Tensor dst = ops_detail::dispatch("log_softmax", src.dtype(),
                                     [&] { return onednn::log_softmax_forward(src, axis); },

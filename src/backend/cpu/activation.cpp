@@ -1,40 +1,25 @@
-// activation_extra.cpp: exact GELU and dropout (keep policy: they run in their input
-// dtype), forward and backward. Elementwise loops walk the dense buffer linearly, so a
-// channels-last activation stays channels-last; values are computed in double and
-// rounded once to the dtype, except GELU on f32/bf16/f16 with AVX-512, which computes in
-// f32 with vector polynomials (see gelu_f32_path).
+// backend/cpu/activation.cpp: see activation.h.
+#include "backend/cpu/activation.h"
+
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
-#include <memory>
 
-#include "autograd/node.h"
 #include "core/convert.h"
-#include "core/vector_exp.h"
-#include "core/random.h"
-#include "mixprec/amp.h"
-#include "mixprec/ops_extra.h"
-#include "mixprec/status.h"
 #include "core/cpu_features.h"
+#include "core/random.h"
+#include "core/vector_exp.h"
+#include "mixprec/status.h"
 
-namespace mixprec {
+namespace mixprec::backend::cpu {
 
 namespace {
 
 constexpr int64_t kParallelMin = int64_t(1) << 15;
 
-void check_floating(const char* op, const Tensor& src) {
-  if (!src.defined() || !is_floating(src.dtype()))
-    throw Error(
-        Status::invalid_argument(std::string(op) + ": needs a floating tensor, got " + src.str()));
-}
-
-// A dense version of t (no autograd) whose buffer order the elementwise loop walks.
-Tensor dense(const Tensor& t) { return t.is_dense() ? t.detach() : t.detach().contiguous(); }
-
 std::vector<double> load_dense(const Tensor& t) {
-  MIXPREC_CHECK(t.is_dense(), "activation_extra: load_dense needs a dense tensor, got " + t.str());
+  MIXPREC_CHECK(t.is_dense(), "backend/cpu/activation: load_dense needs a dense tensor, got " + t.str());
   std::vector<double> v(size_t(t.numel()));
   convert_elements(t.data(), t.dtype(), v.data(), DType::f64, t.numel());
   return v;
@@ -150,21 +135,10 @@ void gelu_f32_path(const void* src, const void* diff_dst, void* dst, DType dtype
 
 }  // namespace
 
-Tensor gelu(const Tensor& src_in) {
-  const Tensor src = amp::cast_inputs(amp::OpId::gelu, {src_in})[0];
-  check_floating("gelu", src);
-  const Tensor x = dense(src);
+Tensor gelu_forward(const Tensor& x) {
   if (x.dtype() != DType::f64 && cpu_features().avx512f) {
     Tensor dst = Tensor::empty(x.shape(), x.dtype(), x.suggest_memory_format());
     gelu_f32_path(x.data(), nullptr, dst.data(), x.dtype(), x.numel());
-    if (any_requires_grad({&src})) {
-      record_op(dst, "gelu", {&src}, [x](const Tensor& diff_dst) {
-        const Tensor g = diff_dst.to_memory_format(x.suggest_memory_format());
-        Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.suggest_memory_format());
-        gelu_f32_path(x.data(), g.data(), dx.data(), x.dtype(), x.numel());
-        return std::vector<Tensor>{dx};
-      });
-    }
     return dst;
   }
   const std::vector<double> xv = load_dense(x);
@@ -173,59 +147,74 @@ Tensor gelu(const Tensor& src_in) {
 #pragma omp parallel for if (n > kParallelMin)
   for (int64_t i = 0; i < n; ++i)
     y[size_t(i)] = 0.5 * xv[size_t(i)] * (1.0 + std::erf(xv[size_t(i)] * kInvSqrt2));
-  Tensor dst = store_like(y, x, x.dtype());
-  if (any_requires_grad({&src})) {
-    record_op(dst, "gelu", {&src}, [x](const Tensor& diff_dst) {
-      const std::vector<double> xv = load_dense(x), dy = load_grad_like(diff_dst, x);
-      std::vector<double> dx(xv.size());
-      const int64_t n = int64_t(xv.size());
-      // d/dx [x Phi(x)] = Phi(x) + x phi(x)
-#pragma omp parallel for if (n > kParallelMin)
-      for (int64_t i = 0; i < n; ++i) {
-        const double v = xv[size_t(i)];
-        const double cdf = 0.5 * (1.0 + std::erf(v * kInvSqrt2));
-        const double pdf = kInvSqrt2Pi * std::exp(-0.5 * v * v);
-        dx[size_t(i)] = dy[size_t(i)] * (cdf + v * pdf);
-      }
-      return std::vector<Tensor>{store_like(dx, x, x.dtype())};
-    });
-  }
-  return dst;
+  return store_like(y, x, x.dtype());
 }
 
-Tensor dropout(const Tensor& src_in, double p, bool training) {
-  if (!(p >= 0.0 && p < 1.0))
-    throw Error(Status::invalid_argument("dropout: p must be in [0, 1), got " + std::to_string(p)));
-  const Tensor src = amp::cast_inputs(amp::OpId::dropout, {src_in})[0];
-  check_floating("dropout", src);
-  if (!training || p == 0.0) return src;
-  const Tensor x = dense(src);
-  const std::vector<double> xv = load_dense(x);
-  const double scale = 1.0 / (1.0 - p);
-  // One draw per element in buffer order, from the top 53 bits (the same on every
-  // standard library, unlike std::bernoulli_distribution). Serial: the draws must not
-  // depend on the thread count.
-  auto keep = std::make_shared<std::vector<uint8_t>>(xv.size());
+Tensor gelu_backward(const Tensor& x, const Tensor& diff_dst) {
+  if (x.dtype() != DType::f64 && cpu_features().avx512f) {
+    const Tensor g = diff_dst.to_memory_format(x.suggest_memory_format());
+    Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.suggest_memory_format());
+    gelu_f32_path(x.data(), g.data(), dx.data(), x.dtype(), x.numel());
+    return dx;
+  }
+  const std::vector<double> xv = load_dense(x), dy = load_grad_like(diff_dst, x);
+  std::vector<double> dx(xv.size());
+  const int64_t n = int64_t(xv.size());
+  // d/dx [x Phi(x)] = Phi(x) + x phi(x)
+#pragma omp parallel for if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = xv[size_t(i)];
+    const double cdf = 0.5 * (1.0 + std::erf(v * kInvSqrt2));
+    const double pdf = kInvSqrt2Pi * std::exp(-0.5 * v * v);
+    dx[size_t(i)] = dy[size_t(i)] * (cdf + v * pdf);
+  }
+  return store_like(dx, x, x.dtype());
+}
+
+std::shared_ptr<const std::vector<uint8_t>> dropout_mask(int64_t n, double p) {
+  auto keep = std::make_shared<std::vector<uint8_t>>(size_t(n));
   std::mt19937_64& gen = global_generator();
   for (auto& k : *keep) k = double(gen() >> 11) * 0x1.0p-53 >= p ? 1 : 0;
-  std::vector<double> y(xv.size());
-  for (size_t i = 0; i < y.size(); ++i) y[i] = (*keep)[i] ? xv[i] * scale : 0.0;
-  Tensor dst = store_like(y, x, x.dtype());
-  if (any_requires_grad({&src})) {
-    // Backward needs the mask, not the input.
-    const Shape shape = x.shape();
-    const MemoryFormat format = x.suggest_memory_format();
-    const DType dtype = x.dtype();
-    record_op(dst, "dropout", {&src}, [keep, scale, shape, format, dtype](const Tensor& diff_dst) {
-      const std::vector<double> dy = load_dense(diff_dst.to_memory_format(format));
-      std::vector<double> dx(dy.size());
-      for (size_t i = 0; i < dx.size(); ++i) dx[i] = (*keep)[i] ? dy[i] * scale : 0.0;
-      Tensor g = Tensor::empty(shape, dtype, format);
-      convert_elements(dx.data(), DType::f64, g.data(), dtype, g.numel());
-      return std::vector<Tensor>{g};
-    });
-  }
-  return dst;
+  return keep;
 }
 
-}  // namespace mixprec
+Tensor dropout_forward(const Tensor& x, const std::vector<uint8_t>& keep, double scale) {
+  const std::vector<double> xv = load_dense(x);
+  std::vector<double> y(xv.size());
+  for (size_t i = 0; i < y.size(); ++i) y[i] = keep[i] ? xv[i] * scale : 0.0;
+  return store_like(y, x, x.dtype());
+}
+
+Tensor dropout_backward(const Tensor& diff_dst, const std::vector<uint8_t>& keep, double scale,
+                        const Shape& shape, MemoryFormat format, DType dtype) {
+  const std::vector<double> dy = load_dense(diff_dst.to_memory_format(format));
+  std::vector<double> dx(dy.size());
+  for (size_t i = 0; i < dx.size(); ++i) dx[i] = keep[i] ? dy[i] * scale : 0.0;
+  Tensor g = Tensor::empty(shape, dtype, format);
+  convert_elements(dx.data(), DType::f64, g.data(), dtype, g.numel());
+  return g;
+}
+
+Tensor pow_forward(const Tensor& x, double exponent) {
+  const std::vector<double> xv = load_dense(x);
+  std::vector<double> y(xv.size());
+  const int64_t n = int64_t(xv.size());
+#pragma omp parallel for if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i) y[size_t(i)] = std::pow(xv[size_t(i)], exponent);
+  return store_like(y, x, x.dtype());
+}
+
+Tensor pow_backward(const Tensor& x, const Tensor& diff_dst, double exponent) {
+  const std::vector<double> xv = load_dense(x);
+  const std::vector<double> dy = load_dense(diff_dst.to_memory_format(x.suggest_memory_format()));
+  std::vector<double> dx(xv.size(), 0.0);  // exponent 0: a constant, gradient 0 (PyTorch)
+  const int64_t n = int64_t(xv.size());
+  if (exponent != 0.0) {
+#pragma omp parallel for if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i)
+      dx[size_t(i)] = dy[size_t(i)] * exponent * std::pow(xv[size_t(i)], exponent - 1.0);
+  }
+  return store_like(dx, x, x.dtype());
+}
+
+}  // namespace mixprec::backend::cpu

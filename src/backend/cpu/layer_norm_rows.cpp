@@ -1,14 +1,14 @@
 // layer_norm_rows.cpp: see layer_norm_rows.h. Each kernel body is written once
 // (always_inline) and instantiated twice: for AVX-512 and for the baseline ISA; the
 // choice is made once per process from the CPU's features.
-#include "ops/layer_norm_rows.h"
+#include "backend/cpu/layer_norm_rows.h"
 
 #include <cmath>
 
 #include "core/convert.h"
 #include "core/cpu_features.h"
 
-namespace mixprec::layer_norm_rows {
+namespace mixprec::backend::cpu::layer_norm_rows {
 namespace {
 
 // Row r as doubles (f64: the row itself). bf16/f16 go through the vectorised f32 conversion
@@ -136,4 +136,4 @@ void backward_row(const void* x_base, DType dt, const void* dy_base, DType gdt, 
                                                        rstd, dx_base, dw_acc, db_acc, s);
 }
 
-}  // namespace mixprec::layer_norm_rows
+}  // namespace mixprec::backend::cpu::layer_norm_rows

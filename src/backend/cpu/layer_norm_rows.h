@@ -1,4 +1,4 @@
-// layer_norm_rows.h: layer_norm's per-row kernels (forward: mean, rstd and the normalised
+// backend/cpu/layer_norm_rows.h: layer_norm's per-row kernels (forward: mean, rstd and the normalised
 // row; backward: the input gradient and the row's share of the weight/bias gradients).
 // Why separate: the loops are reductions over a row of d values in double, which GCC
 // keeps in source order (a chain of dependent adds, ~4 cycles each) unless told that lane
@@ -14,7 +14,7 @@
 
 #include "mixprec/dtype.h"
 
-namespace mixprec::layer_norm_rows {
+namespace mixprec::backend::cpu::layer_norm_rows {
 
 // Per-thread buffers, reused from row to row.
 struct Scratch {
@@ -34,4 +34,4 @@ void backward_row(const void* x_base, DType dt, const void* dy_base, DType gdt, 
                   int64_t d, const double* w, double mean, double rstd, void* dx_base,
                   double* dw_acc, double* db_acc, Scratch& s);
 
-}  // namespace mixprec::layer_norm_rows
+}  // namespace mixprec::backend::cpu::layer_norm_rows

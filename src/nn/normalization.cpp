@@ -1,5 +1,5 @@
-// layers_extra.cpp: LayerNorm, BatchNorm2d and Dropout with PyTorch's defaults
-// (affine weight ones, bias zeros, running_mean zeros, running_var ones).
+// normalization.cpp: LayerNorm and BatchNorm2d with PyTorch's defaults (affine weight ones,
+// bias zeros, running_mean zeros, running_var ones), and the marker O2 uses to keep them f32.
 #include <cmath>
 #include <string>
 
@@ -65,13 +65,6 @@ Tensor BatchNorm2d::forward(const Tensor& input) {
                                          std::to_string(num_features) + ", H, W])"));
   return batch_norm(input, running_mean, running_var, weight, bias, is_training(), momentum, eps);
 }
-
-Dropout::Dropout(double p_) : p(p_) {
-  if (!(p >= 0.0 && p < 1.0))
-    throw Error(Status::invalid_argument("Dropout: p must be in [0, 1), got " + std::to_string(p)));
-}
-
-Tensor Dropout::forward(const Tensor& input) { return dropout(input, p, is_training()); }
 
 bool is_normalization_layer(const Module& module) {
   return dynamic_cast<const LayerNorm*>(&module) != nullptr ||

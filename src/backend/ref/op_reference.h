@@ -1,0 +1,43 @@
+// op_reference.h: float64 references for the ops whose forward is not a single function of
+// the kernel contract (backend/kernels.h). Naive loops over logical (row-major) order,
+// everything in double: written from the definitions (PyTorch's documentation), not from
+// the production code, so the op registry (ops/registry.h) and the op harness
+// (tests/unit/ops/op_harness_test.cpp) can check every dtype against them. Inputs may have
+// any floating dtype and layout; outputs are f64, contiguous.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "mixprec/tensor.h"
+
+namespace mixprec::backend::ref {
+
+// 0.5 x (1 + erf(x / sqrt 2))
+Tensor gelu_reference(const Tensor& src);
+Tensor pow_reference(const Tensor& src, double exponent);
+// Normalises over the trailing dims of size d = numel(weight or normalized count); weight and
+// bias may be undefined (1 and 0).
+Tensor layer_norm_reference(const Tensor& src, int64_t normalized_numel, const Tensor& weight,
+                            const Tensor& bias, double eps);
+// Batch statistics (biased variance) over every dim but 1.
+Tensor batch_norm_train_reference(const Tensor& src, const Tensor& weight, const Tensor& bias,
+                                  double eps);
+// mean over rows of -log_probs[i, target[i]]
+Tensor nll_loss_mean_reference(const Tensor& log_probs, const Tensor& target);
+// mean over rows of logsumexp(x_i) - x_i[target[i]]
+Tensor cross_entropy_mean_reference(const Tensor& logits, const Tensor& target);
+Tensor mse_loss_mean_reference(const Tensor& input, const Tensor& target);
+// Joins along dim (sizes equal except in dim).
+Tensor cat_reference(const std::vector<Tensor>& inputs, int64_t dim);
+// out[i_perm...] = src[i...]: out.shape[k] = src.shape[perm[k]].
+Tensor permute_reference(const Tensor& src, const std::vector<int64_t>& perm);
+// src with dropout's documented mask: one draw per element from `seed`'s mt19937_64 (the
+// global generator after manual_seed(seed)), top 53 bits as u in [0, 1): kept if u >= p,
+// scaled by 1 / (1 - p).
+Tensor dropout_reference(const Tensor& src, double p, uint64_t seed);
+// index of the first maximum of each row of [N, C], as f64
+Tensor argmax_reference(const Tensor& src);
+// relu then max pooling (kernel = stride, no padding).
+Tensor relu_max_pool2d_reference(const Tensor& src, int64_t kernel);
+
+}  // namespace mixprec::backend::ref

@@ -1,0 +1,82 @@
+// ops/attention.cpp: the ops self-attention needs besides matmul, softmax and dropout:
+// permute (split and merge heads, with Q's 1/sqrt(D) folded into the copy), narrow (the Q,
+// K and V row blocks of in_proj_weight) and attention_softmax (16-bit scores, f32
+// arithmetic), forward and backward. Kernels: backend/cpu/layout.h, softmax_rows.h.
+#include "autograd/node.h"
+#include "mixprec/ops.h"
+#include "mixprec/status.h"
+#include "ops/autocast_hook.h"
+#include "ops/dispatch.h"
+
+namespace mixprec {
+
+using namespace backend;
+
+Tensor permute(const Tensor& src_in, const std::array<int, 4>& dims, double scale) {
+  const Tensor src = ops_detail::autocast_input(amp::OpId::transpose, src_in);
+  if (!src.defined() || src.dim() != 4 || !is_floating(src.dtype()))
+    throw Error(Status::invalid_argument("permute: expects a 4-D floating tensor, got " +
+                                         (src.defined() ? src.str() : std::string("undefined"))));
+  std::array<bool, 4> seen{};
+  for (int d : dims) {
+    if (d < 0 || d > 3 || seen[size_t(d)])
+      throw Error(Status::invalid_argument("permute: dims must be a permutation of 0..3, got (" +
+                                           std::to_string(dims[0]) + ", " + std::to_string(dims[1]) +
+                                           ", " + std::to_string(dims[2]) + ", " +
+                                           std::to_string(dims[3]) + ")"));
+    seen[size_t(d)] = true;
+  }
+  Tensor dst = cpu::permute_forward(src, dims, scale);
+  if (any_requires_grad({&src})) {
+    std::array<int, 4> inverse{};
+    for (int k = 0; k < 4; ++k) inverse[size_t(dims[size_t(k)])] = k;
+    record_op(dst, "permute", {&src}, [inverse, scale](const Tensor& diff_dst) {
+      return std::vector<Tensor>{permute(diff_dst, inverse, scale)};
+    });
+  }
+  return dst;
+}
+
+Tensor narrow(const Tensor& src_in, int64_t start, int64_t length) {
+  const Tensor cast_src = ops_detail::autocast_input(amp::OpId::reshape, src_in);
+  if (!cast_src.defined() || cast_src.dim() < 1 || start < 0 || length < 0 ||
+      start + length > cast_src.size(0))
+    throw Error(Status::invalid_argument(
+        "narrow: rows [" + std::to_string(start) + ", " + std::to_string(start + length) +
+        ") do not fit " + (cast_src.defined() ? cast_src.str() : std::string("undefined"))));
+  const Tensor src = cast_src.is_contiguous() ? cast_src.detach() : cast_src.detach().contiguous();
+  Shape shape = src.shape();
+  const int64_t rows = shape[0];
+  shape[0] = length;
+  const int64_t row = rows > 0 ? src.numel() / rows : 0;
+  Tensor dst = src.as_strided(shape, contiguous_strides(shape), src.storage_offset() + start * row)
+                   .clone();
+  if (any_requires_grad({&cast_src})) {
+    const Shape full = cast_src.shape();
+    record_op(dst, "narrow", {&cast_src}, [full, start, row](const Tensor& diff_dst) {
+      return std::vector<Tensor>{cpu::narrow_rows_backward(diff_dst, full, start, row)};
+    });
+  }
+  return dst;
+}
+
+Tensor attention_softmax(const Tensor& scores) {
+  if (!scores.defined() || scores.dim() < 1 || !is_floating(scores.dtype()))
+    throw Error(Status::invalid_argument("attention_softmax: expects a floating tensor, got " +
+                                         (scores.defined() ? scores.str() : std::string("undefined"))));
+  const Tensor x = scores.is_contiguous() ? scores.detach() : scores.detach().contiguous();
+  const int64_t axis = x.dim() - 1;
+  const bool on_ref = x.dtype() == DType::f64;  // f64 (gradchecks): the reference softmax
+  Tensor y = on_ref ? ref::softmax_forward(x, axis) : cpu::softmax_rows_forward(x);
+  if (any_requires_grad({&scores})) {
+    const Tensor saved = y.detach();
+    record_op(y, "attention_softmax", {&scores}, [saved, axis, on_ref](const Tensor& diff_dst) {
+      const Tensor g = diff_dst.dtype() == saved.dtype() ? diff_dst.contiguous() : diff_dst.to(saved.dtype());
+      return std::vector<Tensor>{on_ref ? ref::softmax_backward(g, saved, axis)
+                                        : cpu::softmax_rows_backward(saved, g)};
+    });
+  }
+  return y;
+}
+
+}  // namespace mixprec

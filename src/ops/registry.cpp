@@ -1,0 +1,191 @@
+// registry.cpp: the op list (see registry.h), one block per op family in the order of
+// src/ops. Shapes are small (finite differences call an op twice per input element) and
+// value ranges keep each op away from its kinks and poles (log and div get inputs in
+// [0.5, 1.5); relu and max pooling get random values, which tie or sit at 0 with
+// probability ~0).
+#include "ops/registry.h"
+
+#include "backend/kernels.h"
+#include "mixprec/ops.h"
+#include "mixprec/ops_extra.h"
+#include "mixprec/ops_fused.h"
+
+namespace mixprec::registry {
+
+namespace {
+
+using V = const std::vector<Tensor>&;
+namespace ref = backend::ref;
+
+// The reference sees the op's input values exactly, widened to f64 (ref kernels compute
+// in f64 and write their input's dtype, so they are fed f64).
+Tensor w(const Tensor& x) {
+  return x.defined() ? Tensor::from_vector_f64(x.to_vector_f64(), x.shape(), DType::f64) : x;
+}
+
+InputSpec in(Shape shape, double low = -1.0, double high = 1.0) {
+  return InputSpec{std::move(shape), low, high, true, 0};
+}
+InputSpec target(int64_t n, int64_t classes) { return InputSpec{{n}, 0, 0, false, classes}; }
+
+constexpr uint64_t kDropoutSeed = 1234;
+constexpr double kDropoutP = 0.3;
+
+std::vector<OpEntry> make_registry() {
+  using amp::OpId;
+  using backend::BinaryOp;
+  using backend::ReduceOp;
+  using backend::UnaryOp;
+  std::vector<OpEntry> r;
+  auto add = [&](OpEntry e) { r.push_back(std::move(e)); };
+  auto binary = [](BinaryOp op) { return [op](V x) { return ref::binary(op, w(x[0]), w(x[1])); }; };
+
+  // ---- layout.cpp ----
+  add({"cast", std::nullopt, {in({3, 4})}, [](V x) { return cast(x[0], DType::f64); },
+       [](V x) { return w(x[0]); }});
+  add({"to_memory_format", std::nullopt, {in({2, 3, 4, 5})},
+       [](V x) { return to_memory_format(x[0], MemoryFormat::channels_last); },
+       [](V x) { return w(x[0]); }});
+  add({"reshape", OpId::reshape, {in({3, 4})}, [](V x) { return reshape(x[0], {4, -1}); },
+       [](V x) { return w(x[0]).reshape({4, 3}); }});
+  add({"flatten", OpId::flatten, {in({2, 3, 4})}, [](V x) { return flatten(x[0]); },
+       [](V x) { return w(x[0]).reshape({2, 12}); }});
+  add({"transpose", OpId::transpose, {in({3, 4, 5})}, [](V x) { return transpose(x[0], 0, 2); },
+       [](V x) { return ref::permute_reference(x[0], {2, 1, 0}); }});
+
+  // ---- attention.cpp ----
+  add({"permute", OpId::transpose, {in({2, 3, 4, 5})},
+       [](V x) { return permute(x[0], {0, 2, 3, 1}, 0.5); },
+       [](V x) { return ref::linear_scale(ref::permute_reference(x[0], {0, 2, 3, 1}), 0.5, 0.0); }});
+  add({"narrow", OpId::reshape, {in({5, 3})}, [](V x) { return narrow(x[0], 1, 3); },
+       [](V x) { return w(x[0]).reshape({15}).as_strided({3, 3}, {3, 1}, 3).contiguous(); }});
+  // No row: attention's 16-bit softmax runs in its input dtype by design (ops.h).
+  add({"attention_softmax", std::nullopt, {in({2, 3, 5}, -2.0, 2.0)},
+       [](V x) { return attention_softmax(x[0]); },
+       [](V x) { return ref::softmax_forward(w(x[0]), 2); }});
+
+  // ---- elementwise.cpp (b broadcasts over a's rows) ----
+  add({"add", OpId::add, {in({3, 4}), in({4})}, [](V x) { return mixprec::add(x[0], x[1]); },
+       binary(BinaryOp::add)});
+  add({"sub", OpId::sub, {in({3, 4}), in({4})}, [](V x) { return sub(x[0], x[1]); },
+       binary(BinaryOp::sub)});
+  add({"mul", OpId::mul, {in({3, 4}), in({4})}, [](V x) { return mul(x[0], x[1]); },
+       binary(BinaryOp::mul)});
+  add({"div", OpId::div, {in({3, 4}), in({4}, 0.5, 1.5)}, [](V x) { return div(x[0], x[1]); },
+       binary(BinaryOp::div)});
+  add({"mul_scalar", OpId::mul, {in({3, 4})}, [](V x) { return mul(x[0], 1.5); },
+       [](V x) { return ref::linear_scale(w(x[0]), 1.5, 0.0); }});
+  add({"add_scalar", OpId::add, {in({3, 4})}, [](V x) { return mixprec::add(x[0], 0.25); },
+       [](V x) { return ref::linear_scale(w(x[0]), 1.0, 0.25); }});
+  add({"neg", OpId::neg, {in({3, 4})}, [](V x) { return neg(x[0]); },
+       [](V x) { return ref::unary(UnaryOp::neg, w(x[0])); }});
+  add({"exp", OpId::exp, {in({3, 4})}, [](V x) { return exp(x[0]); },
+       [](V x) { return ref::unary(UnaryOp::exp, w(x[0])); }});
+  add({"log", OpId::log, {in({3, 4}, 0.5, 1.5)}, [](V x) { return log(x[0]); },
+       [](V x) { return ref::unary(UnaryOp::log, w(x[0])); }});
+  add({"pow", OpId::pow, {in({3, 4})}, [](V x) { return pow(x[0], 3.0); },
+       [](V x) { return ref::pow_reference(x[0], 3.0); }});
+
+  // ---- activation.cpp ----
+  add({"relu", OpId::relu, {in({4, 5})}, [](V x) { return relu(x[0]); },
+       [](V x) { return ref::relu_forward(w(x[0])); }});
+  add({"gelu", OpId::gelu, {in({4, 5}, -3.0, 3.0)}, [](V x) { return gelu(x[0]); },
+       [](V x) { return ref::gelu_reference(x[0]); }});
+  add({"dropout", OpId::dropout, {in({4, 5})},
+       [](V x) {
+         manual_seed(kDropoutSeed);  // the same mask on every call (finite differences)
+         return dropout(x[0], kDropoutP, true);
+       },
+       [](V x) { return ref::dropout_reference(x[0], kDropoutP, kDropoutSeed); }});
+
+  // ---- matmul.cpp, conv.cpp ----
+  add({"linear", OpId::linear, {in({4, 6}), in({5, 6}), in({5})},
+       [](V x) { return linear(x[0], x[1], x[2]); },
+       [](V x) { return ref::linear_forward(w(x[0]), w(x[1]), w(x[2])); }});
+  add({"matmul", OpId::matmul, {in({4, 6}), in({6, 3})}, [](V x) { return matmul(x[0], x[1]); },
+       [](V x) { return ref::matmul(w(x[0]), w(x[1]), false, false); }});
+  add({"matmul_3d", OpId::bmm, {in({2, 4, 6}), in({2, 6, 3})},
+       [](V x) { return matmul(x[0], x[1]); },
+       [](V x) { return ref::matmul(w(x[0]), w(x[1]), false, false); }});
+  add({"conv2d", OpId::conv2d, {in({2, 3, 5, 5}), in({4, 3, 3, 3}), in({4})},
+       [](V x) { return conv2d(x[0], x[1], x[2], 1, 1); },
+       [](V x) { return ref::conv2d_forward(w(x[0]), w(x[1]), w(x[2]), {1, 1, 1, 1}); }});
+
+  // ---- pooling.cpp, fused_relu_pool.cpp ----
+  add({"max_pool2d", OpId::max_pool2d, {in({2, 3, 6, 6})}, [](V x) { return max_pool2d(x[0], 2); },
+       [](V x) { return ref::max_pool2d_forward(w(x[0]), backend::Pool2dParams{}).dst; }});
+  add({"avg_pool2d", OpId::avg_pool2d, {in({2, 3, 6, 6})},
+       [](V x) { return avg_pool2d(x[0], 3, 2, 1); },
+       [](V x) { return ref::avg_pool2d_forward(w(x[0]), {3, 3, 2, 2, 1, 1}); }});
+  add({"relu_max_pool2d", OpId::max_pool2d, {in({2, 3, 6, 6})},
+       [](V x) { return relu_max_pool2d(x[0], 2); },
+       [](V x) { return ref::relu_max_pool2d_reference(x[0], 2); }});
+
+  // ---- reduce.cpp ----
+  add({"sum", OpId::sum, {in({3, 4})}, [](V x) { return sum(x[0], {1}); },
+       [](V x) { return ref::reduce(ReduceOp::sum, w(x[0]), {1}, false); }});
+  add({"sum_all", OpId::sum, {in({3, 4})}, [](V x) { return sum(x[0]); },
+       [](V x) { return ref::reduce(ReduceOp::sum, w(x[0]), {0, 1}, false); }});
+  add({"mean", OpId::mean, {in({3, 4})}, [](V x) { return mean(x[0], {0}, true); },
+       [](V x) { return ref::reduce(ReduceOp::mean, w(x[0]), {0}, true); }});
+  add({"mean_all", OpId::mean, {in({3, 4})}, [](V x) { return mean(x[0]); },
+       [](V x) { return ref::reduce(ReduceOp::mean, w(x[0]), {0, 1}, false); }});
+
+  // ---- softmax.cpp, loss.cpp ----
+  add({"softmax", OpId::softmax, {in({4, 5}, -2.0, 2.0)}, [](V x) { return softmax(x[0], 1); },
+       [](V x) { return ref::softmax_forward(w(x[0]), 1); }});
+  add({"log_softmax", OpId::log_softmax, {in({4, 5}, -2.0, 2.0)},
+       [](V x) { return log_softmax(x[0], 1); },
+       [](V x) { return ref::log_softmax_forward(w(x[0]), 1); }});
+  OpEntry nll{"nll_loss", OpId::nll_loss, {in({4, 5}, -3.0, -0.1), target(4, 5)},
+              [](V x) { return nll_loss(x[0], x[1]); },
+              [](V x) { return ref::nll_loss_mean_reference(x[0], x[1]); }};
+  nll.f32_for_half = true;
+  add(nll);
+  OpEntry ce{"cross_entropy", OpId::cross_entropy, {in({4, 5}, -2.0, 2.0), target(4, 5)},
+             [](V x) { return cross_entropy(x[0], x[1]); },
+             [](V x) { return ref::cross_entropy_mean_reference(x[0], x[1]); }};
+  ce.f32_for_half = true;
+  add(ce);
+  OpEntry mse{"mse_loss", OpId::mse_loss, {in({4, 5}), in({4, 5})},
+              [](V x) { return mse_loss(x[0], x[1]); },
+              [](V x) { return ref::mse_loss_mean_reference(x[0], x[1]); }};
+  mse.f32_for_half = true;
+  add(mse);
+  OpEntry am{"argmax", std::nullopt, {in({4, 5})}, [](V x) { return argmax(x[0]); },
+             [](V x) { return ref::argmax_reference(x[0]); }};
+  am.differentiable = false;
+  add(am);
+
+  // ---- norm.cpp ----
+  add({"layer_norm", OpId::layer_norm, {in({4, 6}), in({6}, 0.5, 1.5), in({6})},
+       [](V x) { return layer_norm(x[0], {6}, x[1], x[2]); },
+       [](V x) { return ref::layer_norm_reference(x[0], 6, x[1], x[2], 1e-5); }});
+  add({"batch_norm", OpId::batch_norm, {in({2, 3, 4, 4}), in({3}, 0.5, 1.5), in({3})},
+       [](V x) { return batch_norm(x[0], Tensor(), Tensor(), x[1], x[2], true); },
+       [](V x) { return ref::batch_norm_train_reference(x[0], x[1], x[2], 1e-5); }});
+
+  // ---- concat.cpp ----
+  add({"cat", OpId::cat, {in({2, 3}), in({2, 4})}, [](V x) { return cat({x[0], x[1]}, 1); },
+       [](V x) { return ref::cat_reference({x[0], x[1]}, 1); }});
+  add({"stack", OpId::stack, {in({2, 3}), in({2, 3})}, [](V x) { return stack({x[0], x[1]}, 1); },
+       [](V x) {
+         return ref::cat_reference({w(x[0]).reshape({2, 1, 3}), w(x[1]).reshape({2, 1, 3})}, 1);
+       }});
+  return r;
+}
+
+}  // namespace
+
+const std::vector<OpEntry>& all_ops() {
+  static const std::vector<OpEntry> ops = make_registry();
+  return ops;
+}
+
+const OpEntry* find_op(std::string_view name) {
+  for (const auto& e : all_ops())
+    if (name == e.name) return &e;
+  return nullptr;
+}
+
+}  // namespace mixprec::registry

@@ -1,0 +1,133 @@
+// activation_test.cpp: gelu, dropout and pow forward values against hand-computed numbers and
+// float64 math (gelu in f32/bf16 forward and backward), dropout's mask and scaling.
+#include "mixprec/ops_extra.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "mixprec/amp.h"
+#include "mixprec/autograd.h"
+#include "mixprec/nn_extra.h"
+#include "mixprec/ops.h"
+
+namespace mixprec {
+namespace {
+
+Tensor f64(const std::vector<double>& v, const Shape& s) { return Tensor::from_vector_f64(v, s); }
+
+// Same dtype, shape and bytes (compares the contiguous buffers).
+::testing::AssertionResult bits_equal(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape())
+    return ::testing::AssertionFailure() << a.str() << " vs " << b.str();
+  const Tensor ca = a.contiguous(), cb = b.contiguous();
+  if (std::memcmp(ca.data(), cb.data(), size_t(a.numel()) * dtype_size(a.dtype())) != 0)
+    return ::testing::AssertionFailure() << "bytes differ";
+  return ::testing::AssertionSuccess();
+}
+
+// The message of the Error fn throws ("" if none).
+template <typename F>
+std::string error_of(F&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void expect_all_near(const Tensor& t, const std::vector<double>& expected, double tol) {
+  const std::vector<double> v = t.to_vector_f64();
+  ASSERT_EQ(v.size(), expected.size());
+  for (size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(v[i], expected[i], tol) << "element " << i;
+}
+
+// ---- gelu, dropout, pow ----
+
+TEST(Activation, GeluMatchesTabulatedValues) {
+  // x * Phi(x): Phi(1) = 0.841344746068543, Phi(2) = 0.977249868051821, Phi(-1) = 1 - Phi(1).
+  const Tensor y = gelu(f64({0.0, 1.0, -1.0, 2.0}, {4}));
+  expect_all_near(y, {0.0, 0.841344746068543, -0.158655253931457, 1.954499736103642}, 1e-14);
+}
+
+TEST(Activation, GeluF32AndBf16MatchF64ForwardAndBackward) {
+  // 4001 points on [-10, 10] (both tails, where 1 + erf cancels) plus a tail beyond the
+  // vector width, through the f32/bf16 path and the f64 one (libm erf in double).
+  std::vector<double> xs;
+  for (int i = 0; i <= 4000; ++i) xs.push_back(-10.0 + 0.005 * i);
+  const Tensor x64 = f64(xs, {int64_t(xs.size())});
+  const Tensor g64 = Tensor::full(x64.shape(), 0.75, DType::f64);  // exact in bf16
+  for (DType dt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor x = x64.to(dt).detach().requires_grad_(true);
+    const Tensor y = gelu(x);
+    y.backward(g64.to(dt));
+    // The f64 reference at the rounded inputs.
+    Tensor a = x.detach().to(DType::f64).requires_grad_(true);
+    const Tensor y_ref = gelu(a);
+    y_ref.backward(g64);
+    const std::vector<double> xv = a.to_vector_f64(), yr = y_ref.to_vector_f64(),
+                              dr = a.grad().to_vector_f64(), yv = y.to_vector_f64(),
+                              dv = x.grad().to_vector_f64();
+    // f32: relative 2e-7 * (4 + x^2): the erfc polynomial is good to 1.2e-7 and expf to ~1
+    // ulp, but on the negative tail the exponent -x^2/2 is itself rounded to f32 (an error
+    // of ~x^2 * 2^-24 that exp turns into a relative one: 3.2e-6 at x = -6); plus 1e-14
+    // absolute: the f64 reference computes 1 + erf(x / sqrt 2), which cancels to 0 below
+    // x ~ -8.3 (the f32 path keeps e.g. -7.6e-23 at -10). The gradient g (Phi + x phi)
+    // cancels near x = -0.75, so its error is relative to g (|Phi| + |x phi|) <= 0.75 * 1.2.
+    // bf16: one rounding of the output (2^-8 relative).
+    const double rel = dt == DType::f32 ? 2e-7 : 1.0 / 128;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const double r = rel * (4 + xv[i] * xv[i]);
+      ASSERT_NEAR(yv[i], yr[i], r * std::fabs(yr[i]) + 1e-14) << "x = " << xv[i];
+      ASSERT_NEAR(dv[i], dr[i], r * 0.9 + 1e-14) << "x = " << xv[i];
+    }
+  }
+}
+
+TEST(Activation, DropoutIsIdentityInEvalOrWithZeroP) {
+  const Tensor x = f64({1, 2, 3}, {3});
+  EXPECT_TRUE(dropout(x, 0.5, false).same(x));
+  EXPECT_TRUE(dropout(x, 0.0, true).same(x));
+}
+
+TEST(Activation, DropoutDropsAboutPAndScalesKeptValues) {
+  const int64_t n = 100000;
+  const double p = 0.3;
+  manual_seed(123);
+  const Tensor y = dropout(Tensor::ones({n}), p, true);
+  const std::vector<double> v = y.to_vector_f64();
+  int64_t zeros = 0;
+  for (double e : v) {
+    if (e == 0.0) {
+      ++zeros;
+    } else {
+      EXPECT_EQ(e, double(float(1.0 / (1.0 - p))));  // 1/(1-p) rounded once to f32
+    }
+  }
+  // Binomial std of the fraction: sqrt(p (1-p) / n) = 0.00145; 5 sigma.
+  EXPECT_NEAR(double(zeros) / double(n), p, 0.0073);
+}
+
+TEST(Activation, DropoutMaskFollowsManualSeed) {
+  manual_seed(5);
+  const Tensor a = dropout(Tensor::ones({64}), 0.5, true);
+  const Tensor b = dropout(Tensor::ones({64}), 0.5, true);
+  manual_seed(5);
+  const Tensor c = dropout(Tensor::ones({64}), 0.5, true);
+  EXPECT_TRUE(bits_equal(a, c));
+  EXPECT_FALSE(bits_equal(a, b));  // the generator advanced
+}
+
+TEST(Activation, PowMatchesHandValues) {
+  expect_all_near(pow(f64({2, -3, 0.5}, {3}), 2.0), {4, 9, 0.25}, 0.0);
+  expect_all_near(pow(f64({4, 9, 0.25}, {3}), 0.5), {2, 3, 0.5}, 0.0);
+  expect_all_near(pow(f64({2, -4, 0.5}, {3}), -1.0), {0.5, -0.25, 2}, 0.0);
+  expect_all_near(pow(f64({2, -3}, {2}), 3.0), {8, -27}, 0.0);
+}
+
+}  // namespace
+}  // namespace mixprec

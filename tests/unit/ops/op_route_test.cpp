@@ -1,0 +1,140 @@
+// op_route_test.cpp: the one route an op takes (docs/design.md, "Where an op lives"):
+//   public declaration (include/mixprec/ops*.h) -> src/ops/<family>.cpp (checks, its autocast
+//   row through ops/autocast_hook.h, the kernel call, the backward closure) -> a kernel
+//   behind src/backend/kernels.h (backend/ref, backend/onednn, backend/cpu).
+// This test reads the sources and fails, naming the file and line, for
+// - a public op with no entry in the op registry (src/ops/registry.h), so the op harness
+//   would not check it;
+// - a row of the policy table that no registered op consults;
+// - a src/ops file that reaches a backend other than through kernels.h, includes an amp
+//   header (amp sits above ops), or holds a kernel loop (OpenMP, intrinsics, raw element
+//   buffers: those live in src/backend);
+// - a src/nn file that includes a backend or holds a kernel loop (modules compose ops).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "mixprec/amp.h"
+#include "ops/registry.h"
+
+namespace mixprec {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kSource = MIXPREC_SOURCE_DIR;
+
+std::vector<std::string> lines_of(const fs::path& p) {
+  std::ifstream in(p);
+  EXPECT_TRUE(in.good()) << "cannot read " << p;
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::vector<fs::path> sources_in(const fs::path& dir) {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".cpp" || e.path().extension() == ".h") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// The functions returning a Tensor declared in the public op headers.
+std::set<std::string> public_ops() {
+  const std::regex decl(R"(^Tensor\s+([a-z_0-9]+)\s*\()");
+  std::set<std::string> names;
+  for (const char* h : {"ops.h", "ops_extra.h", "ops_fused.h"})
+    for (const auto& line : lines_of(kSource / "include/mixprec" / h)) {
+      std::smatch m;
+      if (std::regex_search(line, m, decl)) names.insert(m[1]);
+    }
+  return names;
+}
+
+TEST(OpRoute, EveryPublicOpIsRegistered) {
+  const std::set<std::string> ops = public_ops();
+  ASSERT_GT(ops.size(), 30u) << "the header scan found too few ops";
+  for (const auto& name : ops) {
+    bool found = false;
+    for (const auto& e : registry::all_ops()) {
+      const std::string n = e.name;
+      // Variants register as <op>_<what> (matmul_3d, sum_all, mul_scalar).
+      found = found || n == name || n.rfind(name + "_", 0) == 0;
+    }
+    EXPECT_TRUE(found) << "public op " << name
+                       << " has no entry in src/ops/registry.cpp (register it: the op harness "
+                          "checks only registered ops)";
+  }
+  // And every entry names a public op.
+  for (const auto& e : registry::all_ops()) {
+    const std::string n = e.name;
+    bool known = ops.count(n) > 0;
+    for (const auto& name : ops) known = known || n.rfind(name + "_", 0) == 0;
+    EXPECT_TRUE(known) << "registry entry " << n << " matches no public op";
+  }
+}
+
+TEST(OpRoute, EveryPolicyRowIsConsultedByARegisteredOp) {
+  for (int i = 0; i < int(amp::OpId::count); ++i) {
+    bool used = false;
+    for (const auto& e : registry::all_ops()) used = used || (e.category && int(*e.category) == i);
+    EXPECT_TRUE(used) << "policy row " << amp::op_name(amp::OpId(i))
+                      << " is consulted by no registered op";
+  }
+}
+
+struct Rule {
+  std::regex pattern;
+  const char* why;
+};
+
+void expect_clean(const fs::path& dir, const std::vector<Rule>& rules) {
+  const auto files = sources_in(dir);
+  ASSERT_FALSE(files.empty()) << dir;
+  for (const auto& f : files) {
+    const auto lines = lines_of(f);
+    for (size_t i = 0; i < lines.size(); ++i)
+      for (const auto& r : rules)
+        if (std::regex_search(lines[i], r.pattern))
+          ADD_FAILURE() << fs::relative(f, kSource).string() << ":" << i + 1 << ": " << r.why
+                        << "\n    " << lines[i];
+  }
+}
+
+// Markers of a kernel loop: work on element buffers, threads or vector registers.
+std::vector<Rule> kernel_rules() {
+  return {
+      {std::regex(R"(#\s*pragma\s+omp)"), "an OpenMP loop is a kernel: move it to src/backend"},
+      {std::regex(R"(immintrin|__m(256|512))"), "vector intrinsics belong in src/backend/cpu"},
+      {std::regex(R"(\bdata_ptr\s*<|\.data\(\))"), "raw element access is a kernel's job"},
+      {std::regex(R"(\bmemcpy\b|\bconvert_elements\b)"), "element copies are kernels"},
+  };
+}
+
+TEST(OpRoute, OpsReachBackendsOnlyThroughKernelsHAndHoldNoKernels) {
+  std::vector<Rule> rules = kernel_rules();
+  rules.push_back({std::regex(R"(#include\s+"backend/(cpu|ref|onednn)/)"),
+                   "include backend/kernels.h (or ops/dispatch.h), not a backend's own header"});
+  rules.push_back({std::regex(R"(#include\s+"(amp/|mixprec/amp\.h))"),
+                   "ops ask autocast through ops/autocast_hook.h; amp sits above ops"});
+  rules.push_back({std::regex(R"(\bamp::(cast_inputs?|AutocastSuspend|policy_for|is_autocast_enabled)\b)"),
+                   "an op applies its row through ops_detail::autocast_inputs only"});
+  expect_clean(kSource / "src/ops", rules);
+}
+
+TEST(OpRoute, NnModulesComposeOpsAndHoldNoKernels) {
+  std::vector<Rule> rules = kernel_rules();
+  rules.push_back({std::regex(R"(#include\s+"(backend/|ops/|autograd/))"),
+                   "a module composes public ops; kernels and graph records belong in src/ops"});
+  rules.push_back({std::regex(R"(\brecord_op\b)"), "a module records no autograd node itself"});
+  expect_clean(kSource / "src/nn", rules);
+}
+
+}  // namespace
+}  // namespace mixprec

@@ -71,7 +71,8 @@ for cols in 80 50; do
     /dev/null > "tty$cols.log" 2>&1
   # Each redraw is "\r<line>\033[K": split at \r, drop the erase sequence, measure.
   widest=$(tr '\r' '\n' < "tty$cols.log" | sed 's/\x1b\[K//g' | grep "step [0-9]*/3" | awk '{ if (length($0) > m) m = length($0) } END { print m + 0 }')
-  if [[ $widest -gt 0 && $widest -lt $cols ]]; then echo "ok   progress-fits-$cols ($widest columns)"; else fail "progress-fits-$cols: widest line $widest"; fi
+  if [[ $widest -gt 0 && $widest -lt $cols ]]; then echo "ok   progress-fits-$cols ($widest columns)"
+  else fail "progress-fits-$cols: widest line $widest; under script(1): $(head -c 300 "tty$cols.log" | tr '\r\n' '  ')"; fi
 done
 grep -q $'\r' fp32.log && fail "non-tty: carriage returns in piped output" || echo "ok   non-tty-plain-lines"
 

@@ -2,13 +2,19 @@
 // throughput against step, drawn by gnuplot from metrics.jsonl, as PNG and SVG. Several
 // run directories go on one chart (what `mixprec compare` produces).
 #include <nlohmann/json.hpp>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 #include "commands.h"
 #include "exit_codes.h"
@@ -30,11 +36,86 @@ struct RunInfo {
   double min_step = 0, max_step = 0;
 };
 
-// gnuplot strings are single-quoted: a quote in a directory name must not end them.
-std::string quoted(const std::string& s) {
+extern "C" char** environ;
+
+bool has_control_char(const std::string& s) {
+  return std::any_of(s.begin(), s.end(), [](char c) { return (unsigned char)c < 0x20 || c == 0x7f; });
+}
+
+// A path inside the gnuplot script, single-quoted: gnuplot does no backquote (shell command)
+// substitution inside single quotes, and '' is its escape for a quote, so a directory named
+// with quotes, `$(...)` or backquotes stays a name. A line break would end the command and
+// start another, so a path with a control character is refused (PlotError), not rewritten.
+struct PlotError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+std::string quoted_path(const std::string& s) {
+  if (has_control_char(s))
+    throw PlotError("cannot plot '" + s + "': the path holds a control character (a newline, tab, ...); "
+                    "rename the directory");
   std::string out;
   for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
   return "'" + out + "'";
+}
+
+// A legend entry (a directory name and the precision read from config.json, which anyone can
+// edit): quoted like a path, control characters shown as '?' since a label need not be exact.
+std::string quoted_label(std::string s) {
+  for (char& c : s)
+    if ((unsigned char)c < 0x20 || c == 0x7f) c = '?';
+  return quoted_path(s);
+}
+
+// Writes `text` to `path` through a temporary file and a rename: an interrupted plot leaves the
+// previous file or the new one, never half of one.
+void write_file_atomically(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) throw PlotError("cannot write " + tmp.string() + ": " + std::strerror(errno));
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) throw PlotError("cannot write " + path.string() + ": " + ec.message());
+}
+
+// Runs `gnuplot SCRIPT` directly (posix_spawnp, no shell: no name is ever parsed as a command)
+// and returns its exit status; its stdout and stderr are collected into `output`.
+int run_gnuplot(const fs::path& script, std::string& output) {
+  int fds[2];
+  if (pipe(fds) != 0) throw PlotError(std::string("cannot run gnuplot: pipe: ") + std::strerror(errno));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addclose(&actions, fds[0]);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
+  posix_spawn_file_actions_addclose(&actions, fds[1]);
+  std::string program = "gnuplot", path = script.string();
+  char* argv[] = {program.data(), path.data(), nullptr};
+  pid_t pid = 0;
+  const int spawn_rc = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  if (spawn_rc != 0) {
+    close(fds[0]);
+    throw PlotError(std::string("cannot run gnuplot: ") + std::strerror(spawn_rc) +
+                    (spawn_rc == ENOENT ? " (install gnuplot-nox: scripts/setup does)" : ""));
+  }
+  char buf[4096];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) != 0;) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (output.size() < (1u << 20)) output.append(buf, size_t(n));  // bounded: it is only shown
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
 RunInfo run_info(const std::string& given) {
@@ -113,7 +194,8 @@ std::string gnuplot_script(const std::vector<RunInfo>& runs, const fs::path& out
                            bool have_evals) {
   std::ostringstream g;
   g << "set terminal " << terminal << " size 1200,900\n";
-  g << "set output '" << out_base.string() << (std::string(terminal).rfind("svg", 0) == 0 ? ".svg" : ".png") << "'\n";
+  g << "set output " << quoted_path(out_base.string() + (std::string(terminal).rfind("svg", 0) == 0 ? ".svg" : ".png"))
+    << "\n";
   g << "set multiplot layout 2,2 title 'mixprec training'\nset grid\nset key top right\n";
   // All runs at one step (a 1-step run): gnuplot's autoscale would give an empty x range.
   double lo = runs.front().min_step, hi = runs.front().max_step;
@@ -130,10 +212,10 @@ std::string gnuplot_script(const std::vector<RunInfo>& runs, const fs::path& out
     bool first = true;
     for (size_t i = 0; i < runs.size(); ++i) {
       if (scalers_only && !runs[i].has_scaler) continue;
-      g << (first ? "" : ", ") << quoted((runs[i].dir / file).string()) << " using " << cols
+      g << (first ? "" : ", ") << quoted_path((runs[i].dir / file).string()) << " using " << cols
         << (std::string(cols).find("with") != std::string::npos ? ""
             : single_points ? " with linespoints pt 7" : " with lines")
-        << " title " << quoted(runs[i].label);
+        << " title " << quoted_label(runs[i].label);
       first = false;
     }
     g << "\n";
@@ -157,6 +239,17 @@ std::string gnuplot_script(const std::vector<RunInfo>& runs, const fs::path& out
 }  // namespace
 
 int plot_runs(const std::vector<std::string>& run_dirs, const std::string& output) {
+  for (const std::string& path : run_dirs)
+    if (has_control_char(path)) {
+      std::fprintf(stderr, "mixprec: error: plot: run directory '%s' holds a control character (a newline, tab, ...), "
+                   "which the plot script cannot name; rename it\n", path.c_str());
+      return kExitUsage;
+    }
+  if (has_control_char(output)) {
+    std::fprintf(stderr, "mixprec: error: plot: --output '%s' holds a control character; choose another name\n",
+                 output.c_str());
+    return kExitUsage;
+  }
   std::vector<RunInfo> runs;
   int64_t eval_rows = 0;
   for (const auto& r : run_dirs) {
@@ -169,23 +262,21 @@ int plot_runs(const std::vector<std::string>& run_dirs, const std::string& outpu
     runs.push_back(info);
   }
   const fs::path base = output.empty() ? runs.front().dir / "training" : fs::path(output);
-  for (const char* terminal : {"pngcairo", "svg"}) {
-    const fs::path script = base.string() + ".gp";
-    std::ofstream(script) << gnuplot_script(runs, base, terminal, eval_rows > 0);
-    const std::string cmd = "gnuplot '" + script.string() + "' 2>&1";
-    FILE* p = popen(cmd.c_str(), "r");
-    if (!p) {
-      std::fprintf(stderr, "mixprec: error: cannot run gnuplot (install gnuplot-nox)\n");
-      return kExitRuntime;
+  // The script is kept next to the plots (BASE.gp): edit it and run `gnuplot BASE.gp` to
+  // restyle a chart. It holds the SVG pass, the last one written.
+  const fs::path script = base.string() + ".gp";
+  try {
+    for (const char* terminal : {"pngcairo", "svg"}) {
+      write_file_atomically(script, gnuplot_script(runs, base, terminal, eval_rows > 0));
+      std::string out;
+      if (run_gnuplot(script, out) != 0) {
+        std::fprintf(stderr, "mixprec: error: gnuplot failed on %s: %s\n", script.string().c_str(), out.c_str());
+        return kExitRuntime;
+      }
     }
-    char buf[256];
-    std::string out;
-    while (fgets(buf, sizeof buf, p)) out += buf;
-    const int rc = pclose(p);
-    if (rc != 0) {
-      std::fprintf(stderr, "mixprec: error: gnuplot failed (is gnuplot-nox installed?): %s\n", out.c_str());
-      return kExitRuntime;
-    }
+  } catch (const PlotError& e) {
+    std::fprintf(stderr, "mixprec: error: %s\n", e.what());
+    return kExitRuntime;
   }
   std::printf("plots: %s.png, %s.svg\n", base.string().c_str(), base.string().c_str());
   return kExitOk;

@@ -1,4 +1,4 @@
-// tests/unit/backend/onednn_test_util.h: helpers for the onednn_*_test files: random inputs
+// tests/unit/backend/onednn_test_util.h: helpers for the backend tests in onednn/ and cpu/: random inputs
 // and a dtype-aware comparison of backend::onednn results against backend::ref run in f64.
 //
 // Tolerances (an element passes if |x - ref| <= rtol * |ref| + atol):

@@ -1,4 +1,4 @@
-// tests/unit/backend/ref_test_util.h: small assertions shared by the ref_*_test files.
+// tests/unit/backend/ref_test_util.h: small assertions shared by the ref/ref_*_test files.
 #pragma once
 #include <gtest/gtest.h>
 

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <vector>
 
+#include "common/compare_guard.h"
 #include "mixprec/tensor.h"
 
 namespace mixprec::test {
@@ -69,18 +70,26 @@ inline Tensor random_tensor(const Shape& shape, uint64_t seed, double low = -1.0
 // Analytic vs numerical gradient: |a - n| <= rtol * max(1, max_i |n_i|) for every element.
 // The scale is the whole tensor's, not the element's: finite-difference error is roughly
 // the same absolute size for every element (roundoff of f divided by eps).
+// Fails on an undefined or empty gradient, a shape mismatch, any NaN, and on both gradients
+// all zero unless `zeros` is AllZero::allowed (the input really does not reach the loss):
+// a gradient that never flowed would otherwise match a numeric gradient that is zero for
+// the same reason (compare_guard.h).
 inline ::testing::AssertionResult gradients_match(const Tensor& analytic, const Tensor& numeric,
-                                                  double rtol) {
+                                                  double rtol, AllZero zeros = AllZero::reject) {
+  if (!analytic.defined() || !numeric.defined())
+    return ::testing::AssertionFailure() << (analytic.defined() ? "numeric" : "analytic")
+                                         << " gradient is undefined";
   if (analytic.shape() != numeric.shape())
     return ::testing::AssertionFailure() << "shape " << shape_str(analytic.shape()) << " vs "
                                          << shape_str(numeric.shape());
   const std::vector<double> a = analytic.to_vector_f64();
   const std::vector<double> n = numeric.to_vector_f64();
+  if (auto ok = not_vacuous("gradients_match", a, n, zeros); !ok) return ok;
   double scale = 1.0;
   for (double v : n) scale = std::max(scale, std::fabs(v));
   const double tol = rtol * scale;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (!(std::fabs(a[i] - n[i]) <= tol))
+    if (!(std::fabs(a[i] - n[i]) <= tol))  // also false for a NaN on either side
       return ::testing::AssertionFailure()
              << "element " << i << ": analytic " << a[i] << " vs numeric " << n[i]
              << " (|diff| " << std::fabs(a[i] - n[i]) << " > tol " << tol << ")";

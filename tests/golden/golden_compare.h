@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/compare_guard.h"
 #include "mixprec/autograd.h"
 #include "mixprec/nn.h"
 #include "mixprec/safetensors.h"
@@ -37,14 +38,21 @@ inline double max_abs(const std::vector<double>& v) {
   return m;
 }
 
-// |actual - expected| <= allowed everywhere; on failure names the worst element.
+using test::AllZero;
+
+// |actual - expected| <= allowed everywhere; on failure names the worst element. Fails on an
+// undefined or empty tensor, a shape mismatch, a NaN on either side, and on both all zero
+// unless `zeros` is AllZero::allowed (tests/common/compare_guard.h).
 inline ::testing::AssertionResult all_close(const std::string& what, const Tensor& actual,
-                                            const Tensor& expected, double allowed, const std::string& rule) {
+                                            const Tensor& expected, double allowed, const std::string& rule,
+                                            AllZero zeros = AllZero::reject) {
   if (!actual.defined()) return ::testing::AssertionFailure() << what << ": tensor is undefined";
+  if (!expected.defined()) return ::testing::AssertionFailure() << what << ": expected tensor is undefined";
   if (actual.shape() != expected.shape())
     return ::testing::AssertionFailure() << what << ": shape " << shape_str(actual.shape()) << ", expected "
                                          << shape_str(expected.shape());
   const std::vector<double> a = actual.to_vector_f64(), e = expected.to_vector_f64();
+  if (auto ok = test::not_vacuous(what, a, e, zeros); !ok) return ok;
   double worst = -1;
   int64_t worst_i = 0;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -57,7 +65,7 @@ inline ::testing::AssertionResult all_close(const std::string& what, const Tenso
   // The margin is worth seeing on success too (tolerances are judged from these lines).
   std::printf("  %-38s max |diff| %.3g at %s, allowed %.3g\n", what.c_str(), std::max(worst, 0.0),
               index_str(actual.shape(), worst_i).c_str(), allowed);
-  if (a.empty() || worst <= allowed) return ::testing::AssertionSuccess();
+  if (worst <= allowed) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << what << ": max |diff| " << worst << " at "
                                        << index_str(actual.shape(), worst_i) << " (actual " << a[size_t(worst_i)]
                                        << ", expected " << e[size_t(worst_i)] << "), allowed " << allowed << " = "
@@ -67,10 +75,12 @@ inline ::testing::AssertionResult all_close(const std::string& what, const Tenso
 // tol relative to the tensor's largest magnitude: summation-order error of a dot product
 // scales with the size of its terms, not of its (possibly cancelling) result.
 inline ::testing::AssertionResult close_to_scale(const std::string& what, const Tensor& actual,
-                                                 const Tensor& expected, double tol) {
+                                                 const Tensor& expected, double tol,
+                                                 AllZero zeros = AllZero::reject) {
+  if (!expected.defined()) return ::testing::AssertionFailure() << what << ": expected tensor is undefined";
   std::ostringstream rule;
   rule << tol << " * max|expected|";
-  return all_close(what, actual, expected, tol * max_abs(expected.to_vector_f64()), rule.str());
+  return all_close(what, actual, expected, tol * max_abs(expected.to_vector_f64()), rule.str(), zeros);
 }
 
 // The committed golden file of a test suite, loaded once.
@@ -84,7 +94,13 @@ class GoldenFile {
     if (!loaded.is_ok())
       return ::testing::AssertionFailure() << loaded.status().message() << " (regenerate with /usr/bin/python3 "
                                            << generator_ << ")";
-    file_ = std::make_unique<SafetensorsFile>(std::move(loaded).value());
+    auto file = std::make_unique<SafetensorsFile>(std::move(loaded).value());
+    // A file that parses but holds nothing (a generator that crashed half-way, a truncated
+    // commit) must not let every lookup-free check pass.
+    if (file->tensors.empty())
+      return ::testing::AssertionFailure() << path_ << ": golden file holds no tensors (regenerate with "
+                                           << "/usr/bin/python3 " << generator_ << ")";
+    file_ = std::move(file);
     return ::testing::AssertionSuccess();
   }
   void reset() { file_.reset(); }
@@ -94,9 +110,10 @@ class GoldenFile {
   // The tensor `name`; a missing one fails the test and returns a placeholder.
   const Tensor& operator()(const std::string& name) const {
     const Tensor* t = file_ ? file_->find(name) : nullptr;
-    if (t == nullptr) {
-      ADD_FAILURE() << path_ << ": no tensor '" << name << "'";
-      static const Tensor kMissing = Tensor::zeros({1});
+    if (t == nullptr || t->numel() == 0) {
+      ADD_FAILURE() << path_ << ": " << (t ? "empty" : "no") << " tensor '" << name << "'";
+      // Undefined, so that a comparison against it fails too instead of matching zeros.
+      static const Tensor kMissing;
       return kMissing;
     }
     return *t;

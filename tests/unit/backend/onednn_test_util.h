@@ -50,6 +50,11 @@ inline Tensor f64(const Tensor& t) { return t.defined() ? t.to(DType::f64) : t; 
 // Compares logical values; prints the worst element. Fails as "test too weak" when more
 // than 90% of the reference is zero or non-finite (a comparison that passes trivially).
 inline ::testing::AssertionResult close_to_ref(const Tensor& actual, const Tensor& ref, Tol tol) {
+  if (!actual.defined() || !ref.defined())
+    return ::testing::AssertionFailure() << (actual.defined() ? "reference" : "actual") << " tensor is undefined";
+  if (actual.numel() == 0 || ref.numel() == 0)
+    return ::testing::AssertionFailure() << "nothing to compare: " << actual.numel() << " actual, " << ref.numel()
+                                         << " reference elements";
   if (actual.shape() != ref.shape())
     return ::testing::AssertionFailure() << "shape " << shape_str(actual.shape()) << " vs ref "
                                          << shape_str(ref.shape());
@@ -78,8 +83,14 @@ inline ::testing::AssertionResult close_to_ref(const Tensor& actual, const Tenso
   return ::testing::AssertionSuccess();
 }
 
-// Bitwise equality of the logical values (for kernels that only move or select values).
+// Bitwise equality of the logical values (for kernels that only move or select values: a NaN
+// moved is a NaN, so NaN equals NaN here). Empty or undefined tensors fail: nothing was moved.
 inline ::testing::AssertionResult same_values(const Tensor& actual, const Tensor& expected) {
+  if (!actual.defined() || !expected.defined())
+    return ::testing::AssertionFailure() << (actual.defined() ? "expected" : "actual") << " tensor is undefined";
+  if (actual.numel() == 0 || expected.numel() == 0)
+    return ::testing::AssertionFailure() << "nothing to compare: " << actual.numel() << " actual, "
+                                         << expected.numel() << " expected elements";
   if (actual.shape() != expected.shape())
     return ::testing::AssertionFailure() << "shape " << shape_str(actual.shape()) << " vs "
                                          << shape_str(expected.shape());

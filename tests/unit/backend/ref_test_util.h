@@ -28,7 +28,9 @@ std::string invalid_argument_message(Fn&& fn) {
 // Every element of t (logical order) within tol of expected; NaN expected means NaN.
 inline ::testing::AssertionResult values_near(const Tensor& t, const std::vector<double>& expected,
                                               double tol) {
+  if (!t.defined()) return ::testing::AssertionFailure() << "tensor is undefined";
   const std::vector<double> v = t.to_vector_f64();
+  if (expected.empty()) return ::testing::AssertionFailure() << "nothing to compare: no expected values";
   if (v.size() != expected.size())
     return ::testing::AssertionFailure() << v.size() << " values, expected " << expected.size();
   for (size_t i = 0; i < v.size(); ++i) {

@@ -139,6 +139,14 @@ std::vector<std::pair<std::string, int64_t>> most_first(const std::map<std::stri
 
 }  // namespace
 
+// 16M examples in one step: far beyond any memory this runs in; larger values are typos or
+// overflowed arithmetic in a script.
+constexpr int64_t kMaxBatchSize = int64_t(1) << 24;
+
+// More threads than 4x the hardware only adds contention; far more (100,000) made the OpenMP
+// runtime crash while creating them.
+int max_threads() { return std::max(8, 4 * omp_get_num_procs()); }
+
 Status validate(const TrainConfig& c) {
   auto bad = [](const std::string& flag, const std::string& what) {
     return Status::invalid_argument(flag + ": " + what);
@@ -146,27 +154,38 @@ Status validate(const TrainConfig& c) {
   if (c.epochs < 1) return bad("--epochs", "must be >= 1, got " + std::to_string(c.epochs));
   if (c.max_steps == 0 || c.max_steps < -1)
     return bad("--max-steps", "must be >= 1 (or -1 for no limit), got " + std::to_string(c.max_steps));
-  if (c.batch_size < 1) return bad("--batch-size", "must be >= 1, got " + std::to_string(c.batch_size));
+  if (c.batch_size < 1 || c.batch_size > kMaxBatchSize)
+    return bad("--batch-size", "must be from 1 to " + std::to_string(kMaxBatchSize) + ", got " +
+                                   std::to_string(c.batch_size));
   if (!(c.lr > 0) || !std::isfinite(c.lr)) return bad("--lr", "must be a positive number, got " + std::to_string(c.lr));
-  if (!(c.weight_decay >= 0)) return bad("--weight-decay", "must be >= 0");
+  if (!(c.weight_decay >= 0) || !std::isfinite(c.weight_decay))
+    return bad("--weight-decay", "must be a finite number >= 0, got " + std::to_string(c.weight_decay));
+  // PyTorch's SGD refuses a negative momentum ("Invalid momentum value"); NaN would poison
+  // every update silently.
+  if (!(c.momentum >= 0) || !std::isfinite(c.momentum))
+    return bad("--momentum", "must be a finite number >= 0, got " + std::to_string(c.momentum));
   if (c.optimizer != "adam" && c.optimizer != "adamw" && c.optimizer != "sgd")
     return bad("--optimizer", "expected one of: adam, adamw, sgd; got '" + c.optimizer + "'");
-  if (c.threads < 0) return bad("--threads", "must be >= 0 (0 = all cores)");
+  if (c.threads < 0 || c.threads > max_threads())
+    return bad("--threads", "must be from 0 (all cores) to " + std::to_string(max_threads()) +
+                                " (4x this machine's " + std::to_string(omp_get_num_procs()) +
+                                " hardware threads), got " + std::to_string(c.threads));
   if (auto p = amp::preset_by_name(c.precision); !p.is_ok()) return bad("--precision", p.status().message());
-  if (!(c.init_scale > 0)) return bad("--init-scale", "must be > 0");
-  if (!(c.growth_factor > 1)) return bad("--growth-factor", "must be > 1");
+  if (!(c.init_scale > 0) || !std::isfinite(c.init_scale)) return bad("--init-scale", "must be a finite number > 0");
+  if (!(c.growth_factor > 1) || !std::isfinite(c.growth_factor)) return bad("--growth-factor", "must be a finite number > 1");
   if (!(c.backoff_factor > 0 && c.backoff_factor < 1)) return bad("--backoff-factor", "must be in (0, 1)");
   if (c.growth_interval < 1) return bad("--growth-interval", "must be >= 1");
   if (c.hysteresis < 1) return bad("--hysteresis", "must be >= 1");
-  if (!(c.min_scale >= 0)) return bad("--min-scale", "must be >= 0");
-  if (!(c.clip_grad_norm >= 0)) return bad("--clip-grad-norm", "must be >= 0 (0: off)");
+  if (!(c.min_scale >= 0) || !std::isfinite(c.min_scale)) return bad("--min-scale", "must be a finite number >= 0");
+  if (!(c.clip_grad_norm >= 0) || !std::isfinite(c.clip_grad_norm))
+    return bad("--clip-grad-norm", "must be a finite number >= 0 (0: off)");
   if (c.accumulate < 1) return bad("--accumulate", "must be >= 1, got " + std::to_string(c.accumulate));
   if (c.inject_nonfinite_step < 0) return bad("--inject-nonfinite", "step must be >= 1");
   if (c.save_every < 0) return bad("--save-every", "must be >= 0 (0: after each epoch only)");
   if (c.eval_every < 0) return bad("--eval-every", "must be >= 0 (0: after each epoch only)");
   if ((c.save_every > 0 || !c.resume.empty()) && c.run_dir.empty() && c.resume.empty())
     return bad("--save-every", "needs a run directory (--run-dir)");
-  if (!(c.loss_spike_factor == 0 || c.loss_spike_factor > 1))
+  if (!(c.loss_spike_factor == 0 || (c.loss_spike_factor > 1 && std::isfinite(c.loss_spike_factor))))
     return bad("--loss-spike", "must be > 1 (a multiple of the median of the last 50 step losses) or 0 (off), got " +
                                    std::to_string(c.loss_spike_factor));
   if (c.on_divergence != "stop" && c.on_divergence != "rollback")
@@ -174,6 +193,9 @@ Status validate(const TrainConfig& c) {
   if (c.on_divergence == "rollback" && c.run_dir.empty() && c.resume.empty())
     return bad("--on-divergence", "rollback restores the last checkpoint, so it needs a run directory (--run-dir)");
   if (c.max_rollbacks < 0) return bad("--max-rollbacks", "must be >= 0");
+  if (!c.init_from.empty() && !c.resume.empty())
+    return bad("--init-from", "cannot be combined with --resume (--resume restores the weights, optimizer and "
+                              "scaler state of the run; --init-from starts a new run from given weights)");
   if (c.overwrite && !c.resume.empty())
     return bad("--overwrite", "cannot be combined with --resume (--resume continues the run in the directory, "
                               "--overwrite deletes it)");
@@ -220,7 +242,22 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
   // Same seed, same initial weights in every preset: drawn in f32, then converted.
   manual_seed(config.seed);
   auto model = nn::make_model(spec);
-  if (!config.init_from.empty()) MIXPREC_RETURN_IF_ERROR(load_weights(*model, config.init_from));
+  if (!config.init_from.empty()) {
+    // A file that cannot serve as weights is a checkpoint problem (exit code 4 in the CLI).
+    if (Status loaded = load_weights(*model, config.init_from); !loaded.is_ok())
+      return Status(StatusCode::bad_checkpoint, "--init-from: " + loaded.message());
+  }
+  if (!config.inject_nonfinite_param.empty()) {
+    std::string names;
+    bool found = false;
+    for (const auto& [name, p] : model->named_parameters()) {
+      found = found || name == config.inject_nonfinite_param;
+      names += (names.empty() ? "" : ", ") + name;
+    }
+    if (!found)
+      return Status::invalid_argument("--inject-nonfinite: model " + config.model + " has no parameter '" +
+                                      config.inject_nonfinite_param + "'; its parameters: " + names);
+  }
   PrecisionStep step(preset, model, config);
 
   // Resume: everything that decides the next step comes back from the checkpoint.
@@ -275,6 +312,10 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& cb) {
     return Status::ok();
   };
   const int64_t per_epoch = loader.num_batches() / config.accumulate;
+  if (loader.num_batches() < 1)
+    return Status::invalid_argument("--batch-size: " + std::to_string(config.batch_size) +
+                                    " is larger than the training set (" + std::to_string(data->train->count) +
+                                    " examples)");
   if (per_epoch < 1)
     return Status::invalid_argument("--accumulate: " + std::to_string(config.accumulate) +
                                     " micro-batches per step, but an epoch has only " +

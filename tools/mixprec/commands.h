@@ -31,6 +31,10 @@ Runner add_bench_command(CLI::App& app);
 std::vector<std::string> split_commas(const std::string& s);
 // A numeric flag bound with a plain message: "--steps: must be >= 1, got 0".
 CLI::Validator at_least(double min);
+// An integer in [min, max], parsed exactly (an overflowing value is refused, not wrapped).
+CLI::Validator integer_in(int64_t min, int64_t max);
+// A non-negative integer that fits 64 bits (a seed: "-1" is refused, not wrapped to 2^64-1).
+CLI::Validator unsigned_integer();
 CLI::Validator positive();  // > 0, for real-valued flags (--lr)
 // The checkpoint of eval, infer and inspect, given either way: `eval C` or `eval --checkpoint C`.
 void add_checkpoint_argument(CLI::App* cmd, std::string& positional, std::string& flag, const std::string& help);

@@ -1,5 +1,7 @@
 // flag_checks.cpp: flag-value helpers shared by the subcommands: comma lists and numeric
 // bounds whose messages say what is expected in words ("must be >= 1, got 0").
+#include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <sstream>
 
@@ -14,6 +16,33 @@ std::vector<std::string> split_commas(const std::string& s) {
   while (std::getline(ss, item, ','))
     if (!item.empty()) out.push_back(item);
   return out;
+}
+
+CLI::Validator integer_in(int64_t min, int64_t max) {
+  const std::string range = std::to_string(min) + ".." + std::to_string(max);
+  return CLI::Validator(
+      [min, max, range](std::string& value) -> std::string {
+        int64_t v = 0;
+        const char* end = value.data() + value.size();
+        const auto [ptr, ec] = std::from_chars(value.data(), end, v);
+        if (ec == std::errc::result_out_of_range) return "expected an integer in " + range + ", got " + value + " (out of range)";
+        if (ec != std::errc() || ptr != end) return "expected an integer in " + range + ", got '" + value + "'";
+        return v >= min && v <= max ? std::string() : "expected an integer in " + range + ", got " + value;
+      },
+      "INT in " + range);
+}
+
+CLI::Validator unsigned_integer() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        uint64_t v = 0;
+        const char* end = value.data() + value.size();
+        const auto [ptr, ec] = std::from_chars(value.data(), end, v);  // no sign accepted
+        if (ec != std::errc() || ptr != end || value.empty())
+          return "expected an integer from 0 to 18446744073709551615, got '" + value + "'";
+        return std::string();
+      },
+      "UINT");
 }
 
 CLI::Validator at_least(double min) {

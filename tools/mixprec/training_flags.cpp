@@ -29,17 +29,18 @@ void add_training_flags(CLI::App* cmd, train::TrainConfig& config) {
   cmd->add_option("--max-steps", config.max_steps, "Stop after this many steps (-1: no limit)")
       ->capture_default_str();
   cmd->add_option("--batch-size", config.batch_size, "Images per step")
-      ->check(at_least(1))->capture_default_str();
+      ->check(integer_in(1, int64_t(1) << 24))->capture_default_str();
   cmd->add_option("--lr", config.lr, "Learning rate")->check(positive())->capture_default_str();
   cmd->add_option("--optimizer", config.optimizer, "Optimizer: adam, adamw, sgd")
       ->check(one_of({"adam", "adamw", "sgd"}))
       ->capture_default_str();
-  cmd->add_option("--momentum", config.momentum, "SGD momentum")->capture_default_str();
+  cmd->add_option("--momentum", config.momentum, "SGD momentum")->check(at_least(0))->capture_default_str();
   cmd->add_option("--weight-decay", config.weight_decay, "Weight decay")
       ->check(at_least(0))->capture_default_str();
-  cmd->add_option("--seed", config.seed, "Seed for initialisation and shuffling")->capture_default_str();
-  cmd->add_option("--threads", config.threads, "Threads (0: all cores)")
-      ->check(at_least(0))->capture_default_str();
+  cmd->add_option("--seed", config.seed, "Seed for initialisation and shuffling")
+      ->check(unsigned_integer())->capture_default_str();
+  cmd->add_option("--threads", config.threads, "Threads (0: all cores; at most 4x the hardware threads)")
+      ->check(integer_in(0, 1 << 20))->capture_default_str();
   cmd->add_option("--init-scale", config.init_scale, "Loss scaler: initial scale")
       ->check(positive())->capture_default_str();
   cmd->add_option("--growth-factor", config.growth_factor, "Loss scaler: growth factor (> 1)")

@@ -25,10 +25,21 @@ struct SafetensorsFile {
   // ascending name order.
   std::vector<std::pair<std::string, Tensor>> tensors;
   std::map<std::string, std::string> metadata;  // "__metadata__"; empty when absent
+  // The file's checksums (docs/checkpoints.md): "verified" (every tensor and the metadata
+  // match), "absent" (a file not written by this mixprec, e.g. by PyTorch: loaded unverified)
+  // or "not checked" (set_verify_checksums(false)). A mismatch is a load error, never a state.
+  std::string checksums = "not checked";
 
   // nullptr when no tensor has that name.
   const Tensor* find(const std::string& name) const;
 };
+
+// Every save writes XXH3-64 checksums of each tensor and of the metadata into __metadata__
+// ("mixprec.checksums"); every load verifies them when present and fails with data_loss naming
+// the file and the tensor on a mismatch. set_verify_checksums(false) skips the verification
+// for the rest of the process (the CLI's --no-verify-checksums: to salvage a damaged file).
+void set_verify_checksums(bool verify);
+bool verify_checksums_enabled();
 
 // "F32" for DType::f32, ...
 const char* safetensors_dtype_name(DType dtype);

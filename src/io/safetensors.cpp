@@ -8,6 +8,7 @@
 #include "mixprec/safetensors.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstring>
 #include <limits>
@@ -18,6 +19,7 @@
 
 #include "io/atomic_file.h"
 #include "io/byte_source.h"
+#include "io/checksums.h"
 
 namespace mixprec {
 
@@ -73,12 +75,17 @@ Status prepare(const std::vector<std::pair<std::string, Tensor>>& tensors,
   std::sort(out.begin(), out.end(),
             [](const Prepared& a, const Prepared& b) { return a.name < b.name; });
 
+  // A checksum entry in `metadata` (a loaded file's metadata saved again) is replaced by the
+  // one computed here.
+  std::vector<std::pair<std::string, Tensor>> contiguous;
+  contiguous.reserve(out.size());
+  for (const auto& p : out) contiguous.emplace_back(p.name, p.data);
   ordered_json h = ordered_json::object();
-  if (!metadata.empty()) {
-    ordered_json m = ordered_json::object();
-    for (const auto& [k, v] : metadata) m[k] = v;
-    h["__metadata__"] = std::move(m);
-  }
+  ordered_json m = ordered_json::object();
+  for (const auto& [k, v] : metadata)
+    if (k != io::kChecksumKey) m[k] = v;
+  m[io::kChecksumKey] = io::checksum_entry(contiguous, metadata);
+  h["__metadata__"] = std::move(m);
   uint64_t offset = 0;
   for (const auto& p : out) {
     ordered_json e = ordered_json::object();
@@ -587,10 +594,22 @@ StatusOr<SafetensorsFile> read_all(io::ByteSource& src, const std::string& file)
       MIXPREC_RETURN_IF_ERROR(src.read_at(data_start + e.begin, t.data(), size_t(e.nbytes)));
     out.tensors.emplace_back(e.name, std::move(t));
   }
+  if (verify_checksums_enabled())
+    MIXPREC_RETURN_IF_ERROR(io::verify_checksums(out, file));
+  else
+    out.checksums = out.metadata.count(io::kChecksumKey) ? "not checked" : "absent";
+  // Format plumbing, not the caller's metadata: a load then save round-trips the metadata,
+  // and the save computes fresh checksums.
+  out.metadata.erase(io::kChecksumKey);
   return out;
 }
 
+std::atomic<bool> g_verify_checksums{true};
+
 }  // namespace
+
+void set_verify_checksums(bool verify) { g_verify_checksums = verify; }
+bool verify_checksums_enabled() { return g_verify_checksums; }
 
 const char* safetensors_dtype_name(DType dtype) {
   for (const auto& d : kDTypeNames)

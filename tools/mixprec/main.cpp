@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "mixprec/safetensors.h"
 #include "exit_codes.h"
 #include "suggest.h"
 
@@ -29,7 +30,14 @@ int main(int argc, char** argv) {
   for (auto add : {add_train_command, add_compare_command, add_policy_command, add_plot_command,
                    add_infer_command, add_eval_command, add_inspect_command, add_bench_command}) {
     Runner run = add(app);
-    commands.emplace_back(app.get_subcommands({}).back(), std::move(run));
+    CLI::App* sub = app.get_subcommands({}).back();
+    // Every command that reads checkpoints verifies their checksums (docs/checkpoints.md).
+    const std::string name = sub->get_name();
+    if (name == "train" || name == "eval" || name == "inspect" || name == "infer")
+      sub->add_flag_callback(
+          "--no-verify-checksums", [] { mixprec::set_verify_checksums(false); },
+          "Load checkpoints even when their checksums do not match (to salvage a damaged file)");
+    commands.emplace_back(sub, std::move(run));
   }
   try {
     app.parse(argc, argv);

@@ -4,6 +4,8 @@
 #include "mixprec/safetensors.h"
 
 #include <gtest/gtest.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -213,11 +215,37 @@ TEST(SafetensorsRoundTrip, RejectsBadNamesWithInvalidArgument) {
 
 // ------------------------------------------------------------------------- exact bytes
 
+// The "mixprec.checksums" entry for one tensor "w" = F32 [2] {1, -2} and metadata `md`,
+// computed here from the format's definition (docs/checkpoints.md) with xxHash directly.
+std::string checksum_entry_for_w(const std::map<std::string, std::string>& md) {
+  std::string header_input;
+  for (const auto& [k, v] : md) header_input += k + '\0' + v + '\0';
+  std::string tensor_input = std::string("w") + '\0' + "F32" + '\0';
+  const int64_t dim = 2;
+  tensor_input.append(reinterpret_cast<const char*>(&dim), 8);
+  for (uint8_t b : {0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0}) tensor_input.push_back(char(b));
+  char h[17], t[17];
+  std::snprintf(h, sizeof h, "%016llx", (unsigned long long)XXH3_64bits(header_input.data(), header_input.size()));
+  std::snprintf(t, sizeof t, "%016llx", (unsigned long long)XXH3_64bits(tensor_input.data(), tensor_input.size()));
+  return std::string(R"({\"algorithm\":\"xxh3-64\",\"header\":\")") + h + R"(\",\"tensors\":{\"w\":\")" + t + R"(\"}})";
+}
+
+// 8-byte little-endian length, then the header padded with spaces to a multiple of 8.
+Bytes with_length(std::string header) {
+  header.append((8 - header.size() % 8) % 8, ' ');
+  Bytes out(8);
+  const uint64_t n = header.size();
+  std::memcpy(out.data(), &n, 8);
+  out.insert(out.end(), header.begin(), header.end());
+  return out;
+}
+
 TEST(SafetensorsFormat, WriterBytesForOneF32TensorMatchHandBuilt) {
-  // 54 header bytes padded with 2 spaces to 56 (0x38) so the data starts 8-byte aligned.
-  const std::string header = R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}  )";
-  Bytes expected = {0x38, 0, 0, 0, 0, 0, 0, 0};
-  expected.insert(expected.end(), header.begin(), header.end());
+  // The checksum entry first (every file mixprec writes has one), then the tensor; padded
+  // with spaces so the data starts 8-byte aligned.
+  const std::string header = R"({"__metadata__":{"mixprec.checksums":")" + checksum_entry_for_w({}) +
+                             R"("},"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  Bytes expected = with_length(header);
   // 1.0f = 0x3f800000, -2.0f = 0xc0000000, little-endian.
   for (uint8_t b : {0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0}) expected.push_back(b);
 
@@ -232,11 +260,9 @@ TEST(SafetensorsFormat, WriterBytesForOneF32TensorMatchHandBuilt) {
 }
 
 TEST(SafetensorsFormat, MetadataComesFirstInHeader) {
-  // 79 bytes + 1 space = 80 (0x50).
-  const std::string header =
-      R"({"__metadata__":{"k":"v"},"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}} )";
-  Bytes expected = {0x50, 0, 0, 0, 0, 0, 0, 0};
-  expected.insert(expected.end(), header.begin(), header.end());
+  const std::string header = R"({"__metadata__":{"k":"v","mixprec.checksums":")" + checksum_entry_for_w({{"k", "v"}}) +
+                             R"("},"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  Bytes expected = with_length(header);
   for (uint8_t b : {0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0}) expected.push_back(b);
   auto bytes =
       serialize_safetensors({{"w", Tensor::from_vector({1.0f, -2.0f}, {2})}}, {{"k", "v"}});

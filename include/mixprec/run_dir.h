@@ -37,6 +37,11 @@ StatusOr<RunDir> create_run_dir(const std::string& base = "runs", const std::str
 // The same for an explicit folder (--run-dir PATH): created with its parents if missing.
 StatusOr<RunDir> open_run_dir(const std::string& path, const std::string& config_json = "");
 
+// The text of a run's config.json at `path`, or nullopt when there is none. Read like every
+// file mixprec did not just write: a FIFO, device or directory is refused at once (io_error)
+// instead of blocking, and more than 1 MiB is data_loss (a config is a few hundred bytes).
+StatusOr<std::optional<std::string>> read_run_config(const std::string& path);
+
 // One run per run directory: an exclusive flock(2) on <dir>/run.lock, held for as long as
 // the object lives. The kernel drops it when the process ends in any way, kill -9 included,
 // so a stale lock file never blocks the next run. While held, the file says who holds it

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
+#include "io/byte_source.h"
 
 namespace mixprec {
 
@@ -230,6 +231,15 @@ StatusOr<RunDir> open_run_dir(const std::string& path, const std::string& config
   RunDir dir{path, base_name(path)};
   MIXPREC_RETURN_IF_ERROR(write_config(dir, config_json));
   return dir;
+}
+
+StatusOr<std::optional<std::string>> read_run_config(const std::string& path) {
+  auto text = io::read_regular_file(path, "run config", uint64_t(1) << 20);
+  if (!text.is_ok()) {
+    if (text.status().code() == StatusCode::not_found) return std::optional<std::string>();
+    return text.status();
+  }
+  return std::optional<std::string>(std::move(text).value());
 }
 
 }  // namespace mixprec

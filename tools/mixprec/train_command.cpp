@@ -188,10 +188,10 @@ std::string saved_config_path(const std::string& resume) {
 // on this command line wins over the saved value.
 Status adopt_resumed_config(CLI::App* cmd, train::TrainConfig& config) {
   const std::string path = saved_config_path(config.resume);
-  std::ifstream in(path);
-  if (!in) return Status::ok();  // no config.json: the flags as given (restore checks the rest)
-  std::stringstream text;
-  text << in.rdbuf();
+  auto saved = read_run_config(path);  // a FIFO or device there is refused, never waited on
+  if (!saved.is_ok()) return Status(StatusCode::bad_checkpoint, saved.status().message());
+  if (!saved->has_value()) return Status::ok();  // no config.json: the flags as given (restore checks the rest)
+  const std::string& text = **saved;
   auto given = [cmd](const std::string& key) {
     std::string flag = "--" + key;
     std::replace(flag.begin(), flag.end(), '_', '-');
@@ -202,7 +202,7 @@ Status adopt_resumed_config(CLI::App* cmd, train::TrainConfig& config) {
     const CLI::Option* o = cmd->get_option_no_throw(flag);
     return o != nullptr && o->count() > 0;
   };
-  auto merged = train::adopt_saved_config(config, text.str(), given);
+  auto merged = train::adopt_saved_config(config, text, given);
   if (!merged.is_ok()) return Status(StatusCode::bad_checkpoint, path + ": " + merged.status().message());
   config = *merged;
   std::printf("resuming with the configuration in %s (flags on the command line win)\n", path.c_str());

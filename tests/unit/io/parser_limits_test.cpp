@@ -276,6 +276,22 @@ TEST(NonRegularFiles, FifoIsRefusedWithoutBlockingByEveryReader) {
   expect_returns_promptly("read_metrics", fifo, [&] { return read_metrics(fifo).status(); }, {fifo, "FIFO"});
   expect_returns_promptly("MetricsLog::open", fifo, [&] { return MetricsLog::open(fifo).status(); },
                           {fifo, "FIFO"});
+  // config.json of a run given to --resume (read with an ifstream before: blocked forever).
+  expect_returns_promptly("read_run_config", fifo, [&] { return read_run_config(fifo).status(); },
+                          {fifo, "FIFO"});
+}
+
+TEST(NonRegularFiles, RunConfigMissingIsNoneAndHugeIsRefused) {
+  TempDir dir;
+  auto missing = read_run_config(dir.file("config.json"));
+  ASSERT_TRUE(missing.is_ok()) << missing.status().message();
+  EXPECT_FALSE(missing->has_value());
+  const std::string big = dir.file("big.json");
+  {
+    std::ofstream out(big);
+    out << std::string((size_t(1) << 20) + 1, ' ');
+  }
+  expect_error(read_run_config(big).status(), StatusCode::data_loss, {big});
 }
 
 // A run directory whose last.json is a FIFO: --resume must not hang on it.

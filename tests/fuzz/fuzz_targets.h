@@ -19,6 +19,7 @@
 
 #include "mixprec/checkpoint.h"
 #include "mixprec/data.h"
+#include "mixprec/npy.h"
 #include "mixprec/safetensors.h"
 #include "train/config_json.h"
 
@@ -133,6 +134,24 @@ inline Violation cifar(const uint8_t* data, size_t size, bool* accepted = nullpt
   Violation v = expect_code(s, StatusCode::data_loss, "read_cifar10_batch");
   ::unlink(path.c_str());
   return v;
+}
+
+// A NumPy .npy array (parsed in memory): data_loss for anything malformed, invalid_argument
+// for a valid file of an unsupported dtype or order; an accepted array holds exactly the
+// elements its shape says.
+inline Violation npy(const uint8_t* data, size_t size, bool* accepted = nullptr) {
+  set(accepted, false);
+  auto a = parse_npy(data, size, "fuzz.npy");
+  if (!a.is_ok()) {
+    if (a.status().code() == StatusCode::data_loss || a.status().code() == StatusCode::invalid_argument) return {};
+    return expect_code(a.status(), StatusCode::data_loss, "parse_npy");
+  }
+  set(accepted, true);
+  uint64_t count = 1;
+  for (int64_t d : a->shape) count *= uint64_t(d);
+  if (count != a->values.size())
+    return "parse_npy: shape says " + std::to_string(count) + " elements, got " + std::to_string(a->values.size());
+  return {};
 }
 
 }  // namespace mixprec::fuzz

@@ -27,7 +27,8 @@ const Harness kHarnesses[] = {{"safetensors", fuzz::safetensors},
                               {"checkpoint", fuzz::checkpoint},
                               {"config_json", fuzz::config_json},
                               {"idx", fuzz::idx},
-                              {"cifar", fuzz::cifar}};
+                              {"cifar", fuzz::cifar},
+                              {"npy", fuzz::npy}};
 
 std::vector<uint8_t> read_all(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);

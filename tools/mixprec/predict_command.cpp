@@ -1,0 +1,345 @@
+// predict_command.cpp: `mixprec predict CHECKPOINT INPUT...`: the model's top-k classes for
+// the user's own inputs: IDX image files, NumPy .npy arrays and CSV rows (issue 17). The
+// model is rebuilt from the checkpoint as `eval` does, in the checkpoint's precision or
+// --precision (autocast for amp-*, 16-bit weights for o2-*/pure-*), and every input is
+// normalised with the mean/std the run recorded (or its dataset's, for older runs).
+//
+// Pixel values: IDX and integer .npy/CSV inputs are pixels 0..255 (as the datasets store
+// them); float .npy inputs are values in [0, 1] (what torchvision's ToTensor gives). The
+// shape must be the model's: [H, W] or [C, H, W] per sample, [N, ...] for several.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+
+#include "commands.h"
+#include "exit_codes.h"
+#include "mixprec/amp.h"
+#include "mixprec/autograd.h"
+#include "mixprec/data.h"
+#include "mixprec/models.h"
+#include "mixprec/npy.h"
+#include "mixprec/ops.h"
+#include "mixprec/precision.h"
+#include "suggest.h"
+#include "train/checkpointing.h"
+#include "train/config_json.h"
+#include "train/data_source.h"
+#include "weights_file.h"
+
+namespace mixprec::cli {
+
+namespace {
+
+struct PredictFlags {
+  std::string checkpoint_flag, precision, format = "table";
+  std::vector<std::string> inputs;  // the first positional is the checkpoint unless --checkpoint
+  int64_t top_k = 3, batch_size = 64;
+};
+
+// One sample: where it came from and its values scaled to [0, 1], C*H*W of them.
+struct Sample {
+  std::string source;
+  std::vector<float> unit;
+};
+
+const std::vector<std::string>& class_names(const std::string& dataset) {
+  static const std::vector<std::string> fashion = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                                                   "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+  static const std::vector<std::string> cifar = {"airplane", "automobile", "bird", "cat", "deer",
+                                                 "dog",      "frog",       "horse", "ship", "truck"};
+  static const std::vector<std::string> digits = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
+  static const std::vector<std::string> none;
+  if (dataset == "fashion-mnist") return fashion;
+  if (dataset == "cifar10") return cifar;
+  if (dataset == "mnist") return digits;
+  return none;
+}
+
+struct InputError {
+  std::string message;
+  int code;
+};
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// Splits `values` (n samples of C*H*W, shape already checked) into samples.
+void add_samples(const std::string& path, const std::vector<double>& values, int64_t per_sample, bool pixels,
+                 bool single, std::vector<Sample>& out) {
+  const int64_t n = int64_t(values.size()) / per_sample;
+  for (int64_t i = 0; i < n; ++i) {
+    Sample s{single ? path : path + "[" + std::to_string(i) + "]", {}};
+    s.unit.resize(size_t(per_sample));
+    for (int64_t j = 0; j < per_sample; ++j) {
+      const double v = values[size_t(i * per_sample + j)];
+      s.unit[size_t(j)] = float(pixels ? v / 255.0 : v);
+    }
+    out.push_back(std::move(s));
+  }
+}
+
+// Values must be finite and within [0, 255] (pixels) or [0, 1] (unit floats).
+std::optional<InputError> check_range(const std::string& path, const std::vector<double>& values, bool pixels) {
+  const double hi = pixels ? 255.0 : 1.0;
+  for (size_t i = 0; i < values.size(); ++i)
+    if (!(values[i] >= 0.0 && values[i] <= hi))
+      return InputError{path + ": element " + std::to_string(i) + " is " + std::to_string(values[i]) + ", expected " +
+                            (pixels ? "a pixel value in 0..255" : "a value in [0, 1] (a float array is read as ToTensor output)"),
+                        kExitData};
+  return std::nullopt;
+}
+
+std::optional<InputError> load_npy(const std::string& path, const nn::ModelSpec& spec, std::vector<Sample>& out) {
+  auto a = read_npy(path);
+  if (!a.is_ok()) return InputError{a.status().message(), a.status().code() == StatusCode::invalid_argument ? kExitData : exit_code_for(a.status())};
+  const int64_t c = spec.channels, h = spec.height, w = spec.width;
+  const std::vector<int64_t>& s = a->shape;
+  const bool pixels = a->descr[1] != 'f';
+  // Accepted: [H, W] (one 1-channel sample), [C, H, W] (one), [N, H, W] (1 channel), [N, C, H, W].
+  bool single = false;
+  if (c == 1 && s.size() == 2 && s[0] == h && s[1] == w) single = true;
+  else if (s.size() == 3 && s[0] == c && s[1] == h && s[2] == w) single = true;
+  else if (c == 1 && s.size() == 3 && s[1] == h && s[2] == w) single = false;
+  else if (s.size() == 4 && s[1] == c && s[2] == h && s[3] == w) single = false;
+  else
+    return InputError{path + ": shape " + shape_text(s) + " does not fit model " + spec.name + ": expected [" +
+                          (c == 1 ? "" : std::to_string(c) + ", ") + std::to_string(h) + ", " + std::to_string(w) +
+                          "] per sample, optionally with a leading batch dimension",
+                      kExitData};
+  if (auto e = check_range(path, a->values, pixels)) return e;
+  add_samples(path, a->values, c * h * w, pixels, single, out);
+  return std::nullopt;
+}
+
+std::optional<InputError> load_idx(const std::string& path, const nn::ModelSpec& spec, std::vector<Sample>& out) {
+  auto idx = read_idx_images(path);
+  if (!idx.is_ok()) return InputError{idx.status().message(), exit_code_for(idx.status())};
+  if (spec.channels != 1 || idx->rows != spec.height || idx->cols != spec.width)
+    return InputError{path + ": IDX images of " + std::to_string(idx->rows) + "x" + std::to_string(idx->cols) +
+                          " do not fit model " + spec.name + " (" + std::to_string(spec.channels) + "x" +
+                          std::to_string(spec.height) + "x" + std::to_string(spec.width) + ")",
+                      kExitData};
+  std::vector<double> v(idx->pixels.begin(), idx->pixels.end());
+  add_samples(path, v, spec.height * spec.width, /*pixels=*/true, idx->count == 1, out);
+  return std::nullopt;
+}
+
+// CSV: one sample per row, C*H*W pixel values 0..255; a first row that is not numeric is a
+// header, and a first column named "label" (as in Kaggle's Fashion-MNIST CSV) is skipped.
+std::optional<InputError> load_csv(const std::string& path, const nn::ModelSpec& spec, std::vector<Sample>& out) {
+  std::ifstream in(path);
+  if (!in) return InputError{path + ": cannot open", kExitData};
+  const int64_t need = spec.channels * spec.height * spec.width;
+  std::string line;
+  int64_t row = 0, rows = 0;
+  bool skip_first_column = false;
+  while (std::getline(in, line)) {
+    ++row;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    std::vector<std::string> cells;
+    std::stringstream ss(line);
+    for (std::string cell; std::getline(ss, cell, ',');) cells.push_back(cell);
+    if (row == 1 && !cells.empty() && !cells[0].empty() && !std::isdigit(static_cast<unsigned char>(cells[0][0])) &&
+        cells[0][0] != '-' && cells[0][0] != '.') {
+      skip_first_column = cells[0] == "label";
+      continue;
+    }
+    const size_t first = skip_first_column ? 1 : 0;
+    if (int64_t(cells.size() - first) != need)
+      return InputError{path + ": row " + std::to_string(row) + " has " + std::to_string(cells.size() - first) +
+                            " values, model " + spec.name + " needs " + std::to_string(need) +
+                            (skip_first_column ? " (after the label column)" : ""),
+                        kExitData};
+    std::vector<double> v(static_cast<size_t>(need), 0.0);
+    for (int64_t j = 0; j < need; ++j) {
+      const std::string& cell = cells[first + size_t(j)];
+      char* end = nullptr;
+      const double x = std::strtod(cell.c_str(), &end);
+      if (cell.empty() || end != cell.c_str() + cell.size() || !(x >= 0 && x <= 255))
+        return InputError{path + ": row " + std::to_string(row) + ", column " + std::to_string(first + size_t(j) + 1) +
+                              ": '" + cell + "', expected a pixel value in 0..255",
+                          kExitData};
+      v[size_t(j)] = x;
+    }
+    ++rows;
+    Sample s{path + ":" + std::to_string(row), {}};
+    s.unit.resize(size_t(need));
+    for (int64_t j = 0; j < need; ++j) s.unit[size_t(j)] = float(v[size_t(j)] / 255.0);
+    out.push_back(std::move(s));
+  }
+  if (rows == 0) return InputError{path + ": no data rows", kExitData};
+  return std::nullopt;
+}
+
+std::string extension(const std::string& path) {
+  const auto dot = path.find_last_of('.');
+  const auto slash = path.find_last_of('/');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return "";
+  std::string e = path.substr(dot + 1);
+  std::transform(e.begin(), e.end(), e.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+  return e;
+}
+
+int run_predict(const PredictFlags& f, const std::string& checkpoint, const std::vector<std::string>& inputs) {
+  auto opened = open_weights(checkpoint);
+  if (!opened.is_ok()) {
+    std::fprintf(stderr, "mixprec: checkpoint error: %s\n", opened.status().message().c_str());
+    return kExitCheckpoint;
+  }
+  const TrainingState& st = opened->state;
+  auto parsed = train::config_from_json(st.config_json);
+  train::TrainConfig config = parsed.is_ok() ? parsed.value() : train::TrainConfig{};
+  const std::string model_name = st.model_name.empty() ? config.model : st.model_name;
+  auto spec = nn::model_spec(model_name);
+  if (!spec.is_ok()) {
+    std::fprintf(stderr, "mixprec: checkpoint error: %s: %s\n", opened->path.c_str(),
+                 opened->weights_only ? opened->model_note.c_str() : spec.status().message().c_str());
+    return kExitCheckpoint;
+  }
+  const std::string precision = f.precision.empty() ? (st.precision.empty() ? "fp32" : st.precision) : f.precision;
+  auto preset = amp::preset_by_name(precision);
+  if (!preset.is_ok()) {
+    std::fprintf(stderr, "mixprec: usage error: --precision: %s\n", preset.status().message().c_str());
+    return kExitUsage;
+  }
+
+  // The normalisation the run trained with: recorded in its config, else its dataset's.
+  std::vector<double> mean = config.norm_mean, stddev = config.norm_std;
+  if (mean.size() != size_t(spec->channels) || stddev.size() != size_t(spec->channels)) {
+    if (opened->weights_only) {
+      if (spec->name == "transformer") config.dataset = "synthetic";
+      if (spec->name == "seed-cnn") config.dataset = "cifar10";
+    }
+    config.model = spec->name;
+    config.train_subset = 1;
+    auto data = train::load_data(config, *spec);
+    if (!data.is_ok()) {
+      std::fprintf(stderr, "mixprec: data error: the checkpoint records no normalisation and its dataset cannot be read: %s\n",
+                   data.status().message().c_str());
+      return exit_code_for(data.status());
+    }
+    mean = data->test->mean;
+    stddev = data->test->stddev;
+  }
+
+  std::vector<Sample> samples;
+  for (const std::string& path : inputs) {
+    const std::string ext = extension(path);
+    std::optional<InputError> err;
+    if (ext == "npy") err = load_npy(path, *spec, samples);
+    else if (ext == "csv") err = load_csv(path, *spec, samples);
+    else if (ext == "idx" || ext == "idx3-ubyte" || ext == "gz" || path.find("ubyte") != std::string::npos)
+      err = load_idx(path, *spec, samples);
+    else
+      err = InputError{path + ": unknown input kind '." + ext + "' (expected .npy, .csv or an IDX file: .idx, *-ubyte, *.gz)",
+                       kExitUsage};
+    if (err) {
+      std::fprintf(stderr, "mixprec: %s: %s\n", err->code == kExitUsage ? "usage error" : "data error",
+                   err->message.c_str());
+      return err->code;
+    }
+  }
+
+  std::shared_ptr<nn::Module> model = nn::make_model(*spec);
+  if (Status s = train::load_weights(*model, st.model, opened->path); !s.is_ok()) {
+    std::fprintf(stderr, "mixprec: checkpoint error: %s\n", s.message().c_str());
+    return kExitCheckpoint;
+  }
+  if (preset->param_dtype != DType::f32) model->to(preset->param_dtype, preset->keep_norm_fp32);
+  model->eval();
+
+  const int64_t c = spec->channels, hw = spec->height * spec->width, k = std::min<int64_t>(f.top_k, spec->classes);
+  const auto& names = class_names(config.dataset);
+  nlohmann::json records = nlohmann::json::array();
+  if (f.format == "table") std::printf("%-40s %s\n", "input", "top classes (probability)");
+  if (f.format == "csv") std::printf("input,rank,class,name,probability\n");
+  for (size_t first = 0; first < samples.size(); first += size_t(f.batch_size)) {
+    const size_t n = std::min(samples.size() - first, size_t(f.batch_size));
+    std::vector<float> x(n * size_t(c * hw));
+    for (size_t i = 0; i < n; ++i)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t p = 0; p < hw; ++p) {
+          const float u = samples[first + i].unit[size_t(ch * hw + p)];
+          x[(i * size_t(c) + size_t(ch)) * size_t(hw) + size_t(p)] =
+              float((double(u) - mean[size_t(ch)]) / stddev[size_t(ch)]);
+        }
+    Tensor probs;
+    {
+      NoGradGuard ng;
+      Tensor logits;
+      {
+        std::optional<amp::AutocastGuard> autocast;
+        if (preset->autocast_dtype) autocast.emplace(*preset->autocast_dtype);
+        logits = (*model)(Tensor::from_vector(x, {int64_t(n), c, spec->height, spec->width}).to(preset->param_dtype));
+      }
+      probs = softmax(logits.to(DType::f32), 1);  // in f32 whatever the preset, as autocast would
+    }
+    const std::vector<double> p = probs.to_vector_f64();
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<int64_t> order(size_t(spec->classes));
+      for (int64_t j = 0; j < spec->classes; ++j) order[size_t(j)] = j;
+      const double* row = p.data() + i * size_t(spec->classes);
+      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return row[a] > row[b]; });
+      const std::string& src = samples[first + i].source;
+      nlohmann::json top = nlohmann::json::array();
+      std::string line;
+      for (int64_t r = 0; r < k; ++r) {
+        const int64_t cls = order[size_t(r)];
+        const std::string name = size_t(cls) < names.size() ? names[size_t(cls)] : std::to_string(cls);
+        top.push_back({{"class", cls}, {"name", name}, {"probability", row[cls]}});
+        char buf[128];
+        std::snprintf(buf, sizeof buf, "%s%s (%.3f)", r ? ", " : "", name.c_str(), row[cls]);
+        line += buf;
+        if (f.format == "csv") std::printf("%s,%lld,%lld,%s,%.6g\n", src.c_str(), (long long)r + 1, (long long)cls, name.c_str(), row[cls]);
+      }
+      if (f.format == "table") std::printf("%-40s %s\n", src.c_str(), line.c_str());
+      if (f.format == "json") records.push_back({{"input", src}, {"top", top}});
+    }
+  }
+  if (f.format == "json") {
+    nlohmann::json doc = {{"checkpoint", opened->path}, {"model", spec->name}, {"precision", preset->name},
+                          {"predictions", records}};
+    std::printf("%s\n", doc.dump(2).c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Runner add_predict_command(CLI::App& app) {
+  auto flags = std::make_shared<PredictFlags>();
+  CLI::App* cmd = app.add_subcommand("predict", "Top-k classes of a checkpoint's model for your own inputs (.npy, .csv, IDX)");
+  cmd->add_option("inputs", flags->inputs, "CHECKPOINT (unless --checkpoint) then input files: .npy, .csv, IDX")
+      ->required();
+  cmd->add_option("--checkpoint", flags->checkpoint_flag, "A .safetensors checkpoint, a run directory or a plain weights file");
+  cmd->add_option("--precision", flags->precision, "Precision preset (default: the checkpoint's): " + amp::preset_names())
+      ->check(precision_name());
+  cmd->add_option("--top-k", flags->top_k, "Classes shown per input")->check(integer_in(1, 1000))->capture_default_str();
+  cmd->add_option("--batch-size", flags->batch_size, "Inputs per forward pass")
+      ->check(integer_in(1, 1 << 16))->capture_default_str();
+  cmd->add_flag_callback("--json", [flags] { flags->format = "json"; }, "Print JSON instead of a table");
+  cmd->add_flag_callback("--csv", [flags] { flags->format = "csv"; }, "Print CSV (input,rank,class,name,probability)");
+  return [flags]() -> int {
+    std::vector<std::string> inputs = flags->inputs;
+    std::string checkpoint = flags->checkpoint_flag;
+    if (checkpoint.empty()) {
+      checkpoint = inputs.front();
+      inputs.erase(inputs.begin());
+    }
+    if (inputs.empty()) {
+      std::fprintf(stderr, "mixprec: usage error: predict: no input files (mixprec predict CHECKPOINT INPUT...)\n");
+      return kExitUsage;
+    }
+    return run_predict(*flags, checkpoint, inputs);
+  };
+}
+
+}  // namespace mixprec::cli

@@ -117,6 +117,8 @@ expect bad-shape 3 "wrongshape.npy: shape \[5, 32, 32\] does not fit model cnn" 
 expect bad-dtype 3 "obj.npy.*dtype '\|O' is not supported" -- "$BIN" predict run obj.npy
 expect bad-ragged 3 "ragged.csv: row 2 has 780 values, model cnn needs 784" -- "$BIN" predict run ragged.csv
 expect bad-nan 3 "nan.npy: element 0 is nan" -- "$BIN" predict run nan.npy
+mkfifo pipe.csv
+expect bad-fifo 3 "pipe.csv.*FIFO" -- timeout 20 "$BIN" predict run pipe.csv
 expect bad-kind 2 "unknown input kind '.txt'" -- "$BIN" predict run notes.txt
 expect bad-no-inputs 2 "no input files" -- "$BIN" predict run
 expect bad-checkpoint 4 "nosuch" -- "$BIN" predict nosuch five.idx

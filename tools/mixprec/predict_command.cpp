@@ -25,6 +25,7 @@
 #include "mixprec/ops.h"
 #include "mixprec/precision.h"
 #include "suggest.h"
+#include "io/byte_source.h"
 #include "train/checkpointing.h"
 #include "train/config_json.h"
 #include "train/data_source.h"
@@ -134,8 +135,10 @@ std::optional<InputError> load_idx(const std::string& path, const nn::ModelSpec&
 // CSV: one sample per row, C*H*W pixel values 0..255; a first row that is not numeric is a
 // header, and a first column named "label" (as in Kaggle's Fashion-MNIST CSV) is skipped.
 std::optional<InputError> load_csv(const std::string& path, const nn::ModelSpec& spec, std::vector<Sample>& out) {
-  std::ifstream in(path);
-  if (!in) return InputError{path + ": cannot open", kExitData};
+  // Through the regular-file check: a FIFO or device named as input is refused, never waited on.
+  auto text = io::read_regular_file(path, "CSV input", uint64_t(1) << 31);
+  if (!text.is_ok()) return InputError{text.status().message(), kExitData};
+  std::istringstream in(std::move(text).value());
   const int64_t need = spec.channels * spec.height * spec.width;
   std::string line;
   int64_t row = 0, rows = 0;

@@ -1,0 +1,126 @@
+// metrics_log_test.cpp: metrics.jsonl as written by MetricsLog and read back by read_metrics
+// (issue 13: no unit test). Every line is one JSON object; a non-finite loss is written as
+// null and read back as NaN; a resume drops the records after the checkpoint's step; a
+// partial last line (kill -9 mid-write) is dropped and flagged, a malformed earlier line is
+// data_loss naming the line.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "mixprec/run_dir.h"
+
+namespace mixprec {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempFile {
+  fs::path dir = fs::temp_directory_path() / ("metrics_log_test_" + std::to_string(::getpid()));
+  std::string path = (dir / "metrics.jsonl").string();
+  TempFile() { fs::create_directories(dir); }
+  ~TempFile() { fs::remove_all(dir); }
+};
+
+std::vector<std::string> lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+TEST(MetricsLog, EachRecordIsOneJsonLineWithTheDocumentedKeys) {
+  TempFile t;
+  {
+    auto log = MetricsLog::open(t.path);
+    ASSERT_TRUE(log.is_ok()) << log.status().message();
+    ASSERT_TRUE((*log)->log_step(1, 0, 2.5, 1e-3, 65536, false, 0.25).is_ok());
+    ASSERT_TRUE((*log)->log_step(2, 0, std::numeric_limits<double>::infinity(), 1e-3, 32768, true, 0.5).is_ok());
+    ASSERT_TRUE((*log)->log_eval(2, 0, 0.875, 0.4).is_ok());
+  }
+  const auto text = lines(t.path);
+  ASSERT_EQ(text.size(), 3u);
+  const auto a = nlohmann::json::parse(text[0]);
+  EXPECT_EQ(a.at("type"), "step");
+  EXPECT_EQ(a.at("step"), 1);
+  EXPECT_EQ(a.at("loss"), 2.5);
+  EXPECT_EQ(a.at("scale"), 65536.0);
+  EXPECT_EQ(a.at("skipped"), false);
+  const auto b = nlohmann::json::parse(text[1]);
+  EXPECT_TRUE(b.at("loss").is_null()) << text[1];  // JSON has no inf: null
+  EXPECT_EQ(b.at("skipped"), true);
+  const auto e = nlohmann::json::parse(text[2]);
+  EXPECT_EQ(e.at("type"), "eval");
+  EXPECT_EQ(e.at("accuracy"), 0.875);
+
+  auto back = read_metrics(t.path);
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  ASSERT_EQ(back->records.size(), 3u);
+  EXPECT_EQ(back->records[0].kind, MetricsRecord::Kind::step);
+  EXPECT_EQ(back->records[0].lr, 1e-3);
+  EXPECT_TRUE(std::isnan(back->records[1].loss));
+  EXPECT_TRUE(back->records[1].skipped);
+  EXPECT_EQ(back->records[2].kind, MetricsRecord::Kind::eval);
+  EXPECT_EQ(back->records[2].accuracy, 0.875);
+  EXPECT_FALSE(back->truncated_last_line);
+}
+
+TEST(MetricsLog, ResumeDropsRecordsAfterTheCheckpointStep) {
+  TempFile t;
+  {
+    auto log = MetricsLog::open(t.path);
+    ASSERT_TRUE(log.is_ok());
+    for (int s = 1; s <= 5; ++s) ASSERT_TRUE((*log)->log_step(s, 0, 1.0 / s, 1e-3, 1, false, s).is_ok());
+  }
+  {
+    auto log = MetricsLog::open(t.path, /*keep_through_step=*/3);  // the checkpoint was at step 3
+    ASSERT_TRUE(log.is_ok()) << log.status().message();
+    ASSERT_TRUE((*log)->log_step(4, 0, 0.3, 1e-3, 1, false, 4).is_ok());
+  }
+  auto back = read_metrics(t.path);
+  ASSERT_TRUE(back.is_ok());
+  ASSERT_EQ(back->records.size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(back->records[size_t(i)].step, i + 1);
+  EXPECT_EQ(back->records[3].loss, 0.3);  // the new step 4, not the old one
+}
+
+TEST(MetricsLog, PartialLastLineIsDroppedAndAMalformedEarlierLineIsDataLoss) {
+  TempFile t;
+  {
+    std::ofstream out(t.path);
+    out << R"({"type":"step","step":1,"epoch":0,"loss":1.0,"lr":0.001,"scale":1,"skipped":false,"time":0.1})" << "\n"
+        << R"({"type":"step","step":2,"epoch":0,"lo)";  // killed mid-write
+  }
+  auto back = read_metrics(t.path);
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  EXPECT_EQ(back->records.size(), 1u);
+  EXPECT_TRUE(back->truncated_last_line);
+  {
+    auto log = MetricsLog::open(t.path);  // appending first drops the partial line
+    ASSERT_TRUE(log.is_ok()) << log.status().message();
+    ASSERT_TRUE((*log)->log_step(2, 0, 0.5, 1e-3, 1, false, 0.2).is_ok());
+  }
+  const auto text = lines(t.path);
+  ASSERT_EQ(text.size(), 2u);
+  EXPECT_EQ(nlohmann::json::parse(text[1]).at("step"), 2);
+
+  {
+    std::ofstream out(t.path);
+    out << "not json\n" << R"({"type":"step","step":1,"epoch":0,"loss":1.0,"lr":0.001,"scale":1,"skipped":false,"time":0.1})" << "\n";
+  }
+  auto bad = read_metrics(t.path);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::data_loss);
+  EXPECT_NE(bad.status().message().find("line 1"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find(t.path), std::string::npos) << bad.status().message();
+}
+
+}  // namespace
+}  // namespace mixprec

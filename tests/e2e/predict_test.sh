@@ -39,6 +39,20 @@ npy("one.npy", "|u1", "(28, 28)", bytes(imgs[0]))
 with open("five.csv", "w") as f:
     f.write("label," + ",".join("pixel%d" % (i + 1) for i in range(784)) + "\n")
     for im in imgs: f.write("3," + ",".join(map(str, im)) + "\n")
+# The first image as an 8-bit gray PNG and as an RGB PNG with alpha (gray = R = G = B), written
+# by hand (zlib + CRCs, no imaging library).
+import zlib
+def png(path, w, h, color_type, rows):
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xffffffff)
+    raw = b"".join(b"\x00" + bytes(r) for r in rows)
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, color_type, 0, 0, 0))
+                + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+png("one.png", 28, 28, 0, [imgs[0][r * 28:(r + 1) * 28] for r in range(28)])
+png("one_rgba.png", 28, 28, 6, [sum(([v, v, v, 255] for v in imgs[0][r * 28:(r + 1) * 28]), []) for r in range(28)])
+png("big.png", 32, 32, 0, [[0] * 32 for _ in range(32)])
+with open("broken.png", "wb") as f: f.write(open("one.png", "rb").read()[:60])
 # Bad inputs.
 npy("fortran.npy", "|u1", "(28, 28)", bytes(784)); open("fortran.npy", "r+b").write(
     open("fortran.npy", "rb").read().replace(b"False", b"True "))
@@ -60,6 +74,36 @@ for f in five_u8.npy five_f32.npy five.csv; do
 done
 [[ $(wc -l < idx.top) -eq 5 ]] && echo "ok   five-predictions" || fail "five-predictions: $(wc -l < idx.top)"
 expect predict-single 0 "^one.npy " -- "$BIN" predict run one.npy
+# PNG: the same pixels as one.npy, so the same probabilities to the last digit; RGBA is
+# converted to gray (R = G = B here, so exactly the same pixels).
+for f in one.png one_rgba.png; do
+  a=$("$BIN" predict run one.npy --csv --top-k 10 | tail -n +2 | cut -d, -f2-)
+  b=$("$BIN" predict run "$f" --csv --top-k 10 | tail -n +2 | cut -d, -f2-)
+  [[ -n $a && "$a" == "$b" ]] && echo "ok   png-same-as-npy-$f" || fail "png-same-as-npy-$f: $(diff <(echo "$a") <(echo "$b") | head -3)"
+done
+# JPEG: written by libjpeg itself (a tiny writer compiled here), lossy, so only decoded and predicted.
+cat > jw.c <<'CEOF'
+#include <stdio.h>
+#include <jpeglib.h>
+int main(void) {
+  struct jpeg_compress_struct c; struct jpeg_error_mgr e; unsigned char row[28]; JSAMPROW r = row;
+  c.err = jpeg_std_error(&e); jpeg_create_compress(&c);
+  FILE* f = fopen("one.jpg", "wb"); jpeg_stdio_dest(&c, f);
+  c.image_width = 28; c.image_height = 28; c.input_components = 1; c.in_color_space = JCS_GRAYSCALE;
+  jpeg_set_defaults(&c); jpeg_set_quality(&c, 95, TRUE); jpeg_start_compress(&c, TRUE);
+  for (int y = 0; y < 28; ++y) { for (int x = 0; x < 28; ++x) row[x] = (unsigned char)(x * 9); jpeg_write_scanlines(&c, &r, 1); }
+  jpeg_finish_compress(&c); fclose(f); jpeg_destroy_compress(&c); return 0;
+}
+CEOF
+if cc jw.c -o jw -ljpeg 2> jw.log && ./jw; then
+  expect predict-jpeg 0 "^one.jpg " -- "$BIN" predict run one.jpg
+  head -c 200 one.jpg > broken.jpg
+  expect bad-jpeg 3 "broken.jpg.*JPEG" -- "$BIN" predict run broken.jpg
+else
+  fail "could not build the JPEG writer: $(head -3 jw.log)"
+fi
+expect bad-png-size 3 "big.png: image of 32x32 pixels, model cnn takes 28x28" -- "$BIN" predict run big.png
+expect bad-png-truncated 3 "broken.png.*PNG" -- "$BIN" predict run broken.png
 expect predict-checkpoint-flag 0 "five.idx\[0\]" -- "$BIN" predict --checkpoint run five.idx --top-k 1
 
 # --json: valid JSON, top-k entries with probabilities summing to at most 1, sorted.

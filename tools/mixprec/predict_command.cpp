@@ -1,10 +1,11 @@
 // predict_command.cpp: `mixprec predict CHECKPOINT INPUT...`: the model's top-k classes for
-// the user's own inputs: IDX image files, NumPy .npy arrays and CSV rows (issue 17). The
+// the user's own inputs: PNG/JPEG images, IDX image files, NumPy .npy arrays and CSV rows
+// (issue 17). The
 // model is rebuilt from the checkpoint as `eval` does, in the checkpoint's precision or
 // --precision (autocast for amp-*, 16-bit weights for o2-*/pure-*), and every input is
 // normalised with the mean/std the run recorded (or its dataset's, for older runs).
 //
-// Pixel values: IDX and integer .npy/CSV inputs are pixels 0..255 (as the datasets store
+// Pixel values: images, IDX and integer .npy/CSV inputs are pixels 0..255 (as the datasets store
 // them); float .npy inputs are values in [0, 1] (what torchvision's ToTensor gives). The
 // shape must be the model's: [H, W] or [C, H, W] per sample, [N, ...] for several.
 #include <algorithm>
@@ -29,6 +30,7 @@
 #include "train/checkpointing.h"
 #include "train/config_json.h"
 #include "train/data_source.h"
+#include "image_file.h"
 #include "weights_file.h"
 
 namespace mixprec::cli {
@@ -182,6 +184,20 @@ std::optional<InputError> load_csv(const std::string& path, const nn::ModelSpec&
   return std::nullopt;
 }
 
+std::optional<InputError> load_image(const std::string& path, const nn::ModelSpec& spec, std::vector<Sample>& out) {
+  auto img = decode_image_file(path);
+  if (!img.is_ok()) return InputError{img.status().message(), kExitData};
+  if (img->width != spec.width || img->height != spec.height)
+    return InputError{path + ": image of " + std::to_string(img->width) + "x" + std::to_string(img->height) +
+                          " pixels, model " + spec.name + " takes " + std::to_string(spec.width) + "x" +
+                          std::to_string(spec.height) + " (resize it first; predict does not resample)",
+                      kExitData};
+  const std::vector<uint8_t> chw = to_chw(*img, spec.channels);
+  add_samples(path, std::vector<double>(chw.begin(), chw.end()), spec.channels * spec.height * spec.width,
+              /*pixels=*/true, /*single=*/true, out);
+  return std::nullopt;
+}
+
 std::string extension(const std::string& path) {
   const auto dot = path.find_last_of('.');
   const auto slash = path.find_last_of('/');
@@ -241,8 +257,10 @@ int run_predict(const PredictFlags& f, const std::string& checkpoint, const std:
     else if (ext == "csv") err = load_csv(path, *spec, samples);
     else if (ext == "idx" || ext == "idx3-ubyte" || ext == "gz" || path.find("ubyte") != std::string::npos)
       err = load_idx(path, *spec, samples);
+    else if (ext == "png" || ext == "jpg" || ext == "jpeg" || looks_like_image(path))  // also by content
+      err = load_image(path, *spec, samples);
     else
-      err = InputError{path + ": unknown input kind '." + ext + "' (expected .npy, .csv or an IDX file: .idx, *-ubyte, *.gz)",
+      err = InputError{path + ": unknown input kind '." + ext + "' (expected .png, .jpg, .npy, .csv or an IDX file: .idx, *-ubyte, *.gz)",
                        kExitUsage};
     if (err) {
       std::fprintf(stderr, "mixprec: %s: %s\n", err->code == kExitUsage ? "usage error" : "data error",
@@ -319,8 +337,8 @@ int run_predict(const PredictFlags& f, const std::string& checkpoint, const std:
 
 Runner add_predict_command(CLI::App& app) {
   auto flags = std::make_shared<PredictFlags>();
-  CLI::App* cmd = app.add_subcommand("predict", "Top-k classes of a checkpoint's model for your own inputs (.npy, .csv, IDX)");
-  cmd->add_option("inputs", flags->inputs, "CHECKPOINT (unless --checkpoint) then input files: .npy, .csv, IDX")
+  CLI::App* cmd = app.add_subcommand("predict", "Top-k classes of a checkpoint's model for your own inputs (.png, .jpg, .npy, .csv, IDX)");
+  cmd->add_option("inputs", flags->inputs, "CHECKPOINT (unless --checkpoint) then input files: .png, .jpg, .npy, .csv, IDX")
       ->required();
   cmd->add_option("--checkpoint", flags->checkpoint_flag, "A .safetensors checkpoint, a run directory or a plain weights file");
   cmd->add_option("--precision", flags->precision, "Precision preset (default: the checkpoint's): " + amp::preset_names())

@@ -1,0 +1,31 @@
+// image_file.h: PNG and JPEG files decoded to 8-bit pixels, for `mixprec predict` (issue 17),
+// with Debian's libpng and libjpeg-turbo. Decoding lives in the CLI, not in libmixprec, so the
+// library and its CMake package gain no image dependencies.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mixprec/status.h"
+
+namespace mixprec::cli {
+
+struct DecodedImage {
+  int64_t width = 0, height = 0, channels = 0;  // channels: 1 (gray) or 3 (RGB)
+  std::vector<uint8_t> pixels;                  // HWC, row-major
+};
+
+// Decodes a PNG (any bit depth, palette, alpha: converted to 8-bit gray or RGB, alpha
+// dropped) or baseline/progressive JPEG, chosen by the file's magic bytes, not its name.
+// Images larger than 16384 x 16384 are refused before decoding. Errors: data_loss naming the
+// file and what the decoder said; io_error/not_found for the file itself.
+StatusOr<DecodedImage> decode_image_file(const std::string& path);
+
+// True when the bytes start like a PNG or a JPEG.
+bool looks_like_image(const std::string& path);
+
+// `image` as C x H x W pixels for a model of `channels` channels: RGB to gray by ITU-R 601
+// luma (0.299 R + 0.587 G + 0.114 B, what PIL's convert("L") does), gray to RGB by copying.
+std::vector<uint8_t> to_chw(const DecodedImage& image, int64_t channels);
+
+}  // namespace mixprec::cli

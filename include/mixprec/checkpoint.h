@@ -41,6 +41,10 @@ struct TrainingState {
   int64_t epoch = 0, batch_in_epoch = 0, global_step = 0;  // where to resume
   std::string config_json;                            // the run's configuration ("" = {})
   std::string precision, model_name;
+  // Set on load: the file's checksums were "verified", "absent" (a file written without them:
+  // not verified) or "not checked" (set_verify_checksums(false)). Not saved: a save writes
+  // fresh checksums.
+  std::string checksums;
 };
 
 // Atomic. Errors: invalid_argument (undefined tensor, duplicate name, a model name that

@@ -106,6 +106,7 @@ class MetadataReader {
 StatusOr<TrainingState> from_file(SafetensorsFile file, const std::string& name) {
   MetadataReader md(file.metadata, name);
   TrainingState st;
+  st.checksums = file.checksums;
   auto format = md.str("format");
   if (!format.is_ok()) return format.status();
   if (*format != kCheckpointFormat)

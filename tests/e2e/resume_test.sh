@@ -111,12 +111,15 @@ t = json.dumps(h).encode()
 t += b" " * ((8 - len(t) % 8) % 8)
 open(sys.argv[2], "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
 PY
+"$BIN" inspect part-amp-fp16/$ck | grep -q "^checksums: verified" && echo "ok   inspect: checksums verified" ||
+  fail "inspect: no 'checksums: verified' line"
 "$BIN" inspect stale-$ck > stale.log 2>&1; code=$?
 if [[ $code -eq 4 ]] && grep -q "stale-$ck': header metadata: checksum [0-9a-f]* does not match the stored" stale.log; then
   echo "ok   stale checksums: exit 4 naming the file"
 else fail "stale checksums: exit $code: $(tail -2 stale.log)"; fi
 "$BIN" inspect --no-verify-checksums stale-$ck > stale2.log 2>&1; code=$?
-if [[ $code -eq 0 ]] && grep -q "model:" stale2.log; then echo "ok   --no-verify-checksums: the damaged file loads"
+if [[ $code -eq 0 ]] && grep -q "model:" stale2.log && grep -q "^checksums: not checked" stale2.log; then
+  echo "ok   --no-verify-checksums: the damaged file loads, inspect says it was not checked"
 else fail "--no-verify-checksums: exit $code: $(tail -2 stale2.log)"; fi
 before=$(md5sum < corrupt/metrics.jsonl)
 # The file itself, and the run directory whose last.json names it (its older checkpoints

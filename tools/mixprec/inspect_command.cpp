@@ -91,6 +91,10 @@ int run_inspect(const std::string& given, bool all) {
                 st.model_name.c_str(), st.precision.c_str(), (long long)st.global_step, (long long)st.epoch,
                 (long long)st.batch_in_epoch, (long long)st.optimizer_steps);
   }
+  std::printf("checksums: %s\n\n",
+              st.checksums == "verified"   ? "verified (XXH3-64 of every tensor and of the metadata)"
+              : st.checksums == "absent"   ? "none in the file (written by another tool or an older mixprec): not verified"
+                                           : "not checked (--no-verify-checksums)");
   print_header();
   int64_t total = 0, underflow = 0, overflow = 0, nonfinite = 0;
   for (const auto& [name, t] : st.model) {

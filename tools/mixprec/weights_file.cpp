@@ -67,6 +67,7 @@ StatusOr<OpenedWeights> open_weights(const std::string& given) {
   if (!file.is_ok() || file->metadata.count("format")) return state.status();
   out.weights_only = true;
   out.state.model = file->tensors;
+  out.state.checksums = file->checksums;
   int best = 1 << 30;
   std::string best_name, best_why;
   for (const char* name : {"cnn", "seed-cnn", "mlp", "transformer"}) {

@@ -8,7 +8,7 @@
 #include "core/random.h"
 #include "mixprec/autograd.h"
 #include "mixprec/safetensors.h"
-#include "train/config_json.h"
+#include "mixprec/train_config.h"
 
 namespace mixprec::train {
 

@@ -21,7 +21,7 @@
 #include "mixprec/data.h"
 #include "mixprec/npy.h"
 #include "mixprec/safetensors.h"
-#include "train/config_json.h"
+#include "mixprec/train_config.h"
 
 namespace mixprec::fuzz {
 

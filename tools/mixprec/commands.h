@@ -34,6 +34,8 @@ std::vector<std::string> split_commas(const std::string& s);
 CLI::Validator at_least(double min);
 // An integer in [min, max], parsed exactly (an overflowing value is refused, not wrapped).
 CLI::Validator integer_in(int64_t min, int64_t max);
+// An integer >= min, parsed exactly (up to 2^63-1).
+CLI::Validator integer_from(int64_t min);
 // A non-negative integer that fits 64 bits (a seed: "-1" is refused, not wrapped to 2^64-1).
 CLI::Validator unsigned_integer();
 CLI::Validator positive();  // > 0, for real-valued flags (--lr)

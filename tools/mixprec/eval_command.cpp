@@ -11,7 +11,7 @@
 
 #include "commands.h"
 #include "exit_codes.h"
-#include "train/config_json.h"
+#include "mixprec/train_config.h"
 #include "mixprec/amp.h"
 #include "mixprec/autograd.h"
 #include "mixprec/checkpoint.h"

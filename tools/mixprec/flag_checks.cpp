@@ -32,6 +32,20 @@ CLI::Validator integer_in(int64_t min, int64_t max) {
       "INT in " + range);
 }
 
+CLI::Validator integer_from(int64_t min) {
+  const std::string range = "an integer >= " + std::to_string(min);
+  return CLI::Validator(
+      [min, range](std::string& value) -> std::string {
+        int64_t v = 0;
+        const char* end = value.data() + value.size();
+        const auto [ptr, ec] = std::from_chars(value.data(), end, v);
+        if (ec == std::errc::result_out_of_range) return "expected " + range + ", got " + value + " (out of range)";
+        if (ec != std::errc() || ptr != end) return "expected " + range + ", got '" + value + "'";
+        return v >= min ? std::string() : "expected " + range + ", got " + value;
+      },
+      "INT>=" + std::to_string(min));
+}
+
 CLI::Validator unsigned_integer() {
   return CLI::Validator(
       [](std::string& value) -> std::string {

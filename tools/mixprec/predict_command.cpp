@@ -28,7 +28,7 @@
 #include "suggest.h"
 #include "io/byte_source.h"
 #include "train/checkpointing.h"
-#include "train/config_json.h"
+#include "mixprec/train_config.h"
 #include "train/data_source.h"
 #include "image_file.h"
 #include "weights_file.h"

@@ -19,7 +19,7 @@
 #include "mixprec/run_dir.h"
 #include "mixprec/train.h"
 #include "progress.h"
-#include "train/config_json.h"
+#include "mixprec/train_config.h"
 
 namespace mixprec::cli {
 
@@ -193,13 +193,9 @@ Status adopt_resumed_config(CLI::App* cmd, train::TrainConfig& config) {
   if (!saved->has_value()) return Status::ok();  // no config.json: the flags as given (restore checks the rest)
   const std::string& text = **saved;
   auto given = [cmd](const std::string& key) {
-    std::string flag = "--" + key;
-    std::replace(flag.begin(), flag.end(), '_', '-');
-    if (key == "shuffle") flag = "--no-shuffle";
-    if (key == "loss_spike_factor") flag = "--loss-spike";
-    if (key == "evaluate") flag = "--no-eval";
     if (key == "precision" && cmd->get_option("--no-amp")->count() > 0) return true;
-    const CLI::Option* o = cmd->get_option_no_throw(flag);
+    const train::ConfigField* f = train::find_config_field(key);
+    const CLI::Option* o = f && !f->flag.empty() ? cmd->get_option_no_throw(f->flag) : nullptr;
     return o != nullptr && o->count() > 0;
   };
   auto merged = train::adopt_saved_config(config, text, given);

@@ -25,7 +25,7 @@
 #include "mixprec/data.h"
 #include "mixprec/run_dir.h"
 #include "mixprec/safetensors.h"
-#include "train/config_json.h"
+#include "mixprec/train_config.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define MIXPREC_TEST_ASAN 1

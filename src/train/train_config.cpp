@@ -1,0 +1,344 @@
+// train_config.cpp: the table of TrainConfig's settings (train_config.h) and everything that
+// walks it: range checks, validate(), config.json in both directions, and the resume merge.
+#include "mixprec/train_config.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <type_traits>
+
+#include "io/json_limits.h"
+#include "mixprec/models.h"
+#include "mixprec/precision.h"
+
+namespace mixprec::train {
+
+// 16M examples in one step: far beyond any memory this runs in; larger values are typos or
+// overflowed arithmetic in a script.
+constexpr double kMaxBatchSize = double(int64_t(1) << 24);
+
+const std::vector<ConfigField>& config_fields() {
+  using C = TrainConfig;
+  // Designated initialisers name what each number is; rows appear in --help in this order.
+  static const std::vector<ConfigField> fields = {
+      {.key = "model", .flag = "--model", .member = &C::model,
+       .help = "Model: cnn (1x28x28), seed-cnn (3x32x32), mlp, transformer (128 tokens x 256)",
+       .choices = {"cnn", "seed-cnn", "mlp", "transformer"}, .fixed_on_resume = true},
+      {.key = "dataset", .flag = "--dataset", .member = &C::dataset,
+       .help = "Dataset: fashion-mnist, mnist, cifar10, synthetic",
+       .choices = {"fashion-mnist", "mnist", "cifar10", "synthetic"}, .fixed_on_resume = true},
+      {.key = "data_dir", .flag = "--data-dir", .member = &C::data_dir,
+       .help = "Dataset folder (default: /usr/share/datasets/<dataset> where Debian installs it)"},
+      // Its values (presets, aliases, params=..,compute=..) are checked by amp::preset_by_name.
+      {.key = "precision", .flag = "--precision", .member = &C::precision, .help = "Precision preset",
+       .fixed_on_resume = true},
+      {.key = "epochs", .flag = "--epochs", .member = &C::epochs, .help = "Passes over the training set", .min = 1},
+      // -1 or >= 1: the 0 in between is refused by validate().
+      {.key = "max_steps", .flag = "--max-steps", .member = &C::max_steps,
+       .help = "Stop after this many steps (-1: no limit)", .min = -1},
+      {.key = "batch_size", .flag = "--batch-size", .member = &C::batch_size, .help = "Images per step", .min = 1,
+       .max = kMaxBatchSize, .fixed_on_resume = true},
+      {.key = "lr", .flag = "--lr", .member = &C::lr, .help = "Learning rate", .min = 0, .min_open = true},
+      {.key = "optimizer", .flag = "--optimizer", .member = &C::optimizer, .help = "Optimizer: adam, adamw, sgd",
+       .choices = {"adam", "adamw", "sgd"}, .fixed_on_resume = true},
+      // PyTorch's SGD refuses a negative momentum ("Invalid momentum value").
+      {.key = "momentum", .flag = "--momentum", .member = &C::momentum, .help = "SGD momentum", .min = 0},
+      {.key = "weight_decay", .flag = "--weight-decay", .member = &C::weight_decay, .help = "Weight decay", .min = 0},
+      {.key = "seed", .flag = "--seed", .member = &C::seed, .help = "Seed for initialisation and shuffling",
+       .fixed_on_resume = true},
+      // The upper bound that depends on the machine (4x its hardware threads) is validate()'s.
+      {.key = "threads", .flag = "--threads", .member = &C::threads,
+       .help = "Threads (0: all cores; at most 4x the hardware threads)", .min = 0, .max = double(1 << 20)},
+      {.key = "train_subset", .flag = "--train-subset", .member = &C::train_subset,
+       .help = "Use only the first N training images (-1: all)", .min = -1, .fixed_on_resume = true},
+      {.key = "test_subset", .flag = "--test-subset", .member = &C::test_subset,
+       .help = "Evaluate on only the first N test images (-1: all)", .min = -1},
+      {.key = "shuffle", .flag = "--no-shuffle", .member = &C::shuffle, .help = "Keep the dataset order",
+       .fixed_on_resume = true},
+      {.key = "evaluate", .flag = "--no-eval", .member = &C::evaluate,
+       .help = "Skip the test-set evaluation after each epoch"},
+      {.key = "init_scale", .flag = "--init-scale", .member = &C::init_scale, .help = "Loss scaler: initial scale",
+       .min = 0, .min_open = true},
+      {.key = "growth_factor", .flag = "--growth-factor", .member = &C::growth_factor,
+       .help = "Loss scaler: growth factor (> 1)", .min = 1, .min_open = true},
+      {.key = "backoff_factor", .flag = "--backoff-factor", .member = &C::backoff_factor,
+       .help = "Loss scaler: backoff factor in (0, 1)", .min = 0, .max = 1, .min_open = true, .max_open = true},
+      {.key = "growth_interval", .flag = "--growth-interval", .member = &C::growth_interval,
+       .help = "Loss scaler: clean steps before growing", .min = 1},
+      {.key = "hysteresis", .flag = "--hysteresis", .member = &C::hysteresis,
+       .help = "Loss scaler: overflows tolerated before backing off", .min = 1},
+      {.key = "min_scale", .flag = "--min-scale", .member = &C::min_scale,
+       .help = "Loss scaler: lower bound of the scale (0: none)", .min = 0},
+      {.key = "clip_grad_norm", .flag = "--clip-grad-norm", .member = &C::clip_grad_norm,
+       .help = "Clip the global gradient norm (0: off)", .min = 0},
+      {.key = "accumulate", .flag = "--accumulate", .member = &C::accumulate,
+       .help = "Micro-batches per optimizer step", .min = 1, .fixed_on_resume = true},
+      // 0 (off) or > 1: the values in between are refused by validate().
+      {.key = "loss_spike_factor", .flag = "--loss-spike", .member = &C::loss_spike_factor,
+       .help = "Treat a loss above this multiple of the median of the last 50 steps as divergence (0: off)",
+       .min = 0},
+      {.key = "on_divergence", .flag = "--on-divergence", .member = &C::on_divergence,
+       .help = "On a NaN/inf loss without a scaler, or a loss spike: stop, or rollback to the last "
+               "checkpoint and skip the offending batch",
+       .choices = {"stop", "rollback"}},
+      {.key = "max_rollbacks", .flag = "--max-rollbacks", .member = &C::max_rollbacks,
+       .help = "Rollbacks allowed before a divergence stops the run", .min = 0},
+      {.key = "eval_every", .flag = "--eval-every", .member = &C::eval_every,
+       .help = "Also evaluate every N steps (0: after each epoch)", .min = 0},
+      {.key = "save_every", .flag = "--save-every", .member = &C::save_every,
+       .help = "Also checkpoint every N steps (0: after each epoch)", .min = 0},
+      {.key = "run_dir", .flag = "--run-dir", .member = &C::run_dir,
+       .help = "Run directory for config.json, metrics.jsonl, checkpoints and plots "
+               "(default: runs/train, runs/train2, ...; 'none': write nothing)",
+       .saved = false},
+      {.key = "resume", .flag = "--resume", .member = &C::resume,
+       .help = "Continue a run exactly: its run directory or a checkpoint", .saved = false},
+      {.key = "overwrite", .flag = "--overwrite", .member = &C::overwrite,
+       .help = "Let a new run replace the run already in --run-dir (its checkpoints, metrics and config)",
+       .saved = false},
+      {.key = "init_from", .flag = "--init-from", .member = &C::init_from,
+       .help = "Start from weights in a .safetensors file (PyTorch names)", .saved = false},
+      {.key = "self_check", .flag = "--no-self-check", .member = &C::self_check,
+       .help = "Skip the AMP self-check before 16-bit training", .saved = false},
+      // Set by the CLI's --inject-nonfinite STEP[:PARAM] (one flag, two fields).
+      {.key = "inject_nonfinite_step", .member = &C::inject_nonfinite_step,
+       .help = "Write inf into a gradient at this step (0: never)", .min = 0, .saved = false},
+      {.key = "inject_nonfinite_param", .member = &C::inject_nonfinite_param,
+       .help = "The parameter whose gradient gets the inf (\"\": the first)", .saved = false},
+      {.key = "stop_on_divergence", .member = &C::stop_on_divergence,
+       .help = "false: a divergence ends the run early and is reported (compare)", .saved = false},
+      // The normalisation the run used, written down so eval and a resume scale inputs alike.
+      {.key = "norm_mean", .member = &C::norm_mean, .help = "Per-channel input mean", .fixed_on_resume = true},
+      {.key = "norm_std", .member = &C::norm_std, .help = "Per-channel input standard deviation",
+       .fixed_on_resume = true},
+  };
+  return fields;
+}
+
+const ConfigField* find_config_field(std::string_view key) {
+  for (const ConfigField& f : config_fields())
+    if (f.key == key) return &f;
+  return nullptr;
+}
+
+namespace {
+
+// The shortest text that reads back as v: 65536, 0.001, 1e-08 (not "65536.000000").
+std::string number_text(double v) {
+  char buf[40];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+std::string range_text(const ConfigField& f) {
+  const bool has_min = std::isfinite(f.min), has_max = std::isfinite(f.max);
+  if (has_min && has_max)
+    return std::string("in ") + (f.min_open ? "(" : "[") + number_text(f.min) + ", " + number_text(f.max) +
+           (f.max_open ? ")" : "]");
+  if (has_min) return std::string(f.min_open ? "> " : ">= ") + number_text(f.min);
+  if (has_max) return std::string(f.max_open ? "< " : "<= ") + number_text(f.max);
+  return "finite";
+}
+
+bool in_range(const ConfigField& f, double v) {
+  if (!std::isfinite(v)) return false;
+  if (f.min_open ? !(v > f.min) : !(v >= f.min)) return false;
+  if (f.max_open ? !(v < f.max) : !(v <= f.max)) return false;
+  return true;
+}
+
+}  // namespace
+
+std::string field_text(const ConfigField& field, const TrainConfig& config) {
+  return std::visit(
+      [&](auto member) -> std::string {
+        const auto& v = config.*member;
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::string>) return v;
+        else if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
+        else if constexpr (std::is_same_v<T, double>) return number_text(v);
+        else if constexpr (std::is_same_v<T, std::vector<double>>) {
+          std::string s = "[";
+          for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + number_text(v[i]);
+          return s + "]";
+        } else return std::to_string(v);
+      },
+      field.member);
+}
+
+std::string check_field(const ConfigField& field, const TrainConfig& config) {
+  return std::visit(
+      [&](auto member) -> std::string {
+        const auto& v = config.*member;
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          if (field.choices.empty()) return "";
+          for (const std::string& c : field.choices)
+            if (v == c) return "";
+          std::string list;
+          for (const std::string& c : field.choices) list += (list.empty() ? "" : ", ") + c;
+          return "expected one of: " + list + "; got '" + v + "'";
+        } else if constexpr (std::is_same_v<T, double> || std::is_integral_v<T>) {
+          if constexpr (std::is_same_v<T, bool>) return "";
+          else return in_range(field, double(v)) ? "" : "must be " + range_text(field) + ", got " + field_text(field, config);
+        } else {
+          for (double x : v)
+            if (!std::isfinite(x)) return "must hold finite numbers, got " + field_text(field, config);
+          return "";
+        }
+      },
+      field.member);
+}
+
+// More threads than 4x the hardware only adds contention; far more (100,000) made the OpenMP
+// runtime crash while creating them.
+static int max_threads() { return std::max(8, 4 * omp_get_num_procs()); }
+
+Status validate(const TrainConfig& c) {
+  auto bad = [](const std::string& flag, const std::string& what) {
+    return Status::invalid_argument(flag + ": " + what);
+  };
+  for (const ConfigField& f : config_fields()) {
+    if (std::string why = check_field(f, c); !why.empty())
+      return bad(f.flag.empty() ? "configuration field '" + f.key + "'" : f.flag, why);
+  }
+  // What one row cannot say: gaps in a range, bounds of this machine, names other code knows.
+  if (c.max_steps == 0) return bad("--max-steps", "must be >= 1 (or -1 for no limit), got 0");
+  if (c.threads > max_threads())
+    return bad("--threads", "must be from 0 (all cores) to " + std::to_string(max_threads()) +
+                                " (4x this machine's " + std::to_string(omp_get_num_procs()) +
+                                " hardware threads), got " + std::to_string(c.threads));
+  if (auto p = amp::preset_by_name(c.precision); !p.is_ok()) return bad("--precision", p.status().message());
+  if (!(c.loss_spike_factor == 0 || c.loss_spike_factor > 1))
+    return bad("--loss-spike", "must be > 1 (a multiple of the median of the last 50 step losses) or 0 (off), got " +
+                                   number_text(c.loss_spike_factor));
+  if ((c.save_every > 0 || !c.resume.empty()) && c.run_dir.empty() && c.resume.empty())
+    return bad("--save-every", "needs a run directory (--run-dir)");
+  if (c.on_divergence == "rollback" && c.run_dir.empty() && c.resume.empty())
+    return bad("--on-divergence", "rollback restores the last checkpoint, so it needs a run directory (--run-dir)");
+  if (!c.init_from.empty() && !c.resume.empty())
+    return bad("--init-from", "cannot be combined with --resume (--resume restores the weights, optimizer and "
+                              "scaler state of the run; --init-from starts a new run from given weights)");
+  if (c.overwrite && !c.resume.empty())
+    return bad("--overwrite", "cannot be combined with --resume (--resume continues the run in the directory, "
+                              "--overwrite deletes it)");
+  if (auto spec = nn::model_spec(c.model); !spec.is_ok()) return bad("--model", spec.status().message());
+  return Status::ok();
+}
+
+std::string config_to_json(const TrainConfig& config) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const ConfigField& f : config_fields()) {
+    if (!f.saved) continue;
+    std::visit([&](auto member) { j[f.key] = config.*member; }, f.member);
+  }
+  return j.dump(2);
+}
+
+namespace {
+
+// Whether JSON number v fits integer type T. nlohmann's get<T>() static_casts a double, which
+// is undefined behaviour out of range ("epochs": 1e300 was a fuzz crash under UBSan).
+template <typename T>
+bool fits(const nlohmann::json& v) {
+  using L = std::numeric_limits<T>;
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= uint64_t(L::max());
+  if (v.is_number_integer()) {
+    const int64_t i = v.get<int64_t>();
+    if (!L::is_signed) return i >= 0;
+    return i >= int64_t(L::min()) && i <= int64_t(L::max());
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    const double bound = std::ldexp(1.0, L::digits);  // 2^63 for int64: max + 1, exactly
+    return std::isfinite(d) && d == std::trunc(d) && d < bound && d >= (L::is_signed ? -bound : 0.0);
+  }
+  return true;  // not a number: get<T>() throws, reported as the wrong type below
+}
+
+// Overwrites the saved fields of c present in j.
+Status apply_json(TrainConfig& c, const nlohmann::json& j) {
+  for (const ConfigField& f : config_fields()) {
+    if (!f.saved || !j.contains(f.key)) continue;
+    const nlohmann::json& v = j[f.key];
+    Status error = std::visit(
+        [&](auto member) -> Status {
+          using T = std::decay_t<decltype(c.*member)>;
+          if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+            if (!fits<T>(v))
+              return Status::invalid_argument("configuration: field '" + f.key + "' is " + v.dump().substr(0, 80) +
+                                              ", expected an integer in [" +
+                                              std::to_string(std::numeric_limits<T>::min()) + ", " +
+                                              std::to_string(std::numeric_limits<T>::max()) + "]");
+          }
+          try {
+            c.*member = v.get<T>();
+          } catch (const nlohmann::json::exception&) {
+            return Status::invalid_argument("configuration: field '" + f.key + "' has the wrong type (" +
+                                            v.dump().substr(0, 80) + ")");
+          }
+          return Status::ok();
+        },
+        f.member);
+    MIXPREC_RETURN_IF_ERROR(error);
+  }
+  return Status::ok();
+}
+
+// Deeper JSON would overflow the stack when a value is copied or printed (io/json_limits.h).
+Status check_depth(const std::string& text) {
+  if (io::json_depth_within(text)) return Status::ok();
+  return Status::invalid_argument("configuration: JSON nested deeper than " + std::to_string(io::kMaxJsonDepth) +
+                                  " levels, expected a flat object of settings");
+}
+
+StatusOr<nlohmann::json> parse_object(const std::string& text) {
+  MIXPREC_RETURN_IF_ERROR(check_depth(text));
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Status::invalid_argument("configuration: not a JSON object");
+  return j;
+}
+
+}  // namespace
+
+StatusOr<TrainConfig> config_from_json(const std::string& text) {
+  auto j = parse_object(text);
+  if (!j.is_ok()) return j.status();
+  TrainConfig c;
+  MIXPREC_RETURN_IF_ERROR(apply_json(c, *j));
+  return c;
+}
+
+StatusOr<TrainConfig> adopt_saved_config(const TrainConfig& given, const std::string& saved,
+                                         const std::function<bool(const std::string& key)>& explicitly_given) {
+  auto j = parse_object(saved);
+  if (!j.is_ok()) return j.status();
+  TrainConfig as_saved = given;
+  MIXPREC_RETURN_IF_ERROR(apply_json(as_saved, *j));
+  nlohmann::json keep = nlohmann::json::object();
+  for (auto it = j->begin(); it != j->end(); ++it) {
+    if (!explicitly_given(it.key())) {
+      keep[it.key()] = it.value();
+      continue;
+    }
+    const ConfigField* f = find_config_field(it.key());
+    if (f == nullptr || !f->fixed_on_resume) continue;
+    const std::string was = field_text(*f, as_saved), now = field_text(*f, given);
+    if (was != now)
+      return Status::invalid_argument(f->flag + ": cannot change on --resume: the run was trained with '" + was +
+                                      "', given '" + now + "' (a resume continues the run as it was; to change "
+                                      "it, start a new run from its weights with --init-from CHECKPOINT)");
+  }
+  TrainConfig c = given;
+  MIXPREC_RETURN_IF_ERROR(apply_json(c, keep));
+  return c;
+}
+
+}  // namespace mixprec::train

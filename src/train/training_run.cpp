@@ -1,0 +1,255 @@
+// training_run.cpp: setting a training run up, step by step (training_run.h), and what it
+// reports at the end. The loop itself is in trainer.cpp.
+#include "train/training_run.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "mixprec/autograd.h"
+#include "mixprec/memory.h"
+#include "mixprec/train_config.h"
+#include "train/self_check.h"
+
+namespace mixprec::train {
+
+namespace {
+
+// The shortest text that reads back as v: 65536, 0.001, 1e-08 (not "65536.000000").
+std::string format_number(double v) {
+  char buf[40];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::nth_element(v.begin(), v.begin() + long(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+// Training seconds the resumed run had logged up to `through_step` (its metrics "time"), so
+// that the time of the steps after a resume continues from there instead of restarting at 0.
+double logged_seconds(const std::string& metrics_path, int64_t through_step) {
+  auto file = read_metrics(metrics_path);
+  if (!file.is_ok()) return 0.0;
+  double t = 0.0;
+  for (const MetricsRecord& r : file->records)
+    if (r.kind == MetricsRecord::Kind::step && r.step <= through_step && std::isfinite(r.seconds))
+      t = std::max(t, r.seconds);
+  return t;
+}
+
+// A resume is refused as a checkpoint problem (exit code 4 in the CLI).
+Status as_checkpoint_error(const Status& s) { return Status(StatusCode::bad_checkpoint, s.message()); }
+
+}  // namespace
+
+TrainingRun::TrainingRun(const TrainConfig& config, const Callbacks& callbacks)
+    : config_(config), cb_(callbacks), guard_(config.loss_spike_factor) {}
+
+TrainingRun::~TrainingRun() = default;
+
+Status TrainingRun::claim_run_dir() {
+  run_dir_path_ = run_dir_of(config_);
+  if (run_dir_path_.empty()) return Status::ok();
+  const RunDirMode mode = !config_.resume.empty() ? RunDirMode::resume
+                          : config_.overwrite     ? RunDirMode::overwrite
+                                                  : RunDirMode::fresh;
+  auto lock = mixprec::claim_run_dir(run_dir_path_, mode);
+  if (!lock.is_ok()) return lock.status();
+  run_dir_lock_ = std::move(lock).value();
+  return Status::ok();
+}
+
+Status TrainingRun::load_datasets() {
+  spec_ = nn::model_spec(config_.model).value();  // validate() checked the name
+  auto data = load_data(config_, spec_);
+  if (!data.is_ok()) return data.status();
+  data_ = *data;
+  // Written down in config.json and checkpoints, so eval and a resume scale inputs the same way.
+  recorded_config_ = config_;
+  recorded_config_.norm_mean = data_.train->mean;
+  recorded_config_.norm_std = data_.train->stddev;
+  loader_ = std::make_unique<DataLoader>(
+      data_.train, DataLoaderOptions{.batch_size = config_.batch_size, .shuffle = config_.shuffle, .seed = config_.seed});
+  return Status::ok();
+}
+
+void TrainingRun::choose_precision() {
+  preset_ = amp::preset_by_name(config_.precision).value();  // validate() checked the name
+  if (!config_.self_check || preset_.name == "fp32") return;
+  loader_->set_epoch(0);
+  auto first = loader_->next();
+  SelfCheckResult check = amp_self_check(preset_, spec_, config_, *first);
+  result_.self_check = check.summary;
+  if (check.passed) return;
+  if (cb_.on_warning)
+    cb_.on_warning(check.summary + "; falling back to fp32 (pass --precision fp32 to silence, "
+                   "or check MIXPREC_VERBOSE=dispatch)");
+  preset_ = amp::preset_by_name("fp32").value();
+}
+
+Status TrainingRun::build_model() {
+  // Same seed, same initial weights in every preset: drawn in f32, then converted.
+  manual_seed(config_.seed);
+  auto model = nn::make_model(spec_);
+  if (!config_.init_from.empty()) {
+    // A file that cannot serve as weights is a checkpoint problem (exit code 4 in the CLI).
+    if (Status loaded = load_weights(*model, config_.init_from); !loaded.is_ok())
+      return Status(StatusCode::bad_checkpoint, "--init-from: " + loaded.message());
+  }
+  if (!config_.inject_nonfinite_param.empty()) {
+    std::string names;
+    bool found = false;
+    for (const auto& [name, p] : model->named_parameters()) {
+      found = found || name == config_.inject_nonfinite_param;
+      names += (names.empty() ? "" : ", ") + name;
+    }
+    if (!found)
+      return Status::invalid_argument("--inject-nonfinite: model " + config_.model + " has no parameter '" +
+                                      config_.inject_nonfinite_param + "'; its parameters: " + names);
+  }
+  step_ = std::make_unique<PrecisionStep>(preset_, model, config_);
+  return Status::ok();
+}
+
+Status TrainingRun::restore() {
+  if (config_.resume.empty()) return Status::ok();
+  auto usable = resolve_usable_checkpoint(config_.resume);  // skips non-finite ones in a run dir
+  if (!usable.is_ok()) return as_checkpoint_error(usable.status());
+  const std::string& file = usable->file;
+  if (cb_.on_warning && !usable->skipped.empty()) {
+    for (const std::string& why : usable->skipped) cb_.on_warning("resume: passed over " + why);
+    cb_.on_warning("resume: continuing from " + file + " (step " + std::to_string(usable->state.global_step) +
+                   "), the newest usable checkpoint");
+  }
+  rollback_candidates_.push_back(file);
+  auto restored = restore_state(*step_, usable->state, file);
+  if (!restored.is_ok()) return as_checkpoint_error(restored.status());
+  pos_ = *restored;
+  result_.first_step = pos_.global_step + 1;
+  return Status::ok();
+}
+
+Status TrainingRun::open_logs() {
+  if (run_dir_path_.empty()) return Status::ok();
+  const bool fresh = config_.resume.empty();
+  auto rd = open_run_dir(run_dir_path_, fresh ? config_to_json(recorded_config_) : "");
+  if (!rd.is_ok()) return rd.status();
+  run_dir_ = *rd;
+  auto log = MetricsLog::open(run_dir_->metrics_path(), fresh ? std::optional<int64_t>() : pos_.global_step);
+  if (!log.is_ok()) return log.status();
+  metrics_ = std::move(log).value();
+  result_.run_dir = run_dir_->path;
+  time_offset_ = fresh ? 0.0 : logged_seconds(run_dir_->metrics_path(), pos_.global_step);
+  return Status::ok();
+}
+
+Status TrainingRun::plan() {
+  const int64_t batches = loader_->num_batches();
+  if (batches < 1)
+    return Status::invalid_argument("--batch-size: " + std::to_string(config_.batch_size) +
+                                    " is larger than the training set (" + std::to_string(data_.train->count) +
+                                    " examples)");
+  per_epoch_ = batches / config_.accumulate;
+  if (per_epoch_ < 1)
+    return Status::invalid_argument("--accumulate: " + std::to_string(config_.accumulate) +
+                                    " micro-batches per step, but an epoch has only " + std::to_string(batches) +
+                                    " batches");
+  if (!config_.resume.empty() && pos_.batch_in_epoch >= per_epoch_)
+    return Status(StatusCode::bad_checkpoint,
+                  "checkpoint '" + rollback_candidates_.front() + "': metadata key 'batch_in_epoch': " +
+                      std::to_string(pos_.batch_in_epoch) + " is past this run's " + std::to_string(per_epoch_) +
+                      " steps per epoch (expected 0.." + std::to_string(per_epoch_ - 1) + ")");
+  total_ = per_epoch_ * config_.epochs;
+  if (config_.max_steps > 0) total_ = std::min(total_, config_.max_steps);
+  result_.planned_steps = total_;
+  result_.precision = preset_.name;
+  result_.loss_scaling = step_->scaler().is_enabled();
+  return Status::ok();
+}
+
+void TrainingRun::describe_finished_run() {
+  result_.already_finished = true;
+  result_.steps = pos_.global_step;
+  result_.last_checkpoint = rollback_candidates_.empty() ? std::string() : rollback_candidates_.back();
+  if (!run_dir_) return;
+  auto file = read_metrics(run_dir_->metrics_path());
+  if (!file.is_ok()) return;
+  for (const MetricsRecord& m : file->records) {
+    if (m.kind != MetricsRecord::Kind::eval || m.step > pos_.global_step) continue;
+    EvalReport e;
+    e.epoch = m.epoch;
+    e.step = m.step;
+    e.accuracy = m.accuracy;
+    e.loss = m.loss;
+    result_.evals.push_back(e);
+    result_.best_accuracy = std::max(result_.best_accuracy, e.accuracy);
+    result_.final_accuracy = e.accuracy;
+  }
+}
+
+void TrainingRun::announce() {
+  if (!cb_.on_start) return;
+  const std::string micro =
+      config_.accumulate > 1 ? ", " + std::to_string(config_.accumulate) + " micro-batches each" : "";
+  cb_.on_start(config_,
+               {{"model", spec_.name + " (" + std::to_string(step_->model().num_parameters()) + " parameters)"},
+                {"dataset", data_.train->name + " (" + std::to_string(data_.train->count) + " train, " +
+                                std::to_string(data_.test->count) + " test)"},
+                {"steps", std::to_string(total_) + " (" + std::to_string(per_epoch_) + " per epoch" + micro + ")"},
+                {"threads", std::to_string(omp_get_max_threads())},
+                {"precision", preset_.name + " (" + preset_.level + ": " + preset_.description + ")"},
+                {"loss scaling", preset_.loss_scaling ? "dynamic, init " + format_number(config_.init_scale) +
+                                                            ", interval " + std::to_string(config_.growth_interval)
+                                                      : "off"},
+                {"self-check", result_.self_check.empty() ? "-" : result_.self_check}});
+}
+
+TrainResult TrainingRun::finish() {
+  result_.steps = global_step_;
+  result_.seconds = std::chrono::duration<double>(Clock::now() - t_start_).count();
+  result_.seconds_per_step = median(step_seconds_);
+  result_.peak_activation_bytes = peak_bytes(MemoryCategory::activations);
+  result_.peak_total_bytes = memory_stats().total_peak;
+  result_.skipped_steps = step_->scaler().skipped_steps();
+  result_.final_scale = step_->scaler().get_scale();
+  result_.precision = preset_.name;
+  std::vector<std::pair<std::string, int64_t>> most_first(skipped_by_tensor_.begin(), skipped_by_tensor_.end());
+  std::stable_sort(most_first.begin(), most_first.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  result_.skipped_by_tensor = std::move(most_first);
+  return std::move(result_);
+}
+
+StatusOr<TrainResult> TrainingRun::run() {
+  MIXPREC_RETURN_IF_ERROR(validate(config_));
+  MIXPREC_RETURN_IF_ERROR(claim_run_dir());
+  if (config_.threads > 0) omp_set_num_threads(config_.threads);
+  MIXPREC_RETURN_IF_ERROR(load_datasets());
+  choose_precision();
+  MIXPREC_RETURN_IF_ERROR(build_model());
+  MIXPREC_RETURN_IF_ERROR(restore());
+  MIXPREC_RETURN_IF_ERROR(open_logs());
+  MIXPREC_RETURN_IF_ERROR(plan());
+  if (!config_.resume.empty() && pos_.global_step >= total_) {  // nothing left to do: say so
+    describe_finished_run();
+    return std::move(result_);
+  }
+  announce();
+  MIXPREC_RETURN_IF_ERROR(train());
+  return finish();
+}
+
+StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& callbacks) {
+  TrainingRun training(config, callbacks);
+  return training.run();
+}
+
+}  // namespace mixprec::train

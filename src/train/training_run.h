@@ -1,0 +1,100 @@
+// training_run.h: one training run (train::run) as small named steps, in the order they run:
+//
+//   claim_run_dir -> load_datasets -> choose_precision -> build_model -> restore -> open_logs
+//   -> plan -> announce -> train (train_step, after_step: evaluate_now, save, roll_back) -> finish
+//
+// Setting up (training_run.cpp) and the loop (trainer.cpp) share the state below; each step
+// reads what the steps before it produced. The run directory is resolved once (run_dir_of) and
+// the preset parsed once into an amp::Preset.
+#pragma once
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mixprec/data.h"
+#include "mixprec/models.h"
+#include "mixprec/precision.h"
+#include "mixprec/run_dir.h"
+#include "mixprec/train.h"
+#include "train/checkpointing.h"
+#include "train/data_source.h"
+#include "train/divergence_guard.h"
+#include "train/precision_step.h"
+
+namespace mixprec::train {
+
+class TrainingRun {
+ public:
+  TrainingRun(const TrainConfig& config, const Callbacks& callbacks);
+  ~TrainingRun();
+  TrainingRun(const TrainingRun&) = delete;
+  TrainingRun& operator=(const TrainingRun&) = delete;
+
+  StatusOr<TrainResult> run();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  // What a train step asks the loop to do next.
+  enum class Next { go_on, restart_from_checkpoint, stop };
+
+  // ---- setting up (training_run.cpp) ----
+  Status claim_run_dir();     // one run per run directory: locked before anything is read
+  Status load_datasets();     // both splits, the loader, the normalisation to record
+  void choose_precision();    // the preset, or fp32 when the AMP self-check fails
+  Status build_model();       // seeded init, --init-from, the PrecisionStep around it
+  Status restore();           // --resume: model, optimizer, scaler, RNG, position
+  Status open_logs();         // config.json and metrics.jsonl in the run directory
+  Status plan();              // steps per epoch and in all, checked against the data
+  void announce();            // the resolved-configuration table (Callbacks::on_start)
+  TrainResult finish();       // timings, memory, scaler figures into the result
+  // A resume of a run that had already done every planned step: described, nothing trained.
+  void describe_finished_run();
+
+  // ---- the loop (trainer.cpp) ----
+  Status train();
+  StatusOr<Next> train_step(int64_t epoch, int64_t batch);
+  // Evaluation, checkpoint and Ctrl-C after a step (or a skipped batch).
+  StatusOr<Next> after_step(int64_t epoch, int64_t batch, bool skipped_batch);
+  StatusOr<bool> evaluate_now(int64_t epoch);  // true: the best accuracy so far
+  // Only a finite, resumable state becomes a checkpoint (save_checked); anything else is
+  // reported and never becomes last.json's or a rollback's target.
+  Status save(const Position& at, bool is_best);
+  // Back to the last good checkpoint: model, optimizer, scaler, RNG and data position; the
+  // logs forget the steps after it.
+  Status roll_back(int64_t epoch, int64_t batch, const std::string& why);
+  void report_step(int64_t epoch, const PrecisionStep::Outcome& out);
+
+  const TrainConfig& config_;
+  const Callbacks& cb_;
+  TrainResult result_;
+
+  std::string run_dir_path_;  // "" when nothing is written
+  std::unique_ptr<RunDirLock> run_dir_lock_;
+  nn::ModelSpec spec_;
+  DataSplits data_;
+  TrainConfig recorded_config_;  // config_ with the normalisation the loader applies
+  std::unique_ptr<DataLoader> loader_;
+  amp::Preset preset_;
+  std::unique_ptr<PrecisionStep> step_;
+
+  Position pos_;  // where the next step starts
+  // Checkpoints a rollback may return to, oldest first: only finite, resumable ones.
+  std::vector<std::string> rollback_candidates_;
+  std::optional<RunDir> run_dir_;
+  std::unique_ptr<MetricsLog> metrics_;
+  double time_offset_ = 0.0;  // metrics "time" stays monotone across resumes
+  int64_t per_epoch_ = 0, total_ = 0;
+
+  Clock::time_point t_start_, window_start_;
+  std::vector<double> step_seconds_;
+  int64_t global_step_ = 0, window_images_ = 0;
+  std::vector<Batch> micro_;
+  DivergenceGuard guard_;
+  std::map<std::string, int64_t> skipped_by_tensor_;
+  bool injected_ = false;
+};
+
+}  // namespace mixprec::train

@@ -1,0 +1,209 @@
+// train_config_test.cpp: the table of settings (mixprec/train_config.h) and what walks it.
+// Every row is unique and complete; every saved field survives config.json with a
+// non-default value and no unsaved one is written; a field of the wrong type, or an integer
+// out of its type's range, is invalid_argument naming the field; unknown keys are ignored;
+// validate() refuses a value just past each row's bound naming its flag; adopt_saved_config
+// takes the saved value unless the user gave the flag, and refuses a flag that changes a
+// setting fixed on resume.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "mixprec/train_config.h"
+
+#include <cmath>
+#include <set>
+
+namespace mixprec::train {
+namespace {
+
+// Every serialised field set away from its default.
+TrainConfig unusual() {
+  TrainConfig c;
+  c.model = "seed-cnn";
+  c.dataset = "cifar10";
+  c.data_dir = "/data/cifar";
+  c.precision = "o2-bf16";
+  c.epochs = 7;
+  c.max_steps = 123;
+  c.batch_size = 48;
+  c.lr = 3.5e-4;
+  c.optimizer = "sgd";
+  c.momentum = 0.8;
+  c.weight_decay = 0.05;
+  c.seed = 18446744073709551615ull;  // the largest seed survives exactly
+  c.threads = 3;
+  c.train_subset = 1000;
+  c.test_subset = 200;
+  c.shuffle = false;
+  c.evaluate = false;
+  c.init_scale = 1024;
+  c.growth_factor = 4;
+  c.backoff_factor = 0.25;
+  c.growth_interval = 17;
+  c.hysteresis = 3;
+  c.min_scale = 1;
+  c.clip_grad_norm = 2.5;
+  c.accumulate = 4;
+  c.eval_every = 50;
+  c.save_every = 25;
+  c.loss_spike_factor = 8;
+  c.on_divergence = "rollback";
+  c.max_rollbacks = 5;
+  c.norm_mean = {0.4914, 0.4822, 0.4465};
+  c.norm_std = {0.247, 0.243, 0.261};
+  return c;
+}
+
+TEST(ConfigJson, EveryFieldRoundTrips) {
+  const TrainConfig c = unusual();
+  const std::string text = config_to_json(c);
+  auto back = config_from_json(text);
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  // Compared through the JSON of both, plus the fields a typo in the table would lose.
+  EXPECT_EQ(config_to_json(*back), text);
+  EXPECT_EQ(back->seed, c.seed);
+  EXPECT_EQ(back->precision, "o2-bf16");
+  EXPECT_EQ(back->norm_std, c.norm_std);
+  EXPECT_FALSE(back->shuffle);
+  // And every key of the JSON differs from the default config's value, so no field was skipped.
+  const auto j = nlohmann::json::parse(text), d = nlohmann::json::parse(config_to_json(TrainConfig{}));
+  for (const auto& [k, v] : j.items()) EXPECT_NE(v, d.at(k)) << "field '" << k << "' was not set away from its default";
+}
+
+TEST(ConfigJson, WrongTypesAndOutOfRangeIntegersNameTheField) {
+  for (const auto& [text, field] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"lr": "fast"})", "lr"},
+           {R"({"epochs": 1e300})", "epochs"},
+           {R"({"threads": 4294967296})", "threads"},
+           {R"({"seed": -1})", "seed"},
+           {R"({"shuffle": 1})", "shuffle"},
+           {R"({"norm_mean": [0.5, "x"]})", "norm_mean"}}) {
+    SCOPED_TRACE(text);
+    auto c = config_from_json(text);
+    ASSERT_FALSE(c.is_ok());
+    EXPECT_EQ(c.status().code(), StatusCode::invalid_argument);
+    EXPECT_NE(c.status().message().find("field '" + field + "'"), std::string::npos) << c.status().message();
+  }
+  for (const std::string& text : {std::string("[1, 2]"), std::string("not json"), std::string(100, '[')}) {
+    auto c = config_from_json(text);
+    EXPECT_FALSE(c.is_ok()) << text.substr(0, 20);
+  }
+}
+
+TEST(ConfigJson, UnknownKeysAreIgnoredAndMissingKeysKeepDefaults) {
+  auto c = config_from_json(R"({"lr": 0.5, "from_a_newer_version": {"x": 1}})");
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->lr, 0.5);
+  EXPECT_EQ(c->batch_size, TrainConfig{}.batch_size);
+}
+
+TEST(ConfigJson, AdoptSavedConfigLetsGivenFlagsWin) {
+  const std::string saved = config_to_json(unusual());
+  TrainConfig given;  // defaults, except what the user typed
+  given.max_steps = 999;
+  auto merged = adopt_saved_config(given, saved, [](const std::string& key) { return key == "max_steps"; });
+  ASSERT_TRUE(merged.is_ok()) << merged.status().message();
+  EXPECT_EQ(merged->max_steps, 999);      // given on the command line: wins
+  EXPECT_EQ(merged->batch_size, 48);      // from the saved run
+  EXPECT_EQ(merged->precision, "o2-bf16");
+  EXPECT_FALSE(adopt_saved_config(given, "{\"lr\": []}", [](const std::string&) { return false; }).is_ok());
+}
+
+TEST(ConfigTable, RowsAreUniqueNamedAndDocumented) {
+  std::set<std::string> keys, flags;
+  for (const ConfigField& f : config_fields()) {
+    SCOPED_TRACE(f.key);
+    EXPECT_TRUE(keys.insert(f.key).second) << "duplicate key";
+    if (!f.flag.empty()) {
+      EXPECT_TRUE(flags.insert(f.flag).second) << "duplicate flag";
+      EXPECT_EQ(f.flag.rfind("--", 0), 0u);
+    }
+    EXPECT_FALSE(f.help.empty());
+    EXPECT_EQ(find_config_field(f.key), &f);
+    // The default configuration passes its own row's check.
+    EXPECT_EQ(check_field(f, TrainConfig{}), "");
+  }
+  EXPECT_EQ(find_config_field("no_such_setting"), nullptr);
+  EXPECT_GE(config_fields().size(), 35u);
+}
+
+TEST(ConfigTable, ExactlyTheSavedRowsAreWritten) {
+  const auto j = nlohmann::json::parse(config_to_json(unusual()));
+  for (const ConfigField& f : config_fields()) EXPECT_EQ(j.contains(f.key), f.saved) << f.key;
+  EXPECT_EQ(j.size(), size_t(std::count_if(config_fields().begin(), config_fields().end(),
+                                           [](const ConfigField& f) { return f.saved; })));
+}
+
+// A value just outside each numeric row's range is refused by validate(), naming the flag.
+TEST(ConfigTable, ValidateRefusesJustPastEachBound) {
+  int checked = 0;
+  for (const ConfigField& f : config_fields()) {
+    std::vector<double> outside;
+    if (std::isfinite(f.min)) outside.push_back(f.min_open ? f.min : f.min - 1);
+    if (std::isfinite(f.max)) outside.push_back(f.max_open ? f.max : f.max + 1);
+    for (double v : outside) {
+      TrainConfig c;
+      c.run_dir = "runs/x";
+      const bool numeric = std::visit(
+          [&](auto member) {
+            using T = std::decay_t<decltype(c.*member)>;
+            if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+              c.*member = T(v);
+              return true;
+            }
+            return false;
+          },
+          f.member);
+      if (!numeric) continue;
+      SCOPED_TRACE(f.key + " = " + std::to_string(v));
+      const Status st = validate(c);
+      ASSERT_FALSE(st.is_ok());
+      const std::string name = f.flag.empty() ? "'" + f.key + "'" : f.flag;
+      EXPECT_NE(st.message().find(name), std::string::npos) << st.message();
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 20);  // the table has bounds to check
+  // NaN and inf pass no bound.
+  TrainConfig c;
+  c.lr = std::nan("");
+  EXPECT_NE(validate(c).message().find("--lr"), std::string::npos);
+  c.lr = INFINITY;
+  EXPECT_NE(validate(c).message().find("--lr"), std::string::npos);
+  c = TrainConfig{};
+  c.optimizer = "adamm";
+  EXPECT_NE(validate(c).message().find("expected one of: adam, adamw, sgd"), std::string::npos);
+}
+
+TEST(ConfigTable, ResumeRefusesChangingAFixedSettingAndAllowsTheRest) {
+  const std::string saved = config_to_json(unusual());  // trained as seed-cnn, o2-bf16, batch 48, ...
+  TrainConfig given;
+  given.precision = "fp32";
+  auto refused = adopt_saved_config(given, saved, [](const std::string& key) { return key == "precision"; });
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.status().message().find("--precision: cannot change on --resume"), std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find("'o2-bf16'"), std::string::npos);
+  // The same value as the run's is no change.
+  given.precision = "o2-bf16";
+  EXPECT_TRUE(adopt_saved_config(given, saved, [](const std::string& key) { return key == "precision"; }).is_ok());
+  // Every fixed row with a flag refuses a different value; every other row accepts one.
+  for (const ConfigField& f : config_fields()) {
+    if (!f.saved || f.flag.empty()) continue;
+    TrainConfig g = *config_from_json(saved);
+    std::visit(
+        [&](auto member) {
+          using T = std::decay_t<decltype(g.*member)>;
+          if constexpr (std::is_same_v<T, std::string>) g.*member += "x";
+          else if constexpr (std::is_same_v<T, bool>) g.*member = !(g.*member);
+          else if constexpr (std::is_arithmetic_v<T>) g.*member = T(g.*member + 1);
+        },
+        f.member);
+    auto merged = adopt_saved_config(g, saved, [&](const std::string& key) { return key == f.key; });
+    EXPECT_EQ(merged.is_ok(), !f.fixed_on_resume) << f.key;
+  }
+}
+
+}  // namespace
+}  // namespace mixprec::train

@@ -16,6 +16,9 @@ std::string cpu_model_name();
 // The detected features mixprec uses, e.g. "AVX2 FMA F16C" or
 // "AVX2 FMA F16C AVX512F AVX512-BF16 AVX512-FP16 AMX-BF16"; "none" when there are none.
 std::string cpu_feature_list();
+// Both, with what is missing for fast 16-bit training, in words a user can check:
+// "AMD EPYC (family 25, model 1): AVX2 FMA F16C (no AVX-512, no AMX)".
+std::string cpu_summary();
 // True when the oneDNN backend has kernels for dtype on this CPU (f32 always; bf16 from
 // AVX-512 on; f16 never in oneDNN 2.6, which mixprec emulates everywhere).
 bool runs_natively(DType dtype);

@@ -10,7 +10,6 @@
 #include <memory>
 
 #include "mixprec/nn.h"
-#include "mixprec/nn_extra.h"
 
 namespace mixprec::nn {
 

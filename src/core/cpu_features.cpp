@@ -150,4 +150,14 @@ std::string cpu_model_name() {
   return name;
 }
 
+std::string cpu_summary() {
+  const CpuFeatures& f = cpu_features();
+  std::string missing;
+  if (!f.avx512f) missing += "no AVX-512";
+  else if (!f.avx512_bf16) missing += "no AVX512-BF16";
+  if (!f.amx_bf16) missing += std::string(missing.empty() ? "" : ", ") + "no AMX";
+  std::string s = cpu_model_name() + ": " + cpu_feature_list();
+  return missing.empty() ? s : s + " (" + missing + ")";
+}
+
 }  // namespace mixprec

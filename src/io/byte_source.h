@@ -3,32 +3,17 @@
 // (tests, fuzzing). A read past the end is data_loss (the file is shorter than its header
 // said), never a silent short read.
 //
-// Every reader of a file mixprec did not write itself opens it through open_regular_file, so
-// that a FIFO, a directory or a device (/dev/zero, a tty) given as a checkpoint, a dataset, a
-// pointer or a metrics log is refused at once instead of blocking forever or never ending.
+// Files are opened through open_regular_file (mixprec/files.h).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "mixprec/files.h"
 #include "mixprec/status.h"
 
 namespace mixprec::io {
-
-// Opens path read-only without blocking (O_NONBLOCK: opening a FIFO with no writer would
-// otherwise wait forever), checks the descriptor itself with fstat (no window for a swap
-// between check and open), refuses anything but a regular file, then clears O_NONBLOCK.
-// Returns the descriptor (O_CLOEXEC; the caller closes it). `what` names the file's role in
-// messages ("checkpoint", "metrics log", ...). Errors: not_found when path does not exist;
-// io_error naming the path when it cannot be opened or is not a regular file (saying what
-// it is: a directory, a FIFO, a character device, ...).
-StatusOr<int> open_regular_file(const std::string& path, const std::string& what);
-
-// The whole of a regular file (opened as above), refused with data_loss when it holds more
-// than max_bytes (a pointer file is a few dozen bytes; a huge one is not ours).
-StatusOr<std::string> read_regular_file(const std::string& path, const std::string& what,
-                                        uint64_t max_bytes);
 
 class ByteSource {
  public:

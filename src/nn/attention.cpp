@@ -8,7 +8,6 @@
 
 #include "mixprec/nn_attention.h"
 #include "mixprec/ops.h"
-#include "mixprec/ops_extra.h"
 #include "mixprec/status.h"
 
 namespace mixprec::nn {

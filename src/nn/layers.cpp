@@ -2,7 +2,6 @@
 #include <cmath>
 
 #include "mixprec/nn.h"
-#include "mixprec/nn_extra.h"
 #include "mixprec/status.h"
 
 namespace mixprec::nn {

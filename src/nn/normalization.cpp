@@ -3,7 +3,7 @@
 #include <cmath>
 #include <string>
 
-#include "mixprec/nn_extra.h"
+#include "mixprec/nn.h"
 #include "mixprec/status.h"
 
 namespace mixprec::nn {

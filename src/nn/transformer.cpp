@@ -5,7 +5,7 @@
 #include <string>
 
 #include "mixprec/nn_attention.h"
-#include "mixprec/ops_extra.h"
+#include "mixprec/ops.h"
 #include "mixprec/status.h"
 
 namespace mixprec::nn {

@@ -60,7 +60,8 @@ Tensor narrow(const Tensor& src_in, int64_t start, int64_t length) {
   return dst;
 }
 
-Tensor attention_softmax(const Tensor& scores) {
+Tensor attention_softmax(const Tensor& scores_in) {
+  const Tensor scores = ops_detail::autocast_input(amp::OpId::attention_softmax, scores_in);
   if (!scores.defined() || scores.dim() < 1 || !is_floating(scores.dtype()))
     throw Error(Status::invalid_argument("attention_softmax: expects a floating tensor, got " +
                                          (scores.defined() ? scores.str() : std::string("undefined"))));

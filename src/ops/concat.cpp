@@ -8,7 +8,6 @@
 #include "ops/dispatch.h"
 #include "mixprec/autograd.h"
 #include "mixprec/ops.h"
-#include "mixprec/ops_extra.h"
 #include "mixprec/status.h"
 
 namespace mixprec {

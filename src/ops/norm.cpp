@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "autograd/node.h"
-#include "mixprec/ops_extra.h"
+#include "mixprec/ops.h"
 #include "mixprec/status.h"
 #include "ops/autocast_hook.h"
 #include "ops/dispatch.h"

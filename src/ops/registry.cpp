@@ -7,7 +7,6 @@
 
 #include "backend/kernels.h"
 #include "mixprec/ops.h"
-#include "mixprec/ops_extra.h"
 #include "mixprec/ops_fused.h"
 
 namespace mixprec::registry {
@@ -59,8 +58,7 @@ std::vector<OpEntry> make_registry() {
        [](V x) { return ref::linear_scale(ref::permute_reference(x[0], {0, 2, 3, 1}), 0.5, 0.0); }});
   add({"narrow", OpId::reshape, {in({5, 3})}, [](V x) { return narrow(x[0], 1, 3); },
        [](V x) { return w(x[0]).reshape({15}).as_strided({3, 3}, {3, 1}, 3).contiguous(); }});
-  // No row: attention's 16-bit softmax runs in its input dtype by design (ops.h).
-  add({"attention_softmax", std::nullopt, {in({2, 3, 5}, -2.0, 2.0)},
+  add({"attention_softmax", OpId::attention_softmax, {in({2, 3, 5}, -2.0, 2.0)},
        [](V x) { return attention_softmax(x[0]); },
        [](V x) { return ref::softmax_forward(w(x[0]), 2); }});
 

@@ -5,6 +5,7 @@
 
 #include "mixprec/checkpoint.h"
 #include "mixprec/train.h"
+#include "mixprec/weights.h"
 #include "train/precision_step.h"
 
 namespace mixprec::train {
@@ -36,12 +37,5 @@ struct SavedCheckpoint {
 // written as nonfinite_checkpoint_filename(step) for `mixprec inspect`, and no pointer moves;
 // one failing check_resumable (e.g. a loss scale that underflowed to 0) is not written at all.
 StatusOr<SavedCheckpoint> save_checked(const std::string& run_dir, const TrainingState& state, bool is_best);
-
-// Copies weights saved by name (by PyTorch or another run) into the model, converting the
-// dtype; every missing, unexpected or mis-shaped name is reported.
-Status load_weights(nn::Module& model, const std::string& path);
-// The same from tensors already read (a checkpoint's model tensors); `file` names them.
-Status load_weights(nn::Module& model, const std::vector<std::pair<std::string, Tensor>>& tensors,
-                    const std::string& file);
 
 }  // namespace mixprec::train

@@ -1,5 +1,5 @@
 // data_source.cpp: dataset selection for the training loop.
-#include "train/data_source.h"
+#include "mixprec/train_data.h"
 
 namespace mixprec::train {
 

@@ -20,7 +20,7 @@
 #include "mixprec/run_dir.h"
 #include "mixprec/train.h"
 #include "train/checkpointing.h"
-#include "train/data_source.h"
+#include "mixprec/train_data.h"
 #include "train/divergence_guard.h"
 #include "train/precision_step.h"
 

@@ -11,7 +11,6 @@
 #include "common/autograd_check.h"
 #include "mixprec/autograd.h"
 #include "mixprec/ops.h"
-#include "mixprec/ops_extra.h"
 
 namespace mixprec {
 namespace {

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "core/cpu_features.h"
+#include "mixprec/hardware.h"
 #include "exit_codes.h"
 #include "mixprec/models.h"
 #include "mixprec/precision.h"
@@ -31,7 +31,7 @@ nlohmann::json to_json(const train::StepBenchmarkResult& r) {
   j["batch_size"] = r.batch_size;
   j["threads"] = r.threads;
   j["parameters"] = r.parameters;
-  j["cpu_features"] = cpu_features_string();
+  j["cpu_features"] = cpu_feature_list();
   const double base = r.presets.front().median_ms;
   for (const train::PresetTiming& t : r.presets) {
     j["presets"].push_back({{"preset", t.preset},
@@ -72,7 +72,7 @@ void print_table(const train::StepBenchmarkResult& r, int64_t steps) {
   }
   std::printf("speed-up and memory are relative to the first preset; allocs/prims: heap allocations and oneDNN\n"
               "primitive creations over all timed steps (0 means a clean steady state). CPU: %s\n",
-              cpu_features_string().c_str());
+              cpu_feature_list().c_str());
 }
 
 int usage_error(const std::string& flag, const std::string& message) {

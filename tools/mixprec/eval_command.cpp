@@ -19,8 +19,8 @@
 #include "mixprec/ops.h"
 #include "mixprec/precision.h"
 #include "mixprec/safetensors.h"
-#include "train/checkpointing.h"
-#include "train/data_source.h"
+#include "mixprec/weights.h"
+#include "mixprec/train_data.h"
 #include "suggest.h"
 #include "weights_file.h"
 

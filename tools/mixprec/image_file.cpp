@@ -11,7 +11,7 @@
 #include <memory>
 #include <unistd.h>
 
-#include "io/byte_source.h"
+#include "mixprec/files.h"
 
 namespace mixprec::cli {
 

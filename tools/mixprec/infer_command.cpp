@@ -13,7 +13,7 @@
 #include "mixprec/checkpoint.h"
 #include "mixprec/models.h"
 #include "mixprec/ops.h"
-#include "train/checkpointing.h"
+#include "mixprec/weights.h"
 #include "weights_file.h"
 
 namespace mixprec::cli {

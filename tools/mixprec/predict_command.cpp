@@ -26,10 +26,10 @@
 #include "mixprec/ops.h"
 #include "mixprec/precision.h"
 #include "suggest.h"
-#include "io/byte_source.h"
-#include "train/checkpointing.h"
+#include "mixprec/files.h"
+#include "mixprec/weights.h"
 #include "mixprec/train_config.h"
-#include "train/data_source.h"
+#include "mixprec/train_data.h"
 #include "image_file.h"
 #include "weights_file.h"
 

@@ -13,7 +13,6 @@
 
 #include "mixprec/hardware.h"
 #include "commands.h"
-#include "core/cpu_features.h"
 #include "exit_codes.h"
 #include "mixprec/precision.h"
 #include "mixprec/run_dir.h"
@@ -36,18 +35,6 @@ std::string as_typed(CLI::App* cmd, const char* flag, double value) {
     if (std::strtod(buf, nullptr) == value) break;
   }
   return buf;
-}
-
-// What this CPU has, in words a user can check:
-// "AMD EPYC (family 25, model 1): AVX2 FMA F16C (no AVX-512, no AMX)".
-std::string cpu_summary() {
-  const CpuFeatures& f = cpu_features();
-  std::string missing;
-  if (!f.avx512f) missing += "no AVX-512";
-  else if (!f.avx512_bf16) missing += "no AVX512-BF16";
-  if (!f.amx_bf16) missing += std::string(missing.empty() ? "" : ", ") + "no AMX";
-  std::string s = cpu_model_name() + ": " + cpu_feature_list();
-  return missing.empty() ? s : s + " (" + missing + ")";
 }
 
 // How each dtype's matrix work (matmul, convolution) runs here, without the "bf16: " prefix

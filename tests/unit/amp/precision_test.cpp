@@ -10,7 +10,7 @@
 #include "mixprec/autograd.h"
 #include "mixprec/grad_scaler.h"
 #include "mixprec/models.h"
-#include "mixprec/nn_extra.h"
+#include "mixprec/nn.h"
 #include "mixprec/ops.h"
 #include "mixprec/optim.h"
 #include "mixprec/precision.h"

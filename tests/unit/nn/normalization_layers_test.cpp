@@ -1,6 +1,6 @@
 // normalization_layers_test.cpp: the LayerNorm, BatchNorm2d, GELU and Dropout modules
 // (PyTorch defaults, running statistics, the O2 normalisation marker).
-#include "mixprec/ops_extra.h"
+#include "mixprec/ops.h"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,7 @@
 
 #include "mixprec/amp.h"
 #include "mixprec/autograd.h"
-#include "mixprec/nn_extra.h"
-#include "mixprec/ops.h"
+#include "mixprec/nn.h"
 
 namespace mixprec {
 namespace {

@@ -1,6 +1,6 @@
 // activation_test.cpp: gelu, dropout and pow forward values against hand-computed numbers and
 // float64 math (gelu in f32/bf16 forward and backward), dropout's mask and scaling.
-#include "mixprec/ops_extra.h"
+#include "mixprec/ops.h"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,7 @@
 
 #include "mixprec/amp.h"
 #include "mixprec/autograd.h"
-#include "mixprec/nn_extra.h"
-#include "mixprec/ops.h"
+#include "mixprec/nn.h"
 
 namespace mixprec {
 namespace {

@@ -1,5 +1,5 @@
 // concat_test.cpp: cat and stack along each dim, channels-last inputs, mixed dtypes.
-#include "mixprec/ops_extra.h"
+#include "mixprec/ops.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,7 @@
 
 #include "mixprec/amp.h"
 #include "mixprec/autograd.h"
-#include "mixprec/nn_extra.h"
-#include "mixprec/ops.h"
+#include "mixprec/nn.h"
 
 namespace mixprec {
 namespace {

@@ -9,7 +9,6 @@
 
 #include "mixprec/autograd.h"
 #include "mixprec/ops.h"
-#include "mixprec/ops_extra.h"
 
 namespace mixprec {
 namespace {

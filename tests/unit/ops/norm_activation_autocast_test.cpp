@@ -1,6 +1,6 @@
 // norm_activation_autocast_test.cpp: the autocast dtypes of layer_norm, batch_norm, pow, gelu,
 // dropout, cat and stack (bit-identity with a manual cast), and their error messages.
-#include "mixprec/ops_extra.h"
+#include "mixprec/ops.h"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,7 @@
 
 #include "mixprec/amp.h"
 #include "mixprec/autograd.h"
-#include "mixprec/nn_extra.h"
-#include "mixprec/ops.h"
+#include "mixprec/nn.h"
 
 namespace mixprec {
 namespace {

@@ -1,6 +1,6 @@
 // norm_test.cpp: layer_norm and batch_norm forward values against hand-computed numbers and
 // float64 math, channels-last bit-identity, and mixed dtypes outside autocast.
-#include "mixprec/ops_extra.h"
+#include "mixprec/ops.h"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,7 @@
 
 #include "mixprec/amp.h"
 #include "mixprec/autograd.h"
-#include "mixprec/nn_extra.h"
-#include "mixprec/ops.h"
+#include "mixprec/nn.h"
 
 namespace mixprec {
 namespace {

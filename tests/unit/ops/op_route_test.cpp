@@ -49,7 +49,7 @@ std::vector<fs::path> sources_in(const fs::path& dir) {
 std::set<std::string> public_ops() {
   const std::regex decl(R"(^Tensor\s+([a-z_0-9]+)\s*\()");
   std::set<std::string> names;
-  for (const char* h : {"ops.h", "ops_extra.h", "ops_fused.h"})
+  for (const char* h : {"ops.h", "ops_fused.h"})
     for (const auto& line : lines_of(kSource / "include/mixprec" / h)) {
       std::smatch m;
       if (std::regex_search(line, m, decl)) names.insert(m[1]);

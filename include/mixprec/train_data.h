@@ -1,4 +1,5 @@
-// data_source.h: turns --dataset/--data-dir into train and test datasets that fit a model.
+// train_data.h: turns a run's --dataset/--data-dir into train and test datasets that fit its
+// model (what `mixprec train`, `eval` and `predict` read).
 #pragma once
 #include <memory>
 #include <string>

@@ -1,0 +1,52 @@
+// validate.cpp: train::validate(): every setting against its row of the table
+// (train_config.h), then what one row cannot say: gaps in a range, bounds of this machine,
+// names that the presets and models know, and settings that need each other.
+#include <omp.h>
+
+#include <algorithm>
+#include <string>
+
+#include "mixprec/models.h"
+#include "mixprec/precision.h"
+#include "mixprec/train.h"
+#include "mixprec/train_config.h"
+
+namespace mixprec::train {
+
+// More threads than 4x the hardware only adds contention; far more (100,000) made the OpenMP
+// runtime crash while creating them.
+static int max_threads() { return std::max(8, 4 * omp_get_num_procs()); }
+
+Status validate(const TrainConfig& c) {
+  auto bad = [](const std::string& flag, const std::string& what) {
+    return Status::invalid_argument(flag + ": " + what);
+  };
+  for (const ConfigField& f : config_fields()) {
+    if (std::string why = check_field(f, c); !why.empty())
+      return bad(f.flag.empty() ? "configuration field '" + f.key + "'" : f.flag, why);
+  }
+  // What one row cannot say: gaps in a range, bounds of this machine, names other code knows.
+  if (c.max_steps == 0) return bad("--max-steps", "must be >= 1 (or -1 for no limit), got 0");
+  if (c.threads > max_threads())
+    return bad("--threads", "must be from 0 (all cores) to " + std::to_string(max_threads()) +
+                                " (4x this machine's " + std::to_string(omp_get_num_procs()) +
+                                " hardware threads), got " + std::to_string(c.threads));
+  if (auto p = amp::preset_by_name(c.precision); !p.is_ok()) return bad("--precision", p.status().message());
+  if (!(c.loss_spike_factor == 0 || c.loss_spike_factor > 1))
+    return bad("--loss-spike", "must be > 1 (a multiple of the median of the last 50 step losses) or 0 (off), got " +
+                                   field_text(*find_config_field("loss_spike_factor"), c));
+  if ((c.save_every > 0 || !c.resume.empty()) && c.run_dir.empty() && c.resume.empty())
+    return bad("--save-every", "needs a run directory (--run-dir)");
+  if (c.on_divergence == "rollback" && c.run_dir.empty() && c.resume.empty())
+    return bad("--on-divergence", "rollback restores the last checkpoint, so it needs a run directory (--run-dir)");
+  if (!c.init_from.empty() && !c.resume.empty())
+    return bad("--init-from", "cannot be combined with --resume (--resume restores the weights, optimizer and "
+                              "scaler state of the run; --init-from starts a new run from given weights)");
+  if (c.overwrite && !c.resume.empty())
+    return bad("--overwrite", "cannot be combined with --resume (--resume continues the run in the directory, "
+                              "--overwrite deletes it)");
+  if (auto spec = nn::model_spec(c.model); !spec.is_ok()) return bad("--model", spec.status().message());
+  return Status::ok();
+}
+
+}  // namespace mixprec::train

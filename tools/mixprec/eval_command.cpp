@@ -39,13 +39,6 @@ int checkpoint_error(const std::string& msg) {
   return kExitCheckpoint;
 }
 
-// The run's configuration (the fields that select the test data matter here); a file
-// without a usable one falls back to the defaults.
-train::TrainConfig config_from_json(const std::string& text) {
-  auto c = train::config_from_json(text);
-  return c.is_ok() ? c.value() : train::TrainConfig{};
-}
-
 // "mean 0.286 std 0.353" (one pair per channel).
 std::string normalisation_text(const ImageDataset& d) {
   std::string s;
@@ -58,46 +51,26 @@ std::string normalisation_text(const ImageDataset& d) {
 }
 
 int run_eval(const EvalFlags& f, const std::string& given) {
-  auto opened = open_weights(given);
-  if (!opened.is_ok()) return checkpoint_error(opened.status().message());
-  const std::string* path = &opened->path;
-  const TrainingState& st = opened->state;
-  if (opened->weights_only && st.model_name.empty())
-    return checkpoint_error(*path + ": a plain safetensors file that " + opened->model_note);
-
-  train::TrainConfig config = config_from_json(st.config_json);
-  const std::string model_name = st.model_name.empty() ? config.model : st.model_name;
-  auto spec = nn::model_spec(model_name);
-  if (!spec.is_ok())
-    return checkpoint_error("checkpoint '" + *path + "': metadata key 'model_name': " + spec.status().message());
-  if (opened->weights_only) {
-    // No run configuration: the model's usual dataset with its own normalisation, in fp32.
-    if (spec->name == "transformer") config.dataset = "synthetic";
-    if (spec->name == "seed-cnn") config.dataset = "cifar10";
-    std::printf("weights %s: a plain safetensors file, %s\n", path->c_str(), opened->model_note.c_str());
-  }
-  const std::string precision = f.precision.empty() ? (st.precision.empty() ? "fp32" : st.precision) : f.precision;
-  auto preset = amp::preset_by_name(precision);
-  if (!preset.is_ok() && f.precision.empty())  // the file's value is at fault, not a flag
-    return checkpoint_error("checkpoint '" + *path + "': metadata key 'precision': " +
-                            preset.status().message() + " (pass --precision)");
-  if (!preset.is_ok()) {
-    std::fprintf(stderr, "mixprec: usage error: --precision: %s\n", preset.status().message().c_str());
-    return kExitUsage;
-  }
   if (f.batch_size < 0) {
     std::fprintf(stderr, "mixprec: usage error: --batch-size: must be >= 1\n");
     return kExitUsage;
   }
-
-  std::shared_ptr<nn::Module> model = nn::make_model(*spec);
-  if (Status s = train::load_weights(*model, st.model, *path); !s.is_ok()) return checkpoint_error(s.message());
-  if (preset->param_dtype != DType::f32) model->to(preset->param_dtype, preset->keep_norm_fp32);
-  model->eval();
+  auto loaded = load_model(given, f.precision);
+  if (!loaded.is_ok()) {
+    if (loaded.status().code() == StatusCode::bad_checkpoint) return checkpoint_error(loaded.status().message());
+    std::fprintf(stderr, "mixprec: usage error: %s\n", loaded.status().message().c_str());
+    return exit_code_for(loaded.status());
+  }
+  const std::string* path = &loaded->opened.path;
+  const TrainingState& st = loaded->opened.state;
+  const nn::ModelSpec* spec = &loaded->spec;
+  const amp::Preset* preset = &loaded->preset;
+  train::TrainConfig config = loaded->config;
+  if (loaded->opened.weights_only)  // no run configuration: the model's usual dataset, in fp32
+    std::printf("weights %s: a plain safetensors file, %s\n", path->c_str(), loaded->opened.model_note.c_str());
 
   if (!f.dataset.empty()) config.dataset = f.dataset;
   if (!f.data_dir.empty()) config.data_dir = f.data_dir;
-  config.model = spec->name;
   config.train_subset = 1;  // load_data reads both splits; eval needs only the test split
   auto data = train::load_data(config, *spec);
   if (!data.is_ok()) {
@@ -112,13 +85,7 @@ int run_eval(const EvalFlags& f, const std::string& given) {
   double loss_sum = 0.0;
   while (auto b = loader.next()) {
     NoGradGuard ng;
-    Tensor logits;
-    {
-      std::optional<amp::AutocastGuard> autocast;
-      if (preset->autocast_dtype) autocast.emplace(*preset->autocast_dtype);
-      logits = (*model)(b->images.to(preset->param_dtype));
-    }
-    logits = logits.to(DType::f32);  // loss and argmax in f32 whatever the preset
+    const Tensor logits = run_model(*loaded, b->images);  // f32 whatever the preset
     if (!f.save_predictions.empty() && samples == 0) {
       Status s = save_safetensors(f.save_predictions,
                                   {{"images", b->images}, {"logits", logits}, {"labels", b->labels}},
@@ -136,7 +103,7 @@ int run_eval(const EvalFlags& f, const std::string& given) {
     samples += pred.numel();
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!opened->weights_only)
+  if (!loaded->opened.weights_only)
     std::printf("checkpoint %s (model %s, step %lld)\n", path->c_str(), spec->name.c_str(), (long long)st.global_step);
   std::printf("eval: %s test set, %lld images, precision %s\n", data->test->name.c_str(), (long long)samples,
               preset->name.c_str());

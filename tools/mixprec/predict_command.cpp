@@ -208,36 +208,21 @@ std::string extension(const std::string& path) {
 }
 
 int run_predict(const PredictFlags& f, const std::string& checkpoint, const std::vector<std::string>& inputs) {
-  auto opened = open_weights(checkpoint);
-  if (!opened.is_ok()) {
-    std::fprintf(stderr, "mixprec: checkpoint error: %s\n", opened.status().message().c_str());
-    return kExitCheckpoint;
+  auto loaded = load_model(checkpoint, f.precision);
+  if (!loaded.is_ok()) {
+    const bool usage = loaded.status().code() == StatusCode::invalid_argument;
+    std::fprintf(stderr, "mixprec: %s: %s\n", usage ? "usage error" : "checkpoint error",
+                 loaded.status().message().c_str());
+    return exit_code_for(loaded.status());
   }
-  const TrainingState& st = opened->state;
-  auto parsed = train::config_from_json(st.config_json);
-  train::TrainConfig config = parsed.is_ok() ? parsed.value() : train::TrainConfig{};
-  const std::string model_name = st.model_name.empty() ? config.model : st.model_name;
-  auto spec = nn::model_spec(model_name);
-  if (!spec.is_ok()) {
-    std::fprintf(stderr, "mixprec: checkpoint error: %s: %s\n", opened->path.c_str(),
-                 opened->weights_only ? opened->model_note.c_str() : spec.status().message().c_str());
-    return kExitCheckpoint;
-  }
-  const std::string precision = f.precision.empty() ? (st.precision.empty() ? "fp32" : st.precision) : f.precision;
-  auto preset = amp::preset_by_name(precision);
-  if (!preset.is_ok()) {
-    std::fprintf(stderr, "mixprec: usage error: --precision: %s\n", preset.status().message().c_str());
-    return kExitUsage;
-  }
+  const OpenedWeights* opened = &loaded->opened;
+  const nn::ModelSpec* spec = &loaded->spec;
+  const amp::Preset* preset = &loaded->preset;
+  train::TrainConfig config = loaded->config;
 
   // The normalisation the run trained with: recorded in its config, else its dataset's.
   std::vector<double> mean = config.norm_mean, stddev = config.norm_std;
   if (mean.size() != size_t(spec->channels) || stddev.size() != size_t(spec->channels)) {
-    if (opened->weights_only) {
-      if (spec->name == "transformer") config.dataset = "synthetic";
-      if (spec->name == "seed-cnn") config.dataset = "cifar10";
-    }
-    config.model = spec->name;
     config.train_subset = 1;
     auto data = train::load_data(config, *spec);
     if (!data.is_ok()) {
@@ -269,13 +254,6 @@ int run_predict(const PredictFlags& f, const std::string& checkpoint, const std:
     }
   }
 
-  std::shared_ptr<nn::Module> model = nn::make_model(*spec);
-  if (Status s = train::load_weights(*model, st.model, opened->path); !s.is_ok()) {
-    std::fprintf(stderr, "mixprec: checkpoint error: %s\n", s.message().c_str());
-    return kExitCheckpoint;
-  }
-  if (preset->param_dtype != DType::f32) model->to(preset->param_dtype, preset->keep_norm_fp32);
-  model->eval();
 
   const int64_t c = spec->channels, hw = spec->height * spec->width, k = std::min<int64_t>(f.top_k, spec->classes);
   const auto& names = class_names(config.dataset);
@@ -295,13 +273,8 @@ int run_predict(const PredictFlags& f, const std::string& checkpoint, const std:
     Tensor probs;
     {
       NoGradGuard ng;
-      Tensor logits;
-      {
-        std::optional<amp::AutocastGuard> autocast;
-        if (preset->autocast_dtype) autocast.emplace(*preset->autocast_dtype);
-        logits = (*model)(Tensor::from_vector(x, {int64_t(n), c, spec->height, spec->width}).to(preset->param_dtype));
-      }
-      probs = softmax(logits.to(DType::f32), 1);  // in f32 whatever the preset, as autocast would
+      const Tensor logits = run_model(*loaded, Tensor::from_vector(x, {int64_t(n), c, spec->height, spec->width}));
+      probs = softmax(logits, 1);  // in f32 whatever the preset, as autocast would
     }
     const std::vector<double> p = probs.to_vector_f64();
     for (size_t i = 0; i < n; ++i) {

@@ -3,8 +3,12 @@
 
 #include <map>
 
+#include "mixprec/amp.h"
+#include "mixprec/autograd.h"
 #include "mixprec/models.h"
 #include "mixprec/safetensors.h"
+#include "mixprec/train_config.h"
+#include "mixprec/weights.h"
 
 namespace mixprec::cli {
 
@@ -83,6 +87,53 @@ StatusOr<OpenedWeights> open_weights(const std::string& given) {
                      best_why;
   }
   return out;
+}
+
+StatusOr<LoadedModel> load_model(const std::string& given, const std::string& precision_flag) {
+  auto bad = [](const std::string& msg) { return Status(StatusCode::bad_checkpoint, msg); };
+  auto opened = open_weights(given);
+  if (!opened.is_ok()) return bad(opened.status().message());
+  LoadedModel m;
+  m.opened = std::move(opened).value();
+  const std::string& path = m.opened.path;
+  const TrainingState& st = m.opened.state;
+  if (m.opened.weights_only && st.model_name.empty())
+    return bad(path + ": a plain safetensors file that " + m.opened.model_note);
+  // A file without a usable configuration falls back to the defaults.
+  auto parsed = train::config_from_json(st.config_json);
+  m.config = parsed.is_ok() ? parsed.value() : train::TrainConfig{};
+  auto spec = nn::model_spec(st.model_name.empty() ? m.config.model : st.model_name);
+  if (!spec.is_ok()) return bad("checkpoint '" + path + "': metadata key 'model_name': " + spec.status().message());
+  m.spec = *spec;
+  m.config.model = m.spec.name;
+  if (m.opened.weights_only) {  // no run configuration: the model's usual dataset
+    if (m.spec.name == "transformer") m.config.dataset = "synthetic";
+    if (m.spec.name == "seed-cnn") m.config.dataset = "cifar10";
+  }
+  const std::string precision =
+      !precision_flag.empty() ? precision_flag : st.precision.empty() ? "fp32" : st.precision;
+  auto preset = amp::preset_by_name(precision);
+  if (!preset.is_ok() && precision_flag.empty())  // the file's value is at fault, not a flag
+    return bad("checkpoint '" + path + "': metadata key 'precision': " + preset.status().message() +
+               " (pass --precision)");
+  if (!preset.is_ok()) return Status::invalid_argument("--precision: " + preset.status().message());
+  m.preset = *preset;
+  m.model = nn::make_model(m.spec);
+  if (Status s = train::load_weights(*m.model, st.model, path); !s.is_ok()) return bad(s.message());
+  if (m.preset.param_dtype != DType::f32) m.model->to(m.preset.param_dtype, m.preset.keep_norm_fp32);
+  m.model->eval();
+  return m;
+}
+
+Tensor run_model(const LoadedModel& loaded, const Tensor& input) {
+  NoGradGuard no_grad;
+  Tensor logits;
+  {
+    std::optional<amp::AutocastGuard> autocast;
+    if (loaded.preset.autocast_dtype) autocast.emplace(*loaded.preset.autocast_dtype);
+    logits = (*loaded.model)(input.to(loaded.preset.param_dtype));
+  }
+  return logits.to(DType::f32);  // losses, argmax and softmax in f32 whatever the preset
 }
 
 }  // namespace mixprec::cli

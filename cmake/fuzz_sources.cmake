@@ -6,7 +6,7 @@
 # file to this list. Every configure checks that each listed file exists, so a rename under
 # src/ fails every build at once, not only the fuzz build of CI.
 set(MIXPREC_FUZZ_LIB_SOURCES
-  io/atomic_file.cpp io/byte_source.cpp io/checkpoint.cpp io/checksums.cpp io/json_limits.cpp io/safetensors.cpp
+  io/atomic_file.cpp io/byte_source.cpp io/checkpoint.cpp io/checkpoint_checks.cpp io/checksums.cpp io/json_limits.cpp io/safetensors.cpp
   data/byte_stream.cpp data/cifar_reader.cpp data/idx_reader.cpp data/npy.cpp
   train/train_config.cpp
   core/convert.cpp core/cpu_features.cpp core/dtype.cpp core/memory.cpp core/random.cpp

@@ -5,6 +5,9 @@
 // and 8 + N + buffer == file size. Nothing is allocated from a header-claimed size before it
 // has been checked against the bytes really present. The header is read by a SAX handler
 // (HeaderSax): linear time, memory bounded by the header, nesting at most 64 levels.
+// Longer than 400 lines on purpose: the reader's checks are one sequence (header bytes ->
+// SAX events -> entries -> tiling -> tensors), each check referring to the ones before it;
+// split across files they would be read out of order. The writer is the first 70 lines.
 #include "mixprec/safetensors.h"
 
 #include <algorithm>

@@ -23,6 +23,10 @@
 // of dst rows (a pair starts at an even element, so no packed byte is shared between
 // threads) in the forward, N*H input rows (N*C*H for the scalar path) in the backward;
 // skipped below ~32K elements, where the fork costs more than the work (limits.md §1.5).
+// Longer than 400 lines on purpose: the AVX-512, AVX2 and scalar paths of one fused kernel
+// and its backward, kept side by side so that their NaN, tie and "no argmax" rules can be
+// compared line by line (tests/unit/ops/fused_relu_pool_test.cpp checks every path against
+// relu + max_pool2d).
 #include "backend/cpu/relu_max_pool.h"
 
 #include <immintrin.h>

@@ -2,7 +2,8 @@
 // the on-disk layout read back with a plain JSON + bytes reader (standard safetensors), every
 // kind of corruption rejected as data_loss naming the file, and the last/best pointers; the
 // inf/NaN scan, the resume-time checks of scaler/counters/rng_state, and the choice of the
-// checkpoint a resume or rollback continues from (never a non-finite one).
+// checkpoint a resume or rollback continues from (never a non-finite one). Long because it
+// holds one case per corruption and per resume check; each case is a few lines.
 #include "mixprec/checkpoint.h"
 
 #include <dirent.h>

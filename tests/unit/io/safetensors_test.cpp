@@ -1,6 +1,7 @@
 // safetensors_test.cpp: the safetensors writer against hand-built bytes, bit-exact round trips
 // of every dtype, one hostile file per validation rule (each must be data_loss naming the file
-// and the field), truncation at every byte, and all-or-nothing saves.
+// and the field), truncation at every byte, and all-or-nothing saves. Long because it holds
+// one case per validation rule of the reader; each case is a few lines.
 #include "mixprec/safetensors.h"
 
 #include <gtest/gtest.h>

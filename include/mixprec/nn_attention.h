@@ -13,7 +13,8 @@
 
 namespace mixprec::nn {
 
-// Self-attention without a mask: softmax(Q K^T / sqrt(D)) V per head, where
+// Self-attention: softmax(Q K^T / sqrt(D)) V per head (with causal, position i attends to
+// positions 0..i only, as PyTorch's is_causal=True / a -inf upper-triangle mask), where
 // [Q K V] = x in_proj_weight^T + in_proj_bias (rows 0..E-1 of in_proj give Q, then K, then V),
 // followed by out_proj. The two attention products go through matmul (autocast: lower, so
 // they run in the autocast dtype) and the softmax through softmax (autocast: fp32).
@@ -21,7 +22,8 @@ namespace mixprec::nn {
 // out_proj.bias zeros, out_proj.weight like Linear's.
 class MultiheadAttention : public Module {
  public:
-  MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool bias = true);
+  MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool bias = true,
+                     bool causal = false);
   Tensor forward(const Tensor& input) override;  // [B, S, E] -> [B, S, E]
   const char* type_name() const override { return "MultiheadAttention"; }
   Tensor in_proj_weight;  // [3E, E]
@@ -29,6 +31,7 @@ class MultiheadAttention : public Module {
   std::shared_ptr<Linear> out_proj;
   int64_t embed_dim, num_heads, head_dim;
   double dropout;  // on the attention weights, training mode only
+  bool causal;     // decoder self-attention: no position sees a later one
 };
 
 enum class Activation : uint8_t { relu, gelu };

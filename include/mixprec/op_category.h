@@ -32,7 +32,7 @@ enum class OpId : uint16_t {
   add, sub, mul, div, cat, stack,
   // keep
   batch_norm, exp, log, pow, relu, gelu, max_pool2d, avg_pool2d, dropout, reshape, flatten,
-  transpose, neg, attention_softmax,
+  transpose, neg, attention_softmax, embedding,
   count
 };
 

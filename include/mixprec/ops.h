@@ -61,7 +61,9 @@ Tensor log_softmax(const Tensor& src, int64_t dim);
 // rounding out (backend/cpu/softmax_rows.h; f64 runs the reference softmax). Attention
 // calls it on its 16-bit scores in place of softmax, whose fp32 row would move the
 // [B*H, S, S] scores through two casts each way. Its own row of the policy table: keep.
-Tensor attention_softmax(const Tensor& scores);
+// causal: scores are [..., S, S] and query i attends to keys 0..i only (the hidden
+// probabilities are exactly 0, as after a -inf mask; GPT-style decoders).
+Tensor attention_softmax(const Tensor& scores, bool causal = false);
 enum class Reduction : uint8_t { none, mean, sum };
 // log_probs [N, C], target [N] i64 class indices -> scalar (mean) or [N]
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction r = Reduction::mean);
@@ -103,6 +105,12 @@ Tensor pow(const Tensor& src, double exponent);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 // Joins equal-shaped tensors along a new dim (in [-(n+1), n] for n-dim inputs).
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+
+// ---- lookup (keep policy: runs in the weight's dtype) ----
+// F.embedding: out[i..., :] = weight[indices[i...], :] for integer indices in [0, rows) and a
+// [rows, dim] weight; shape indices.shape + [dim]. The weight's gradient accumulates in f32
+// (f64 for f64) and is rounded once to its dtype. An index out of range throws, naming it.
+Tensor embedding(const Tensor& indices, const Tensor& weight);
 
 // ---- no autograd ----
 // Index of the max along the last dim: logits [N, C] -> [N] i64.

@@ -61,6 +61,8 @@ constexpr PolicyRow kPolicyTable[] = {
     // (backend/cpu/softmax_rows.h). softmax's fp32 row would move the [B*H, S, S] scores
     // through two casts each way for no accuracy gain. docs/amp.md lists the difference.
     {OpId::attention_softmax, "attention_softmax", CastPolicy::keep},
+    // As PyTorch 1.13 on CPU: F.embedding is on neither autocast list (f32 weight -> f32 rows).
+    {OpId::embedding, "embedding", CastPolicy::keep},
 };
 
 constexpr size_t kOpCount = size_t(OpId::count);

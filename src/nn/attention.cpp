@@ -19,8 +19,8 @@ namespace {
 }  // namespace
 
 MultiheadAttention::MultiheadAttention(int64_t embed_dim_, int64_t num_heads_, double dropout_,
-                                       bool bias)
-    : embed_dim(embed_dim_), num_heads(num_heads_), head_dim(0), dropout(dropout_) {
+                                       bool bias, bool causal_)
+    : embed_dim(embed_dim_), num_heads(num_heads_), head_dim(0), dropout(dropout_), causal(causal_) {
   if (embed_dim < 1 || num_heads < 1 || embed_dim % num_heads != 0)
     bad("MultiheadAttention: embed_dim " + std::to_string(embed_dim) + " and num_heads " +
         std::to_string(num_heads) + ": both must be >= 1 and embed_dim divisible by num_heads");
@@ -59,8 +59,10 @@ Tensor MultiheadAttention::forward(const Tensor& x) {
   const Tensor k_t = reshape(permute(project(1), {0, 2, 3, 1}), {B * H, D, S});
   const Tensor v = reshape(permute(project(2), {0, 2, 1, 3}), {B * H, S, D});
   const Tensor scores = matmul(q, k_t);  // [B*H, S, S]
-  Tensor weights = scores.dtype() == DType::bf16 || scores.dtype() == DType::f16
-                       ? mixprec::attention_softmax(scores)
+  // 16-bit scores, and every causal mask, go through attention_softmax (its own kernel);
+  // f32 scores without a mask through softmax, as PyTorch.
+  Tensor weights = causal || scores.dtype() == DType::bf16 || scores.dtype() == DType::f16
+                       ? mixprec::attention_softmax(scores, causal)
                        : softmax(scores, -1);
   if (dropout > 0.0) weights = mixprec::dropout(weights, dropout, is_training());
   const Tensor context = reshape(matmul(weights, v), {B, H, S, D});

@@ -60,17 +60,22 @@ Tensor narrow(const Tensor& src_in, int64_t start, int64_t length) {
   return dst;
 }
 
-Tensor attention_softmax(const Tensor& scores_in) {
+Tensor attention_softmax(const Tensor& scores_in, bool causal) {
   const Tensor scores = ops_detail::autocast_input(amp::OpId::attention_softmax, scores_in);
   if (!scores.defined() || scores.dim() < 1 || !is_floating(scores.dtype()))
     throw Error(Status::invalid_argument("attention_softmax: expects a floating tensor, got " +
                                          (scores.defined() ? scores.str() : std::string("undefined"))));
+  if (causal && (scores.dim() < 2 || scores.size(scores.dim() - 2) != scores.size(scores.dim() - 1)))
+    throw Error(Status::invalid_argument("attention_softmax: causal needs [..., S, S] scores, got " + scores.str()));
   const Tensor x = scores.is_contiguous() ? scores.detach() : scores.detach().contiguous();
   const int64_t axis = x.dim() - 1;
   const bool on_ref = x.dtype() == DType::f64;  // f64 (gradchecks): the reference softmax
-  Tensor y = on_ref ? ref::softmax_forward(x, axis) : cpu::softmax_rows_forward(x);
+  Tensor y = !on_ref ? cpu::softmax_rows_forward(x, causal)
+             : causal ? ref::causal_softmax_reference(x)
+                      : ref::softmax_forward(x, axis);
   if (any_requires_grad({&scores})) {
     const Tensor saved = y.detach();
+    // y is exactly 0 in hidden columns, so dx = y * (dy - sum(dy * y)) is 0 there too.
     record_op(y, "attention_softmax", {&scores}, [saved, axis, on_ref](const Tensor& diff_dst) {
       const Tensor g = diff_dst.dtype() == saved.dtype() ? diff_dst.contiguous() : diff_dst.to(saved.dtype());
       return std::vector<Tensor>{on_ref ? ref::softmax_backward(g, saved, axis)

@@ -61,6 +61,14 @@ std::vector<OpEntry> make_registry() {
   add({"attention_softmax", OpId::attention_softmax, {in({2, 3, 5}, -2.0, 2.0)},
        [](V x) { return attention_softmax(x[0]); },
        [](V x) { return ref::softmax_forward(w(x[0]), 2); }});
+  // Causal: [2, 4, 4] blocks, row i sees columns 0..i (the reference: a -inf upper triangle).
+  add({"attention_softmax_causal", OpId::attention_softmax, {in({2, 4, 4}, -2.0, 2.0)},
+       [](V x) { return attention_softmax(x[0], /*causal=*/true); },
+       [](V x) { return ref::causal_softmax_reference(w(x[0])); }});
+
+  // ---- embedding.cpp (index 3 repeats: the backward must sum both rows' gradients) ----
+  add({"embedding", OpId::embedding, {InputSpec{{2, 3}, 0, 0, false, 5}, in({5, 4})},
+       [](V x) { return embedding(x[0], x[1]); }, [](V x) { return ref::embedding_reference(x[0], w(x[1])); }});
 
   // ---- elementwise.cpp (b broadcasts over a's rows) ----
   add({"add", OpId::add, {in({3, 4}), in({4})}, [](V x) { return mixprec::add(x[0], x[1]); },

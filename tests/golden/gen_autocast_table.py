@@ -89,6 +89,7 @@ CASES = {
     "flatten": (lambda x: torch.flatten(x, 1), [((2, 3, 2, 2), False)]),
     "transpose": (lambda x: torch.transpose(x, 0, 1), [((3, 4), False)]),
     "neg": (lambda x: torch.neg(x), [((4, 5), False)]),
+    "embedding": (lambda w: F.embedding(torch.tensor([[4, 0], [2, 4]]), w), [((5, 3), False)]),
     # Public ops that reach a row: mixprec's mul(Tensor, double) / add(Tensor, double).
     "mul_scalar": (lambda x: torch.mul(x, 2.5), [((4, 5), False)]),
     "add_scalar": (lambda x: torch.add(x, 2.5), [((4, 5), False)]),

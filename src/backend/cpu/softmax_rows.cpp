@@ -132,8 +132,10 @@ void for_each_row(int64_t rows, int64_t n, Body&& body) {
 
 }  // namespace
 
-Tensor softmax_rows_forward(const Tensor& x) {
+Tensor softmax_rows_forward(const Tensor& x, bool causal) {
   check("softmax_rows_forward", "x", x);
+  if (causal && (x.dim() < 2 || x.size(x.dim() - 2) != x.size(x.dim() - 1)))
+    throw Error(Status::invalid_argument("softmax_rows_forward: causal needs [..., S, S] scores, got " + x.str()));
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   const int64_t n = x.size(x.dim() - 1);
   if (y.numel() == 0 || n == 0) return y;
@@ -144,8 +146,10 @@ Tensor softmax_rows_forward(const Tensor& x) {
   char* dst = static_cast<char*>(y.data());
   const bool vec = cpu_features().avx512f;
   for_each_row(rows, n, [&](int64_t r, float* a, float*) {
-    convert_elements(src + size_t(r) * row_bytes, dt, a, DType::f32, n);
-    vec ? forward_avx512(a, n) : forward_scalar(a, n);
+    const int64_t len = causal ? r % n + 1 : n;  // row i of an S x S block: columns 0..i
+    convert_elements(src + size_t(r) * row_bytes, dt, a, DType::f32, len);
+    vec ? forward_avx512(a, len) : forward_scalar(a, len);
+    for (int64_t j = len; j < n; ++j) a[j] = 0.0f;
     convert_elements(a, DType::f32, dst + size_t(r) * row_bytes, dt, n);
   });
   return y;

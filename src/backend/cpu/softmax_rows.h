@@ -16,7 +16,10 @@
 namespace mixprec::backend::cpu {
 
 // x: contiguous, f32/bf16/f16, at least 1-D; rows are the last dim. Returns y like x.
-Tensor softmax_rows_forward(const Tensor& x);
+// causal: x is [..., S, S] (attention scores) and row i of each S x S block sees only
+// columns 0..i: the others get probability exactly 0 and take no part in the max or the sum
+// (as a -inf mask would, without writing one). Backward needs no flag: y is 0 there.
+Tensor softmax_rows_forward(const Tensor& x, bool causal = false);
 
 // y: the forward's output; dy: y's shape and dtype (contiguous). Returns dx like y.
 Tensor softmax_rows_backward(const Tensor& y, const Tensor& dy);

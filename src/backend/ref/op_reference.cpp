@@ -153,6 +153,32 @@ Tensor dropout_reference(const Tensor& src, double p, uint64_t seed) {
   return f64(x, src.shape());
 }
 
+Tensor causal_softmax_reference(const Tensor& src) {
+  std::vector<double> x = read_f64(src);
+  const int64_t S = src.size(src.dim() - 1);
+  for (size_t r = 0; r < x.size() / size_t(S); ++r) {
+    const size_t row = r * size_t(S), visible = r % size_t(S) + 1;
+    double m = -INFINITY;
+    for (size_t j = 0; j < visible; ++j) m = std::max(m, x[row + j]);
+    double sum = 0.0;
+    for (size_t j = 0; j < visible; ++j) sum += std::exp(x[row + j] - m);
+    for (size_t j = 0; j < size_t(S); ++j) x[row + j] = j < visible ? std::exp(x[row + j] - m) / sum : 0.0;
+  }
+  return f64(x, src.shape());
+}
+
+Tensor embedding_reference(const Tensor& indices, const Tensor& weight) {
+  const std::vector<double> w = weight.to_vector_f64(), idx = indices.to_vector_f64();
+  const int64_t dim = weight.size(1);
+  std::vector<double> out;
+  out.reserve(idx.size() * size_t(dim));
+  for (double i : idx)
+    for (int64_t d = 0; d < dim; ++d) out.push_back(w[size_t(int64_t(i) * dim + d)]);
+  Shape shape = indices.shape();
+  shape.push_back(dim);
+  return Tensor::from_vector_f64(out, shape, DType::f64);
+}
+
 Tensor argmax_reference(const Tensor& src) {
   const std::vector<double> x = read_f64(src);
   const int64_t N = src.size(0), C = src.size(1);

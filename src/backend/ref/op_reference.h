@@ -35,6 +35,12 @@ Tensor permute_reference(const Tensor& src, const std::vector<int64_t>& perm);
 // global generator after manual_seed(seed)), top 53 bits as u in [0, 1): kept if u >= p,
 // scaled by 1 / (1 - p).
 Tensor dropout_reference(const Tensor& src, double p, uint64_t seed);
+// softmax over the last dim of [..., S, S] where row i of each S x S block sees columns
+// 0..i only (the others: probability 0, as after a -inf mask).
+Tensor causal_softmax_reference(const Tensor& src);
+// out[i..., :] = weight[indices[i...], :] (indices: integers in [0, rows)), shape
+// indices.shape + [dim].
+Tensor embedding_reference(const Tensor& indices, const Tensor& weight);
 // index of the first maximum of each row of [N, C], as f64
 Tensor argmax_reference(const Tensor& src);
 // relu then max pooling (kernel = stride, no padding).

@@ -95,6 +95,8 @@ std::vector<OpCase> cases() {
       {"flatten", OpId::flatten, {{{2, 3, 2, 2}, false}}, [](V x) { return flatten(x[0], 1); }},
       {"transpose", OpId::transpose, {{{3, 4}, false}}, [](V x) { return transpose(x[0], 0, 1); }},
       {"neg", OpId::neg, {{{4, 5}, false}}, [](V x) { return neg(x[0]); }},
+      {"embedding", OpId::embedding, {{{5, 3}, false}},
+       [](V x) { return embedding(Tensor::from_vector_i64({4, 0, 2, 4}, {2, 2}), x[0]); }},
       {"attention_softmax", OpId::attention_softmax, {{{2, 3, 5}, false}},
        [](V x) { return attention_softmax(x[0]); }, /*in_pytorch=*/false},
       {"mul_scalar", OpId::mul, {{{4, 5}, false}}, [](V x) { return mul(x[0], 2.5); }},

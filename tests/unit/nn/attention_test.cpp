@@ -37,7 +37,7 @@ void randomize(nn::Module& m, uint64_t seed) {
 std::vector<double> naive_mha(const std::vector<double>& x, int64_t B, int64_t S, int64_t E,
                               int64_t H, const std::vector<double>& w_in,
                               const std::vector<double>& b_in, const std::vector<double>& w_out,
-                              const std::vector<double>& b_out) {
+                              const std::vector<double>& b_out, bool causal = false) {
   const int64_t D = E / H;
   std::vector<double> out(size_t(B * S * E));
   for (int64_t b = 0; b < B; ++b) {
@@ -51,9 +51,10 @@ std::vector<double> naive_mha(const std::vector<double>& x, int64_t B, int64_t S
     std::vector<double> context(size_t(S * E));
     for (int64_t h = 0; h < H; ++h)
       for (int64_t i = 0; i < S; ++i) {
-        std::vector<double> p(static_cast<size_t>(S));
+        const int64_t visible = causal ? i + 1 : S;  // causal: keys 0..i
+        std::vector<double> p(static_cast<size_t>(visible));
         double mx = -INFINITY;
-        for (int64_t j = 0; j < S; ++j) {
+        for (int64_t j = 0; j < visible; ++j) {
           double dot = 0;
           for (int64_t t = 0; t < D; ++t)
             dot += qkv[size_t(i * 3 * E + h * D + t)] * qkv[size_t(j * 3 * E + E + h * D + t)];
@@ -64,7 +65,7 @@ std::vector<double> naive_mha(const std::vector<double>& x, int64_t B, int64_t S
         for (auto& v : p) z += (v = std::exp(v - mx));
         for (int64_t t = 0; t < D; ++t) {
           double acc = 0;
-          for (int64_t j = 0; j < S; ++j)
+          for (int64_t j = 0; j < visible; ++j)
             acc += p[size_t(j)] / z * qkv[size_t(j * 3 * E + 2 * E + h * D + t)];
           context[size_t(i * E + h * D + t)] = acc;
         }
@@ -126,6 +127,44 @@ TEST_F(AttentionForward, Float32MatchesNaiveLoops) {
   // f32 kernels (oneDNN by default): each stage rounds to f32 (2^-24 relative) over
   // dot products of <= 8 terms; four stages stay below ~1e-6 of the output's scale.
   EXPECT_LT(max_abs_diff(out.to_vector_f64(), expected), 1e-5 * scale);
+}
+
+// Causal self-attention (GPT): against the loops with keys 0..i only, in f64, f32 and bf16;
+// and no output position changes when a later input position does.
+TEST(AttentionCausal, MatchesNaiveLoopsAndNeverLooksAhead) {
+  constexpr int64_t B = 2, S = 6, E = 8, H = 2;
+  nn::MultiheadAttention mha(E, H, 0.0, true, /*causal=*/true);
+  randomize(mha, 7);
+  const Tensor x = random_tensor({B, S, E}, 200).to(DType::f32);
+  const std::vector<double> expected =
+      naive_mha(x.to_vector_f64(), B, S, E, H, mha.in_proj_weight.to_vector_f64(), mha.in_proj_bias.to_vector_f64(),
+                mha.out_proj->weight.to_vector_f64(), mha.out_proj->bias.to_vector_f64(), /*causal=*/true);
+  const std::vector<double> full =
+      naive_mha(x.to_vector_f64(), B, S, E, H, mha.in_proj_weight.to_vector_f64(), mha.in_proj_bias.to_vector_f64(),
+                mha.out_proj->weight.to_vector_f64(), mha.out_proj->bias.to_vector_f64(), /*causal=*/false);
+  EXPECT_GT(max_abs_diff(expected, full), 1e-3);  // the mask matters for these inputs
+  double scale = 0;
+  for (double v : expected) scale = std::max(scale, std::fabs(v));
+  EXPECT_LT(max_abs_diff(mha(x).to_vector_f64(), expected), 1e-5 * scale);
+  {
+    amp::AutocastGuard g(DType::bf16);  // bf16 products and probabilities: a few bf16 ulps
+    EXPECT_LT(max_abs_diff(mha(x).to_vector_f64(), expected), 3e-2 * scale);
+  }
+  // Changing the last position changes only the last output row of each sequence.
+  std::vector<double> xv = x.to_vector_f64();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t e = 0; e < E; ++e) xv[size_t((b * S + S - 1) * E + e)] += 1.0;
+  const std::vector<double> a = mha(x).to_vector_f64(),
+                            c = mha(Tensor::from_vector_f64(xv, {B, S, E}, DType::f32)).to_vector_f64();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t e = 0; e < E; ++e) {
+        const size_t k = size_t((b * S + s) * E + e);
+        if (s < S - 1) EXPECT_EQ(a[k], c[k]) << "position " << s << " saw a later one";
+      }
+  mha.to(DType::f64);
+  const Tensor x64 = x.to(DType::f64);
+  EXPECT_LT(max_abs_diff(mha(x64).to_vector_f64(), expected), 1e-12 * std::max(scale, 1.0));
 }
 
 TEST_F(AttentionForward, HeadsAreIndependentOfEachOther) {

@@ -2,6 +2,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "mixprec/nn.h"
 #include "mixprec/nn_attention.h"
@@ -48,15 +49,48 @@ class TransformerClassifier : public Module {
   int64_t seq, features;
 };
 
+// torchvision's BasicBlock: conv3x3(stride) -> bn -> ReLU -> conv3x3 -> bn, plus the
+// shortcut (identity, or downsample = 1x1 conv(stride) -> bn when the shape changes), then
+// ReLU. Convolutions have no bias (the batch norm's shift replaces it), as torchvision's.
+// Parameters: conv1.weight, bn1.*, conv2.weight, bn2.*, [downsample.0.weight, downsample.1.*].
+class BasicBlock : public Module {
+ public:
+  BasicBlock(int64_t in_channels, int64_t out_channels, int64_t stride);
+  Tensor forward(const Tensor& input) override;
+  const char* type_name() const override { return "BasicBlock"; }
+  std::shared_ptr<Conv2d> conv1, conv2;
+  std::shared_ptr<BatchNorm2d> bn1, bn2;
+  std::shared_ptr<Sequential> downsample;  // null for an identity shortcut
+};
+
+// The CIFAR ResNet of He et al. 2016 (section 4.2): conv3x3(C -> w) -> bn -> ReLU, three
+// stages of n BasicBlocks with widths w, 2w, 4w (the first block of stages 2 and 3 has
+// stride 2), global average pooling, fc(4w -> classes). Depth 6n + 2: n = 3 is ResNet-20
+// (0.27M parameters at w = 16). Any input size (the pooling is global).
+// Parameters as torchvision names them: conv1.weight, bn1.*, layer1.0.conv1.weight, ...,
+// layer3.2.bn2.*, fc.*.
+class ResNet : public Module {
+ public:
+  ResNet(int64_t in_channels, int64_t classes, int64_t blocks_per_stage = 3, int64_t width = 16);
+  Tensor forward(const Tensor& input) override;
+  const char* type_name() const override { return "ResNet"; }
+  std::shared_ptr<Conv2d> conv1;
+  std::shared_ptr<BatchNorm2d> bn1;
+  std::shared_ptr<Sequential> layer1, layer2, layer3;
+  std::shared_ptr<Linear> fc;
+};
+
 struct ModelSpec {
   // "cnn" (1x28x28), "seed-cnn" (3x32x32), "mlp" (784-4096-4096-10), "transformer"
-  // (1x128x256: 128 tokens of 256 features)
+  // (1x128x256: 128 tokens of 256 features), "resnet20" (1x28x28), "resnet20-cifar" (3x32x32)
   std::string name;
   int64_t channels, height, width, classes;
 };
 
 // The names `mixprec train --model` accepts, with their input geometry.
 StatusOr<ModelSpec> model_spec(const std::string& name);
+// Every name model_spec accepts, in the order of --help.
+const std::vector<std::string>& model_names();
 std::shared_ptr<Module> make_model(const ModelSpec& spec);
 
 }  // namespace mixprec::nn

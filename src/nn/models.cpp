@@ -73,13 +73,23 @@ StatusOr<ModelSpec> model_spec(const std::string& name) {
   if (name == "seed-cnn") return ModelSpec{name, 3, 32, 32, 10};
   if (name == "mlp") return ModelSpec{name, 1, 28, 28, 10};
   if (name == "transformer") return ModelSpec{name, 1, 128, 256, 10};  // seq 128, 256 features
-  return Status::invalid_argument("unknown model '" + name +
-                                  "' (expected one of: cnn, seed-cnn, mlp, transformer)");
+  if (name == "resnet20") return ModelSpec{name, 1, 28, 28, 10};
+  if (name == "resnet20-cifar") return ModelSpec{name, 3, 32, 32, 10};
+  std::string list;
+  for (const std::string& n : model_names()) list += (list.empty() ? "" : ", ") + n;
+  return Status::invalid_argument("unknown model '" + name + "' (expected one of: " + list + ")");
+}
+
+const std::vector<std::string>& model_names() {
+  static const std::vector<std::string> names = {"cnn", "seed-cnn", "mlp", "transformer", "resnet20", "resnet20-cifar"};
+  return names;
 }
 
 std::shared_ptr<Module> make_model(const ModelSpec& spec) {
   if (spec.name == "transformer")
     return std::make_shared<TransformerClassifier>(spec.height, spec.width, spec.classes);
+  if (spec.name == "resnet20" || spec.name == "resnet20-cifar")
+    return std::make_shared<ResNet>(spec.channels, spec.classes, /*blocks_per_stage=*/3, /*width=*/16);
   if (spec.name == "mlp")
     return std::make_shared<Mlp>(spec.channels * spec.height * spec.width, 4096, spec.classes);
   return std::make_shared<Cnn>(spec.channels, spec.height, spec.width, spec.classes);

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "io/json_limits.h"
+#include "mixprec/models.h"
 
 namespace mixprec::train {
 
@@ -23,8 +24,9 @@ const std::vector<ConfigField>& config_fields() {
   // Designated initialisers name what each number is; rows appear in --help in this order.
   static const std::vector<ConfigField> fields = {
       {.key = "model", .flag = "--model", .member = &C::model,
-       .help = "Model: cnn (1x28x28), seed-cnn (3x32x32), mlp, transformer (128 tokens x 256)",
-       .choices = {"cnn", "seed-cnn", "mlp", "transformer"}, .fixed_on_resume = true},
+       .help = "Model: cnn (1x28x28), seed-cnn (3x32x32), mlp, transformer (128 tokens x 256), "
+               "resnet20 (1x28x28), resnet20-cifar (3x32x32)",
+       .choices = nn::model_names(), .fixed_on_resume = true},
       {.key = "dataset", .flag = "--dataset", .member = &C::dataset,
        .help = "Dataset: fashion-mnist, mnist, cifar10, synthetic",
        .choices = {"fashion-mnist", "mnist", "cifar10", "synthetic"}, .fixed_on_resume = true},

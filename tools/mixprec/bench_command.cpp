@@ -113,7 +113,7 @@ Runner add_bench_command(CLI::App& app) {
   auto f = std::make_shared<BenchFlags>();
   CLI::App* cmd = app.add_subcommand(
       "bench", "Time a full training step (forward, loss, backward, optimizer) of a model under precision presets");
-  cmd->add_option("--model", f->options.model, "Model: seed-cnn, cnn, mlp, transformer")->capture_default_str();
+  cmd->add_option("--model", f->options.model, "Model: seed-cnn, cnn, mlp, transformer, resnet20, resnet20-cifar")->capture_default_str();
   cmd->add_option("--precision", f->presets, "Comma-separated presets, interleaved; the first is the baseline")
       ->capture_default_str();
   cmd->add_option("--batch-size", f->options.batch_size,

@@ -74,7 +74,7 @@ StatusOr<OpenedWeights> open_weights(const std::string& given) {
   out.state.checksums = file->checksums;
   int best = 1 << 30;
   std::string best_name, best_why;
-  for (const char* name : {"cnn", "seed-cnn", "mlp", "transformer"}) {
+  for (const std::string& name : nn::model_names()) {
     int d = 0;
     std::string why = mismatch(file->tensors, name, d);
     if (d < best) best = d, best_name = name, best_why = why;
@@ -83,7 +83,9 @@ StatusOr<OpenedWeights> open_weights(const std::string& given) {
     out.state.model_name = best_name;
     out.model_note = "matches model " + best_name + " (" + std::to_string(file->tensors.size()) + " tensors)";
   } else {
-    out.model_note = "matches no mixprec model (cnn, seed-cnn, mlp, transformer); closest is " + best_name + ": " +
+    std::string names;
+    for (const std::string& n : nn::model_names()) names += (names.empty() ? "" : ", ") + n;
+    out.model_note = "matches no mixprec model (" + names + "); closest is " + best_name + ": " +
                      best_why;
   }
   return out;
@@ -108,7 +110,7 @@ StatusOr<LoadedModel> load_model(const std::string& given, const std::string& pr
   m.config.model = m.spec.name;
   if (m.opened.weights_only) {  // no run configuration: the model's usual dataset
     if (m.spec.name == "transformer") m.config.dataset = "synthetic";
-    if (m.spec.name == "seed-cnn") m.config.dataset = "cifar10";
+    if (m.spec.channels == 3) m.config.dataset = "cifar10";
   }
   const std::string precision =
       !precision_flag.empty() ? precision_flag : st.precision.empty() ? "fp32" : st.precision;

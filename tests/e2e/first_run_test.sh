@@ -98,7 +98,9 @@ if "$BIN" train --resume done 2>&1 | grep -q "summary: 0 steps"; then fail "resu
 # ---- Ctrl-C: checkpoint, metrics, exit 130, the resume command; time stays monotone ----
 "$BIN" train "${FAST[@]}" --epochs 1 --no-eval --run-dir intr --precision fp32 > intr.log 2>&1 &
 pid=$!
-for _ in $(seq 200); do
+# Up to 2 minutes for 3 steps: on a loaded 2-core machine (a parallel ctest next to a build)
+# 20 s were not always enough, and a SIGINT before the handler is installed kills the run.
+for _ in $(seq 1200); do
   sleep 0.1
   [[ -f intr/metrics.jsonl && $(grep -c '"type":"step"' intr/metrics.jsonl) -ge 3 ]] && break
 done

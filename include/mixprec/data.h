@@ -34,6 +34,10 @@ struct ImageDataset {
   std::string source;           // the files or parameters it came from (for messages)
   // Per-channel normalisation the loader applies: x = (pixel / 255 - mean[c]) / stddev[c].
   std::vector<double> mean, stddev;
+  // Samples are windows of `width` bytes of a text (a language model's data), not images:
+  // the loader gives each window's first width-1 bytes as tokens and the next byte at every
+  // position as labels (load_text_windows).
+  bool text = false;
 
   int64_t sample_bytes() const { return channels * height * width; }
   const uint8_t* image(int64_t i) const { return images.data() + i * sample_bytes(); }
@@ -78,6 +82,16 @@ ImageDataset make_synthetic(int64_t count, int64_t channels, int64_t height, int
 void compute_channel_stats(const ImageDataset& dataset, std::vector<double>& mean,
                            std::vector<double>& stddev);
 
+// ---- text (byte-level language modelling) ----
+// The bytes of a text file (any encoding; UTF-8 is read byte by byte, vocabulary 256) cut
+// into windows of `window` bytes that overlap by one byte, so every byte but the first of a
+// split is a prediction target exactly once. The last `val_fraction` of the file is the
+// test split, the rest the train split. Errors: not_found / io_error naming the file;
+// invalid_argument when a split is shorter than one window or the file exceeds
+// kMaxDatasetBytes.
+StatusOr<ImageDataset> load_text_windows(const std::string& path, int64_t window, Split split,
+                                         double val_fraction = 0.1);
+
 // ---- loader ----
 struct DataLoaderOptions {
   int64_t batch_size = 64;
@@ -89,8 +103,8 @@ struct DataLoaderOptions {
 };
 
 struct Batch {
-  Tensor images;      // [B, C, H, W] f32, contiguous
-  Tensor labels;      // [B] i64
+  Tensor images;      // [B, C, H, W] f32, contiguous (text: tokens [B, L-1] i64)
+  Tensor labels;      // [B] i64 (text: the next byte at each position, [B, L-1] i64)
   int64_t index = 0;  // position of this batch within its epoch
   int64_t epoch = 0;
 };

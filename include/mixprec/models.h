@@ -80,11 +80,54 @@ class ResNet : public Module {
   std::shared_ptr<Linear> fc;
 };
 
+// A GPT block's feed-forward part: c_proj(GELU(c_fc(x))), 4x wide, over every position.
+class GptMlp : public Module {
+ public:
+  explicit GptMlp(int64_t d_model);
+  Tensor forward(const Tensor& input) override;  // [B, T, d] -> [B, T, d]
+  const char* type_name() const override { return "GptMlp"; }
+  std::shared_ptr<Linear> c_fc, c_proj;
+};
+
+// One pre-norm GPT-2 block: x + attn(ln_1(x)), then x + mlp(ln_2(x)) with causal multi-head
+// self-attention and mlp = c_proj(GELU(c_fc(.))), 4x wide. Parameters: ln_1.*, attn.in_proj_*,
+// attn.out_proj.*, ln_2.*, mlp.c_fc.*, mlp.c_proj.*.
+class GptBlock : public Module {
+ public:
+  GptBlock(int64_t d_model, int64_t heads);
+  Tensor forward(const Tensor& input) override;  // [B, T, d] -> [B, T, d]
+  const char* type_name() const override { return "GptBlock"; }
+  std::shared_ptr<LayerNorm> ln_1, ln_2;
+  std::shared_ptr<MultiheadAttention> attn;
+  std::shared_ptr<GptMlp> mlp;
+};
+
+// A GPT-2-style decoder-only language model over bytes (vocabulary 256, so no tokenizer):
+// token embedding wte [256, d] plus learned positions wpe [context, d], `layers` GptBlocks,
+// ln_f, and logits = x wte^T: the output head shares the token embedding (weight tying).
+// Input: tokens [B, T] i64 with T <= context. Output: logits [B, T, 256].
+// Initialisation as GPT-2's: weights N(0, 0.02), each block's output projections
+// N(0, 0.02 / sqrt(2 layers)), biases 0, layer norms 1 / 0.
+class Gpt : public Module {
+ public:
+  Gpt(int64_t context, int64_t layers, int64_t d_model, int64_t heads, int64_t vocab = 256);
+  Tensor forward(const Tensor& tokens) override;
+  const char* type_name() const override { return "Gpt"; }
+  std::shared_ptr<Embedding> wte, wpe;
+  std::shared_ptr<Sequential> h;  // blocks h.0 .. h.{layers-1}
+  std::shared_ptr<LayerNorm> ln_f;
+  int64_t context;
+};
+
 struct ModelSpec {
   // "cnn" (1x28x28), "seed-cnn" (3x32x32), "mlp" (784-4096-4096-10), "transformer"
-  // (1x128x256: 128 tokens of 256 features), "resnet20" (1x28x28), "resnet20-cifar" (3x32x32)
+  // (1x128x256: 128 tokens of 256 features), "resnet20" (1x28x28), "resnet20-cifar" (3x32x32),
+  // "gpt-tiny" (4 layers, 128 wide, context 128), "gpt" (6 layers, 384 wide, context 256)
   std::string name;
   int64_t channels, height, width, classes;
+  // A language model: its input is `width` - 1 byte tokens, its classes the 256 bytes, and
+  // its data windows of `width` bytes of text (--dataset kjv / text).
+  bool language_model = false;
 };
 
 // The names `mixprec train --model` accepts, with their input geometry.

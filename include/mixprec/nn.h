@@ -167,6 +167,16 @@ class GELU : public Module {
   const char* type_name() const override { return "GELU"; }
 };
 
+// torch.nn.Embedding: a [num_embeddings, dim] table looked up by integer indices
+// (embedding op); weight initialised N(0, 1) as PyTorch's.
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t dim);
+  Tensor forward(const Tensor& indices) override;  // [...] i64 -> [..., dim]
+  const char* type_name() const override { return "Embedding"; }
+  Tensor weight;  // [num_embeddings, dim]
+};
+
 // Zeroes elements with probability p in training mode; the identity in eval mode.
 class Dropout : public Module {
  public:

@@ -79,8 +79,9 @@ struct EvalReport {
   int64_t epoch = 0;
   int64_t step = 0;
   double accuracy = 0.0;  // in [0, 1]
-  double loss = 0.0;
-  int64_t samples = 0;
+  double loss = 0.0;      // mean cross-entropy in nats (a language model: per byte)
+  int64_t samples = 0;    // images, or for a language model the bytes predicted
+  bool next_byte = false; // a language model: every position predicts the next byte
 };
 
 struct TrainResult {

@@ -70,6 +70,21 @@ Batch DataLoader::State::build(int64_t b) const {
   Batch out;
   out.index = b;
   out.epoch = epoch;
+  if (d.text) {  // a language model's tokens and next-byte targets
+    const int64_t L = d.sample_bytes();
+    out.images = Tensor::empty({B, L - 1}, DType::i64);
+    out.labels = Tensor::empty({B, L - 1}, DType::i64);
+    int64_t* tokens = out.images.data_ptr<int64_t>();
+    int64_t* next = out.labels.data_ptr<int64_t>();
+    for (int64_t i = 0; i < B; ++i) {
+      const uint8_t* src = d.image(order[size_t(begin + i)]);
+      for (int64_t j = 0; j + 1 < L; ++j) {
+        *tokens++ = src[j];
+        *next++ = src[j + 1];
+      }
+    }
+    return out;
+  }
   out.images = Tensor::empty({B, d.channels, d.height, d.width}, DType::f32);
   out.labels = Tensor::empty({B}, DType::i64);
   float* dst = out.images.data_ptr<float>();
@@ -142,7 +157,7 @@ DataLoader::DataLoader(std::shared_ptr<const ImageDataset> dataset, DataLoaderOp
         fmt::format("DataLoader: prefetch {}: expected >= 0 (0 = no background thread)",
                     options.prefetch)));
   throw_if_error(dataset->validate());
-  if (options.normalize && dataset->mean.empty())
+  if (options.normalize && dataset->mean.empty() && !dataset->text)
     throw Error(Status::invalid_argument(fmt::format(
         "DataLoader: dataset {} ({}) has no mean/stddev: set them (compute_channel_stats) or "
         "use normalize=false",
@@ -157,7 +172,7 @@ DataLoader::DataLoader(std::shared_ptr<const ImageDataset> dataset, DataLoaderOp
     for (int v = 0; v < 256; ++v) {
       // Computed in double and rounded once, so each entry is the correctly rounded value.
       double x = v / 255.0;
-      if (options.normalize) x = (x - s.ds->mean[size_t(c)]) / s.ds->stddev[size_t(c)];
+      if (options.normalize && !s.ds->text) x = (x - s.ds->mean[size_t(c)]) / s.ds->stddev[size_t(c)];
       s.lut[size_t(c)][size_t(v)] = float(x);
     }
   }

@@ -63,6 +63,7 @@ ImageDataset ImageDataset::subset(int64_t first_n) const {
   out.source = n == count ? source : fmt::format("{} (first {} of {})", source, n, count);
   out.mean = mean;
   out.stddev = stddev;
+  out.text = text;
   return out;
 }
 

@@ -56,4 +56,14 @@ Dropout::Dropout(double p_) : p(p_) {
 
 Tensor Dropout::forward(const Tensor& input) { return dropout(input, p, is_training()); }
 
+Embedding::Embedding(int64_t num_embeddings, int64_t dim) {
+  if (num_embeddings < 1 || dim < 1)
+    throw Error(Status::invalid_argument("Embedding: num_embeddings " + std::to_string(num_embeddings) +
+                                         " and dim " + std::to_string(dim) + " must be >= 1"));
+  MemoryCategoryGuard mg(MemoryCategory::parameters);
+  weight = register_parameter("weight", Tensor::normal({num_embeddings, dim}, 0.0, 1.0));
+}
+
+Tensor Embedding::forward(const Tensor& indices) { return embedding(indices, weight); }
+
 }  // namespace mixprec::nn

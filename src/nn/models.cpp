@@ -75,19 +75,25 @@ StatusOr<ModelSpec> model_spec(const std::string& name) {
   if (name == "transformer") return ModelSpec{name, 1, 128, 256, 10};  // seq 128, 256 features
   if (name == "resnet20") return ModelSpec{name, 1, 28, 28, 10};
   if (name == "resnet20-cifar") return ModelSpec{name, 3, 32, 32, 10};
+  // Language models: windows of context + 1 bytes, 256 classes (the next byte).
+  if (name == "gpt-tiny") return ModelSpec{name, 1, 1, 128 + 1, 256, /*language_model=*/true};
+  if (name == "gpt") return ModelSpec{name, 1, 1, 256 + 1, 256, /*language_model=*/true};
   std::string list;
   for (const std::string& n : model_names()) list += (list.empty() ? "" : ", ") + n;
   return Status::invalid_argument("unknown model '" + name + "' (expected one of: " + list + ")");
 }
 
 const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names = {"cnn", "seed-cnn", "mlp", "transformer", "resnet20", "resnet20-cifar"};
+  static const std::vector<std::string> names = {"cnn",      "seed-cnn",       "mlp",      "transformer",
+                                                "resnet20", "resnet20-cifar", "gpt-tiny", "gpt"};
   return names;
 }
 
 std::shared_ptr<Module> make_model(const ModelSpec& spec) {
   if (spec.name == "transformer")
     return std::make_shared<TransformerClassifier>(spec.height, spec.width, spec.classes);
+  if (spec.name == "gpt-tiny") return std::make_shared<Gpt>(spec.width - 1, 4, 128, 4, spec.classes);
+  if (spec.name == "gpt") return std::make_shared<Gpt>(spec.width - 1, 6, 384, 6, spec.classes);
   if (spec.name == "resnet20" || spec.name == "resnet20-cifar")
     return std::make_shared<ResNet>(spec.channels, spec.classes, /*blocks_per_stage=*/3, /*width=*/16);
   if (spec.name == "mlp")

@@ -1,11 +1,14 @@
 // data_source.cpp: dataset selection for the training loop.
 #include "mixprec/train_data.h"
 
+#include <unistd.h>
+
 namespace mixprec::train {
 
 std::string default_data_dir(const std::string& dataset) {
   if (dataset == "fashion-mnist") return "/usr/share/datasets/fashion-mnist";  // Debian package
   if (dataset == "mnist") return "/usr/share/datasets/mnist";
+  if (dataset == "kjv") return "data/kjv";  // scripts/prepare-kjv writes data/kjv/kjv.txt
   return "";
 }
 
@@ -21,6 +24,24 @@ StatusOr<ImageDataset> load_split(const TrainConfig& c, const nn::ModelSpec& spe
       return Status::invalid_argument("--dataset cifar10 needs --data-dir (the folder of "
                                       "data_batch_1.bin .. test_batch.bin)");
     return load_cifar10(dir, split);
+  }
+  if (c.dataset == "kjv" || c.dataset == "text") {
+    // A byte-level language model reads windows of its context + 1 bytes.
+    if (spec.height != 1 || spec.channels != 1)
+      return Status::invalid_argument("--dataset " + c.dataset + " is text, for a language model (--model gpt-tiny, "
+                                      "gpt); model " + spec.name + " reads images");
+    std::string file = dir;
+    if (c.dataset == "kjv") {
+      file = dir + "/kjv.txt";
+      if (::access(file.c_str(), F_OK) != 0)
+        return Status::not_found("the King James Bible text " + file + " is missing: run scripts/prepare-kjv " +
+                                 "(it prints the whole text with Debian's bible-kjv: bible -f \"Gen1:1-Rev22:21\")");
+    } else if (file.empty()) {
+      return Status::invalid_argument("--dataset text needs --data-dir FILE (a text file, read as bytes)");
+    }
+    auto d = load_text_windows(file, spec.width, split);
+    if (d.is_ok()) d->name = c.dataset;
+    return d;
   }
   if (c.dataset == "synthetic") {
     // Shaped like the model's input; test data shares the class prototypes (same seed).

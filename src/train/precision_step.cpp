@@ -89,7 +89,7 @@ PrecisionStep::Outcome PrecisionStep::run(const std::vector<Batch>& micro_batche
     {
       std::optional<amp::AutocastGuard> autocast;
       if (preset_.autocast_dtype) autocast.emplace(*preset_.autocast_dtype);
-      loss = cross_entropy((*model_)(b.images.to(preset_.param_dtype)), b.labels);
+      loss = classification_loss((*model_)(model_input(b.images, preset_.param_dtype)), b.labels);
     }
     const double v = loss.item();
     loss_sum += v;
@@ -151,7 +151,15 @@ Tensor PrecisionStep::predict(const Tensor& images) {
   NoGradGuard ng;
   std::optional<amp::AutocastGuard> autocast;
   if (preset_.autocast_dtype) autocast.emplace(*preset_.autocast_dtype);
-  return (*model_)(images.to(preset_.param_dtype));
+  return (*model_)(model_input(images, preset_.param_dtype));
+}
+
+Tensor model_input(const Tensor& x, DType param_dtype) { return is_floating(x.dtype()) ? x.to(param_dtype) : x; }
+
+Tensor classification_loss(const Tensor& logits, const Tensor& labels, Reduction r) {
+  if (logits.dim() == 2) return cross_entropy(logits, labels, r);
+  const int64_t classes = logits.size(logits.dim() - 1);
+  return cross_entropy(reshape(logits, {logits.numel() / classes, classes}), reshape(labels, {labels.numel()}), r);
 }
 
 }  // namespace mixprec::train

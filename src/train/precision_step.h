@@ -16,6 +16,13 @@
 
 namespace mixprec::train {
 
+// The model's input in its parameters' dtype; integer inputs (a language model's tokens)
+// are indices and stay as they are.
+Tensor model_input(const Tensor& x, DType param_dtype);
+// Cross-entropy of logits [..., C] against class indices [...]: one classification per
+// image, or per position of a sequence (a language model's next byte).
+Tensor classification_loss(const Tensor& logits, const Tensor& labels, Reduction r = Reduction::mean);
+
 class PrecisionStep {
  public:
   // Converts the model's weights to the preset's param_dtype and builds the optimizer (over

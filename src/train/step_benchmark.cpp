@@ -34,6 +34,21 @@ double median_of(std::vector<double> v) {
 
 Batch synthetic_batch(const nn::ModelSpec& spec, int64_t n, uint64_t seed) {
   Batch batch;
+  if (spec.language_model) {  // random bytes: tokens [n, T] and next-byte labels [n, T]
+    const int64_t T = spec.width - 1;
+    std::mt19937_64 rng(seed + 1);
+    std::vector<int64_t> bytes(size_t(n * (T + 1)));
+    for (auto& b : bytes) b = int64_t(rng() % 256);
+    std::vector<int64_t> tokens, next;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t t = 0; t < T; ++t) {
+        tokens.push_back(bytes[size_t(i * (T + 1) + t)]);
+        next.push_back(bytes[size_t(i * (T + 1) + t + 1)]);
+      }
+    batch.images = Tensor::from_vector_i64(tokens, {n, T});
+    batch.labels = Tensor::from_vector_i64(next, {n, T});
+    return batch;
+  }
   batch.images = Tensor::normal({n, spec.channels, spec.height, spec.width}, 0.0, 1.0);
   std::mt19937_64 rng(seed + 1);
   std::vector<int64_t> labels(static_cast<size_t>(n));
@@ -45,6 +60,7 @@ Batch synthetic_batch(const nn::ModelSpec& spec, int64_t n, uint64_t seed) {
 int64_t default_benchmark_batch(const std::string& model) {
   if (model == "mlp") return 512;
   if (model == "transformer") return 32;
+  if (model == "gpt-tiny" || model == "gpt") return 16;  // sequences of 128 / 256 bytes
   return 256;
 }
 

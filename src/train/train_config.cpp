@@ -28,10 +28,12 @@ const std::vector<ConfigField>& config_fields() {
                "resnet20 (1x28x28), resnet20-cifar (3x32x32)",
        .choices = nn::model_names(), .fixed_on_resume = true},
       {.key = "dataset", .flag = "--dataset", .member = &C::dataset,
-       .help = "Dataset: fashion-mnist, mnist, cifar10, synthetic",
-       .choices = {"fashion-mnist", "mnist", "cifar10", "synthetic"}, .fixed_on_resume = true},
+       .help = "Dataset: fashion-mnist, mnist, cifar10, synthetic; for a language model kjv (the King James "
+               "Bible, scripts/prepare-kjv) or text (--data-dir FILE)",
+       .choices = {"fashion-mnist", "mnist", "cifar10", "synthetic", "kjv", "text"}, .fixed_on_resume = true},
       {.key = "data_dir", .flag = "--data-dir", .member = &C::data_dir,
-       .help = "Dataset folder (default: /usr/share/datasets/<dataset> where Debian installs it)"},
+       .help = "Dataset folder (default: /usr/share/datasets/<dataset> where Debian installs it; data/kjv for "
+               "kjv); for --dataset text the text file"},
       // Its values (presets, aliases, params=..,compute=..) are checked by amp::preset_by_name.
       {.key = "precision", .flag = "--precision", .member = &C::precision, .help = "Precision preset",
        .fixed_on_resume = true},

@@ -29,7 +29,12 @@ EvalReport evaluate(PrecisionStep& step, const std::shared_ptr<const ImageDatase
   while (auto batch = loader.next()) {
     Tensor logits = step.predict(batch->images);
     NoGradGuard ng;
-    loss_sum += cross_entropy(logits, batch->labels, Reduction::sum).item();
+    loss_sum += classification_loss(logits, batch->labels, Reduction::sum).item();
+    // Every position of a sequence is one prediction (a language model's next byte).
+    if (logits.dim() > 2) {
+      r.next_byte = true;
+      logits = reshape(logits, {logits.numel() / logits.size(-1), logits.size(-1)});
+    }
     const Tensor pred = argmax(logits);
     const int64_t* p = pred.data_ptr<int64_t>();
     const int64_t* y = batch->labels.data_ptr<int64_t>();

@@ -104,9 +104,13 @@ void Progress::step(const train::StepReport& r) {
 
 void Progress::eval(const train::EvalReport& r, int64_t epochs) {
   finish();
-  std::fprintf(out_, "epoch %lld/%lld: test accuracy %.2f%%  test loss %.4f  (%lld images)\n",
-               (long long)r.epoch + 1, (long long)epochs, 100.0 * r.accuracy, r.loss,
-               (long long)r.samples);
+  if (r.next_byte)  // a language model: the loss per byte in bits, the measure of text models
+    std::fprintf(out_, "epoch %lld/%lld: test %.4f bits/byte (loss %.4f)  next-byte accuracy %.2f%%  (%lld bytes)\n",
+                 (long long)r.epoch + 1, (long long)epochs, r.loss / std::log(2.0), r.loss, 100.0 * r.accuracy,
+                 (long long)r.samples);
+  else
+    std::fprintf(out_, "epoch %lld/%lld: test accuracy %.2f%%  test loss %.4f  (%lld images)\n",
+                 (long long)r.epoch + 1, (long long)epochs, 100.0 * r.accuracy, r.loss, (long long)r.samples);
   std::fflush(out_);
 }
 

@@ -1,0 +1,73 @@
+// gpt.cpp: GptBlock and the byte-level Gpt language model (models.h), composed of public
+// ops: embedding, layer_norm, causal multi-head attention, linear, gelu and add.
+#include <cmath>
+
+#include "mixprec/models.h"
+
+namespace mixprec::nn {
+
+namespace {
+
+void fill_normal(Tensor& t, double stddev) { t.copy_(Tensor::normal(t.shape(), 0.0, stddev, t.dtype())); }
+
+}  // namespace
+
+GptMlp::GptMlp(int64_t d_model) {
+  c_fc = register_module("c_fc", std::make_shared<Linear>(d_model, 4 * d_model));
+  c_proj = register_module("c_proj", std::make_shared<Linear>(4 * d_model, d_model));
+}
+
+Tensor GptMlp::forward(const Tensor& x) { return linear_over_tokens(*c_proj, gelu(linear_over_tokens(*c_fc, x))); }
+
+GptBlock::GptBlock(int64_t d_model, int64_t heads) {
+  ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(Shape{d_model}));
+  attn = register_module("attn", std::make_shared<MultiheadAttention>(d_model, heads, 0.0, true, /*causal=*/true));
+  ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(Shape{d_model}));
+  mlp = register_module("mlp", std::make_shared<GptMlp>(d_model));
+}
+
+Tensor GptBlock::forward(const Tensor& x) {
+  const Tensor y = add(x, (*attn)((*ln_1)(x)));
+  return add(y, (*mlp)((*ln_2)(y)));
+}
+
+Gpt::Gpt(int64_t context_, int64_t layers, int64_t d_model, int64_t heads, int64_t vocab) : context(context_) {
+  if (context < 1 || layers < 1 || d_model < 1 || heads < 1 || vocab < 1 || d_model % heads != 0)
+    throw Error(Status::invalid_argument("Gpt: context " + std::to_string(context) + ", layers " +
+                                         std::to_string(layers) + ", d_model " + std::to_string(d_model) +
+                                         ", heads " + std::to_string(heads) +
+                                         ": all must be >= 1 and d_model divisible by heads"));
+  wte = register_module("wte", std::make_shared<Embedding>(vocab, d_model));
+  wpe = register_module("wpe", std::make_shared<Embedding>(context, d_model));
+  h = register_module("h", std::make_shared<Sequential>());
+  for (int64_t i = 0; i < layers; ++i) h->add(std::make_shared<GptBlock>(d_model, heads));
+  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(Shape{d_model}));
+  // GPT-2's initialisation: N(0, 0.02) everywhere, the residual projections scaled down by
+  // sqrt(2 layers) so the residual stream's variance does not grow with depth.
+  fill_normal(wte->weight, 0.02);
+  fill_normal(wpe->weight, 0.01);
+  for (const auto& [name, module] : h->children()) {
+    auto* block = static_cast<GptBlock*>(module.get());
+    fill_normal(block->attn->in_proj_weight, 0.02);
+    fill_normal(block->mlp->c_fc->weight, 0.02);
+    fill_normal(block->attn->out_proj->weight, 0.02 / std::sqrt(2.0 * double(layers)));
+    fill_normal(block->mlp->c_proj->weight, 0.02 / std::sqrt(2.0 * double(layers)));
+    for (Tensor* b : {&block->mlp->c_fc->bias, &block->mlp->c_proj->bias}) b->fill_(0.0);
+  }
+}
+
+Tensor Gpt::forward(const Tensor& tokens) {
+  if (tokens.dim() != 2 || tokens.size(1) < 1 || tokens.size(1) > context)
+    throw Error(Status::invalid_argument("Gpt: tokens " + shape_str(tokens.shape()) +
+                                         ": expected [batch, T] with 1 <= T <= context " + std::to_string(context)));
+  const int64_t B = tokens.size(0), T = tokens.size(1);
+  std::vector<int64_t> pos(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = t;
+  Tensor x = add((*wte)(tokens), (*wpe)(Tensor::from_vector_i64(pos, {T})));  // [B, T, d] + [T, d]
+  x = (*ln_f)((*h)(x));
+  const int64_t d = x.size(2);
+  // The head is the token embedding, transposed (weight tying): [B*T, d] x [d, vocab].
+  return reshape(linear(reshape(x, {B * T, d}), wte->weight), {B, T, wte->weight.size(0)});
+}
+
+}  // namespace mixprec::nn

@@ -108,10 +108,21 @@ class GptBlock : public Module {
 // Input: tokens [B, T] i64 with T <= context. Output: logits [B, T, 256].
 // Initialisation as GPT-2's: weights N(0, 0.02), each block's output projections
 // N(0, 0.02 / sqrt(2 layers)), biases 0, layer norms 1 / 0.
+// The keys and values of the positions a Gpt has already read, per layer ([H, t, D] each):
+// text generation feeds one token at a time without recomputing the past.
+struct KvCache {
+  std::vector<Tensor> keys, values;
+  int64_t length = 0;  // positions cached
+};
+
 class Gpt : public Module {
  public:
   Gpt(int64_t context, int64_t layers, int64_t d_model, int64_t heads, int64_t vocab = 256);
   Tensor forward(const Tensor& tokens) override;
+  // The logits [vocab] for the next token after `token`, which stands at position
+  // cache.length (< context); its keys and values join the cache. Equal to the last row of
+  // forward() on the whole sequence, up to rounding. No autograd.
+  Tensor forward_step(int64_t token, KvCache& cache);
   const char* type_name() const override { return "Gpt"; }
   std::shared_ptr<Embedding> wte, wpe;
   std::shared_ptr<Sequential> h;  // blocks h.0 .. h.{layers-1}

@@ -25,6 +25,11 @@ class MultiheadAttention : public Module {
   MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool bias = true,
                      bool causal = false);
   Tensor forward(const Tensor& input) override;  // [B, S, E] -> [B, S, E]
+  // One new position of one sequence (text generation with a key/value cache): x [1, E] is
+  // the position's input; its key and value are appended to k_cache / v_cache ([H, t, D],
+  // undefined when empty) and it attends to every cached position, itself included: the
+  // causal attention of forward() at that position, without recomputing the earlier ones.
+  Tensor forward_step(const Tensor& x, Tensor& k_cache, Tensor& v_cache);
   const char* type_name() const override { return "MultiheadAttention"; }
   Tensor in_proj_weight;  // [3E, E]
   Tensor in_proj_bias;    // [3E] or undefined

@@ -70,6 +70,31 @@ Tensor MultiheadAttention::forward(const Tensor& x) {
   return reshape((*out_proj)(merged), {B, S, E});
 }
 
+Tensor MultiheadAttention::forward_step(const Tensor& x, Tensor& k_cache, Tensor& v_cache) {
+  if (x.dim() != 2 || x.size(0) != 1 || x.size(1) != embed_dim)
+    bad("MultiheadAttention::forward_step: input " + shape_str(x.shape()) + " is not [1, " +
+        std::to_string(embed_dim) + "]");
+  const int64_t E = embed_dim, H = num_heads, D = head_dim;
+  auto project = [&](int64_t part, double scale) {  // [1, E] -> [H, 1, D]
+    const Tensor w = narrow(in_proj_weight, part * E, E);
+    const Tensor b = in_proj_bias.defined() ? narrow(in_proj_bias, part * E, E) : Tensor();
+    return reshape(permute(reshape(linear(x, w, b), {1, 1, H, D}), {0, 2, 1, 3}, scale), {H, 1, D});
+  };
+  const Tensor q = project(0, 1.0 / std::sqrt(double(D)));
+  const Tensor k = project(1, 1.0), v = project(2, 1.0);
+  k_cache = k_cache.defined() ? cat({k_cache, k.to(k_cache.dtype())}, 1) : k;
+  v_cache = v_cache.defined() ? cat({v_cache, v.to(v_cache.dtype())}, 1) : v;
+  const int64_t t = k_cache.size(1);
+  const Tensor k_t = reshape(permute(reshape(k_cache, {1, H, t, D}), {0, 1, 3, 2}), {H, D, t});
+  const Tensor scores = matmul(q, k_t);  // [H, 1, t]: every cached position is visible
+  const Tensor weights = scores.dtype() == DType::bf16 || scores.dtype() == DType::f16
+                             ? mixprec::attention_softmax(scores)
+                             : softmax(scores, -1);
+  const Tensor context = matmul(weights, v_cache);  // [H, 1, D]
+  const Tensor merged = reshape(permute(reshape(context, {1, H, 1, D}), {0, 2, 1, 3}), {1, E});
+  return (*out_proj)(merged);
+}
+
 Tensor linear_over_tokens(Linear& layer, const Tensor& input) {
   if (input.dim() != 3)
     bad("linear_over_tokens: input " + shape_str(input.shape()) + " is not [B, S, features]");

@@ -2,6 +2,7 @@
 // ops: embedding, layer_norm, causal multi-head attention, linear, gelu and add.
 #include <cmath>
 
+#include "mixprec/autograd.h"
 #include "mixprec/models.h"
 
 namespace mixprec::nn {
@@ -68,6 +69,29 @@ Tensor Gpt::forward(const Tensor& tokens) {
   const int64_t d = x.size(2);
   // The head is the token embedding, transposed (weight tying): [B*T, d] x [d, vocab].
   return reshape(linear(reshape(x, {B * T, d}), wte->weight), {B, T, wte->weight.size(0)});
+}
+
+Tensor Gpt::forward_step(int64_t token, KvCache& cache) {
+  const int64_t vocab = wte->weight.size(0);
+  if (token < 0 || token >= vocab)
+    throw Error(Status::invalid_argument("Gpt::forward_step: token " + std::to_string(token) + " is not in [0, " +
+                                         std::to_string(vocab) + ")"));
+  if (cache.length >= context)
+    throw Error(Status::invalid_argument("Gpt::forward_step: the cache holds " + std::to_string(cache.length) +
+                                         " positions, the model's whole context: start a new cache"));
+  NoGradGuard no_grad;
+  const int64_t layers = int64_t(h->children().size());
+  cache.keys.resize(size_t(layers));
+  cache.values.resize(size_t(layers));
+  Tensor x = add((*wte)(Tensor::from_vector_i64({token}, {1})), (*wpe)(Tensor::from_vector_i64({cache.length}, {1})));
+  const int64_t d = x.size(1);
+  for (int64_t l = 0; l < layers; ++l) {
+    auto* block = static_cast<GptBlock*>(h->children()[size_t(l)].second.get());
+    const Tensor y = add(x, block->attn->forward_step((*block->ln_1)(x), cache.keys[size_t(l)], cache.values[size_t(l)]));
+    x = add(y, reshape((*block->mlp)(reshape((*block->ln_2)(y), {1, 1, d})), {1, d}));
+  }
+  ++cache.length;
+  return reshape(linear((*ln_f)(x), wte->weight), {vocab});
 }
 
 }  // namespace mixprec::nn

@@ -44,6 +44,19 @@ a=$(grep '"type":"step"' run-fp32/metrics.jsonl | grep '"step":40,' | grep -o '"
 b=$(grep '"type":"step"' split/metrics.jsonl | grep '"step":40,' | grep -o '"loss":[0-9.e-]*')
 [[ -n $a && $a == "$b" ]] && echo "ok   lm-resume-bit-exact ($a)" || fail "lm-resume-bit-exact: $a vs $b"
 
+# generate: continues the prompt, one byte per --max-tokens; the same seed gives the same text.
+g1=$("$BIN" generate run-fp32 --prompt "And the lord" --max-tokens 60 --seed 7 2>/dev/null)
+g2=$("$BIN" generate run-fp32 --prompt "And the lord" --max-tokens 60 --seed 7 2>/dev/null)
+g3=$("$BIN" generate run-fp32 --prompt "And the lord" --max-tokens 60 --seed 8 2>/dev/null)
+[[ $g1 == "And the lord"* && $(printf '%s' "$g1" | wc -c) -eq 72 ]] && echo "ok   generate-continues-prompt" \
+  || fail "generate-continues-prompt: '$g1'"
+[[ $g1 == "$g2" && $g1 != "$g3" ]] && echo "ok   generate-seeded" || fail "generate-seeded: '$g1' / '$g2' / '$g3'"
+expect generate-stats 0 "generated 30 bytes .* model gpt-tiny, precision amp-bf16" -- \
+  "$BIN" generate run-amp-bf16 --max-tokens 30 --temperature 0
+"$BIN" train --model cnn --dataset synthetic --batch-size 4 --max-steps 1 --no-eval --no-self-check --run-dir img > /dev/null 2>&1
+expect generate-needs-lm 2 "reads images; generate needs a language model" -- "$BIN" generate img --prompt x
+expect generate-bad-top-k 2 "top-k" -- "$BIN" generate run-fp32 --top-k 300
+
 expect lm-kjv-missing 3 "scripts/prepare-kjv" -- "$BIN" train --model gpt-tiny --dataset kjv --data-dir "$TMP/nowhere"
 expect lm-on-images 2 "is text, for a language model" -- "$BIN" train --model cnn --dataset text --data-dir corpus.txt
 expect lm-no-file 2 "needs --data-dir FILE" -- "$BIN" train --model gpt-tiny --dataset text

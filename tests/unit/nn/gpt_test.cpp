@@ -58,6 +58,36 @@ TEST(Gpt, LogitsShapeAndNoPositionSeesALaterOne) {
   EXPECT_THROW(gpt(Tensor::from_vector_i64(std::vector<int64_t>(9, 1), {1, 9})), Error);  // longer than context
 }
 
+// Generation with the key/value cache gives, token by token, the rows of the full forward.
+TEST(Gpt, CachedStepsEqualTheFullForward) {
+  nn::Gpt gpt(8, 2, 16, 2);
+  const std::vector<int64_t> seq = {72, 101, 108, 108, 111, 32, 71};
+  for (DType dt : {DType::f64, DType::f32}) {
+    SCOPED_TRACE(dtype_name(dt));
+    gpt.to(dt);
+    NoGradGuard ng;
+    const std::vector<double> full =
+        gpt(Tensor::from_vector_i64(seq, {1, int64_t(seq.size())})).to_vector_f64();
+    nn::KvCache cache;
+    double worst = 0, scale = 0;
+    for (size_t t = 0; t < seq.size(); ++t) {
+      const std::vector<double> step = gpt.forward_step(seq[t], cache).to_vector_f64();
+      ASSERT_EQ(step.size(), 256u);
+      for (size_t v = 0; v < 256; ++v) {
+        worst = std::max(worst, std::fabs(step[v] - full[t * 256 + v]));
+        scale = std::max(scale, std::fabs(full[t * 256 + v]));
+      }
+    }
+    EXPECT_EQ(cache.length, int64_t(seq.size()));
+    EXPECT_LT(worst, (dt == DType::f64 ? 1e-12 : 1e-5) * std::max(scale, 1.0));
+  }
+  nn::KvCache full_cache;
+  full_cache.length = 8;
+  EXPECT_THROW(gpt.forward_step(1, full_cache), Error);  // past the context
+  nn::KvCache c;
+  EXPECT_THROW(gpt.forward_step(256, c), Error);  // not a byte
+}
+
 TEST(Gpt, SmallGptGradientsMatchFiniteDifferencesInF64) {
   nn::Gpt gpt(/*context=*/3, /*layers=*/1, /*d_model=*/4, /*heads=*/2, /*vocab=*/5);
   gpt.to(DType::f64);

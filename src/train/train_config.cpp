@@ -12,6 +12,7 @@
 
 #include "io/json_limits.h"
 #include "mixprec/models.h"
+#include "mixprec/names.h"
 
 namespace mixprec::train {
 
@@ -185,7 +186,7 @@ std::string check_field(const ConfigField& field, const TrainConfig& config) {
             if (v == c) return "";
           std::string list;
           for (const std::string& c : field.choices) list += (list.empty() ? "" : ", ") + c;
-          return "expected one of: " + list + "; got '" + v + "'";
+          return "expected one of: " + list + "; got '" + v + "'" + did_you_mean(v, field.choices);
         } else if constexpr (std::is_same_v<T, double> || std::is_integral_v<T>) {
           if constexpr (std::is_same_v<T, bool>) return "";
           else return in_range(field, double(v)) ? "" : "must be " + range_text(field) + ", got " + field_text(field, config);

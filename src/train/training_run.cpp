@@ -10,6 +10,7 @@
 
 #include "mixprec/autograd.h"
 #include "mixprec/memory.h"
+#include "mixprec/names.h"
 #include "mixprec/train_config.h"
 #include "train/self_check.h"
 
@@ -106,14 +107,15 @@ Status TrainingRun::build_model() {
   }
   if (!config_.inject_nonfinite_param.empty()) {
     std::string names;
-    bool found = false;
+    std::vector<std::string> all;
     for (const auto& [name, p] : model->named_parameters()) {
-      found = found || name == config_.inject_nonfinite_param;
+      all.push_back(name);
       names += (names.empty() ? "" : ", ") + name;
     }
-    if (!found)
+    if (std::find(all.begin(), all.end(), config_.inject_nonfinite_param) == all.end())
       return Status::invalid_argument("--inject-nonfinite: model " + config_.model + " has no parameter '" +
-                                      config_.inject_nonfinite_param + "'; its parameters: " + names);
+                                      config_.inject_nonfinite_param + "'" +
+                                      did_you_mean(config_.inject_nonfinite_param, all) + "; its parameters: " + names);
   }
   step_ = std::make_unique<PrecisionStep>(preset_, model, config_);
   return Status::ok();

@@ -30,7 +30,7 @@ expect growth-nan 2 "--growth-factor: must be" -- "$BIN" "${T[@]}" --growth-fact
 expect seed-negative 2 "--seed: expected an integer from 0 to 18446744073709551615, got '-1'" -- "$BIN" "${T[@]}" --seed -1
 expect seed-max 0 "summary:" -- "$BIN" "${T[@]}" --seed 18446744073709551615
 # An unknown parameter name injected nothing, silently.
-expect inject-unknown 2 "--inject-nonfinite: model cnn has no parameter 'fc1.wieght'; its parameters: conv1.weight, .*fc1.weight" -- \
+expect inject-unknown 2 "--inject-nonfinite: model cnn has no parameter 'fc1.wieght' \(did you mean 'fc1.weight'\?\); its parameters: conv1.weight, .*fc1.weight" -- \
   "$BIN" "${T[@]}" --inject-nonfinite 1:fc1.wieght
 expect inject-known 0 "summary:" -- "$BIN" "${T[@]}" --inject-nonfinite 1:fc1.weight
 # --resume restores the run's weights; --init-from would be ignored or overwrite them.

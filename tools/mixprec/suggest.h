@@ -6,13 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "mixprec/names.h"
+
 namespace mixprec::cli {
 
-// The candidate closest to `given` (case-insensitive edit distance, a unique prefix also
-// counts), or "" when none is close enough to be a plausible typo.
-std::string closest_name(const std::string& given, const std::vector<std::string>& candidates);
-// " (did you mean 'x'?)" or "".
-std::string did_you_mean(const std::string& given, const std::vector<std::string>& candidates);
+using mixprec::closest_name;  // mixprec/names.h
+using mixprec::did_you_mean;
 // A flag validator accepting exactly `names`; otherwise "expected one of: a, b, c; got 'x'
 // (did you mean 'b'?)".
 CLI::Validator one_of(const std::vector<std::string>& names);

@@ -19,6 +19,11 @@ struct TrainConfig {
   int64_t max_steps = -1;                  // stop after this many optimizer steps (-1: no limit)
   int64_t batch_size = 256;
   double lr = 1e-3;
+  // The learning rate over the run (lr_at): constant, or after `warmup_steps` of linear
+  // warm-up a cosine or linear decay from lr to min_lr at the last planned step.
+  std::string lr_schedule = "constant";    // constant, cosine, linear
+  int64_t warmup_steps = 0;
+  double min_lr = 0.0;
   std::string optimizer = "adam";          // adam, adamw, sgd
   double momentum = 0.9;                   // sgd only
   double weight_decay = 0.0;
@@ -128,6 +133,15 @@ struct Callbacks {
 
 // Checks a configuration without touching data (flag values, names).
 Status validate(const TrainConfig& config);
+
+// The learning rate of optimizer step `step` (1-based) of a run of `total_steps`:
+// warm-up: lr * step / warmup_steps for step <= warmup_steps; then constant: lr; cosine:
+// min_lr + (lr - min_lr) (1 + cos(pi p)) / 2; linear: lr - (lr - min_lr) p, where
+// p = (step - warmup_steps - 1) / (total_steps - warmup_steps - 1) goes from 0 at the first
+// step after warm-up to 1 at the last (the shape of HF's get_cosine_schedule_with_warmup,
+// ending at min_lr as PyTorch's CosineAnnealingLR's eta_min). A function of the step alone,
+// so a resume continues it exactly.
+double lr_at(const TrainConfig& config, int64_t step, int64_t total_steps);
 
 // Runs the whole training. Errors: invalid_argument (bad config), not_found / data_loss
 // (dataset), diverged when the loss becomes NaN/inf without a scaler or spikes past

@@ -45,6 +45,13 @@ const std::vector<ConfigField>& config_fields() {
       {.key = "batch_size", .flag = "--batch-size", .member = &C::batch_size, .help = "Images per step", .min = 1,
        .max = kMaxBatchSize, .fixed_on_resume = true},
       {.key = "lr", .flag = "--lr", .member = &C::lr, .help = "Learning rate", .min = 0, .min_open = true},
+      {.key = "lr_schedule", .flag = "--lr-schedule", .member = &C::lr_schedule,
+       .help = "Learning-rate schedule: constant, cosine, linear (decay to --min-lr at the last step)",
+       .choices = {"constant", "cosine", "linear"}},
+      {.key = "warmup_steps", .flag = "--warmup-steps", .member = &C::warmup_steps,
+       .help = "Steps of linear learning-rate warm-up from lr / N to lr", .min = 0},
+      {.key = "min_lr", .flag = "--min-lr", .member = &C::min_lr,
+       .help = "Learning rate at the last step of a cosine or linear schedule", .min = 0},
       {.key = "optimizer", .flag = "--optimizer", .member = &C::optimizer, .help = "Optimizer: adam, adamw, sgd",
        .choices = {"adam", "adamw", "sgd"}, .fixed_on_resume = true},
       // PyTorch's SGD refuses a negative momentum ("Invalid momentum value").

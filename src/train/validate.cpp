@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "mixprec/models.h"
@@ -45,8 +46,20 @@ Status validate(const TrainConfig& c) {
   if (c.overwrite && !c.resume.empty())
     return bad("--overwrite", "cannot be combined with --resume (--resume continues the run in the directory, "
                               "--overwrite deletes it)");
+  if (c.min_lr > c.lr)
+    return bad("--min-lr", "must not exceed --lr (" + field_text(*find_config_field("lr"), c) + "), got " +
+                               field_text(*find_config_field("min_lr"), c));
   if (auto spec = nn::model_spec(c.model); !spec.is_ok()) return bad("--model", spec.status().message());
   return Status::ok();
+}
+
+double lr_at(const TrainConfig& c, int64_t step, int64_t total_steps) {
+  if (c.warmup_steps > 0 && step <= c.warmup_steps) return c.lr * double(step) / double(c.warmup_steps);
+  if (c.lr_schedule == "constant") return c.lr;
+  const int64_t span = total_steps - c.warmup_steps - 1;
+  const double p = span <= 0 ? 1.0 : std::clamp(double(step - c.warmup_steps - 1) / double(span), 0.0, 1.0);
+  if (c.lr_schedule == "cosine") return c.min_lr + (c.lr - c.min_lr) * 0.5 * (1.0 + std::cos(M_PI * p));
+  return c.lr - (c.lr - c.min_lr) * p;  // linear
 }
 
 }  // namespace mixprec::train

@@ -30,6 +30,22 @@ for precision in fp32 amp-fp16 o2-bf16; do
   fi
 done
 
+# A learning-rate schedule (warm-up, cosine) continues exactly: resuming an 8-step run from
+# its step-4 checkpoint repeats the uninterrupted run's rates and losses bit for bit.
+SCHED=(--precision fp32 --max-steps 8 --save-every 4 --lr-schedule cosine --warmup-steps 2)
+"$BIN" train "${COMMON[@]}" "${SCHED[@]}" --run-dir sched > sched-run.log 2>&1 || { fail "schedule: run"; tail -3 sched-run.log; }
+cp -r sched sched-resumed
+rm sched-resumed/step-00000008.safetensors sched-resumed/run.lock
+echo '{"checkpoint":"step-00000004.safetensors"}' > sched-resumed/last.json
+"$BIN" train --resume sched-resumed > sched.log 2>&1 || { fail "schedule: resume"; tail -3 sched.log; }
+lrs() { grep '"type":"step"' "$1/metrics.jsonl" | grep -o '"lr":[^,]*'; }
+if [[ "$(lrs sched)" == "$(lrs sched-resumed)" && "$(losses sched)" == "$(losses sched-resumed)" ]] &&
+   [[ $(lrs sched | head -1) == '"lr":0.0005' && $(lrs sched | tail -1) == '"lr":0.0' ]]; then
+  echo "ok   schedule: warm-up + cosine resumed bit-exactly ($(lrs sched | tr '\n' ' '))"
+else
+  fail "schedule: rates or losses differ"; paste <(lrs sched) <(lrs sched-resumed)
+fi
+
 # Fault injection: one skipped step, scale halved (65536 -> 32768), training continues.
 "$BIN" train "${COMMON[@]}" --precision amp-fp16 --max-steps 6 --inject-nonfinite 3:fc1.weight \
   --run-dir inject > inject.log 2>&1 || fail "inject run"

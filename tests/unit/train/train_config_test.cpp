@@ -28,6 +28,9 @@ TrainConfig unusual() {
   c.max_steps = 123;
   c.batch_size = 48;
   c.lr = 3.5e-4;
+  c.lr_schedule = "cosine";
+  c.warmup_steps = 10;
+  c.min_lr = 1e-5;
   c.optimizer = "sgd";
   c.momentum = 0.8;
   c.weight_decay = 0.05;

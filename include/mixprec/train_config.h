@@ -60,5 +60,12 @@ StatusOr<TrainConfig> config_from_json(const std::string& text);
 // setting is refused (invalid_argument naming the flag, the run's value and the given one).
 StatusOr<TrainConfig> adopt_saved_config(const TrainConfig& given, const std::string& saved,
                                          const std::function<bool(const std::string& key)>& explicitly_given);
+// A user's configuration file (`mixprec train --config FILE`): a JSON object with config.json's
+// keys (a run's config.json is a valid one). Unlike a run's own file, every key must be a
+// setting: an unknown key is invalid_argument naming the file and the key, with a
+// suggestion. Values go through the same type and range checks; flags on the command line
+// win (explicitly_given).
+StatusOr<TrainConfig> apply_config_file(const TrainConfig& given, const std::string& text, const std::string& file,
+                                        const std::function<bool(const std::string& key)>& explicitly_given);
 
 }  // namespace mixprec::train

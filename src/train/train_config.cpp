@@ -314,4 +314,25 @@ StatusOr<TrainConfig> adopt_saved_config(const TrainConfig& given, const std::st
   return c;
 }
 
+StatusOr<TrainConfig> apply_config_file(const TrainConfig& given, const std::string& text, const std::string& file,
+                                        const std::function<bool(const std::string& key)>& explicitly_given) {
+  auto j = parse_object(text);
+  if (!j.is_ok()) return Status::invalid_argument(file + ": " + j.status().message());
+  std::vector<std::string> keys;
+  for (const ConfigField& f : config_fields())
+    if (f.saved) keys.push_back(f.key);
+  nlohmann::json keep = nlohmann::json::object();
+  for (auto it = j->begin(); it != j->end(); ++it) {
+    const ConfigField* f = find_config_field(it.key());
+    if (f == nullptr || !f->saved)
+      return Status::invalid_argument(file + ": '" + it.key() + "' is not a setting a configuration file holds" +
+                                      did_you_mean(it.key(), keys) + " (the keys are config.json's: a flag's name " +
+                                      "with _ for -, as `mixprec train --help` lists them)");
+    if (!explicitly_given(it.key())) keep[it.key()] = it.value();
+  }
+  TrainConfig c = given;
+  if (Status s = apply_json(c, keep); !s.is_ok()) return Status::invalid_argument(file + ": " + s.message());
+  return c;
+}
+
 }  // namespace mixprec::train

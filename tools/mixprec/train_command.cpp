@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "mixprec/files.h"
 #include "mixprec/hardware.h"
 #include "commands.h"
 #include "exit_codes.h"
@@ -63,6 +64,9 @@ void print_config(CLI::App* cmd, const train::TrainConfig& c,
   const std::vector<std::pair<std::string, std::string>> mine = {
       {"optimizer", c.optimizer + " (lr " + as_typed(cmd, "--lr", c.lr) + ", weight decay " +
                         as_typed(cmd, "--weight-decay", c.weight_decay) + ")"},
+      {"lr schedule", (c.lr_schedule == "constant" ? std::string("constant")
+                                                  : c.lr_schedule + " to " + as_typed(cmd, "--min-lr", c.min_lr)) +
+                          (c.warmup_steps > 0 ? ", " + std::to_string(c.warmup_steps) + " warm-up steps" : "")},
       {"epochs", std::to_string(c.epochs)},
       {"max steps", c.max_steps < 0 ? "none" : std::to_string(c.max_steps)},
       {"batch size", std::to_string(c.batch_size)},
@@ -163,6 +167,25 @@ std::string skipped_text(const train::TrainResult& r) {
   return s + ")";
 }
 
+// Whether the setting `key` was given on this command line (its flag, or --no-amp for the
+// precision): such a value wins over a configuration file and a resumed run's config.json.
+bool flag_given(CLI::App* cmd, const std::string& key) {
+  if (key == "precision" && cmd->get_option("--no-amp")->count() > 0) return true;
+  const train::ConfigField* f = train::find_config_field(key);
+  const CLI::Option* o = f && !f->flag.empty() ? cmd->get_option_no_throw(f->flag) : nullptr;
+  return o != nullptr && o->count() > 0;
+}
+
+// --config FILE: the settings in a JSON file (config.json's keys), below the flags given.
+Status apply_config_file(CLI::App* cmd, const std::string& path, train::TrainConfig& config) {
+  auto text = io::read_regular_file(path, "configuration file", uint64_t(1) << 20);
+  if (!text.is_ok()) return Status::invalid_argument("--config: " + text.status().message());
+  auto merged = train::apply_config_file(config, *text, path, [cmd](const std::string& key) { return flag_given(cmd, key); });
+  if (!merged.is_ok()) return merged.status();
+  config = *merged;
+  return Status::ok();
+}
+
 // config.json of the run being resumed: RUN_DIR/config.json, or the one beside a checkpoint.
 std::string saved_config_path(const std::string& resume) {
   std::error_code ec;
@@ -179,12 +202,7 @@ Status adopt_resumed_config(CLI::App* cmd, train::TrainConfig& config) {
   if (!saved.is_ok()) return Status(StatusCode::bad_checkpoint, saved.status().message());
   if (!saved->has_value()) return Status::ok();  // no config.json: the flags as given (restore checks the rest)
   const std::string& text = **saved;
-  auto given = [cmd](const std::string& key) {
-    if (key == "precision" && cmd->get_option("--no-amp")->count() > 0) return true;
-    const train::ConfigField* f = train::find_config_field(key);
-    const CLI::Option* o = f && !f->flag.empty() ? cmd->get_option_no_throw(f->flag) : nullptr;
-    return o != nullptr && o->count() > 0;
-  };
+  auto given = [cmd](const std::string& key) { return flag_given(cmd, key); };
   auto merged = train::adopt_saved_config(config, text, given);
   if (!merged.is_ok()) return Status(StatusCode::bad_checkpoint, path + ": " + merged.status().message());
   config = *merged;
@@ -198,9 +216,23 @@ Runner add_train_command(CLI::App& app) {
   auto config = std::make_shared<train::TrainConfig>();
   CLI::App* cmd = app.add_subcommand("train", "Train a model (default: the CNN on Fashion-MNIST)");
   add_training_flags(cmd, *config);
+  auto config_file = std::make_shared<std::string>();
+  cmd->add_option("--config", *config_file,
+                  "Settings from a JSON file with config.json's keys (e.g. a run's config.json); flags given win");
 
-  return [config, cmd]() -> int {
+  return [config, cmd, config_file]() -> int {
     namespace fs = std::filesystem;
+    if (!config_file->empty()) {
+      if (!config->resume.empty()) {
+        std::fprintf(stderr, "mixprec: usage error: --config cannot be combined with --resume (a resume continues "
+                             "with the run's own config.json)\n");
+        return kExitUsage;
+      }
+      if (Status st = apply_config_file(cmd, *config_file, *config); !st.is_ok()) {
+        std::fprintf(stderr, "mixprec: usage error: %s\n", st.message().c_str());
+        return kExitUsage;
+      }
+    }
     if (!config->resume.empty()) {
       if (Status st = adopt_resumed_config(cmd, *config); !st.is_ok()) {
         std::fprintf(stderr, "mixprec: error: %s\n", st.message().c_str());

@@ -91,7 +91,8 @@ inline Violation checkpoint(const uint8_t* data, size_t size, bool* accepted = n
   return expect_code(r.status(), StatusCode::data_loss, "parse_checkpoint");
 }
 
-// config.json: parsed as a configuration, and adopted as a saved one on --resume.
+// config.json: parsed as a configuration, adopted as a saved one on --resume, and read as a
+// user's --config file.
 inline Violation config_json(const uint8_t* data, size_t size, bool* accepted = nullptr) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   auto c = train::config_from_json(text);
@@ -101,6 +102,10 @@ inline Violation config_json(const uint8_t* data, size_t size, bool* accepted = 
   auto a = train::adopt_saved_config(train::TrainConfig{}, text,
                                      [](const std::string& key) { return key.size() % 2 == 0; });
   if (Violation v = expect_code(a.status(), StatusCode::invalid_argument, "adopt_saved_config"); !v.empty())
+    return v;
+  auto f = train::apply_config_file(train::TrainConfig{}, text, "fuzz.json",
+                                    [](const std::string& key) { return key.size() % 3 == 0; });
+  if (Violation v = expect_code(f.status(), StatusCode::invalid_argument, "apply_config_file"); !v.empty())
     return v;
   if (c.is_ok()) {  // what was accepted prints and parses back
     auto back = train::config_from_json(train::config_to_json(*c));

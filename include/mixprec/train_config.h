@@ -48,6 +48,8 @@ const ConfigField* find_config_field(std::string_view key);
 // The field's value checked against its row's range and choices: "" when accepted, else
 // "must be ..., got ..." (without the flag name).
 std::string check_field(const ConfigField& field, const TrainConfig& config);
+// The shortest text that reads back as v: 65536, 0.001, 1e-08 (not "65536.000000").
+std::string number_text(double v);
 // The field's value as text ("0.001", "cnn", "true", "[0.5, 0.25]"), for messages.
 std::string field_text(const ConfigField& field, const TrainConfig& config);
 

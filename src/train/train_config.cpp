@@ -128,15 +128,6 @@ const std::vector<ConfigField>& config_fields() {
   return fields;
 }
 
-const ConfigField* find_config_field(std::string_view key) {
-  for (const ConfigField& f : config_fields())
-    if (f.key == key) return &f;
-  return nullptr;
-}
-
-namespace {
-
-// The shortest text that reads back as v: 65536, 0.001, 1e-08 (not "65536.000000").
 std::string number_text(double v) {
   char buf[40];
   for (int digits = 1; digits <= 17; ++digits) {
@@ -145,6 +136,14 @@ std::string number_text(double v) {
   }
   return buf;
 }
+
+const ConfigField* find_config_field(std::string_view key) {
+  for (const ConfigField& f : config_fields())
+    if (f.key == key) return &f;
+  return nullptr;
+}
+
+namespace {
 
 std::string range_text(const ConfigField& f) {
   const bool has_min = std::isfinite(f.min), has_max = std::isfinite(f.max);

@@ -18,16 +18,6 @@ namespace mixprec::train {
 
 namespace {
 
-// The shortest text that reads back as v: 65536, 0.001, 1e-08 (not "65536.000000").
-std::string format_number(double v) {
-  char buf[40];
-  for (int digits = 1; digits <= 17; ++digits) {
-    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
-    if (std::strtod(buf, nullptr) == v) break;
-  }
-  return buf;
-}
-
 double median(std::vector<double> v) {
   if (v.empty()) return 0.0;
   std::nth_element(v.begin(), v.begin() + long(v.size() / 2), v.end());
@@ -208,7 +198,7 @@ void TrainingRun::announce() {
                 {"steps", std::to_string(total_) + " (" + std::to_string(per_epoch_) + " per epoch" + micro + ")"},
                 {"threads", std::to_string(omp_get_max_threads())},
                 {"precision", preset_.name + " (" + preset_.level + ": " + preset_.description + ")"},
-                {"loss scaling", preset_.loss_scaling ? "dynamic, init " + format_number(config_.init_scale) +
+                {"loss scaling", preset_.loss_scaling ? "dynamic, init " + number_text(config_.init_scale) +
                                                             ", interval " + std::to_string(config_.growth_interval)
                                                       : "off"},
                 {"self-check", result_.self_check.empty() ? "-" : result_.self_check}});

@@ -46,6 +46,24 @@ inline Tensor numerical_gradient(const ScalarFn& f, std::vector<Tensor>& inputs,
   return Tensor::from_vector_f64(grad, original.shape(), DType::f64);
 }
 
+// The same for a tensor that `loss` reads itself (a module's parameter or input): each
+// element of t's contiguous f64 buffer is moved by +-eps in place and put back. t must be
+// a contiguous f64 tensor (a module after to(DType::f64)).
+inline Tensor numerical_gradient_in_place(const std::function<double()>& loss, Tensor t, double eps = 1e-6) {
+  std::vector<double> g(static_cast<size_t>(t.numel()));
+  double* p = t.data_ptr<double>();
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double v = p[i];
+    p[i] = v + eps;
+    const double plus = loss();
+    p[i] = v - eps;
+    const double minus = loss();
+    p[i] = v;
+    g[i] = (plus - minus) / (2 * eps);
+  }
+  return Tensor::from_vector_f64(g, t.shape(), DType::f64);
+}
+
 // <a, b> over logical order, in double. Shapes must match.
 inline double dot_f64(const Tensor& a, const Tensor& b) {
   EXPECT_EQ(a.shape(), b.shape()) << "dot_f64: shape mismatch";

@@ -31,7 +31,7 @@ expect dym-precision 2 "--precision: unknown precision 'bf16-mix'.*did you mean 
 expect dym-model 2 "--model: .*got 'transfomer' \(did you mean 'transformer'\?\)" -- "$BIN" train --model transfomer
 expect dym-eval-flag 2 "did you mean '--precision'" -- "$BIN" eval x --precison fp32
 expect dym-none 2 "unknown flag '--zzzzzz'" -- "$BIN" train --zzzzzz
-if "$BIN" train --zzzzzz 2>&1 | grep -q "did you mean"; then fail "dym-none: suggested something for a nonsense flag"; fi
+if grep -q "did you mean" <<< "$("$BIN" train --zzzzzz 2>&1)"; then fail "dym-none: suggested something for a nonsense flag"; fi
 
 # ---- summary: not evaluated, no scaler, the config table ----
 "$BIN" train "${FAST[@]}" --max-steps 2 --no-eval --run-dir none --precision fp32 --lr 1e-3 > fp32.log 2>&1
@@ -52,7 +52,7 @@ expect banner-f16 0 "^\| f16 compute +\| emulated on f32 kernels" -- "$BIN" "${b
 if grep -qw avx512f /proc/cpuinfo; then
   expect banner-cpu 0 "^\| cpu +\|.*AVX512F" -- "$BIN" "${banner[@]}"
   expect banner-bf16-native 0 "^\| bf16 compute +\| oneDNN native" -- "$BIN" "${banner[@]}"
-  if "$BIN" train "${TINY[@]}" --precision amp-bf16 2>&1 | grep -q "warning: .*no AVX-512"; then
+  if grep -q "warning: .*no AVX-512" <<< "$("$BIN" train "${TINY[@]}" --precision amp-bf16 2>&1)"; then
     fail "banner: bf16 warning on a CPU with AVX-512"
   fi
 else
@@ -60,7 +60,7 @@ else
   expect banner-bf16-emulated 0 "^\| bf16 compute +\| emulated on f32 kernels" -- "$BIN" "${banner[@]}"
   expect banner-bf16-warning 0 "warning: this CPU has no AVX-512.*bf16 matrix work is emulated" -- \
     "$BIN" train "${TINY[@]}" --precision amp-bf16
-  if "$BIN" train "${TINY[@]}" --precision fp32 2>&1 | grep -q "warning: this CPU has no AVX-512"; then
+  if grep -q "warning: this CPU has no AVX-512" <<< "$("$BIN" train "${TINY[@]}" --precision fp32 2>&1)"; then
     fail "banner: bf16 warning for an fp32 run"
   fi
 fi
@@ -93,7 +93,7 @@ acc=$(grep '"type":"eval"' done/metrics.jsonl | tail -1 | sed 's/.*"accuracy":\(
 want=$(awk -v a="$acc" 'BEGIN { printf "%.2f%%", 100 * a }')
 expect resume-finished 0 "run done already finished: step 3 of 3, final test accuracy $want" -- "$BIN" train --resume done
 expect resume-finished-hint 0 "train --resume done --max-steps 6" -- "$BIN" train --resume done
-if "$BIN" train --resume done 2>&1 | grep -q "summary: 0 steps"; then fail "resume-finished: a summary of 0 steps"; fi
+if grep -q "summary: 0 steps" <<< "$("$BIN" train --resume done 2>&1)"; then fail "resume-finished: a summary of 0 steps"; fi
 
 # ---- Ctrl-C: checkpoint, metrics, exit 130, the resume command; time stays monotone ----
 "$BIN" train "${FAST[@]}" --epochs 1 --no-eval --run-dir intr --precision fp32 > intr.log 2>&1 &
@@ -146,7 +146,9 @@ a2=$("$BIN" eval "$TMP/shifted.safetensors" | grep -o "accuracy [0-9.]*%")
 
 # ---- --loss-spike compares with the median, and says so ----
 expect loss-spike-median 2 "--loss-spike: .*median" -- "$BIN" train --loss-spike 0.5 --dataset synthetic --max-steps 1
-"$BIN" train --help | grep -q -- "--loss-spike.*median" && echo "ok   loss-spike-help-median" || fail "loss-spike help"
+# Not `mixprec ... | grep -q`: with pipefail, grep quitting early makes the writer die of
+# SIGPIPE (exit 141) now and then, failing the test at random (it did, under load).
+grep -q -- "--loss-spike.*median" <<< "$("$BIN" train --help)" && echo "ok   loss-spike-help-median" || fail "loss-spike help"
 
 # ---- compare --help lists only its own flags ----
 help=$("$BIN" compare --help)

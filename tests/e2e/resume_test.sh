@@ -127,7 +127,7 @@ t = json.dumps(h).encode()
 t += b" " * ((8 - len(t) % 8) % 8)
 open(sys.argv[2], "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
 PY
-"$BIN" inspect part-amp-fp16/$ck | grep -q "^checksums: verified" && echo "ok   inspect: checksums verified" ||
+grep -q "^checksums: verified" <<< "$("$BIN" inspect part-amp-fp16/$ck)" && echo "ok   inspect: checksums verified" ||
   fail "inspect: no 'checksums: verified' line"
 "$BIN" inspect stale-$ck > stale.log 2>&1; code=$?
 if [[ $code -eq 4 ]] && grep -q "stale-$ck': header metadata: checksum [0-9a-f]* does not match the stored" stale.log; then

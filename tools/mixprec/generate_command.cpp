@@ -57,12 +57,7 @@ int64_t sample(const std::vector<double>& logits, double temperature, int64_t to
 
 int run_generate(const GenerateFlags& f, const std::string& given) {
   auto loaded = load_model(given, f.precision);
-  if (!loaded.is_ok()) {
-    const bool usage = loaded.status().code() == StatusCode::invalid_argument;
-    std::fprintf(stderr, "mixprec: %s: %s\n", usage ? "usage error" : "checkpoint error",
-                 loaded.status().message().c_str());
-    return exit_code_for(loaded.status());
-  }
+  if (!loaded.is_ok()) return report_load_error(loaded.status());
   auto* gpt = dynamic_cast<nn::Gpt*>(loaded->model.get());
   if (!loaded->spec.language_model || gpt == nullptr) {
     std::fprintf(stderr, "mixprec: usage error: %s holds model %s, which reads images; generate needs a language "

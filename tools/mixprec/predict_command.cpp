@@ -209,12 +209,7 @@ std::string extension(const std::string& path) {
 
 int run_predict(const PredictFlags& f, const std::string& checkpoint, const std::vector<std::string>& inputs) {
   auto loaded = load_model(checkpoint, f.precision);
-  if (!loaded.is_ok()) {
-    const bool usage = loaded.status().code() == StatusCode::invalid_argument;
-    std::fprintf(stderr, "mixprec: %s: %s\n", usage ? "usage error" : "checkpoint error",
-                 loaded.status().message().c_str());
-    return exit_code_for(loaded.status());
-  }
+  if (!loaded.is_ok()) return report_load_error(loaded.status());
   const OpenedWeights* opened = &loaded->opened;
   const nn::ModelSpec* spec = &loaded->spec;
   const amp::Preset* preset = &loaded->preset;

@@ -30,12 +30,7 @@ namespace {
 std::string as_typed(CLI::App* cmd, const char* flag, double value) {
   if (const CLI::Option* o = cmd->get_option_no_throw(flag); o && o->count() > 0 && !o->results().empty())
     return o->results().back();
-  char buf[40];
-  for (int digits = 1; digits <= 17; ++digits) {
-    std::snprintf(buf, sizeof buf, "%.*g", digits, value);
-    if (std::strtod(buf, nullptr) == value) break;
-  }
-  return buf;
+  return train::number_text(value);
 }
 
 // How each dtype's matrix work (matmul, convolution) runs here, without the "bf16: " prefix

@@ -1,6 +1,10 @@
 // weights_file.cpp: see weights_file.h.
 #include "weights_file.h"
 
+#include <cstdio>
+
+#include "exit_codes.h"
+
 #include <map>
 
 #include "mixprec/amp.h"
@@ -125,6 +129,12 @@ StatusOr<LoadedModel> load_model(const std::string& given, const std::string& pr
   if (m.preset.param_dtype != DType::f32) m.model->to(m.preset.param_dtype, m.preset.keep_norm_fp32);
   m.model->eval();
   return m;
+}
+
+int report_load_error(const Status& status) {
+  const bool usage = status.code() == StatusCode::invalid_argument;
+  std::fprintf(stderr, "mixprec: %s: %s\n", usage ? "usage error" : "checkpoint error", status.message().c_str());
+  return exit_code_for(status);
 }
 
 Tensor run_model(const LoadedModel& loaded, const Tensor& input) {

@@ -43,6 +43,10 @@ struct LoadedModel {
 // do not fit); invalid_argument naming --precision when the flag's value is unknown.
 StatusOr<LoadedModel> load_model(const std::string& path_or_run_dir, const std::string& precision_flag);
 
+// Prints load_model's error ("mixprec: checkpoint error: ..." or "usage error") and returns
+// its exit code (4 or 2).
+int report_load_error(const Status& status);
+
 // The model's logits for input (f32, NCHW, normalised) under its preset: inputs cast to the
 // parameter dtype, autocast as the preset says; returned in f32. No autograd.
 Tensor run_model(const LoadedModel& loaded, const Tensor& input);

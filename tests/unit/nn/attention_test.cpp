@@ -245,20 +245,7 @@ TEST(AttentionGradcheck, EncoderLayerParametersAndInputFloat64) {
     NoGradGuard ng;
     return test::dot_f64(layer(x), weights);
   };
-  auto numeric = [&](Tensor t) {  // central differences over t's buffer, in place
-    std::vector<double> g(size_t(t.numel()));
-    double* p = t.data_ptr<double>();
-    for (size_t i = 0; i < g.size(); ++i) {
-      const double v = p[i], eps = 1e-6;
-      p[i] = v + eps;
-      const double plus = loss();
-      p[i] = v - eps;
-      const double minus = loss();
-      p[i] = v;
-      g[i] = (plus - minus) / (2 * eps);
-    }
-    return Tensor::from_vector_f64(g, t.shape());
-  };
+  auto numeric = [&](const Tensor& t) { return test::numerical_gradient_in_place(loss, t); };
   // rtol 1e-6 of max(1, max|grad|): f64 central differences with eps 1e-6 have truncation
   // error ~eps^2 * f''' and roundoff ~1e-16 / eps, both ~1e-10 here.
   for (auto& [name, p] : layer.named_parameters()) {

@@ -75,20 +75,7 @@ TEST(ResNet, SmallResnetGradientsMatchFiniteDifferencesInF64) {
     NoGradGuard ng;
     return test::dot_f64(net(x), weights);
   };
-  auto numeric = [&](Tensor t) {
-    std::vector<double> g(size_t(t.numel()));
-    double* p = t.data_ptr<double>();
-    for (size_t i = 0; i < g.size(); ++i) {
-      const double v = p[i], eps = 1e-6;
-      p[i] = v + eps;
-      const double plus = loss();
-      p[i] = v - eps;
-      const double minus = loss();
-      p[i] = v;
-      g[i] = (plus - minus) / (2 * eps);
-    }
-    return Tensor::from_vector_f64(g, t.shape());
-  };
+  auto numeric = [&](const Tensor& t) { return test::numerical_gradient_in_place(loss, t); };
   int checked = 0;
   for (auto& [name, p] : net.named_parameters()) {
     SCOPED_TRACE(name);

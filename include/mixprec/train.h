@@ -131,6 +131,11 @@ struct Callbacks {
   std::function<bool()> stop_requested;
 };
 
+// The run directory a run writes to: --run-dir, or for --resume the directory given or the
+// one holding the checkpoint file ("." for a bare file name); "" when neither is set (or the
+// --resume path does not exist: the resume then fails on its own, nothing gets created).
+std::string run_dir_of(const TrainConfig& config);
+
 // Checks a configuration without touching data (flag values, names).
 Status validate(const TrainConfig& config);
 

@@ -15,10 +15,6 @@ struct Position {
   int64_t epoch = 0, batch_in_epoch = 0, global_step = 0;
 };
 
-// The run directory a run writes to: --run-dir, or for --resume the directory given or the
-// one holding the checkpoint file ("." for a bare file name); "" when neither is set (or the
-// --resume path does not exist: the resume then fails on its own, nothing gets created).
-std::string run_dir_of(const TrainConfig& config);
 
 TrainingState capture_state(PrecisionStep& step, const TrainConfig& config, const Position& pos);
 // Everything must match the run being resumed (names, shapes, dtypes) and pass

@@ -181,18 +181,13 @@ Status apply_config_file(CLI::App* cmd, const std::string& path, train::TrainCon
   return Status::ok();
 }
 
-// config.json of the run being resumed: RUN_DIR/config.json, or the one beside a checkpoint.
-std::string saved_config_path(const std::string& resume) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(resume, ec)) return resume + "/config.json";
-  const auto slash = resume.find_last_of('/');
-  return (slash == std::string::npos ? std::string(".") : resume.substr(0, slash)) + "/config.json";
-}
-
 // --resume continues with the run's own settings (as Ultralytics' resume does); a flag given
 // on this command line wins over the saved value.
 Status adopt_resumed_config(CLI::App* cmd, train::TrainConfig& config) {
-  const std::string path = saved_config_path(config.resume);
+  // config.json of the run being resumed: RUN_DIR/config.json, or the one beside a checkpoint.
+  const std::string dir = train::run_dir_of(config);
+  if (dir.empty()) return Status::ok();  // --resume names nothing that exists: the resume says so
+  const std::string path = dir + "/config.json";
   auto saved = read_run_config(path);  // a FIFO or device there is refused, never waited on
   if (!saved.is_ok()) return Status(StatusCode::bad_checkpoint, saved.status().message());
   if (!saved->has_value()) return Status::ok();  // no config.json: the flags as given (restore checks the rest)
@@ -284,10 +279,7 @@ Runner add_train_command(CLI::App& app) {
       print_finished(*config, r);
       return kExitOk;
     }
-    const std::string run_dir = !r.run_dir.empty() ? r.run_dir
-                                : !config->run_dir.empty() ? config->run_dir
-                                : !r.last_checkpoint.empty() ? r.last_checkpoint.substr(0, r.last_checkpoint.find_last_of('/'))
-                                                             : "";
+    const std::string& run_dir = r.run_dir;  // "" with --run-dir none
     char scale[32] = "\u2013";  // an en dash: the preset has no loss scaler
     if (r.loss_scaling) std::snprintf(scale, sizeof scale, "%g", r.final_scale);
     // Three short lines rather than one that wraps in an 80-column terminal.

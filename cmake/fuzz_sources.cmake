@@ -1,16 +1,17 @@
 # cmake/fuzz_sources.cmake: the sources of mixprec_fuzz_lib (tests/fuzz/CMakeLists.txt).
 # The harnesses link a library of only the sources they need (the objects the linker pulls
 # from libmixprec.a for them, found with -Wl,-Map), compiled with the fuzz flags of the top
-# CMakeLists.txt: a quarter of the library, so the fuzz build fits in CI's time. A refactor
-# that makes a parser need another file shows up as an undefined reference here; add the
-# file to this list. Every configure checks that each listed file exists, so a rename under
-# src/ fails every build at once, not only the fuzz build of CI.
+# CMakeLists.txt: a quarter of the library, so the fuzz build fits in CI's time. The same
+# list is the object library libmixprec is partly built from (mixprec_parsers), and the
+# ordinary build links fuzz_corpus_replay_test against it alone: a refactor that makes a
+# parser need another file is an undefined reference in every build (add the file here).
+# Every configure checks that each listed file exists, so a rename under src/ fails at once.
 set(MIXPREC_FUZZ_LIB_SOURCES
   io/atomic_file.cpp io/byte_source.cpp io/checkpoint.cpp io/checkpoint_checks.cpp io/checksums.cpp io/json_limits.cpp io/safetensors.cpp
   data/byte_stream.cpp data/cifar_reader.cpp data/idx_reader.cpp data/npy.cpp
-  train/train_config.cpp
+  train/train_config.cpp nn/model_names.cpp
   core/convert.cpp core/cpu_features.cpp core/dtype.cpp core/memory.cpp core/random.cpp
-  core/status.cpp core/tensor.cpp
+  core/status.cpp core/tensor.cpp core/names.cpp
   ops/autocast_hook.cpp ops/dispatch.cpp ops/layout.cpp amp/autocast.cpp amp/policy.cpp
   amp/unscale_kernel.cpp
   autograd/engine.cpp autograd/grad_mode.cpp

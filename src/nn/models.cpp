@@ -83,12 +83,6 @@ StatusOr<ModelSpec> model_spec(const std::string& name) {
   return Status::invalid_argument("unknown model '" + name + "' (expected one of: " + list + ")");
 }
 
-const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names = {"cnn",      "seed-cnn",       "mlp",      "transformer",
-                                                "resnet20", "resnet20-cifar", "gpt-tiny", "gpt"};
-  return names;
-}
-
 std::shared_ptr<Module> make_model(const ModelSpec& spec) {
   if (spec.name == "transformer")
     return std::make_shared<TransformerClassifier>(spec.height, spec.width, spec.classes);

@@ -38,6 +38,8 @@ struct ImageDataset {
   // the loader gives each window's first width-1 bytes as tokens and the next byte at every
   // position as labels (load_text_windows).
   bool text = false;
+  // The name of each class (an image folder's subfolder names), or empty: classes are numbers.
+  std::vector<std::string> class_names;
 
   int64_t sample_bytes() const { return channels * height * width; }
   const uint8_t* image(int64_t i) const { return images.data() + i * sample_bytes(); }
@@ -81,6 +83,22 @@ ImageDataset make_synthetic(int64_t count, int64_t channels, int64_t height, int
 // Exact per-channel mean and std of pixel / 255 over the whole dataset.
 void compute_channel_stats(const ImageDataset& dataset, std::vector<double>& mean,
                            std::vector<double>& stddev);
+
+// ---- image folders (the user's own images) ----
+// DIR/<class>/*.png|*.jpg|*.jpeg, one subfolder per class, as torchvision's ImageFolder: the
+// sorted subfolder names are classes 0..K-1 (pass `classes` to use another split's, so a
+// test folder maps its classes like the train folder; a class it lacks is allowed, one
+// train lacks is an error). Other files and hidden entries are ignored (counted in
+// `source`). Every image must have the size of the first (no resampling: the error names
+// the file and both sizes). Channels: 3 if any image of the folder is in colour, else 1;
+// `channels` > 0 forces it (RGB to gray by ITU-R 601 luma, gray to RGB by copying). Mean and
+// stddev are the folder's own. Errors name the file or folder: data_loss for an unreadable
+// image or a bad layout (sizes, empty or unknown class), not_found for a missing folder.
+StatusOr<ImageDataset> load_image_folder(const std::string& dir, const std::vector<std::string>& classes = {},
+                                         int64_t channels = 0);
+// The dataset split in two by a fixed permutation (shuffled_order with seed 0): `fraction`
+// of the samples (at least one) go to .second, the rest, in their order, to .first.
+StatusOr<std::pair<ImageDataset, ImageDataset>> split_off(const ImageDataset& dataset, double fraction);
 
 // ---- text (byte-level language modelling) ----
 // The bytes of a text file (any encoding; UTF-8 is read byte by byte, vocabulary 256) cut

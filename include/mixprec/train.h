@@ -60,6 +60,13 @@ struct TrainConfig {
   // the dataset's own (Fashion-MNIST 0.2860 / 0.3530, ...). A run records the values it used
   // in config.json and in each checkpoint's config, and eval reads them back from there.
   std::vector<double> norm_mean, norm_std;
+  // Held out from the training data for evaluation, for a dataset without a test split (an
+  // image folder without test/): this fraction, chosen by a fixed permutation (seed 0).
+  double val_split = 0.0;
+  // The model's input and classes when the data decides them (--dataset folder), recorded so
+  // that eval, predict and a resume build the same model; 0: the model's own (models.h).
+  int64_t input_channels = 0, input_height = 0, input_width = 0, num_classes = 0;
+  std::vector<std::string> class_names;    // recorded: the dataset's class names, if it has them
 };
 
 struct StepReport {

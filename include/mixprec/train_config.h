@@ -20,7 +20,7 @@ namespace mixprec::train {
 struct ConfigField {
   using Member = std::variant<std::string TrainConfig::*, int64_t TrainConfig::*, uint64_t TrainConfig::*,
                               int TrainConfig::*, double TrainConfig::*, bool TrainConfig::*,
-                              std::vector<double> TrainConfig::*>;
+                              std::vector<double> TrainConfig::*, std::vector<std::string> TrainConfig::*>;
   static constexpr double kNone = std::numeric_limits<double>::infinity();
 
   std::string key;   // config.json key: "batch_size"

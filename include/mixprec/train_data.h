@@ -12,12 +12,22 @@ namespace mixprec::train {
 
 struct DataSplits {
   std::shared_ptr<const ImageDataset> train, test;
+  // The model's geometry: the given spec, or for data that decides it (--dataset folder) the
+  // images' channels, size and classes.
+  nn::ModelSpec spec;
 };
 
 // Default directory of a named dataset ("/usr/share/datasets/fashion-mnist", ...), or "".
 std::string default_data_dir(const std::string& dataset);
 
-// Loads (or synthesises) both splits and checks their geometry against the model's input.
+// Loads (or synthesises) both splits and checks their geometry against the model's input
+// (or, for --dataset folder, fits the model to the images).
 StatusOr<DataSplits> load_data(const TrainConfig& config, const nn::ModelSpec& spec);
+
+// The run's model: model_spec(config.model) with the input and classes the run recorded
+// (input_channels, ..., num_classes), as eval, predict and a resume must build it.
+StatusOr<nn::ModelSpec> model_spec_of(const TrainConfig& config);
+// Writes the geometry and class names the data decided into config (--dataset folder only).
+void record_geometry(TrainConfig& config, const DataSplits& data);
 
 }  // namespace mixprec::train

@@ -64,6 +64,7 @@ ImageDataset ImageDataset::subset(int64_t first_n) const {
   out.mean = mean;
   out.stddev = stddev;
   out.text = text;
+  out.class_names = class_names;
   return out;
 }
 

@@ -1,6 +1,7 @@
 // data_source.cpp: dataset selection for the training loop.
 #include "mixprec/train_data.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace mixprec::train {
@@ -57,7 +58,60 @@ StatusOr<ImageDataset> load_split(const TrainConfig& c, const nn::ModelSpec& spe
     return test;
   }
   return Status::invalid_argument("unknown dataset '" + c.dataset +
-                                  "' (expected one of: fashion-mnist, mnist, cifar10, synthetic)");
+                                  "' (expected one of: fashion-mnist, mnist, cifar10, synthetic, folder, kjv, text)");
+}
+
+bool is_directory(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// --dataset folder: DIR/train/<class>/ and DIR/test/<class>/ (or DIR/val/), or DIR/<class>/
+// alone with --val-split. A run that recorded its classes and channels (resume, eval) reads
+// the folders with those, so labels and input keep their meaning.
+StatusOr<std::pair<ImageDataset, ImageDataset>> load_folder(const TrainConfig& c) {
+  const std::string& dir = c.data_dir;
+  if (dir.empty())
+    return Status::invalid_argument("--dataset folder needs --data-dir DIR: DIR/<class>/<image>.png|.jpg with "
+                                    "--val-split, or DIR/train/<class>/ and DIR/test/<class>/");
+  if (!is_directory(dir)) return Status::not_found("--data-dir " + dir + ": no such folder");
+  std::string train_dir = dir, test_dir;
+  if (is_directory(dir + "/train")) {
+    train_dir = dir + "/train";
+    for (const char* t : {"/test", "/val"})
+      if (test_dir.empty() && is_directory(dir + t)) test_dir = dir + t;
+  }
+  auto train = load_image_folder(train_dir, c.class_names, c.input_channels);
+  if (!train.is_ok()) return train.status();
+  if (test_dir.empty()) {
+    if (c.val_split <= 0)
+      return Status::invalid_argument("--data-dir " + dir + " has no test/ (or val/) folder: pass --val-split 0.1 "
+                                      "to hold out 10% of the images for evaluation");
+    return split_off(*train, c.val_split);
+  }
+  if (c.val_split > 0)
+    return Status::invalid_argument("--val-split: " + test_dir + " is the test split already (--val-split is for "
+                                    "a folder without one)");
+  auto test = load_image_folder(test_dir, train->class_names, train->channels);
+  if (!test.is_ok()) return test.status();
+  return std::make_pair(std::move(train).value(), std::move(test).value());
+}
+
+// The model takes the images' size, channels and classes.
+StatusOr<nn::ModelSpec> fit_model_to(nn::ModelSpec spec, const ImageDataset& d) {
+  if (spec.language_model)
+    return Status::invalid_argument("model " + spec.name + " is a language model; --dataset folder holds images");
+  if (d.height < 4 || d.width < 4)
+    return Status::invalid_argument("dataset " + d.source + ": images of " + std::to_string(d.width) + "x" +
+                                    std::to_string(d.height) + " pixels; the image models need at least 4x4");
+  if (spec.name == "transformer" && d.channels != 1)
+    return Status::invalid_argument("model transformer reads one-channel images (rows as tokens); " + d.source +
+                                    " is in colour");
+  spec.channels = d.channels;
+  spec.height = d.height;
+  spec.width = d.width;
+  spec.classes = d.num_classes;
+  return spec;
 }
 
 Status check_fits(const ImageDataset& d, const nn::ModelSpec& spec) {
@@ -88,16 +142,56 @@ Status apply_normalisation(ImageDataset& d, const TrainConfig& c) {
 
 }  // namespace
 
-StatusOr<DataSplits> load_data(const TrainConfig& config, const nn::ModelSpec& spec) {
-  auto train = load_split(config, spec, Split::train);
-  if (!train.is_ok()) return train.status();
-  auto test = load_split(config, spec, Split::test);
-  if (!test.is_ok()) return test.status();
+StatusOr<nn::ModelSpec> model_spec_of(const TrainConfig& config) {
+  auto spec = nn::model_spec(config.model);
+  if (!spec.is_ok()) return spec.status();
+  if (config.input_channels > 0) spec->channels = config.input_channels;
+  if (config.input_height > 0) spec->height = config.input_height;
+  if (config.input_width > 0) spec->width = config.input_width;
+  if (config.num_classes > 0) spec->classes = config.num_classes;
+  return spec;
+}
+
+void record_geometry(TrainConfig& config, const DataSplits& data) {
+  if (config.dataset != "folder") return;
+  config.input_channels = data.spec.channels;
+  config.input_height = data.spec.height;
+  config.input_width = data.spec.width;
+  config.num_classes = data.spec.classes;
+  config.class_names = data.train->class_names;
+}
+
+StatusOr<DataSplits> load_data(const TrainConfig& config, const nn::ModelSpec& model) {
+  nn::ModelSpec spec = model;
+  StatusOr<ImageDataset> train = Status::internal("not loaded"), test = Status::internal("not loaded");
+  if (config.dataset == "folder") {
+    auto both = load_folder(config);
+    if (!both.is_ok()) return both.status();
+    auto fitted = fit_model_to(spec, both->first);
+    if (!fitted.is_ok()) return fitted.status();
+    // A run that recorded its geometry (a resume, eval) needs the same images again.
+    if (config.input_height > 0 && (fitted->height != config.input_height || fitted->width != config.input_width))
+      return Status::invalid_argument("--data-dir " + config.data_dir + ": images of " + std::to_string(fitted->width) +
+                                      "x" + std::to_string(fitted->height) + " pixels, but the run was trained on " +
+                                      std::to_string(config.input_width) + "x" + std::to_string(config.input_height));
+    spec = *fitted;
+    train = std::move(both->first);
+    test = std::move(both->second);
+  } else {
+    if (config.val_split > 0)
+      return Status::invalid_argument("--val-split: dataset " + config.dataset + " has a test split (--val-split is "
+                                      "for an image folder without one)");
+    train = load_split(config, spec, Split::train);
+    if (!train.is_ok()) return train.status();
+    test = load_split(config, spec, Split::test);
+    if (!test.is_ok()) return test.status();
+  }
   MIXPREC_RETURN_IF_ERROR(check_fits(*train, spec));
   MIXPREC_RETURN_IF_ERROR(check_fits(*test, spec));
   MIXPREC_RETURN_IF_ERROR(apply_normalisation(*train, config));
   MIXPREC_RETURN_IF_ERROR(apply_normalisation(*test, config));
   DataSplits s;
+  s.spec = spec;
   s.train = std::make_shared<ImageDataset>(config.train_subset >= 0 ? train->subset(config.train_subset)
                                                                     : std::move(train).value());
   s.test = std::make_shared<ImageDataset>(config.test_subset >= 0 ? test->subset(config.test_subset)

@@ -29,12 +29,15 @@ const std::vector<ConfigField>& config_fields() {
                "resnet20 (1x28x28), resnet20-cifar (3x32x32)",
        .choices = nn::model_names(), .fixed_on_resume = true},
       {.key = "dataset", .flag = "--dataset", .member = &C::dataset,
-       .help = "Dataset: fashion-mnist, mnist, cifar10, synthetic; for a language model kjv (the King James "
-               "Bible, scripts/prepare-kjv) or text (--data-dir FILE)",
-       .choices = {"fashion-mnist", "mnist", "cifar10", "synthetic", "kjv", "text"}, .fixed_on_resume = true},
+       .help = "Dataset: fashion-mnist, mnist, cifar10, synthetic, folder (your images: --data-dir DIR with "
+               "one subfolder per class); for a language model kjv (the King James Bible, scripts/prepare-kjv) "
+               "or text (--data-dir FILE)",
+       .choices = {"fashion-mnist", "mnist", "cifar10", "synthetic", "folder", "kjv", "text"},
+       .fixed_on_resume = true},
       {.key = "data_dir", .flag = "--data-dir", .member = &C::data_dir,
        .help = "Dataset folder (default: /usr/share/datasets/<dataset> where Debian installs it; data/kjv for "
-               "kjv); for --dataset text the text file"},
+               "kjv); for --dataset folder DIR/<class>/*.png|jpg (or DIR/train/ and DIR/test/); for --dataset "
+               "text the text file"},
       // Its values (presets, aliases, params=..,compute=..) are checked by amp::preset_by_name.
       {.key = "precision", .flag = "--precision", .member = &C::precision, .help = "Precision preset",
        .fixed_on_resume = true},
@@ -124,6 +127,21 @@ const std::vector<ConfigField>& config_fields() {
       {.key = "norm_mean", .member = &C::norm_mean, .help = "Per-channel input mean", .fixed_on_resume = true},
       {.key = "norm_std", .member = &C::norm_std, .help = "Per-channel input standard deviation",
        .fixed_on_resume = true},
+      {.key = "val_split", .flag = "--val-split", .member = &C::val_split,
+       .help = "For data without a test split (an image folder without test/): hold out this fraction of "
+               "the training images for evaluation",
+       .min = 0, .max = 1, .max_open = true, .fixed_on_resume = true},
+      // The geometry and class names the data decided (--dataset folder), recorded.
+      {.key = "input_channels", .member = &C::input_channels, .help = "Model input channels (0: the model's)",
+       .min = 0, .max = 4096, .fixed_on_resume = true},
+      {.key = "input_height", .member = &C::input_height, .help = "Model input height (0: the model's)", .min = 0,
+       .max = 16384, .fixed_on_resume = true},
+      {.key = "input_width", .member = &C::input_width, .help = "Model input width (0: the model's)", .min = 0,
+       .max = 16384, .fixed_on_resume = true},
+      {.key = "num_classes", .member = &C::num_classes, .help = "Model output classes (0: the model's)", .min = 0,
+       .max = 256, .fixed_on_resume = true},
+      {.key = "class_names", .member = &C::class_names, .help = "The dataset's class names",
+       .fixed_on_resume = true},
   };
   return fields;
 }
@@ -176,6 +194,10 @@ std::string field_text(const ConfigField& field, const TrainConfig& config) {
           std::string s = "[";
           for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + number_text(v[i]);
           return s + "]";
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          std::string s = "[";
+          for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+          return s + "]";
         } else return std::to_string(v);
       },
       field.member);
@@ -196,9 +218,11 @@ std::string check_field(const ConfigField& field, const TrainConfig& config) {
         } else if constexpr (std::is_same_v<T, double> || std::is_integral_v<T>) {
           if constexpr (std::is_same_v<T, bool>) return "";
           else return in_range(field, double(v)) ? "" : "must be " + range_text(field) + ", got " + field_text(field, config);
-        } else {
+        } else if constexpr (std::is_same_v<T, std::vector<double>>) {
           for (double x : v)
             if (!std::isfinite(x)) return "must hold finite numbers, got " + field_text(field, config);
+          return "";
+        } else {
           return "";
         }
       },

@@ -59,14 +59,17 @@ Status TrainingRun::claim_run_dir() {
 }
 
 Status TrainingRun::load_datasets() {
-  spec_ = nn::model_spec(config_.model).value();  // validate() checked the name
+  spec_ = model_spec_of(config_).value();  // validate() checked the name
   auto data = load_data(config_, spec_);
   if (!data.is_ok()) return data.status();
   data_ = *data;
-  // Written down in config.json and checkpoints, so eval and a resume scale inputs the same way.
+  spec_ = data_.spec;
+  // Written down in config.json and checkpoints, so eval and a resume scale inputs the same
+  // way and build the same model.
   recorded_config_ = config_;
   recorded_config_.norm_mean = data_.train->mean;
   recorded_config_.norm_std = data_.train->stddev;
+  record_geometry(recorded_config_, data_);
   loader_ = std::make_unique<DataLoader>(
       data_.train, DataLoaderOptions{.batch_size = config_.batch_size, .shuffle = config_.shuffle, .seed = config_.seed});
   return Status::ok();
@@ -194,7 +197,11 @@ void TrainingRun::announce() {
   cb_.on_start(config_,
                {{"model", spec_.name + " (" + std::to_string(step_->model().num_parameters()) + " parameters)"},
                 {"dataset", data_.train->name + " (" + std::to_string(data_.train->count) + " train, " +
-                                std::to_string(data_.test->count) + " test)"},
+                                std::to_string(data_.test->count) + (config_.val_split > 0 ? " held out" : " test") +
+                                (data_.train->class_names.empty() ? ""
+                                 : "; " + std::to_string(data_.train->num_classes) + " classes of " +
+                                       std::to_string(spec_.channels) + "x" + std::to_string(spec_.height) + "x" +
+                                       std::to_string(spec_.width)) + ")"},
                 {"steps", std::to_string(total_) + " (" + std::to_string(per_epoch_) + " per epoch" + micro + ")"},
                 {"threads", std::to_string(omp_get_max_threads())},
                 {"precision", preset_.name + " (" + preset_.level + ": " + preset_.description + ")"},

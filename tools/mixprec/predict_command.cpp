@@ -21,6 +21,7 @@
 #include "mixprec/amp.h"
 #include "mixprec/autograd.h"
 #include "mixprec/data.h"
+#include "mixprec/image.h"
 #include "mixprec/models.h"
 #include "mixprec/npy.h"
 #include "mixprec/ops.h"
@@ -30,7 +31,6 @@
 #include "mixprec/weights.h"
 #include "mixprec/train_config.h"
 #include "mixprec/train_data.h"
-#include "image_file.h"
 #include "weights_file.h"
 
 namespace mixprec::cli {
@@ -49,7 +49,10 @@ struct Sample {
   std::vector<float> unit;
 };
 
-const std::vector<std::string>& class_names(const std::string& dataset) {
+// The run's own class names (an image folder's subfolders) first, else the dataset's.
+const std::vector<std::string>& class_names(const train::TrainConfig& config) {
+  if (!config.class_names.empty()) return config.class_names;
+  const std::string& dataset = config.dataset;
   static const std::vector<std::string> fashion = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
                                                    "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
   static const std::vector<std::string> cifar = {"airplane", "automobile", "bird", "cat", "deer",
@@ -251,7 +254,7 @@ int run_predict(const PredictFlags& f, const std::string& checkpoint, const std:
 
 
   const int64_t c = spec->channels, hw = spec->height * spec->width, k = std::min<int64_t>(f.top_k, spec->classes);
-  const auto& names = class_names(config.dataset);
+  const auto& names = class_names(config);
   nlohmann::json records = nlohmann::json::array();
   if (f.format == "table") std::printf("%-40s %s\n", "input", "top classes (probability)");
   if (f.format == "csv") std::printf("input,rank,class,name,probability\n");

@@ -36,7 +36,7 @@ void add_field(CLI::App* cmd, const train::ConfigField& f, train::TrainConfig& c
         if constexpr (std::is_same_v<T, bool>) {
           // A switch that is on by default is turned off by its "--no-..." flag.
           cmd->add_flag(v ? "!" + f.flag : f.flag, v, f.help);
-        } else if constexpr (std::is_same_v<T, std::vector<double>>) {
+        } else if constexpr (std::is_same_v<T, std::vector<double>> || std::is_same_v<T, std::vector<std::string>>) {
           // Recorded settings without a flag; never reached (rows without a flag are skipped).
         } else {
           std::string help = f.help;

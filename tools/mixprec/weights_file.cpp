@@ -12,6 +12,7 @@
 #include "mixprec/models.h"
 #include "mixprec/safetensors.h"
 #include "mixprec/train_config.h"
+#include "mixprec/train_data.h"
 #include "mixprec/weights.h"
 
 namespace mixprec::cli {
@@ -108,7 +109,8 @@ StatusOr<LoadedModel> load_model(const std::string& given, const std::string& pr
   // A file without a usable configuration falls back to the defaults.
   auto parsed = train::config_from_json(st.config_json);
   m.config = parsed.is_ok() ? parsed.value() : train::TrainConfig{};
-  auto spec = nn::model_spec(st.model_name.empty() ? m.config.model : st.model_name);
+  if (!st.model_name.empty()) m.config.model = st.model_name;
+  auto spec = train::model_spec_of(m.config);  // with the input and classes the run recorded
   if (!spec.is_ok()) return bad("checkpoint '" + path + "': metadata key 'model_name': " + spec.status().message());
   m.spec = *spec;
   m.config.model = m.spec.name;

@@ -55,6 +55,12 @@ TrainConfig unusual() {
   c.max_rollbacks = 5;
   c.norm_mean = {0.4914, 0.4822, 0.4465};
   c.norm_std = {0.247, 0.243, 0.261};
+  c.val_split = 0.2;
+  c.input_channels = 3;
+  c.input_height = 24;
+  c.input_width = 20;
+  c.num_classes = 4;
+  c.class_names = {"cat", "dog", "new \"bird\"", "fish"};
   return c;
 }
 

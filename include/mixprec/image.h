@@ -1,6 +1,5 @@
-// image_file.h: PNG and JPEG files decoded to 8-bit pixels, for `mixprec predict` (issue 17),
-// with Debian's libpng and libjpeg-turbo. Decoding lives in the CLI, not in libmixprec, so the
-// library and its CMake package gain no image dependencies.
+// image.h: PNG and JPEG files decoded to 8-bit pixels, with Debian's libpng and libjpeg-turbo:
+// what `mixprec predict` reads and what an image-folder dataset (data.h) is made of.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -8,7 +7,7 @@
 
 #include "mixprec/status.h"
 
-namespace mixprec::cli {
+namespace mixprec {
 
 struct DecodedImage {
   int64_t width = 0, height = 0, channels = 0;  // channels: 1 (gray) or 3 (RGB)
@@ -28,4 +27,4 @@ bool looks_like_image(const std::string& path);
 // luma (0.299 R + 0.587 G + 0.114 B, what PIL's convert("L") does), gray to RGB by copying.
 std::vector<uint8_t> to_chw(const DecodedImage& image, int64_t channels);
 
-}  // namespace mixprec::cli
+}  // namespace mixprec

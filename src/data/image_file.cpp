@@ -1,5 +1,5 @@
-// image_file.cpp: see image_file.h.
-#include "image_file.h"
+// image_file.cpp: see mixprec/image.h.
+#include "mixprec/image.h"
 
 #include <jpeglib.h>
 #include <png.h>
@@ -13,7 +13,7 @@
 
 #include "mixprec/files.h"
 
-namespace mixprec::cli {
+namespace mixprec {
 
 namespace {
 
@@ -135,4 +135,4 @@ std::vector<uint8_t> to_chw(const DecodedImage& image, int64_t channels) {
   return out;
 }
 
-}  // namespace mixprec::cli
+}  // namespace mixprec

@@ -152,7 +152,8 @@ Status validate(const TrainConfig& config);
 // p = (step - warmup_steps - 1) / (total_steps - warmup_steps - 1) goes from 0 at the first
 // step after warm-up to 1 at the last (the shape of HF's get_cosine_schedule_with_warmup,
 // ending at min_lr as PyTorch's CosineAnnealingLR's eta_min). A function of the step alone,
-// so a resume continues it exactly.
+// so a resume continues it exactly. The training loop counts only applied steps: a step the
+// GradScaler skipped (inf/NaN gradients) does not advance the schedule.
 double lr_at(const TrainConfig& config, int64_t step, int64_t total_steps);
 
 // Runs the whole training. Errors: invalid_argument (bad config), not_found / data_loss

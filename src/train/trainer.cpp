@@ -159,7 +159,9 @@ StatusOr<TrainingRun::Next> TrainingRun::train_step(int64_t epoch, int64_t batch
   // A one-shot fault, like the hardware or overflow event it models: a rollback replaying this
   // step does not meet it again.
   const bool inject = config_.inject_nonfinite_step == global_step_ + 1 && !injected_;
-  step_->optimizer().set_lr(lr_at(config_, global_step_ + 1, total_));
+  // The schedule advances only on applied steps: skipped ones (the scaler's count, which the
+  // checkpoint keeps, so a resume agrees) do not move it.
+  step_->optimizer().set_lr(lr_at(config_, global_step_ - step_->scaler().skipped_steps() + 1, total_));
   injected_ = injected_ || inject;
   const PrecisionStep::Outcome out = step_->run(micro_, inject ? &config_.inject_nonfinite_param : nullptr);
   if (auto why = guard_.check(out.loss, step_->scaler().is_enabled())) {

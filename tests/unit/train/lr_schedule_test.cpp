@@ -1,7 +1,7 @@
 // lr_schedule_test.cpp: train::lr_at against the formulas written out here: linear warm-up
 // from lr / N, then constant, cosine or linear decay reaching min_lr exactly at the last
-// planned step; and a run's optimizer steps with the scheduled rate (read back from the
-// losses' metrics is the e2e test's job: resume_test).
+// planned step; a step the GradScaler skips does not advance it (a run with an injected
+// overflow); resuming it exactly is the e2e test's job (resume_test).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -51,6 +51,41 @@ TEST(LrSchedule, BadSettingsAreRefusedNamingTheFlag) {
   c = TrainConfig{};
   c.warmup_steps = -1;
   EXPECT_NE(validate(c).message().find("--warmup-steps"), std::string::npos);
+}
+
+// A step the GradScaler skips does not advance the schedule: with an inf injected into step
+// 3's gradients under amp-fp16 (dynamic loss scaling), step 3 runs at the schedule's third
+// rate and is skipped, and step 4 runs at that same third rate again.
+TEST(LrSchedule, ASkippedStepDoesNotAdvanceTheSchedule) {
+  TrainConfig c;
+  c.model = "mlp";
+  c.dataset = "synthetic";
+  c.precision = "amp-fp16";
+  c.batch_size = 8;
+  c.max_steps = 6;
+  c.lr = 0.01;
+  c.lr_schedule = "linear";
+  c.min_lr = 0.001;
+  c.warmup_steps = 2;
+  c.evaluate = false;
+  c.self_check = false;
+  c.threads = 2;
+  c.inject_nonfinite_step = 3;
+  std::vector<StepReport> steps;
+  Callbacks cb;
+  cb.on_step = [&](const StepReport& r) { steps.push_back(r); };
+  auto result = run(c, cb);
+  ASSERT_TRUE(result.is_ok()) << result.status().message();
+  ASSERT_EQ(steps.size(), 6u);
+  const int64_t total = steps[0].total_steps;
+  // Applied steps before each step: 0, 1, 2, 2 (step 3 skipped), 3, 4.
+  const int64_t position[] = {1, 2, 3, 3, 4, 5};
+  for (size_t i = 0; i < 6; ++i) {
+    SCOPED_TRACE("step " + std::to_string(i + 1));
+    EXPECT_EQ(steps[i].skipped, i == 2);
+    EXPECT_DOUBLE_EQ(steps[i].lr, lr_at(c, position[i], total));
+  }
+  EXPECT_NE(lr_at(c, 3, total), lr_at(c, 4, total));  // so the check above can tell the two apart
 }
 
 }  // namespace

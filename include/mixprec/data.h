@@ -110,6 +110,24 @@ StatusOr<std::pair<ImageDataset, ImageDataset>> split_off(const ImageDataset& da
 StatusOr<ImageDataset> load_text_windows(const std::string& path, int64_t window, Split split,
                                          double val_fraction = 0.1);
 
+// ---- augmentation (training images) ----
+struct Augmentation {
+  // torchvision's RandomCrop(size, padding=crop_padding): pad with zero pixels, crop the
+  // original size back at a random offset (0: off).
+  int64_t crop_padding = 0;
+  bool hflip = false;  // RandomHorizontalFlip(p=0.5), after the crop
+  bool active() const { return crop_padding > 0 || hflip; }
+};
+struct AugmentDraw {
+  int64_t dy = 0, dx = 0;  // crop offset into the padded image, in [0, 2 * crop_padding]
+  bool flip = false;
+};
+// The draw for dataset sample `index` in `epoch`: a function of (seed, epoch, index) alone.
+AugmentDraw augment_draw(const Augmentation& augmentation, uint64_t seed, int64_t epoch, int64_t index);
+// dst (C x H x W pixels) = src cropped from its zero-padded version at (dy, dx), then flipped.
+void augment_image(const uint8_t* src, int64_t channels, int64_t height, int64_t width, int64_t padding,
+                   const AugmentDraw& draw, uint8_t* dst);
+
 // ---- loader ----
 struct DataLoaderOptions {
   int64_t batch_size = 64;
@@ -118,6 +136,8 @@ struct DataLoaderOptions {
   uint64_t seed = 0;       // shuffle seed; epoch e's order depends only on (seed, e)
   int prefetch = 2;        // batches built ahead by a background thread; 0 = synchronous
   bool normalize = true;   // (x/255 - mean)/std; false gives x/255 in [0, 1]
+  // Images only: each sample augmented by augment_draw(augment, seed, epoch, its index).
+  Augmentation augment;
 };
 
 struct Batch {

@@ -63,6 +63,9 @@ struct TrainConfig {
   // Held out from the training data for evaluation, for a dataset without a test split (an
   // image folder without test/): this fraction, chosen by a fixed permutation (seed 0).
   double val_split = 0.0;
+  // Training-image augmentation (data.h Augmentation): pad-and-crop, left-right flip.
+  int64_t random_crop = 0;
+  bool hflip = false;
   // The model's input and classes when the data decides them (--dataset folder), recorded so
   // that eval, predict and a resume build the same model; 0: the model's own (models.h).
   int64_t input_channels = 0, input_height = 0, input_width = 0, num_classes = 0;

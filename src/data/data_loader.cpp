@@ -89,9 +89,15 @@ Batch DataLoader::State::build(int64_t b) const {
   out.labels = Tensor::empty({B}, DType::i64);
   float* dst = out.images.data_ptr<float>();
   int64_t* labels = out.labels.data_ptr<int64_t>();
+  std::vector<uint8_t> augmented(opt.augment.active() ? size_t(d.sample_bytes()) : 0);
   for (int64_t i = 0; i < B; ++i) {
     const int64_t s = order[size_t(begin + i)];
     const uint8_t* src = d.image(s);
+    if (opt.augment.active()) {
+      augment_image(src, d.channels, d.height, d.width, opt.augment.crop_padding,
+                    augment_draw(opt.augment, opt.seed, epoch, s), augmented.data());
+      src = augmented.data();
+    }
     for (int64_t c = 0; c < d.channels; ++c) {
       const float* table = lut[size_t(c)].data();
       for (int64_t j = 0; j < plane; ++j) *dst++ = table[*src++];
@@ -157,6 +163,12 @@ DataLoader::DataLoader(std::shared_ptr<const ImageDataset> dataset, DataLoaderOp
         fmt::format("DataLoader: prefetch {}: expected >= 0 (0 = no background thread)",
                     options.prefetch)));
   throw_if_error(dataset->validate());
+  if (options.augment.active() && dataset->text)
+    throw Error(Status::invalid_argument(fmt::format(
+        "DataLoader: dataset {} is text: crop and flip augmentation are for images", dataset->name)));
+  if (options.augment.crop_padding < 0)
+    throw Error(Status::invalid_argument(
+        fmt::format("DataLoader: crop_padding {}: expected >= 0", options.augment.crop_padding)));
   if (options.normalize && dataset->mean.empty() && !dataset->text)
     throw Error(Status::invalid_argument(fmt::format(
         "DataLoader: dataset {} ({}) has no mean/stddev: set them (compute_channel_stats) or "

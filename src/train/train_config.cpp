@@ -131,6 +131,13 @@ const std::vector<ConfigField>& config_fields() {
        .help = "For data without a test split (an image folder without test/): hold out this fraction of "
                "the training images for evaluation",
        .min = 0, .max = 1, .max_open = true, .fixed_on_resume = true},
+      {.key = "random_crop", .flag = "--random-crop", .member = &C::random_crop,
+       .help = "Augment training images: pad by N zero pixels and crop back at a random offset (torchvision's "
+               "RandomCrop(size, padding=N); 4 is the CIFAR recipe); 0: off",
+       .min = 0, .max = 64, .fixed_on_resume = true},
+      {.key = "hflip", .flag = "--hflip", .member = &C::hflip,
+       .help = "Augment training images: flip left-right with probability 1/2 (not for digits or text)",
+       .fixed_on_resume = true},
       // The geometry and class names the data decided (--dataset folder), recorded.
       {.key = "input_channels", .member = &C::input_channels, .help = "Model input channels (0: the model's)",
        .min = 0, .max = 4096, .fixed_on_resume = true},

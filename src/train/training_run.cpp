@@ -70,8 +70,12 @@ Status TrainingRun::load_datasets() {
   recorded_config_.norm_mean = data_.train->mean;
   recorded_config_.norm_std = data_.train->stddev;
   record_geometry(recorded_config_, data_);
+  if (data_.train->text && (config_.random_crop > 0 || config_.hflip))
+    return Status::invalid_argument("--random-crop/--hflip: dataset " + config_.dataset +
+                                    " is text; augmentation is for images");
   loader_ = std::make_unique<DataLoader>(
-      data_.train, DataLoaderOptions{.batch_size = config_.batch_size, .shuffle = config_.shuffle, .seed = config_.seed});
+      data_.train, DataLoaderOptions{.batch_size = config_.batch_size, .shuffle = config_.shuffle, .seed = config_.seed,
+                                     .augment = {.crop_padding = config_.random_crop, .hflip = config_.hflip}});
   return Status::ok();
 }
 
@@ -190,6 +194,13 @@ void TrainingRun::describe_finished_run() {
   }
 }
 
+std::string TrainingRun::augmentation_text() const {
+  std::string text;
+  if (config_.random_crop > 0) text = "random crop (padding " + std::to_string(config_.random_crop) + ")";
+  if (config_.hflip) text += (text.empty() ? "" : ", ") + std::string("horizontal flip");
+  return text.empty() ? "none" : text;
+}
+
 void TrainingRun::announce() {
   if (!cb_.on_start) return;
   const std::string micro =
@@ -202,6 +213,7 @@ void TrainingRun::announce() {
                                  : "; " + std::to_string(data_.train->num_classes) + " classes of " +
                                        std::to_string(spec_.channels) + "x" + std::to_string(spec_.height) + "x" +
                                        std::to_string(spec_.width)) + ")"},
+                {"augmentation", augmentation_text()},
                 {"steps", std::to_string(total_) + " (" + std::to_string(per_epoch_) + " per epoch" + micro + ")"},
                 {"threads", std::to_string(omp_get_max_threads())},
                 {"precision", preset_.name + " (" + preset_.level + ": " + preset_.description + ")"},

@@ -5,7 +5,8 @@
 # predict (which prints the folder's class names) and a resume rebuild the same model; a
 # train/ + test/ layout needs no --val-split; colour images give a 3-channel resnet20; bad
 # folders (mixed sizes, an unreadable image, an empty class, a test class train lacks, no
-# test split and no --val-split) are refused naming the file or folder.
+# test split and no --val-split) are refused naming the file or folder; --random-crop and
+# --hflip augment, show in the banner and resume bit-exactly.
 # Args: BUILD_DIR SOURCE_DIR.
 set -uo pipefail
 BUILD_DIR=$(cd "$1" && pwd)
@@ -58,6 +59,31 @@ expect split-with-val-split 2 "gray/test is the test split already" -- \
 expect resnet20-colour 0 "resnet20 \(27" -- \
   "$BIN" train --model resnet20 --dataset folder --data-dir colour --val-split 0.2 --max-steps 2 --run-dir none \
   "${common[@]}"
+
+# Augmentation (--random-crop, --hflip): in the banner, and a run stopped after epoch 1 and
+# resumed gives bit-identical losses to an uninterrupted one (each sample's crop and flip are
+# drawn from the seed, the epoch and the sample alone).
+losses() { grep '"type":"step"' "$1/metrics.jsonl" | sed 's/.*"loss":\([^,]*\),.*/\1/'; }
+aug=(--dataset folder --data-dir colour --val-split 0.2 --random-crop 2 --hflip --precision fp32 "${common[@]}")
+expect augment-banner 0 "augmentation +\| random crop \(padding 2\), horizontal flip" -- \
+  "$BIN" train "${aug[@]}" --epochs 2 --run-dir aug-full
+"$BIN" train "${aug[@]}" --epochs 1 --run-dir aug-part > aug1.log 2>&1 || fail "augment part 1: $(tail -3 aug1.log)"
+"$BIN" train --resume aug-part --epochs 2 > aug2.log 2>&1 || fail "augment resume: $(tail -3 aug2.log)"
+if [[ -n "$(losses aug-full)" && "$(losses aug-full)" == "$(losses aug-part)" ]]; then
+  echo "ok   augment-resume-bit-exact ($(losses aug-full | wc -l) steps)"
+else
+  fail "augmented resume: losses differ"; paste <(losses aug-full) <(losses aug-part) | head -12
+fi
+# Without augmentation the same run has other losses: the augmentation really ran.
+"$BIN" train --dataset folder --data-dir colour --val-split 0.2 --precision fp32 "${common[@]}" --epochs 1 \
+  --run-dir plain > plain.log 2>&1 || fail "plain run: $(tail -3 plain.log)"
+[[ "$(losses plain | sed -n 2p)" != "$(losses aug-full | sed -n 2p)" ]] && echo "ok   augment-changes-losses" ||
+  fail "augmentation left the losses unchanged"
+expect augment-text 2 "--random-crop/--hflip: dataset text is text" -- \
+  "$BIN" train --model gpt-tiny --dataset text --data-dir "$SRC/README.md" --hflip --max-steps 1 --run-dir none \
+  "${common[@]}"
+expect augment-range 2 "--random-crop" -- \
+  "$BIN" train "${aug[@]}" --random-crop 65 --max-steps 1 --run-dir none
 
 # Bad folders.
 expect no-val-split 2 "no test/ \(or val/\) folder: pass --val-split 0.1" -- \

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mixprec/status.h"
@@ -40,8 +41,15 @@ struct ImageDataset {
   bool text = false;
   // The name of each class (an image folder's subfolder names), or empty: classes are numbers.
   std::vector<std::string> class_names;
+  // A table of numbers (CSV), not pixels: each sample's C x H x W values are floats in
+  // `features` (images stays empty), normalised x = (v - mean[c]) / stddev[c] without the
+  // / 255; a table of F columns is F channels of 1 x 1, so each column has its own mean/std.
+  bool tabular = false;
+  std::vector<float> features;
+  std::vector<std::string> feature_names;  // a table's columns, one per channel
 
-  int64_t sample_bytes() const { return channels * height * width; }
+  int64_t sample_bytes() const { return channels * height * width; }  // values per sample
+  const float* sample_features(int64_t i) const { return features.data() + i * sample_bytes(); }
   const uint8_t* image(int64_t i) const { return images.data() + i * sample_bytes(); }
   // The first min(first_n, count) samples (negative first_n gives an empty dataset).
   ImageDataset subset(int64_t first_n) const;
@@ -109,6 +117,35 @@ StatusOr<std::pair<ImageDataset, ImageDataset>> split_off(const ImageDataset& da
 // kMaxDatasetBytes.
 StatusOr<ImageDataset> load_text_windows(const std::string& path, int64_t window, Split split,
                                          double val_fraction = 0.1);
+
+// ---- tables (CSV) ----
+struct CsvTable {
+  std::vector<std::string> feature_names;  // the columns read as features, in file order
+  int64_t rows = 0;
+  std::vector<float> features;             // [rows, feature_names.size()]
+  std::vector<std::string> labels;         // [rows], as written; empty without a label column
+  std::vector<int64_t> line_of_row;        // [rows]: the file's line number of each row, for messages
+};
+// A CSV text with a header row (RFC 4180 quoting; a quoted field may hold commas and "",
+// not line breaks; CRLF accepted; blank lines skipped). `label_column` names the label
+// column ("" for none: predict); the feature columns are `feature_names` when given (in that
+// order, found by name: how a test file or predict input follows the training file), else
+// every other column. Every feature must be a finite number. Errors are invalid_argument
+// for a label column that is not there (with the header's names and a suggestion), else
+// data_loss naming `source`, the row (1-based, the header is row 1), the column and the
+// expected value. At most 65536 columns.
+StatusOr<CsvTable> parse_csv_table(std::string_view text, const std::string& source, const std::string& label_column,
+                                   const std::vector<std::string>& feature_names = {});
+// The same for a file (regular files only, at most kMaxDatasetBytes).
+StatusOr<CsvTable> read_csv_table(const std::string& path, const std::string& label_column,
+                                  const std::vector<std::string>& feature_names = {});
+// A table as a dataset of F channels of 1 x 1 (tabular). Labels: when every label is an
+// integer in 0..255 they are the classes (num_classes = largest + 1, unless `class_names` or
+// `num_classes` say more), else the sorted distinct labels are the class names. Pass a
+// training split's class_names/num_classes for its test split: a label outside them is an
+// error naming the row.
+StatusOr<ImageDataset> table_dataset(const CsvTable& table, const std::string& source,
+                                     const std::vector<std::string>& class_names = {}, int num_classes = 0);
 
 // ---- augmentation (training images) ----
 struct Augmentation {

@@ -70,6 +70,10 @@ struct TrainConfig {
   // that eval, predict and a resume build the same model; 0: the model's own (models.h).
   int64_t input_channels = 0, input_height = 0, input_width = 0, num_classes = 0;
   std::vector<std::string> class_names;    // recorded: the dataset's class names, if it has them
+  // --dataset csv: the column holding the labels; the feature columns the run read (recorded,
+  // so a test file and predict's input are read by name, in the same order).
+  std::string label_column = "label";
+  std::vector<std::string> feature_names;
 };
 
 struct StepReport {

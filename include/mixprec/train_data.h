@@ -27,7 +27,8 @@ StatusOr<DataSplits> load_data(const TrainConfig& config, const nn::ModelSpec& s
 // The run's model: model_spec(config.model) with the input and classes the run recorded
 // (input_channels, ..., num_classes), as eval, predict and a resume must build it.
 StatusOr<nn::ModelSpec> model_spec_of(const TrainConfig& config);
-// Writes the geometry and class names the data decided into config (--dataset folder only).
+// Writes the geometry, class and feature names the data decided into config (--dataset
+// folder and csv only).
 void record_geometry(TrainConfig& config, const DataSplits& data);
 
 }  // namespace mixprec::train

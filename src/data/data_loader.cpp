@@ -89,6 +89,19 @@ Batch DataLoader::State::build(int64_t b) const {
   out.labels = Tensor::empty({B}, DType::i64);
   float* dst = out.images.data_ptr<float>();
   int64_t* labels = out.labels.data_ptr<int64_t>();
+  if (d.tabular) {  // numbers, normalised per column in double and rounded once
+    for (int64_t i = 0; i < B; ++i) {
+      const int64_t s = order[size_t(begin + i)];
+      const float* src = d.sample_features(s);
+      for (int64_t c = 0; c < d.channels; ++c)
+        for (int64_t j = 0; j < plane; ++j) {
+          const double v = *src++;
+          *dst++ = opt.normalize ? float((v - d.mean[size_t(c)]) / d.stddev[size_t(c)]) : float(v);
+        }
+      labels[i] = d.labels[size_t(s)];
+    }
+    return out;
+  }
   std::vector<uint8_t> augmented(opt.augment.active() ? size_t(d.sample_bytes()) : 0);
   for (int64_t i = 0; i < B; ++i) {
     const int64_t s = order[size_t(begin + i)];
@@ -163,9 +176,10 @@ DataLoader::DataLoader(std::shared_ptr<const ImageDataset> dataset, DataLoaderOp
         fmt::format("DataLoader: prefetch {}: expected >= 0 (0 = no background thread)",
                     options.prefetch)));
   throw_if_error(dataset->validate());
-  if (options.augment.active() && dataset->text)
+  if (options.augment.active() && (dataset->text || dataset->tabular))
     throw Error(Status::invalid_argument(fmt::format(
-        "DataLoader: dataset {} is text: crop and flip augmentation are for images", dataset->name)));
+        "DataLoader: dataset {} is {}: crop and flip augmentation are for images", dataset->name,
+        dataset->text ? "text" : "a table")));
   if (options.augment.crop_padding < 0)
     throw Error(Status::invalid_argument(
         fmt::format("DataLoader: crop_padding {}: expected >= 0", options.augment.crop_padding)));
@@ -179,8 +193,10 @@ DataLoader::DataLoader(std::shared_ptr<const ImageDataset> dataset, DataLoaderOp
   s.opt = options;
   const int64_t n = s.ds->count, bs = options.batch_size;
   s.num_batches = options.drop_last ? n / bs : (n + bs - 1) / bs;
-  s.lut.resize(size_t(s.ds->channels));
-  for (int64_t c = 0; c < s.ds->channels; ++c) {
+  // Pixels go through a table per channel; a table's numbers (tabular) are computed.
+  const int64_t lut_channels = s.ds->tabular ? 0 : s.ds->channels;
+  s.lut.resize(size_t(lut_channels));
+  for (int64_t c = 0; c < lut_channels; ++c) {
     for (int v = 0; v < 256; ++v) {
       // Computed in double and rounded once, so each entry is the correctly rounded value.
       double x = v / 255.0;

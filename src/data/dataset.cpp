@@ -56,7 +56,10 @@ ImageDataset ImageDataset::subset(int64_t first_n) const {
   out.channels = channels;
   out.height = height;
   out.width = width;
-  out.images.assign(images.begin(), images.begin() + n * sample_bytes());
+  out.images.assign(images.begin(), images.begin() + (tabular ? 0 : n * sample_bytes()));
+  out.features.assign(features.begin(), features.begin() + (tabular ? n * sample_bytes() : 0));
+  out.tabular = tabular;
+  out.feature_names = feature_names;
   out.labels.assign(labels.begin(), labels.begin() + n);
   out.num_classes = num_classes;
   out.name = name;
@@ -75,9 +78,15 @@ Status ImageDataset::validate() const {
   if (count < 0 || channels < 1 || height < 1 || width < 1)
     return bad(fmt::format("shape [{}, {}, {}, {}]: expected count >= 0 and C, H, W >= 1",
                            count, channels, height, width));
-  if (int64_t(images.size()) != count * sample_bytes())
+  if (!tabular && int64_t(images.size()) != count * sample_bytes())
     return bad(fmt::format("images has {} bytes: expected {} = {} x {} x {} x {}",
                            images.size(), count * sample_bytes(), count, channels, height, width));
+  if (tabular && (int64_t(features.size()) != count * sample_bytes() || !images.empty() || text))
+    return bad(fmt::format("a table has {} values: expected {} = {} x {} x {} x {} (and no pixels)",
+                           features.size(), count * sample_bytes(), count, channels, height, width));
+  if (tabular)
+    for (float v : features)
+      if (!std::isfinite(v)) return bad("a table value is not finite");
   if (int64_t(labels.size()) != count)
     return bad(fmt::format("labels has {} entries: expected {}", labels.size(), count));
   if (num_classes < 1 || num_classes > 256)
@@ -175,6 +184,23 @@ void compute_channel_stats(const ImageDataset& ds, std::vector<double>& mean,
   mean.assign(size_t(ds.channels), 0.0);
   stddev.assign(size_t(ds.channels), 0.0);
   const int64_t plane = ds.height * ds.width;
+  if (ds.tabular) {  // two passes in double, in sample order: the same figures every time
+    const double n = double(ds.count * plane);
+    for (int64_t c = 0; c < ds.channels && n > 0; ++c) {
+      double s = 0, s2 = 0;
+      for (int64_t i = 0; i < ds.count; ++i)
+        for (int64_t j = 0; j < plane; ++j) s += ds.features[size_t((i * ds.channels + c) * plane + j)];
+      const double m = s / n;
+      for (int64_t i = 0; i < ds.count; ++i)
+        for (int64_t j = 0; j < plane; ++j) {
+          const double e = ds.features[size_t((i * ds.channels + c) * plane + j)] - m;
+          s2 += e * e;
+        }
+      mean[size_t(c)] = m;
+      stddev[size_t(c)] = std::sqrt(s2 / n);
+    }
+    return;
+  }
   for (int64_t c = 0; c < ds.channels; ++c) {
     // Integer histogram: exact sums, so the statistics do not depend on summation order.
     int64_t hist[256] = {};

@@ -143,7 +143,8 @@ StatusOr<std::pair<ImageDataset, ImageDataset>> split_off(const ImageDataset& al
   const int64_t sb = all.sample_bytes();
   for (int64_t i = 0; i < all.count; ++i) {
     ImageDataset& to = is_held[size_t(i)] ? out.second : out.first;
-    to.images.insert(to.images.end(), all.image(i), all.image(i) + sb);
+    if (all.tabular) to.features.insert(to.features.end(), all.sample_features(i), all.sample_features(i) + sb);
+    else to.images.insert(to.images.end(), all.image(i), all.image(i) + sb);
     to.labels.push_back(all.labels[size_t(i)]);
     ++to.count;
   }

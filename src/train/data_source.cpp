@@ -97,11 +97,49 @@ StatusOr<std::pair<ImageDataset, ImageDataset>> load_folder(const TrainConfig& c
   return std::make_pair(std::move(train).value(), std::move(test).value());
 }
 
-// The model takes the images' size, channels and classes.
+// --dataset csv: FILE.csv with --val-split, or DIR/train.csv and DIR/test.csv. The test file
+// (and a resumed run) reads the training file's feature columns by name and its classes.
+StatusOr<std::pair<ImageDataset, ImageDataset>> load_csv(const TrainConfig& c) {
+  const std::string& path = c.data_dir;
+  if (path.empty())
+    return Status::invalid_argument("--dataset csv needs --data-dir FILE.csv (with --val-split) or a folder of "
+                                    "train.csv and test.csv");
+  std::string train_file = path, test_file;
+  if (is_directory(path)) {
+    train_file = path + "/train.csv";
+    test_file = path + "/test.csv";
+    if (::access(train_file.c_str(), F_OK) != 0) return Status::not_found("--data-dir " + path + ": no train.csv in it");
+    if (::access(test_file.c_str(), F_OK) != 0) test_file.clear();
+  }
+  auto train_table = read_csv_table(train_file, c.label_column, c.feature_names);
+  if (!train_table.is_ok()) return train_table.status();
+  auto train = table_dataset(*train_table, train_file, c.class_names, int(c.num_classes));
+  if (!train.is_ok()) return train.status();
+  if (test_file.empty()) {
+    if (c.val_split <= 0)
+      return Status::invalid_argument("--data-dir " + path + " has no test file (a folder's test.csv): pass "
+                                      "--val-split 0.1 to hold out 10% of the rows for evaluation");
+    return split_off(*train, c.val_split);
+  }
+  if (c.val_split > 0)
+    return Status::invalid_argument("--val-split: " + test_file + " is the test split already (--val-split is for "
+                                    "data without one)");
+  auto test_table = read_csv_table(test_file, c.label_column, train_table->feature_names);
+  if (!test_table.is_ok()) return test_table.status();
+  auto test = table_dataset(*test_table, test_file, train->class_names, train->num_classes);
+  if (!test.is_ok()) return test.status();
+  return std::make_pair(std::move(train).value(), std::move(test).value());
+}
+
+// The model takes the images' size, channels and classes (a table's columns).
 StatusOr<nn::ModelSpec> fit_model_to(nn::ModelSpec spec, const ImageDataset& d) {
   if (spec.language_model)
-    return Status::invalid_argument("model " + spec.name + " is a language model; --dataset folder holds images");
-  if (d.height < 4 || d.width < 4)
+    return Status::invalid_argument("model " + spec.name + " is a language model; --dataset " + d.name +
+                                    " is not text");
+  if (d.tabular && spec.name != "mlp")
+    return Status::invalid_argument("--dataset csv is a table of " + std::to_string(d.channels) +
+                                    " columns: use --model mlp (model " + spec.name + " reads images)");
+  if (!d.tabular && (d.height < 4 || d.width < 4))
     return Status::invalid_argument("dataset " + d.source + ": images of " + std::to_string(d.width) + "x" +
                                     std::to_string(d.height) + " pixels; the image models need at least 4x4");
   if (spec.name == "transformer" && d.channels != 1)
@@ -153,19 +191,20 @@ StatusOr<nn::ModelSpec> model_spec_of(const TrainConfig& config) {
 }
 
 void record_geometry(TrainConfig& config, const DataSplits& data) {
-  if (config.dataset != "folder") return;
+  if (config.dataset != "folder" && config.dataset != "csv") return;
   config.input_channels = data.spec.channels;
   config.input_height = data.spec.height;
   config.input_width = data.spec.width;
   config.num_classes = data.spec.classes;
   config.class_names = data.train->class_names;
+  config.feature_names = data.train->feature_names;
 }
 
 StatusOr<DataSplits> load_data(const TrainConfig& config, const nn::ModelSpec& model) {
   nn::ModelSpec spec = model;
   StatusOr<ImageDataset> train = Status::internal("not loaded"), test = Status::internal("not loaded");
-  if (config.dataset == "folder") {
-    auto both = load_folder(config);
+  if (config.dataset == "folder" || config.dataset == "csv") {
+    auto both = config.dataset == "folder" ? load_folder(config) : load_csv(config);
     if (!both.is_ok()) return both.status();
     auto fitted = fit_model_to(spec, both->first);
     if (!fitted.is_ok()) return fitted.status();

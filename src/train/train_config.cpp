@@ -30,9 +30,10 @@ const std::vector<ConfigField>& config_fields() {
        .choices = nn::model_names(), .fixed_on_resume = true},
       {.key = "dataset", .flag = "--dataset", .member = &C::dataset,
        .help = "Dataset: fashion-mnist, mnist, cifar10, synthetic, folder (your images: --data-dir DIR with "
-               "one subfolder per class); for a language model kjv (the King James Bible, scripts/prepare-kjv) "
+               "one subfolder per class), csv (your table: --data-dir FILE.csv or a folder of train.csv and "
+               "test.csv; --model mlp); for a language model kjv (the King James Bible, scripts/prepare-kjv) "
                "or text (--data-dir FILE)",
-       .choices = {"fashion-mnist", "mnist", "cifar10", "synthetic", "folder", "kjv", "text"},
+       .choices = {"fashion-mnist", "mnist", "cifar10", "synthetic", "folder", "csv", "kjv", "text"},
        .fixed_on_resume = true},
       {.key = "data_dir", .flag = "--data-dir", .member = &C::data_dir,
        .help = "Dataset folder (default: /usr/share/datasets/<dataset> where Debian installs it; data/kjv for "
@@ -138,7 +139,9 @@ const std::vector<ConfigField>& config_fields() {
       {.key = "hflip", .flag = "--hflip", .member = &C::hflip,
        .help = "Augment training images: flip left-right with probability 1/2 (not for digits or text)",
        .fixed_on_resume = true},
-      // The geometry and class names the data decided (--dataset folder), recorded.
+      {.key = "label_column", .flag = "--label-column", .member = &C::label_column,
+       .help = "--dataset csv: the column of the labels (integers 0..255, or names)", .fixed_on_resume = true},
+      // The geometry and class names the data decided (--dataset folder, csv), recorded.
       {.key = "input_channels", .member = &C::input_channels, .help = "Model input channels (0: the model's)",
        .min = 0, .max = 4096, .fixed_on_resume = true},
       {.key = "input_height", .member = &C::input_height, .help = "Model input height (0: the model's)", .min = 0,
@@ -148,6 +151,8 @@ const std::vector<ConfigField>& config_fields() {
       {.key = "num_classes", .member = &C::num_classes, .help = "Model output classes (0: the model's)", .min = 0,
        .max = 256, .fixed_on_resume = true},
       {.key = "class_names", .member = &C::class_names, .help = "The dataset's class names",
+       .fixed_on_resume = true},
+      {.key = "feature_names", .member = &C::feature_names, .help = "--dataset csv: the feature columns read",
        .fixed_on_resume = true},
   };
   return fields;

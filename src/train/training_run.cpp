@@ -70,9 +70,9 @@ Status TrainingRun::load_datasets() {
   recorded_config_.norm_mean = data_.train->mean;
   recorded_config_.norm_std = data_.train->stddev;
   record_geometry(recorded_config_, data_);
-  if (data_.train->text && (config_.random_crop > 0 || config_.hflip))
-    return Status::invalid_argument("--random-crop/--hflip: dataset " + config_.dataset +
-                                    " is text; augmentation is for images");
+  if ((data_.train->text || data_.train->tabular) && (config_.random_crop > 0 || config_.hflip))
+    return Status::invalid_argument("--random-crop/--hflip: dataset " + config_.dataset + " is " +
+                                    (data_.train->text ? "text" : "a table") + "; augmentation is for images");
   loader_ = std::make_unique<DataLoader>(
       data_.train, DataLoaderOptions{.batch_size = config_.batch_size, .shuffle = config_.shuffle, .seed = config_.seed,
                                      .augment = {.crop_padding = config_.random_crop, .hflip = config_.hflip}});
@@ -194,6 +194,15 @@ void TrainingRun::describe_finished_run() {
   }
 }
 
+std::string TrainingRun::data_shape_text() const {
+  const ImageDataset& d = *data_.train;
+  if (d.tabular)
+    return "; " + std::to_string(d.num_classes) + " classes, " + std::to_string(d.channels) + " feature columns";
+  if (d.class_names.empty()) return "";
+  return "; " + std::to_string(d.num_classes) + " classes of " + std::to_string(spec_.channels) + "x" +
+         std::to_string(spec_.height) + "x" + std::to_string(spec_.width);
+}
+
 std::string TrainingRun::augmentation_text() const {
   std::string text;
   if (config_.random_crop > 0) text = "random crop (padding " + std::to_string(config_.random_crop) + ")";
@@ -209,10 +218,7 @@ void TrainingRun::announce() {
                {{"model", spec_.name + " (" + std::to_string(step_->model().num_parameters()) + " parameters)"},
                 {"dataset", data_.train->name + " (" + std::to_string(data_.train->count) + " train, " +
                                 std::to_string(data_.test->count) + (config_.val_split > 0 ? " held out" : " test") +
-                                (data_.train->class_names.empty() ? ""
-                                 : "; " + std::to_string(data_.train->num_classes) + " classes of " +
-                                       std::to_string(spec_.channels) + "x" + std::to_string(spec_.height) + "x" +
-                                       std::to_string(spec_.width)) + ")"},
+                                data_shape_text() + ")"},
                 {"augmentation", augmentation_text()},
                 {"steps", std::to_string(total_) + " (" + std::to_string(per_epoch_) + " per epoch" + micro + ")"},
                 {"threads", std::to_string(omp_get_max_threads())},

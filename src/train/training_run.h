@@ -57,6 +57,7 @@ class TrainingRun {
   Status train();
   StatusOr<Next> train_step(int64_t epoch, int64_t batch);
   std::string augmentation_text() const;  // the banner's description of --random-crop/--hflip
+  std::string data_shape_text() const;    // the banner's classes and input of data the user brought
   // Evaluation, checkpoint and Ctrl-C after a step (or a skipped batch).
   StatusOr<Next> after_step(int64_t epoch, int64_t batch, bool skipped_batch);
   StatusOr<bool> evaluate_now(int64_t epoch);  // true: the best accuracy so far

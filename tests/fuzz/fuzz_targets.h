@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -156,6 +157,27 @@ inline Violation npy(const uint8_t* data, size_t size, bool* accepted = nullptr)
   for (int64_t d : a->shape) count *= uint64_t(d);
   if (count != a->values.size())
     return "parse_npy: shape says " + std::to_string(count) + " elements, got " + std::to_string(a->values.size());
+  return {};
+}
+
+// A CSV table (parsed in memory, label column "label"): data_loss for anything malformed,
+// invalid_argument only for a missing label column; an accepted table holds rows x columns
+// finite numbers and one label per row, and becomes a dataset or is refused with data_loss.
+inline Violation csv(const uint8_t* data, size_t size, bool* accepted = nullptr) {
+  set(accepted, false);
+  auto t = parse_csv_table(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.csv", "label");
+  if (!t.is_ok()) {
+    if (t.status().code() == StatusCode::invalid_argument) return {};
+    return expect_code(t.status(), StatusCode::data_loss, "parse_csv_table");
+  }
+  if (t->features.size() != size_t(t->rows) * t->feature_names.size() || t->labels.size() != size_t(t->rows))
+    return "parse_csv_table: " + std::to_string(t->rows) + " rows of " + std::to_string(t->feature_names.size()) +
+           " columns but " + std::to_string(t->features.size()) + " values";
+  for (float v : t->features)
+    if (!std::isfinite(v)) return "parse_csv_table: accepted a non-finite value";
+  auto d = table_dataset(*t, "fuzz.csv");
+  if (!d.is_ok()) return expect_code(d.status(), StatusCode::data_loss, "table_dataset");
+  set(accepted, true);
   return {};
 }
 

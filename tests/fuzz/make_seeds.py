@@ -135,7 +135,23 @@ def cifar_seeds():
     write("cifar", "partial_record", cifar_record(1, 5)[:100])
 
 
+# ---------------------------------------------------------------- CSV tables
+
+def csv_seeds():
+    write("csv", "valid_numeric_labels", b"a,b,label\n1,2,0\n3.5,-4e2,1\n0,0,2\n")
+    write("csv", "valid_named_labels_crlf_quotes",
+          b'x,"y, quoted",label\r\n1,2,"cat"\r\n3,4,"dog ""d"""\r\n\r\n5,6,cat\r\n')
+    write("csv", "trailing_comma_empty_field", b"a,label,\n1,3,\n2,4,\n")
+    write("csv", "ragged_row", b"a,b,label\n1,2,0\n3,1\n")
+    write("csv", "nan_value", b"a,label\nnan,0\n")
+    write("csv", "no_label_column", b"a,b\n1,2\n")
+    write("csv", "open_quote", b'a,label\n"1,0\n')
+    write("csv", "header_only", b"a,b,label\n")
+    write("csv", "duplicate_column", b"a,a,label\n1,2,0\n")
+
+
 if __name__ == "__main__":
+    csv_seeds()
     st_seeds()
     ckpt_seeds()
     config_seeds()

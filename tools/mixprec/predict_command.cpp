@@ -187,6 +187,21 @@ std::optional<InputError> load_csv(const std::string& path, const nn::ModelSpec&
   return std::nullopt;
 }
 
+// A table run (--dataset csv): rows of the same CSV layout, the model's feature columns found
+// by name in the header (a label column, if there, is ignored), raw numbers.
+std::optional<InputError> load_table_rows(const std::string& path, const train::TrainConfig& config,
+                                          std::vector<Sample>& out) {
+  auto t = read_csv_table(path, "", config.feature_names);
+  if (!t.is_ok()) return InputError{t.status().message(), kExitData};
+  const size_t f = t->feature_names.size();
+  for (int64_t r = 0; r < t->rows; ++r) {
+    Sample s{path + ":" + std::to_string(t->line_of_row[size_t(r)]), {}};
+    s.unit.assign(t->features.begin() + int64_t(f) * r, t->features.begin() + int64_t(f) * (r + 1));
+    out.push_back(std::move(s));
+  }
+  return std::nullopt;
+}
+
 std::optional<InputError> load_image(const std::string& path, const nn::ModelSpec& spec, std::vector<Sample>& out) {
   auto img = decode_image_file(path);
   if (!img.is_ok()) return InputError{img.status().message(), kExitData};
@@ -237,6 +252,11 @@ int run_predict(const PredictFlags& f, const std::string& checkpoint, const std:
     const std::string ext = extension(path);
     std::optional<InputError> err;
     if (ext == "npy") err = load_npy(path, *spec, samples);
+    else if (ext == "csv" && !config.feature_names.empty()) err = load_table_rows(path, config, samples);
+    else if (!config.feature_names.empty())
+      err = InputError{path + ": this model was trained on a table (--dataset csv): give it .csv rows with the "
+                                  "columns " + train::field_text(*train::find_config_field("feature_names"), config),
+                       kExitUsage};
     else if (ext == "csv") err = load_csv(path, *spec, samples);
     else if (ext == "idx" || ext == "idx3-ubyte" || ext == "gz" || path.find("ubyte") != std::string::npos)
       err = load_idx(path, *spec, samples);

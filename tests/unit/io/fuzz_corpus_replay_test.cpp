@@ -28,7 +28,8 @@ const Harness kHarnesses[] = {{"safetensors", fuzz::safetensors},
                               {"config_json", fuzz::config_json},
                               {"idx", fuzz::idx},
                               {"cifar", fuzz::cifar},
-                              {"npy", fuzz::npy}};
+                              {"npy", fuzz::npy},
+                              {"csv", fuzz::csv}};
 
 std::vector<uint8_t> read_all(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);

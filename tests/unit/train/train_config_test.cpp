@@ -61,6 +61,10 @@ TrainConfig unusual() {
   c.input_width = 20;
   c.num_classes = 4;
   c.class_names = {"cat", "dog", "new \"bird\"", "fish"};
+  c.random_crop = 4;
+  c.hflip = true;
+  c.label_column = "species";
+  c.feature_names = {"a", "b"};
   return c;
 }
 

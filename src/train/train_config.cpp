@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "io/json_limits.h"
+#include "io/yaml_json.h"
 #include "mixprec/models.h"
 #include "mixprec/names.h"
 
@@ -349,10 +350,29 @@ StatusOr<TrainConfig> adopt_saved_config(const TrainConfig& given, const std::st
   return c;
 }
 
+// A --config file's settings: JSON, or YAML for a .yaml/.yml file (converted to the JSON it
+// denotes, then checked exactly as JSON is).
+static StatusOr<nlohmann::json> config_file_object(const std::string& text, const std::string& file) {
+  const auto ends_with = [&](const std::string& suffix) {
+    return file.size() >= suffix.size() && file.compare(file.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (!ends_with(".yaml") && !ends_with(".yml")) {
+    auto j = parse_object(text);
+    if (!j.is_ok()) return Status::invalid_argument(file + ": " + j.status().message());
+    return j;
+  }
+  auto j = io::yaml_to_json(text, file);
+  if (!j.is_ok()) return j.status();
+  if (!j->is_object())
+    return Status::invalid_argument(file + ": expected a mapping of settings (key: value lines), got " +
+                                    std::string(j->type_name()));
+  return j;
+}
+
 StatusOr<TrainConfig> apply_config_file(const TrainConfig& given, const std::string& text, const std::string& file,
                                         const std::function<bool(const std::string& key)>& explicitly_given) {
-  auto j = parse_object(text);
-  if (!j.is_ok()) return Status::invalid_argument(file + ": " + j.status().message());
+  auto j = config_file_object(text, file);
+  if (!j.is_ok()) return j.status();
   std::vector<std::string> keys;
   for (const ConfigField& f : config_fields())
     if (f.saved) keys.push_back(f.key);

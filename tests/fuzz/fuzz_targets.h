@@ -108,6 +108,11 @@ inline Violation config_json(const uint8_t* data, size_t size, bool* accepted = 
                                     [](const std::string& key) { return key.size() % 3 == 0; });
   if (Violation v = expect_code(f.status(), StatusCode::invalid_argument, "apply_config_file"); !v.empty())
     return v;
+  // The same bytes as a YAML --config file (yaml-cpp, then our conversion to JSON).
+  auto y = train::apply_config_file(train::TrainConfig{}, text, "fuzz.yaml",
+                                    [](const std::string& key) { return key.size() % 3 == 0; });
+  if (Violation v = expect_code(y.status(), StatusCode::invalid_argument, "apply_config_file (YAML)"); !v.empty())
+    return v;
   if (c.is_ok()) {  // what was accepted prints and parses back
     auto back = train::config_from_json(train::config_to_json(*c));
     if (!back.is_ok()) return "config_to_json output does not parse: " + back.status().message();

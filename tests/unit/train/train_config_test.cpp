@@ -218,5 +218,47 @@ TEST(ConfigTable, ResumeRefusesChangingAFixedSettingAndAllowsTheRest) {
   }
 }
 
+// A YAML --config file sets exactly what its JSON twin sets; quoted scalars stay text.
+TEST(ConfigFile, YamlEqualsItsJsonTwin) {
+  const auto none = [](const std::string&) { return false; };
+  const std::string yaml =
+      "# recipe\nmodel: resnet20\nlr: 0.002\nepochs: 3\nshuffle: false\nseed: 7\nnorm_mean: [0.5]\n"
+      "norm_std:\n  - 0.25\nclass_names: [\"true\", '12', plain]\nlabel_column: \"3\"\n";
+  const std::string json =
+      R"({"model": "resnet20", "lr": 0.002, "epochs": 3, "shuffle": false, "seed": 7, "norm_mean": [0.5],
+          "norm_std": [0.25], "class_names": ["true", "12", "plain"], "label_column": "3"})";
+  auto y = apply_config_file(TrainConfig{}, yaml, "run.yaml", none);
+  ASSERT_TRUE(y.is_ok()) << y.status().message();
+  auto j = apply_config_file(TrainConfig{}, json, "run.json", none);
+  ASSERT_TRUE(j.is_ok()) << j.status().message();
+  EXPECT_EQ(config_to_json(*y), config_to_json(*j));
+  EXPECT_EQ(y->class_names, (std::vector<std::string>{"true", "12", "plain"}));
+  EXPECT_EQ(y->label_column, "3");
+}
+
+TEST(ConfigFile, BadYamlNamesFileLineAndColumn) {
+  const auto none = [](const std::string&) { return false; };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"lr: 0.1\nepochs: [1, 2\n", "run.yaml:3:1: YAML: "},
+      {"lr: 0.1\nlr: 0.2\n", "run.yaml:2:1: key 'lr' appears twice"},
+      {"- 1\n- 2\n", "run.yaml: expected a mapping of settings"},
+      {"lr: 0.1\n---\nlr: 0.2\n", "holds 2 YAML documents"},
+      {"lr: fast\n", "field 'lr' has the wrong type"},
+      {"lerning_rate: 0.1\n", "'lerning_rate' is not a setting"},
+      {"a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+       "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+       "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n",
+       "more than 1000000 values once aliases are expanded"},
+      {"a: " + std::string(100, '[') + std::string(100, ']') + "\n", "nested deeper than 64 levels"},
+  };
+  for (const auto& [text, want] : cases) {
+    SCOPED_TRACE(text.substr(0, 60));
+    auto c = apply_config_file(TrainConfig{}, text, "run.yaml", none);
+    ASSERT_FALSE(c.is_ok());
+    EXPECT_EQ(c.status().code(), StatusCode::invalid_argument);
+    EXPECT_NE(c.status().message().find(want), std::string::npos) << c.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace mixprec::train

@@ -1,0 +1,105 @@
+// yaml_json.cpp: see yaml_json.h.
+#include "io/yaml_json.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include "io/json_limits.h"
+
+namespace mixprec::io {
+namespace {
+
+constexpr int64_t kMaxValues = 1000000;
+
+std::string where(const std::string& source, const YAML::Mark& m) {
+  if (m.is_null()) return source;
+  return source + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+}
+
+// A plain scalar as YAML 1.2's core schema reads it.
+nlohmann::json plain_scalar(const std::string& s) {
+  if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  const char* begin = s.c_str();
+  char* end = nullptr;
+  errno = 0;
+  const long long i = std::strtoll(begin, &end, 10);
+  if (*end == '\0' && errno == 0) return int64_t(i);
+  errno = 0;
+  const double d = std::strtod(begin, &end);
+  // Finite decimal numbers only: "inf"/"nan" stay text (the settings' checks name them).
+  if (*end == '\0' && errno == 0 && std::isfinite(d) && (std::isdigit(static_cast<unsigned char>(s[0])) ||
+                                                         s[0] == '-' || s[0] == '+' || s[0] == '.'))
+    return d;
+  return s;
+}
+
+struct Converter {
+  const std::string& source;
+  int64_t values = 0;
+
+  StatusOr<nlohmann::json> convert(const YAML::Node& n, size_t depth) {
+    if (++values > kMaxValues)
+      return Status::invalid_argument(where(source, n.Mark()) + ": more than " + std::to_string(kMaxValues) +
+                                      " values once aliases are expanded");
+    if (depth > kMaxJsonDepth)
+      return Status::invalid_argument(where(source, n.Mark()) + ": nested deeper than " +
+                                      std::to_string(kMaxJsonDepth) + " levels");
+    switch (n.Type()) {
+      case YAML::NodeType::Null:
+      case YAML::NodeType::Undefined: return nlohmann::json(nullptr);
+      case YAML::NodeType::Scalar:
+        return n.Tag() == "!" ? nlohmann::json(n.Scalar()) : plain_scalar(n.Scalar());  // "!": quoted
+      case YAML::NodeType::Sequence: {
+        nlohmann::json a = nlohmann::json::array();
+        for (const YAML::Node& item : n) {
+          auto v = convert(item, depth + 1);
+          if (!v.is_ok()) return v.status();
+          a.push_back(std::move(v).value());
+        }
+        return a;
+      }
+      case YAML::NodeType::Map: {
+        nlohmann::json o = nlohmann::json::object();
+        for (const auto& kv : n) {
+          if (!kv.first.IsScalar())
+            return Status::invalid_argument(where(source, kv.first.Mark()) + ": a key must be a plain name");
+          const std::string key = kv.first.Scalar();
+          if (o.contains(key))
+            return Status::invalid_argument(where(source, kv.first.Mark()) + ": key '" + key + "' appears twice");
+          auto v = convert(kv.second, depth + 1);
+          if (!v.is_ok()) return v.status();
+          o[key] = std::move(v).value();
+        }
+        return o;
+      }
+    }
+    return nlohmann::json(nullptr);
+  }
+};
+
+}  // namespace
+
+StatusOr<nlohmann::json> yaml_to_json(std::string_view text, const std::string& source) {
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return Status::invalid_argument(where(source, e.mark) + ": YAML: " + e.msg);
+  }
+  if (docs.size() > 1) return Status::invalid_argument(source + ": holds " + std::to_string(docs.size()) +
+                                                       " YAML documents, expected one");
+  if (docs.empty()) return nlohmann::json(nullptr);
+  Converter c{source};
+  try {
+    return c.convert(docs[0], 0);
+  } catch (const YAML::Exception& e) {
+    return Status::invalid_argument(where(source, e.mark) + ": YAML: " + e.msg);
+  }
+}
+
+}  // namespace mixprec::io

@@ -1,0 +1,21 @@
+// yaml_json.h: YAML text as the JSON value it denotes (yaml-cpp parses; we convert), so that
+// every YAML file mixprec reads (--config run.yaml) goes through the same JSON handling and
+// checks as its JSON twin.
+#pragma once
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "mixprec/status.h"
+
+namespace mixprec::io {
+
+// Plain scalars become null (~, null, empty), booleans (true/false), integers or floats when
+// they read as one, else strings; quoted scalars are always strings. Mappings need string
+// keys. Refused with invalid_argument naming source:line:column: a syntax error, more than one
+// document, nesting deeper than kMaxJsonDepth, or more than 1,000,000 values once aliases are
+// expanded (a YAML "billion laughs" file is small but expands exponentially).
+StatusOr<nlohmann::json> yaml_to_json(std::string_view text, const std::string& source);
+
+}  // namespace mixprec::io

@@ -139,12 +139,17 @@ struct ModelSpec {
   // A language model: its input is `width` - 1 byte tokens, its classes the 256 bytes, and
   // its data windows of `width` bytes of text (--dataset kjv / text).
   bool language_model = false;
+  // A model file's text (--model my_net.yaml, model_file.h): the network it describes, built
+  // for this geometry; empty for the built-in models.
+  std::string file_text;
 };
 
 // The names `mixprec train --model` accepts, with their input geometry.
 StatusOr<ModelSpec> model_spec(const std::string& name);
 // Every name model_spec accepts, in the order of --help.
 const std::vector<std::string>& model_names();
-std::shared_ptr<Module> make_model(const ModelSpec& spec);
+std::shared_ptr<Module> make_model(const ModelSpec& spec);  // throws Error for a bad model file
+// make_model, with a model file's errors as a Status (file:line:column, the layer, shapes).
+StatusOr<std::shared_ptr<Module>> build_model(const ModelSpec& spec);
 
 }  // namespace mixprec::nn

@@ -123,8 +123,25 @@ class Sequential : public Module {
   Sequential() = default;
   Sequential(std::initializer_list<std::shared_ptr<Module>> modules);
   Sequential& add(std::shared_ptr<Module> module);
+  Sequential& add(const std::string& name, std::shared_ptr<Module> module);  // a named child
   Tensor forward(const Tensor& input) override;
   const char* type_name() const override { return "Sequential"; }
+};
+
+// x + body(x): a residual connection around a block whose output has its input's shape.
+class Residual : public Module {
+ public:
+  explicit Residual(std::shared_ptr<Sequential> body);
+  Tensor forward(const Tensor& input) override;
+  const char* type_name() const override { return "Residual"; }
+  std::shared_ptr<Sequential> body;  // child "body"
+};
+
+// Global average pooling, [N, C, H, W] -> [N, C] (torch: AdaptiveAvgPool2d(1) + flatten).
+class GlobalAvgPool : public Module {
+ public:
+  Tensor forward(const Tensor& input) override { return mean(input, {2, 3}); }
+  const char* type_name() const override { return "GlobalAvgPool"; }
 };
 
 // ---- normalisation, GELU and dropout (torch.nn.LayerNorm, BatchNorm2d, GELU, Dropout), with

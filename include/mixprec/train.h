@@ -74,6 +74,9 @@ struct TrainConfig {
   // so a test file and predict's input are read by name, in the same order).
   std::string label_column = "label";
   std::vector<std::string> feature_names;
+  // --model FILE.yaml: the model file's text, recorded, so eval, predict and a resume build the
+  // network the run trained (the file may have changed or moved since).
+  std::string model_text;
 };
 
 struct StepReport {

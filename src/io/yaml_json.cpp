@@ -38,11 +38,24 @@ nlohmann::json plain_scalar(const std::string& s) {
   return s;
 }
 
+// A key as a JSON pointer token (RFC 6901: ~ and / escaped).
+std::string pointer_token(const std::string& key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~') out += "~0";
+    else if (c == '/') out += "~1";
+    else out += c;
+  }
+  return out;
+}
+
 struct Converter {
   const std::string& source;
+  Positions* positions;
   int64_t values = 0;
 
-  StatusOr<nlohmann::json> convert(const YAML::Node& n, size_t depth) {
+  StatusOr<nlohmann::json> convert(const YAML::Node& n, size_t depth, const std::string& path) {
+    if (positions != nullptr && !n.Mark().is_null()) (*positions)[path] = where(source, n.Mark());
     if (++values > kMaxValues)
       return Status::invalid_argument(where(source, n.Mark()) + ": more than " + std::to_string(kMaxValues) +
                                       " values once aliases are expanded");
@@ -56,8 +69,9 @@ struct Converter {
         return n.Tag() == "!" ? nlohmann::json(n.Scalar()) : plain_scalar(n.Scalar());  // "!": quoted
       case YAML::NodeType::Sequence: {
         nlohmann::json a = nlohmann::json::array();
+        size_t index = 0;
         for (const YAML::Node& item : n) {
-          auto v = convert(item, depth + 1);
+          auto v = convert(item, depth + 1, path + "/" + std::to_string(index++));
           if (!v.is_ok()) return v.status();
           a.push_back(std::move(v).value());
         }
@@ -71,7 +85,7 @@ struct Converter {
           const std::string key = kv.first.Scalar();
           if (o.contains(key))
             return Status::invalid_argument(where(source, kv.first.Mark()) + ": key '" + key + "' appears twice");
-          auto v = convert(kv.second, depth + 1);
+          auto v = convert(kv.second, depth + 1, path + "/" + pointer_token(key));
           if (!v.is_ok()) return v.status();
           o[key] = std::move(v).value();
         }
@@ -84,7 +98,7 @@ struct Converter {
 
 }  // namespace
 
-StatusOr<nlohmann::json> yaml_to_json(std::string_view text, const std::string& source) {
+StatusOr<nlohmann::json> yaml_to_json(std::string_view text, const std::string& source, Positions* positions) {
   std::vector<YAML::Node> docs;
   try {
     docs = YAML::LoadAll(std::string(text));
@@ -94,9 +108,9 @@ StatusOr<nlohmann::json> yaml_to_json(std::string_view text, const std::string& 
   if (docs.size() > 1) return Status::invalid_argument(source + ": holds " + std::to_string(docs.size()) +
                                                        " YAML documents, expected one");
   if (docs.empty()) return nlohmann::json(nullptr);
-  Converter c{source};
+  Converter c{source, positions};
   try {
-    return c.convert(docs[0], 0);
+    return c.convert(docs[0], 0, "");
   } catch (const YAML::Exception& e) {
     return Status::invalid_argument(where(source, e.mark) + ": YAML: " + e.msg);
   }

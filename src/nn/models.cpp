@@ -2,6 +2,7 @@
 #include "mixprec/models.h"
 
 #include "mixprec/amp.h"
+#include "mixprec/model_file.h"
 #include "mixprec/ops_fused.h"
 
 namespace mixprec::nn {
@@ -83,7 +84,13 @@ StatusOr<ModelSpec> model_spec(const std::string& name) {
   return Status::invalid_argument("unknown model '" + name + "' (expected one of: " + list + ")");
 }
 
+StatusOr<std::shared_ptr<Module>> build_model(const ModelSpec& spec) {
+  if (spec.file_text.empty()) return make_model(spec);
+  return build_model_file(spec.file_text, spec.name, spec.channels, spec.height, spec.width, spec.classes);
+}
+
 std::shared_ptr<Module> make_model(const ModelSpec& spec) {
+  if (!spec.file_text.empty()) return build_model(spec).value();
   if (spec.name == "transformer")
     return std::make_shared<TransformerClassifier>(spec.height, spec.width, spec.classes);
   if (spec.name == "gpt-tiny") return std::make_shared<Gpt>(spec.width - 1, 4, 128, 4, spec.classes);

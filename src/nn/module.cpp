@@ -120,6 +120,15 @@ Sequential& Sequential::add(std::shared_ptr<Module> module) {
   return *this;
 }
 
+Sequential& Sequential::add(const std::string& name, std::shared_ptr<Module> module) {
+  register_module(name, std::move(module));
+  return *this;
+}
+
+Residual::Residual(std::shared_ptr<Sequential> b) : body(register_module("body", std::move(b))) {}
+
+Tensor Residual::forward(const Tensor& input) { return add(input, (*body)(input)); }
+
 Tensor Sequential::forward(const Tensor& input) {
   Tensor x = input;
   for (auto& [name, child] : children()) x = (*child)(x);

@@ -1,6 +1,8 @@
 // data_source.cpp: dataset selection for the training loop.
 #include "mixprec/train_data.h"
 
+#include "mixprec/model_file.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -136,7 +138,7 @@ StatusOr<nn::ModelSpec> fit_model_to(nn::ModelSpec spec, const ImageDataset& d) 
   if (spec.language_model)
     return Status::invalid_argument("model " + spec.name + " is a language model; --dataset " + d.name +
                                     " is not text");
-  if (d.tabular && spec.name != "mlp")
+  if (d.tabular && spec.name != "mlp" && spec.file_text.empty())
     return Status::invalid_argument("--dataset csv is a table of " + std::to_string(d.channels) +
                                     " columns: use --model mlp (model " + spec.name + " reads images)");
   if (!d.tabular && (d.height < 4 || d.width < 4))
@@ -181,7 +183,20 @@ Status apply_normalisation(ImageDataset& d, const TrainConfig& c) {
 }  // namespace
 
 StatusOr<nn::ModelSpec> model_spec_of(const TrainConfig& config) {
-  auto spec = nn::model_spec(config.model);
+  StatusOr<nn::ModelSpec> spec = Status::internal("unset");
+  if (nn::is_model_file(config.model)) {
+    // A run's recorded text first: the file may have changed or gone since.
+    std::string text = config.model_text;
+    if (text.empty()) {
+      auto read = nn::read_model_file(config.model);
+      if (!read.is_ok()) return Status::invalid_argument("--model " + config.model + ": " + read.status().message());
+      text = *read;
+    }
+    // Until the data says otherwise, the Fashion-MNIST geometry (what --dataset synthetic makes).
+    spec = nn::ModelSpec{config.model, 1, 28, 28, 10, false, text};
+  } else {
+    spec = nn::model_spec(config.model);
+  }
   if (!spec.is_ok()) return spec.status();
   if (config.input_channels > 0) spec->channels = config.input_channels;
   if (config.input_height > 0) spec->height = config.input_height;
@@ -191,7 +206,8 @@ StatusOr<nn::ModelSpec> model_spec_of(const TrainConfig& config) {
 }
 
 void record_geometry(TrainConfig& config, const DataSplits& data) {
-  if (config.dataset != "folder" && config.dataset != "csv") return;
+  config.model_text = data.spec.file_text;
+  if (config.dataset != "folder" && config.dataset != "csv" && data.spec.file_text.empty()) return;
   config.input_channels = data.spec.channels;
   config.input_height = data.spec.height;
   config.input_width = data.spec.width;
@@ -222,6 +238,14 @@ StatusOr<DataSplits> load_data(const TrainConfig& config, const nn::ModelSpec& m
                                       "for an image folder without one)");
     train = load_split(config, spec, Split::train);
     if (!train.is_ok()) return train.status();
+    if (!spec.file_text.empty() && !train->text) {  // a model file takes the data's geometry
+      auto fitted = fit_model_to(spec, *train);
+      if (!fitted.is_ok()) return fitted.status();
+      spec = *fitted;
+    }
+    if (!spec.file_text.empty() && train->text)
+      return Status::invalid_argument("--model " + spec.name + ": model files describe classifiers of images or "
+                                      "tables; --dataset " + config.dataset + " is text (use --model gpt-tiny or gpt)");
     test = load_split(config, spec, Split::test);
     if (!test.is_ok()) return test.status();
   }

@@ -12,6 +12,7 @@
 
 #include "io/json_limits.h"
 #include "io/yaml_json.h"
+#include "mixprec/model_file.h"
 #include "mixprec/models.h"
 #include "mixprec/names.h"
 
@@ -27,7 +28,8 @@ const std::vector<ConfigField>& config_fields() {
   static const std::vector<ConfigField> fields = {
       {.key = "model", .flag = "--model", .member = &C::model,
        .help = "Model: cnn (1x28x28), seed-cnn (3x32x32), mlp, transformer (128 tokens x 256), "
-               "resnet20 (1x28x28), resnet20-cifar (3x32x32)",
+               "resnet20 (1x28x28), resnet20-cifar (3x32x32), gpt-tiny, gpt; or a model file FILE.yaml|.json "
+               "(docs/models.md; models/ has examples)",
        .choices = nn::model_names(), .fixed_on_resume = true},
       {.key = "dataset", .flag = "--dataset", .member = &C::dataset,
        .help = "Dataset: fashion-mnist, mnist, cifar10, synthetic, folder (your images: --data-dir DIR with "
@@ -155,6 +157,8 @@ const std::vector<ConfigField>& config_fields() {
        .fixed_on_resume = true},
       {.key = "feature_names", .member = &C::feature_names, .help = "--dataset csv: the feature columns read",
        .fixed_on_resume = true},
+      {.key = "model_text", .member = &C::model_text, .help = "--model FILE.yaml: the model file's text",
+       .fixed_on_resume = true},
   };
   return fields;
 }
@@ -223,6 +227,8 @@ std::string check_field(const ConfigField& field, const TrainConfig& config) {
         using T = std::decay_t<decltype(v)>;
         if constexpr (std::is_same_v<T, std::string>) {
           if (field.choices.empty()) return "";
+          // --model also takes a model file; load_data reads and checks it.
+          if (field.key == "model" && nn::is_model_file(v)) return "";
           for (const std::string& c : field.choices)
             if (v == c) return "";
           std::string list;

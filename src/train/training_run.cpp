@@ -59,11 +59,15 @@ Status TrainingRun::claim_run_dir() {
 }
 
 Status TrainingRun::load_datasets() {
-  spec_ = model_spec_of(config_).value();  // validate() checked the name
+  auto spec = model_spec_of(config_);  // validate() checked a built-in name; a model file is read here
+  if (!spec.is_ok()) return spec.status();
+  spec_ = *spec;
   auto data = load_data(config_, spec_);
   if (!data.is_ok()) return data.status();
   data_ = *data;
   spec_ = data_.spec;
+  if (!spec_.file_text.empty())  // a model file's mistakes, before anything runs
+    if (auto built = nn::build_model(spec_); !built.is_ok()) return built.status();
   // Written down in config.json and checkpoints, so eval and a resume scale inputs the same
   // way and build the same model.
   recorded_config_ = config_;
@@ -96,7 +100,9 @@ void TrainingRun::choose_precision() {
 Status TrainingRun::build_model() {
   // Same seed, same initial weights in every preset: drawn in f32, then converted.
   manual_seed(config_.seed);
-  auto model = nn::make_model(spec_);
+  auto built = nn::build_model(spec_);
+  if (!built.is_ok()) return built.status();
+  auto model = std::move(built).value();
   if (!config_.init_from.empty()) {
     // A file that cannot serve as weights is a checkpoint problem (exit code 4 in the CLI).
     if (Status loaded = load_weights(*model, config_.init_from); !loaded.is_ok())

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "mixprec/model_file.h"
 #include "mixprec/models.h"
 #include "mixprec/precision.h"
 #include "mixprec/train.h"
@@ -49,6 +50,7 @@ Status validate(const TrainConfig& c) {
   if (c.min_lr > c.lr)
     return bad("--min-lr", "must not exceed --lr (" + field_text(*find_config_field("lr"), c) + "), got " +
                                field_text(*find_config_field("min_lr"), c));
+  if (nn::is_model_file(c.model)) return Status::ok();  // read and checked with the data (load_data)
   if (auto spec = nn::model_spec(c.model); !spec.is_ok()) return bad("--model", spec.status().message());
   return Status::ok();
 }

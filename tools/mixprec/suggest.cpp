@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "mixprec/model_file.h"
 #include "mixprec/names.h"
 #include "mixprec/precision.h"
 
@@ -29,6 +30,16 @@ CLI::Validator one_of(const std::vector<std::string>& names) {
         return "expected one of: " + join(names) + "; got '" + value + "'" + did_you_mean(value, names);
       },
       "{" + join(names) + "}");
+}
+
+CLI::Validator model_name(const std::vector<std::string>& names) {
+  return CLI::Validator(
+      [names](std::string& value) -> std::string {
+        if (nn::is_model_file(value) || std::find(names.begin(), names.end(), value) != names.end()) return "";
+        return "expected one of: " + join(names) + ", or a model file FILE.yaml|.yml|.json; got '" + value + "'" +
+               did_you_mean(value, names);
+      },
+      "{" + join(names) + "} or FILE.yaml");
 }
 
 CLI::Validator precision_name() {

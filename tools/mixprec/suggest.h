@@ -15,6 +15,8 @@ using mixprec::did_you_mean;
 // A flag validator accepting exactly `names`; otherwise "expected one of: a, b, c; got 'x'
 // (did you mean 'b'?)".
 CLI::Validator one_of(const std::vector<std::string>& names);
+// one_of(names), or a model file (model_file.h: a name ending in .yaml, .yml or .json).
+CLI::Validator model_name(const std::vector<std::string>& names);
 // Validates --precision with amp::preset_by_name; unknown names get a suggestion among the
 // presets and their aliases.
 CLI::Validator precision_name();

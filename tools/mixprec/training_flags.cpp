@@ -47,6 +47,7 @@ void add_field(CLI::App* cmd, const train::ConfigField& f, train::TrainConfig& c
           CLI::Option* o = cmd->add_option(f.flag, v, help);
           if constexpr (std::is_same_v<T, std::string>) {
             if (f.key == "precision") o->check(precision_name());
+            else if (f.key == "model") o->check(model_name(f.choices));
             else if (!f.choices.empty()) o->check(one_of(f.choices));
             if (f.key == "init_from") o->check(CLI::ExistingFile);
           } else {

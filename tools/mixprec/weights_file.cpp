@@ -126,7 +126,9 @@ StatusOr<LoadedModel> load_model(const std::string& given, const std::string& pr
                " (pass --precision)");
   if (!preset.is_ok()) return Status::invalid_argument("--precision: " + preset.status().message());
   m.preset = *preset;
-  m.model = nn::make_model(m.spec);
+  auto built = nn::build_model(m.spec);
+  if (!built.is_ok()) return bad("checkpoint '" + path + "': its recorded model file: " + built.status().message());
+  m.model = std::move(built).value();
   if (Status s = train::load_weights(*m.model, st.model, path); !s.is_ok()) return bad(s.message());
   if (m.preset.param_dtype != DType::f32) m.model->to(m.preset.param_dtype, m.preset.keep_norm_fp32);
   m.model->eval();

@@ -65,6 +65,7 @@ TrainConfig unusual() {
   c.hflip = true;
   c.label_column = "species";
   c.feature_names = {"a", "b"};
+  c.model_text = "layers: [flatten, {linear: {out: classes}}]\n";
   return c;
 }
 

@@ -1,0 +1,42 @@
+// model_file.h: a network described in a file, `mixprec train --model my_net.yaml` (YAML or
+// JSON): a list of layers, blocks repeated, residual blocks, per-layer precision. The file
+// format is in docs/models.md; models/*.yaml are examples (the built-in cnn, an MLP, a small
+// ResNet) to copy and edit.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mixprec/nn.h"
+#include "mixprec/status.h"
+
+namespace mixprec::nn {
+
+// A --model value naming a model file: it ends in .yaml, .yml or .json.
+bool is_model_file(const std::string& model);
+
+// One layer as built: what `mixprec summary` prints.
+struct ModelFileLayer {
+  std::string name;       // its parameter prefix: "conv1", "3", "2.body.0"
+  std::string type;       // "conv2d", "residual", ...
+  std::vector<int64_t> output_shape;  // per sample: [C, H, W] or [F]
+  int64_t parameters = 0;
+  std::string precision;  // "auto" (the preset's autocast) or "fp32"
+  int depth = 0;          // nesting (residual blocks)
+};
+
+// The text of a model file (a regular file of at most 1 MiB). A run records this text, so
+// eval, predict and a resume rebuild the model without the file.
+StatusOr<std::string> read_model_file(const std::string& path);
+
+// The network `text` (YAML or JSON) describes, for inputs of channels x height x width (a
+// table: its columns as channels of 1 x 1) and `classes` outputs; `source` names the file in
+// messages, which point at file:line:column and suggest the closest name for an unknown layer
+// type or parameter. Shape errors name the layer and both shapes. `layers` (optional) gets
+// one row per layer.
+StatusOr<std::shared_ptr<Module>> build_model_file(const std::string& text, const std::string& source,
+                                                   int64_t channels, int64_t height, int64_t width, int64_t classes,
+                                                   std::vector<ModelFileLayer>* layers = nullptr);
+
+}  // namespace mixprec::nn

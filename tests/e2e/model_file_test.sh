@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# model_file_test.sh: `mixprec train --model FILE.yaml` (issue 14): the example files in
+# models/ train on Fashion-MNIST-shaped synthetic data and on a folder of colour images (the
+# model takes the data's channels, size and classes); the run records the file's text, so
+# eval, predict and a resume work after the file is gone; a copy of models/cnn.yaml reaches
+# bit-identical losses to the built-in cnn; a broken file is exit 2 at file:line:column.
+# Args: BUILD_DIR SOURCE_DIR.
+set -uo pipefail
+BUILD_DIR=$(cd "$1" && pwd)
+SRC=$(cd "$2" && pwd)
+BIN="$BUILD_DIR/mixprec"
+PY=/usr/bin/python3
+TMP=$(mktemp -d /tmp/mixprec_modelfile.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
+cd "$TMP"
+common=(--batch-size 16 --no-self-check --threads 2 --precision fp32)
+losses() { grep '"type":"step"' "$1/metrics.jsonl" | sed 's/.*"loss":\([^,]*\),.*/\1/'; }
+
+# models/cnn.yaml is the built-in cnn: the same losses, bit for bit.
+cp "$SRC/models/cnn.yaml" my_cnn.yaml
+"$BIN" train --model my_cnn.yaml --dataset synthetic --max-steps 6 --run-dir file "${common[@]}" > file.log 2>&1 ||
+  fail "train my_cnn.yaml: $(tail -3 file.log)"
+"$BIN" train --model cnn --dataset synthetic --max-steps 6 --run-dir builtin "${common[@]}" > builtin.log 2>&1 ||
+  fail "train cnn: $(tail -3 builtin.log)"
+if [[ -n "$(losses file)" && "$(losses file)" == "$(losses builtin)" ]]; then
+  echo "ok   cnn-file-equals-built-in ($(losses file | wc -l) steps)"
+else
+  fail "cnn.yaml and the built-in cnn differ"; paste <(losses file) <(losses builtin) | head -6
+fi
+grep -q '"model_text": "# cnn.yaml' file/config.json && echo "ok   records-model-text" || fail "config.json lacks model_text"
+
+# The file gone: eval, predict and resume use the recorded text.
+rm my_cnn.yaml
+expect eval-without-file 0 "accuracy" -- "$BIN" eval file
+$PY - <<'PY'
+import struct
+header = "{'descr': '|u1', 'fortran_order': False, 'shape': (28, 28), }"
+header += " " * (63 - (10 + len(header)) % 64) + "\n"
+open("one.npy", "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + bytes(range(256)) * 3 + bytes(16))
+PY
+expect predict-without-file 0 "one.npy" -- "$BIN" predict file one.npy
+expect resume-without-file 0 "step 8/8|summary: 2 steps" -- "$BIN" train --resume file --max-steps 8
+
+# Colour images of 16x20 into the small ResNet and the MLP file.
+$PY "$SRC/tests/e2e/make_image_folder.py" images --size 20x16 --per-class 20 || fail "make_image_folder.py"
+for m in small-resnet mlp; do
+  expect "folder-$m" 0 "models/$m.yaml \([0-9]+ parameters\)" -- \
+    "$BIN" train --model "$SRC/models/$m.yaml" --dataset folder --data-dir images --val-split 0.25 --max-steps 3 \
+    --run-dir none "${common[@]}"
+done
+
+# Mistakes.
+printf 'layers:\n  - conv2d: {out: 8}\n  - relu\n  - flaten\n  - linear: {out: classes}\n' > typo.yaml
+expect typo 2 "typo.yaml:4:5: unknown layer type 'flaten' \(did you mean 'flatten'\?\)" -- \
+  "$BIN" train --model typo.yaml --dataset synthetic --max-steps 1 --run-dir none "${common[@]}"
+printf 'layers:\n  - conv2d: {out: 8}\n  - linear: {out: classes}\n' > shape.yaml
+expect shape 2 "shape.yaml:3:13: linear takes flat features \[F\]; its input here is \[8, 26, 26\]" -- \
+  "$BIN" train --model shape.yaml --dataset synthetic --max-steps 1 --run-dir none "${common[@]}"
+expect missing-file 2 "--model nowhere.yaml: .*nowhere.yaml" -- \
+  "$BIN" train --model nowhere.yaml --dataset synthetic --max-steps 1 --run-dir none "${common[@]}"
+expect text-dataset 2 "--dataset text is text, for a language model" -- \
+  "$BIN" train --model "$SRC/models/mlp.yaml" --dataset text --data-dir "$SRC/README.md" --max-steps 1 --run-dir none \
+  "${common[@]}"
+finish

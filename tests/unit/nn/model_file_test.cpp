@@ -1,0 +1,139 @@
+// model_file_test.cpp: networks from model files (model_file.h). models/cnn.yaml is the
+// built-in cnn: the same parameter names and shapes, the same initial weights for a seed and
+// bit-identical outputs; the example files build for several input shapes; blocks, repeats,
+// residuals and per-layer precision become the modules they say; every mistake in a file is
+// an error at its file:line:column, with a suggestion for a misspelt name and both shapes
+// for a shape mismatch.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "mixprec/model_file.h"
+#include "mixprec/models.h"
+
+namespace mixprec::nn {
+namespace {
+
+std::string repo_file(const std::string& name) {
+  std::ifstream f(std::string(MIXPREC_SOURCE_DIR) + "/" + name);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  EXPECT_FALSE(ss.str().empty()) << name;
+  return ss.str();
+}
+
+std::string error_of(const std::string& text, int64_t c = 1, int64_t h = 8, int64_t w = 8, int64_t classes = 3) {
+  auto m = build_model_file(text, "net.yaml", c, h, w, classes);
+  return m.is_ok() ? "accepted" : m.status().message();
+}
+
+TEST(ModelFile, TheCnnFileIsTheBuiltInCnn) {
+  const std::string text = repo_file("models/cnn.yaml");
+  manual_seed(5);
+  auto file = build_model_file(text, "cnn.yaml", 1, 28, 28, 10);
+  ASSERT_TRUE(file.is_ok()) << file.status().message();
+  manual_seed(5);
+  auto builtin = make_model(model_spec("cnn").value());
+  const auto a = (*file)->named_parameters(), b = builtin->named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_EQ(a[i].second.shape(), b[i].second.shape());
+    EXPECT_EQ(a[i].second.to_vector_f64(), b[i].second.to_vector_f64()) << a[i].first;
+  }
+  manual_seed(9);
+  const Tensor x = Tensor::normal({3, 1, 28, 28}, 0, 1);
+  EXPECT_EQ((**file)(x).to_vector_f64(), (*builtin)(x).to_vector_f64());
+}
+
+TEST(ModelFile, ExampleFilesBuildForImagesAndTables) {
+  for (const char* name : {"models/cnn.yaml", "models/small-resnet.yaml", "models/mlp.yaml"}) {
+    SCOPED_TRACE(name);
+    for (const auto& [c, h, w] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 28, 28}, {3, 32, 32}, {3, 17, 23}}) {
+      auto m = build_model_file(repo_file(name), name, c, h, w, 7);
+      ASSERT_TRUE(m.is_ok()) << m.status().message();
+      EXPECT_EQ((**m)(Tensor::normal({2, c, h, w}, 0, 1)).shape(), (std::vector<int64_t>{2, 7}));
+    }
+  }
+  auto table = build_model_file(repo_file("models/mlp.yaml"), "mlp.yaml", 4, 1, 1, 3);  // 4 columns
+  ASSERT_TRUE(table.is_ok()) << table.status().message();
+  EXPECT_EQ((**table)(Tensor::normal({5, 4, 1, 1}, 0, 1)).shape(), (std::vector<int64_t>{5, 3}));
+}
+
+TEST(ModelFile, BlocksRepeatsResidualsAndPrecisionBecomeModules) {
+  const std::string text = R"(
+layers:
+  - conv2d: {out: 4, kernel: 3, padding: 1}
+    name: stem
+  - repeat: 2
+    layers:
+      - residual:
+          - conv2d: {out: 4, kernel: 3, padding: 1}
+          - batchnorm2d
+  - global_avgpool
+  - linear: {out: classes}
+    precision: fp32
+)";
+  std::vector<ModelFileLayer> rows;
+  auto m = build_model_file(text, "net.yaml", 2, 6, 6, 3, &rows);
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  std::vector<std::string> names;
+  for (const auto& [n, t] : (*m)->named_parameters()) names.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"stem.weight", "stem.bias", "1.body.0.weight", "1.body.0.bias",
+                                              "1.body.1.weight", "1.body.1.bias", "2.body.0.weight", "2.body.0.bias",
+                                              "2.body.1.weight", "2.body.1.bias", "4.weight", "4.bias"}));
+  const auto& children = (*m)->children();
+  ASSERT_EQ(children.size(), 5u);
+  EXPECT_STREQ(children[1].second->type_name(), "Residual");
+  EXPECT_EQ(children[4].second->autocast_override(), std::optional<bool>(false));
+  EXPECT_FALSE(children[0].second->autocast_override().has_value());
+  ASSERT_EQ(rows.size(), 9u);  // stem, 2 x (residual, conv, bn), global_avgpool, linear
+  EXPECT_EQ(rows[0].output_shape, (std::vector<int64_t>{4, 6, 6}));
+  EXPECT_EQ(rows[1].type, "residual");
+  EXPECT_EQ(rows[2].name, "1.body.0");
+  EXPECT_EQ(rows[2].depth, 1);
+  // x + f(x): the residual adds its input back.
+  auto r = std::dynamic_pointer_cast<Residual>(children[1].second);
+  ASSERT_TRUE(r);
+  const Tensor x = Tensor::normal({1, 4, 6, 6}, 0, 1);
+  const std::vector<double> sum = add(x, (*r->body)(x)).to_vector_f64(), got = (*r)(x).to_vector_f64();
+  EXPECT_EQ(got, sum);
+}
+
+TEST(ModelFile, MistakesPointIntoTheFile) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"layers:\n  - conv2d: {out: 4}\n  - relu\n  - flaten\n", "net.yaml:4:5: unknown layer type 'flaten' (did you mean 'flatten'?)"},
+      {"layers:\n  - conv2d: {out: 4, kernal: 3}\n", "net.yaml:2:30: conv2d has no parameter 'kernal' (did you mean 'kernel'?)"},
+      {"layers:\n  - conv2d: {out: 4}\n  - linear: {out: classes}\n",
+       "net.yaml:3:13: linear takes flat features [F]; its input here is [4, 6, 6]: put flatten or global_avgpool before it"},
+      {"layers:\n  - residual:\n      - conv2d: {out: 5, padding: 1}\n  - flatten\n",
+       "net.yaml:2:5: residual block '0': its layers turn [1, 8, 8] into [5, 8, 8]"},
+      {"layers:\n  - flatten\n  - linear: {out: 10}\n", "the last layer outputs [10] per sample; a classifier of 3 classes must end in [3]"},
+      {"layers:\n  - flatten\n  - linear: {out: classes}\n    precision: bf16\n", "net.yaml:4:16: precision: expected fp32"},
+      {"layers:\n  - conv2d: {out: 0}\n", "net.yaml:2:19: out: expected an integer in 1..65536 or classes, got 0"},
+      {"layers:\n  - conv2d: {kernel: 3}\n", "net.yaml:2:13: needs out: N (or classes)"},
+      {"layers:\n  - conv2d: {out: 4, kernel: 9}\n", "conv2d: a 9x9 kernel does not fit the input [1, 8, 8]"},
+      {"layers:\n  - repeat: 0\n    layers: [relu]\n", "net.yaml:2:13: repeat: expected an integer in 1..256"},
+      {"layers:\n  - relu: {}\n    name: a\n  - relu: {}\n    name: a\n", "two layers named 'a' in one block"},
+      {"layerz:\n  - relu\n", "unknown key 'layerz' (did you mean 'layers'?)"},
+      {"layers: [relu, {linear: {out: 3}, conv2d: {out: 3}}]\n", "a layer has one type"},
+      {"layers:\n  - dropout: {p: 1}\n", "p: expected a number in [0.000000, 1.000000)"},
+      {"{\"layers\": [\"flatten\", {\"linear\": {\"out\": \"many\"}}]}", "net.yaml:1:43: out: expected an integer"},
+      {"layers: [\n", "net.yaml:2:1: YAML"},
+  };
+  for (const auto& [text, want] : cases) {
+    SCOPED_TRACE(text);
+    const std::string got = error_of(text);
+    if (want.size() > 4 && want.compare(want.size() - 3, 3, "...") == 0)
+      EXPECT_EQ(got.rfind(want.substr(0, want.size() - 4), 0), 0u) << got;
+    else
+      EXPECT_NE(got.find(want), std::string::npos) << got;
+  }
+  // The residual mismatch names both shapes.
+  const std::string residual = error_of("layers:\n  - residual:\n      - conv2d: {out: 5, padding: 1}\n");
+  EXPECT_NE(residual.find("turn [1, 8, 8] into [5, 8, 8]"), std::string::npos) << residual;
+}
+
+}  // namespace
+}  // namespace mixprec::nn

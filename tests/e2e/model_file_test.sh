@@ -3,7 +3,8 @@
 # models/ train on Fashion-MNIST-shaped synthetic data and on a folder of colour images (the
 # model takes the data's channels, size and classes); the run records the file's text, so
 # eval, predict and a resume work after the file is gone; a copy of models/cnn.yaml reaches
-# bit-identical losses to the built-in cnn; a broken file is exit 2 at file:line:column.
+# bit-identical losses to the built-in cnn; `summary` shows each layer's shape and dtypes
+# under a preset and `models` lists what there is; a broken file is exit 2 at file:line:column.
 # Args: BUILD_DIR SOURCE_DIR.
 set -uo pipefail
 BUILD_DIR=$(cd "$1" && pwd)
@@ -49,6 +50,18 @@ for m in small-resnet mlp; do
     "$BIN" train --model "$SRC/models/$m.yaml" --dataset folder --data-dir images --val-split 0.25 --max-steps 3 \
     --run-dir none "${common[@]}"
 done
+
+# summary: shapes, parameters and the dtype of each layer under a preset (the autocast table).
+expect summary-amp 0 "3\.body\.0 +conv2d +\[32, 32, 32\] +9216 +f32 +bf16 +autocast: lower" -- \
+  "$BIN" summary --model "$SRC/models/small-resnet.yaml" --input 3x32x32
+expect summary-fp32-layer 0 "15 +linear +\[10\] +650 +f32 +f32 +precision: fp32 in the file" -- \
+  "$BIN" summary --model "$SRC/models/small-resnet.yaml" --input 3x32x32
+expect summary-o2 0 "conv1 +conv2d +\[32, 28, 28\] +320 +bf16 +bf16" -- \
+  "$BIN" summary --model "$SRC/models/cnn.yaml" --precision o2-bf16
+expect summary-bad-input 2 "--input: expected CxHxW" -- "$BIN" summary --model "$SRC/models/cnn.yaml" --input 3x32
+expect summary-builtin 0 "model resnet20 \(built in\): 272186 parameters" -- "$BIN" summary --model resnet20
+# models: the built-ins and the files in ./models.
+expect models 0 "models/cnn.yaml +1x28x28 +824458" -- bash -c "cd '$SRC' && '$BIN' models"
 
 # Mistakes.
 printf 'layers:\n  - conv2d: {out: 8}\n  - relu\n  - flaten\n  - linear: {out: classes}\n' > typo.yaml

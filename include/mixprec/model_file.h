@@ -34,9 +34,12 @@ StatusOr<std::string> read_model_file(const std::string& path);
 // table: its columns as channels of 1 x 1) and `classes` outputs; `source` names the file in
 // messages, which point at file:line:column and suggest the closest name for an unknown layer
 // type or parameter. Shape errors name the layer and both shapes. `layers` (optional) gets
-// one row per layer.
+// one row per layer. A layer that would take the model past `max_parameters` (counting
+// batch norm's running statistics) is refused before it allocates anything.
+inline constexpr int64_t kMaxModelFileParameters = int64_t(1) << 28;  // 1 GiB of f32
 StatusOr<std::shared_ptr<Module>> build_model_file(const std::string& text, const std::string& source,
                                                    int64_t channels, int64_t height, int64_t width, int64_t classes,
-                                                   std::vector<ModelFileLayer>* layers = nullptr);
+                                                   std::vector<ModelFileLayer>* layers = nullptr,
+                                                   int64_t max_parameters = kMaxModelFileParameters);
 
 }  // namespace mixprec::nn

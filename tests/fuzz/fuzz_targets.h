@@ -20,6 +20,7 @@
 
 #include "mixprec/checkpoint.h"
 #include "mixprec/data.h"
+#include "nn/model_plan.h"
 #include "mixprec/npy.h"
 #include "mixprec/safetensors.h"
 #include "mixprec/train_config.h"
@@ -183,6 +184,24 @@ inline Violation csv(const uint8_t* data, size_t size, bool* accepted = nullptr)
   auto d = table_dataset(*t, "fuzz.csv");
   if (!d.is_ok()) return expect_code(d.status(), StatusCode::data_loss, "table_dataset");
   set(accepted, true);
+  return {};
+}
+
+// A model file (YAML or JSON) planned for 1x8x8 inputs and 3 classes with a budget of 2^20
+// parameters (plan_model_file: every check build_model_file makes, no allocation): refusals
+// are invalid_argument; an accepted plan stays within the budget and ends in [3].
+inline Violation model_file(const uint8_t* data, size_t size, bool* accepted = nullptr) {
+  set(accepted, false);
+  std::vector<nn::ModelFileLayer> rows;
+  auto plan = nn::plan_model_file(std::string(reinterpret_cast<const char*>(data), size), "fuzz.yaml", 1, 8, 8, 3,
+                                  &rows, int64_t(1) << 20);
+  if (!plan.is_ok()) return expect_code(plan.status(), StatusCode::invalid_argument, "plan_model_file");
+  set(accepted, true);
+  int64_t total = 0;
+  for (const nn::LayerPlan& p : *plan) total += p.parameters;
+  if (total > (int64_t(1) << 20)) return "plan_model_file: accepted " + std::to_string(total) + " parameters";
+  if (plan->empty() || plan->back().output_shape != std::vector<int64_t>{3})
+    return "plan_model_file: accepted a model whose last layer does not output [3]";
   return {};
 }
 

@@ -150,7 +150,24 @@ def csv_seeds():
     write("csv", "duplicate_column", b"a,a,label\n1,2,0\n")
 
 
+# ---------------------------------------------------------------- model files
+
+def model_file_seeds():
+    write("model_file", "valid_small_cnn",
+          b"layers:\n  - conv2d: {out: 4, kernel: 3, padding: 1}\n    name: conv1\n  - batchnorm2d\n  - relu\n"
+          b"  - maxpool2d: {kernel: 2}\n  - flatten\n  - linear: {out: classes}\n    precision: fp32\n")
+    write("model_file", "valid_residual_repeat",
+          b"name: r\nlayers:\n  - conv2d: {out: 4, padding: 1}\n  - repeat: 2\n    layers:\n      - residual:\n"
+          b"          - conv2d: {out: 4, padding: 1}\n          - gelu\n  - global_avgpool\n  - layernorm\n"
+          b"  - dropout: {p: 0.1}\n  - linear: {out: 3}\n")
+    write("model_file", "valid_json", b'{"layers": ["flatten", {"linear": {"out": "classes", "bias": false}}]}')
+    write("model_file", "unknown_type", b"layers: [flaten, {linear: {out: 3}}]\n")
+    write("model_file", "shape_mismatch", b"layers:\n  - residual:\n      - conv2d: {out: 5, padding: 1}\n")
+    write("model_file", "too_wide", b"layers: [flatten, {linear: {out: 65536}}, {linear: {out: 65536}}]\n")
+
+
 if __name__ == "__main__":
+    model_file_seeds()
     csv_seeds()
     st_seeds()
     ckpt_seeds()

@@ -29,7 +29,8 @@ const Harness kHarnesses[] = {{"safetensors", fuzz::safetensors},
                               {"idx", fuzz::idx},
                               {"cifar", fuzz::cifar},
                               {"npy", fuzz::npy},
-                              {"csv", fuzz::csv}};
+                              {"csv", fuzz::csv},
+                              {"model_file", fuzz::model_file}};
 
 std::vector<uint8_t> read_all(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);

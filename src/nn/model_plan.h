@@ -1,0 +1,29 @@
+// model_plan.h: a model file checked into a plan of layers (types, sizes, shapes, parameter
+// counts) without building any module: what model_file.cpp builds from, what the fuzz
+// harness and `mixprec summary` read.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mixprec/model_file.h"
+#include "mixprec/status.h"
+
+namespace mixprec::nn {
+
+struct LayerPlan {
+  std::string type, name, precision;  // "conv2d", "conv1" or "3", "auto" / "fp32"
+  int64_t in = 0, out = 0, kernel = 0, stride = 0, padding = 0;  // what the type takes
+  bool bias = true;
+  double eps = 1e-5, momentum = 0.1, p = 0.5;
+  std::vector<int64_t> input_shape, output_shape;  // per sample
+  int64_t parameters = 0;                          // trainable (batch norm's statistics not counted)
+  std::vector<LayerPlan> body;                     // a residual block's layers
+};
+
+// The checks of build_model_file (model_file.h), same errors, into a plan.
+StatusOr<std::vector<LayerPlan>> plan_model_file(const std::string& text, const std::string& source,
+                                                 int64_t channels, int64_t height, int64_t width, int64_t classes,
+                                                 std::vector<ModelFileLayer>* layers, int64_t max_parameters);
+
+}  // namespace mixprec::nn

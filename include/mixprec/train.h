@@ -88,7 +88,8 @@ struct StepReport {
   double scale = 1.0;        // loss scale in force for this step (1 without scaling)
   bool skipped = false;      // the scaler skipped this step's update (inf/NaN gradients)
   int64_t skipped_total = 0;
-  double images_per_second = 0.0;  // over the last report interval
+  double images_per_second = 0.0;  // over the last report interval (a language model: sequences)
+  double tokens_per_second = 0.0;  // a language model: predicted bytes per second; else 0
   double elapsed_seconds = 0.0;
   bool loss_scaling = false;       // a GradScaler runs (scale is meaningful)
   // A skipped step: the first parameter whose gradient held inf/NaN, how many of its values

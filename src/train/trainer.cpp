@@ -144,6 +144,8 @@ void TrainingRun::report_step(int64_t epoch, const PrecisionStep::Outcome& out) 
   r.skipped_total = step_->scaler().skipped_steps();
   const double w = seconds_since(window_start_);
   r.images_per_second = w > 0 ? double(window_images_) / w : 0.0;
+  // Each window of a language model predicts its context's worth of bytes.
+  if (data_.train->text) r.tokens_per_second = r.images_per_second * double(data_.train->sample_bytes() - 1);
   r.elapsed_seconds = seconds_since(t_start_);
   r.loss_scaling = step_->scaler().is_enabled();
   if (r.skipped) attribute_skipped_step(step_->scaler(), &r, nullptr);

@@ -54,7 +54,8 @@ std::string progress_line(const train::StepReport& r, int width) {
     std::snprintf(buf, sizeof buf, " | skipped %lld", (long long)r.skipped_total);
     core += buf;
   }
-  std::snprintf(buf, sizeof buf, " | %.0f img/s", r.images_per_second);
+  if (r.tokens_per_second > 0) std::snprintf(buf, sizeof buf, " | %.0f tok/s", r.tokens_per_second);
+  else std::snprintf(buf, sizeof buf, " | %.0f img/s", r.images_per_second);
   const std::string speed = buf;
   const std::string eta_text = " | ETA " + format_duration(eta);
   auto bar = [&](int w) {

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "io/json_limits.h"
 #include "mixprec/data.h"
 #include "mixprec/image.h"
 
@@ -48,7 +49,11 @@ StatusOr<ImageDataset> load_image_folder(const std::string& dir, const std::vect
   if (!entries.is_ok()) return entries.status();
   std::vector<std::string> found;
   for (const std::string& e : *entries)
-    if (is_directory(dir + "/" + e)) found.push_back(e);
+    if (is_directory(dir + "/" + e)) {
+      if (!io::is_valid_utf8(e))  // class names are recorded in config.json and printed by predict
+        return Status::data_loss("image folder '" + dir + "': a class folder's name is not UTF-8 text; rename it");
+      found.push_back(e);
+    }
   if (found.empty())
     return Status::data_loss("image folder '" + dir + "': no class subfolders (expected " + dir +
                                     "/<class>/<image>.png or .jpg, one subfolder per class)");

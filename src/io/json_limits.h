@@ -17,4 +17,9 @@ inline constexpr size_t kMaxJsonDepth = 64;
 // Brackets inside strings do not count. Malformed text is not judged here: the parser does.
 bool json_depth_within(std::string_view text, size_t max_depth = kMaxJsonDepth);
 
+// Well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF). Text that
+// ends up in JSON (a YAML value, a CSV column or label, a folder's class name, all recorded in
+// config.json) must be: nlohmann's dump throws on anything else.
+bool is_valid_utf8(std::string_view s);
+
 }  // namespace mixprec::io

@@ -66,6 +66,7 @@ struct Converter {
       case YAML::NodeType::Null:
       case YAML::NodeType::Undefined: return nlohmann::json(nullptr);
       case YAML::NodeType::Scalar:
+        if (!is_valid_utf8(n.Scalar())) return Status::invalid_argument(where(source, n.Mark()) + ": not UTF-8 text");
         return n.Tag() == "!" ? nlohmann::json(n.Scalar()) : plain_scalar(n.Scalar());  // "!": quoted
       case YAML::NodeType::Sequence: {
         nlohmann::json a = nlohmann::json::array();
@@ -83,6 +84,7 @@ struct Converter {
           if (!kv.first.IsScalar())
             return Status::invalid_argument(where(source, kv.first.Mark()) + ": a key must be a plain name");
           const std::string key = kv.first.Scalar();
+          if (!is_valid_utf8(key)) return Status::invalid_argument(where(source, kv.first.Mark()) + ": not UTF-8 text");
           if (o.contains(key))
             return Status::invalid_argument(where(source, kv.first.Mark()) + ": key '" + key + "' appears twice");
           auto v = convert(kv.second, depth + 1, path + "/" + pointer_token(key));

@@ -254,7 +254,9 @@ std::string config_to_json(const TrainConfig& config) {
     if (!f.saved) continue;
     std::visit([&](auto member) { j[f.key] = config.*member; }, f.member);
   }
-  return j.dump(2);
+  // Every text field was checked to be UTF-8 where it was read; replace anything else rather
+  // than throw while writing config.json.
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 namespace {

@@ -235,6 +235,9 @@ TEST(ConfigFile, YamlEqualsItsJsonTwin) {
   EXPECT_EQ(config_to_json(*y), config_to_json(*j));
   EXPECT_EQ(y->class_names, (std::vector<std::string>{"true", "12", "plain"}));
   EXPECT_EQ(y->label_column, "3");
+  auto utf8 = apply_config_file(TrainConfig{}, "class_names: [café, \"日本\", \"\U0001F600\"]\n", "run.yaml", none);
+  ASSERT_TRUE(utf8.is_ok()) << utf8.status().message();
+  EXPECT_EQ(utf8->class_names, (std::vector<std::string>{"café", "日本", "\U0001F600"}));
 }
 
 TEST(ConfigFile, BadYamlNamesFileLineAndColumn) {
@@ -245,6 +248,9 @@ TEST(ConfigFile, BadYamlNamesFileLineAndColumn) {
       {"- 1\n- 2\n", "run.yaml: expected a mapping of settings"},
       {"lr: 0.1\n---\nlr: 0.2\n", "holds 2 YAML documents"},
       {"lr: fast\n", "field 'lr' has the wrong type"},
+      {"model: \"a\xe1\x9cb\"\n", "run.yaml:1:8: not UTF-8 text"},  // a truncated 3-byte sequence
+      {"\xc0\xaf: 1\n", "run.yaml:1:1: not UTF-8 text"},             // an overlong '/'
+      {"model: \"\xed\xa0\x80\"\n", "not UTF-8 text"},            // a UTF-16 surrogate
       {"lerning_rate: 0.1\n", "'lerning_rate' is not a setting"},
       {"a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
        "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"

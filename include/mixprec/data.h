@@ -147,6 +147,15 @@ StatusOr<CsvTable> read_csv_table(const std::string& path, const std::string& la
 StatusOr<ImageDataset> table_dataset(const CsvTable& table, const std::string& source,
                                      const std::vector<std::string>& class_names = {}, int num_classes = 0);
 
+// ---- NumPy arrays ----
+// x (.npy of shape (N, C, H, W), (N, H, W) or (N, F)) and y (.npy of shape (N,), class
+// numbers 0..255, any integer or integral float dtype) as a dataset. A uint8 x is pixels (as
+// images: / 255, then per-channel mean/std); any other dtype is numbers kept as float32
+// (tabular storage: per-channel mean/std of the raw values; a (N, F) table is F channels of
+// 1 x 1). Pass a training split's num_classes for its test split. Errors name the file and
+// the element: data_loss for a bad shape, a non-finite number or a label out of range.
+StatusOr<ImageDataset> npy_dataset(const std::string& x_path, const std::string& y_path, int num_classes = 0);
+
 // ---- augmentation (training images) ----
 struct Augmentation {
   // torchvision's RandomCrop(size, padding=crop_padding): pad with zero pixels, crop the

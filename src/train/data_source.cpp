@@ -133,15 +133,43 @@ StatusOr<std::pair<ImageDataset, ImageDataset>> load_csv(const TrainConfig& c) {
   return std::make_pair(std::move(train).value(), std::move(test).value());
 }
 
+// --dataset npy: DIR/x_train.npy + y_train.npy, and x_test.npy + y_test.npy or --val-split.
+StatusOr<std::pair<ImageDataset, ImageDataset>> load_npy_pairs(const TrainConfig& c) {
+  const std::string& dir = c.data_dir;
+  if (dir.empty())
+    return Status::invalid_argument("--dataset npy needs --data-dir DIR holding x_train.npy and y_train.npy (and "
+                                    "x_test.npy and y_test.npy, or --val-split)");
+  if (!is_directory(dir)) return Status::not_found("--data-dir " + dir + ": no such folder");
+  auto train = npy_dataset(dir + "/x_train.npy", dir + "/y_train.npy", int(c.num_classes));
+  if (!train.is_ok()) return train.status();
+  const bool has_test = ::access((dir + "/x_test.npy").c_str(), F_OK) == 0;
+  if (!has_test) {
+    if (c.val_split <= 0)
+      return Status::invalid_argument("--data-dir " + dir + " has no x_test.npy: pass --val-split 0.1 to hold out "
+                                      "10% of the samples for evaluation");
+    return split_off(*train, c.val_split);
+  }
+  if (c.val_split > 0)
+    return Status::invalid_argument("--val-split: " + dir + "/x_test.npy is the test split already (--val-split is "
+                                    "for data without one)");
+  auto test = npy_dataset(dir + "/x_test.npy", dir + "/y_test.npy", train->num_classes);
+  if (!test.is_ok()) return test.status();
+  if (test->channels != train->channels || test->height != train->height || test->width != train->width ||
+      test->tabular != train->tabular)
+    return Status::data_loss(dir + "/x_test.npy: samples of another shape or dtype than x_train.npy's");
+  return std::make_pair(std::move(train).value(), std::move(test).value());
+}
+
 // The model takes the images' size, channels and classes (a table's columns).
 StatusOr<nn::ModelSpec> fit_model_to(nn::ModelSpec spec, const ImageDataset& d) {
   if (spec.language_model)
     return Status::invalid_argument("model " + spec.name + " is a language model; --dataset " + d.name +
                                     " is not text");
-  if (d.tabular && spec.name != "mlp" && spec.file_text.empty())
-    return Status::invalid_argument("--dataset csv is a table of " + std::to_string(d.channels) +
-                                    " columns: use --model mlp (model " + spec.name + " reads images)");
-  if (!d.tabular && (d.height < 4 || d.width < 4))
+  const bool table = d.height == 1 && d.width == 1;
+  if (table && spec.name != "mlp" && spec.file_text.empty())
+    return Status::invalid_argument("--dataset " + d.name + " is a table of " + std::to_string(d.channels) +
+                                    " columns: use --model mlp or a model file (model " + spec.name + " reads images)");
+  if (!table && (d.height < 4 || d.width < 4))
     return Status::invalid_argument("dataset " + d.source + ": images of " + std::to_string(d.width) + "x" +
                                     std::to_string(d.height) + " pixels; the image models need at least 4x4");
   if (spec.name == "transformer" && d.channels != 1)
@@ -207,7 +235,8 @@ StatusOr<nn::ModelSpec> model_spec_of(const TrainConfig& config) {
 
 void record_geometry(TrainConfig& config, const DataSplits& data) {
   config.model_text = data.spec.file_text;
-  if (config.dataset != "folder" && config.dataset != "csv" && data.spec.file_text.empty()) return;
+  if (config.dataset != "folder" && config.dataset != "csv" && config.dataset != "npy" && data.spec.file_text.empty())
+    return;
   config.input_channels = data.spec.channels;
   config.input_height = data.spec.height;
   config.input_width = data.spec.width;
@@ -219,8 +248,10 @@ void record_geometry(TrainConfig& config, const DataSplits& data) {
 StatusOr<DataSplits> load_data(const TrainConfig& config, const nn::ModelSpec& model) {
   nn::ModelSpec spec = model;
   StatusOr<ImageDataset> train = Status::internal("not loaded"), test = Status::internal("not loaded");
-  if (config.dataset == "folder" || config.dataset == "csv") {
-    auto both = config.dataset == "folder" ? load_folder(config) : load_csv(config);
+  if (config.dataset == "folder" || config.dataset == "csv" || config.dataset == "npy") {
+    auto both = config.dataset == "folder" ? load_folder(config)
+                : config.dataset == "csv"  ? load_csv(config)
+                                           : load_npy_pairs(config);
     if (!both.is_ok()) return both.status();
     auto fitted = fit_model_to(spec, both->first);
     if (!fitted.is_ok()) return fitted.status();

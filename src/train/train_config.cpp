@@ -34,9 +34,10 @@ const std::vector<ConfigField>& config_fields() {
       {.key = "dataset", .flag = "--dataset", .member = &C::dataset,
        .help = "Dataset: fashion-mnist, mnist, cifar10, synthetic, folder (your images: --data-dir DIR with "
                "one subfolder per class), csv (your table: --data-dir FILE.csv or a folder of train.csv and "
-               "test.csv; --model mlp); for a language model kjv (the King James Bible, scripts/prepare-kjv) "
+               "test.csv; --model mlp), npy (--data-dir DIR of x_train.npy, y_train.npy [, x_test.npy, "
+               "y_test.npy]); for a language model kjv (the King James Bible, scripts/prepare-kjv) "
                "or text (--data-dir FILE)",
-       .choices = {"fashion-mnist", "mnist", "cifar10", "synthetic", "folder", "csv", "kjv", "text"},
+       .choices = {"fashion-mnist", "mnist", "cifar10", "synthetic", "folder", "csv", "npy", "kjv", "text"},
        .fixed_on_resume = true},
       {.key = "data_dir", .flag = "--data-dir", .member = &C::data_dir,
        .help = "Dataset folder (default: /usr/share/datasets/<dataset> where Debian installs it; data/kjv for "

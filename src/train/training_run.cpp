@@ -202,9 +202,9 @@ void TrainingRun::describe_finished_run() {
 
 std::string TrainingRun::data_shape_text() const {
   const ImageDataset& d = *data_.train;
-  if (d.tabular)
+  if (d.name != "folder" && d.name != "csv" && d.name != "npy") return "";  // the built-ins say it in their names
+  if (d.height == 1 && d.width == 1)
     return "; " + std::to_string(d.num_classes) + " classes, " + std::to_string(d.channels) + " feature columns";
-  if (d.class_names.empty()) return "";
   return "; " + std::to_string(d.num_classes) + " classes of " + std::to_string(spec_.channels) + "x" +
          std::to_string(spec_.height) + "x" + std::to_string(spec_.width);
 }

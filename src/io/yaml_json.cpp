@@ -3,6 +3,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -98,21 +99,47 @@ struct Converter {
   }
 };
 
+// Where a second document starts: a "---" line after content (a "---" before any content
+// only opens the first), or npos.
+std::string_view::size_type second_document(std::string_view text) {
+  bool content = false;
+  std::string_view::size_type pos = 0;
+  while (pos < text.size()) {
+    std::string_view::size_type end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const bool marker = line == "---" || line.substr(0, 4) == "--- " || line.substr(0, 4) == "---\t";
+    if (marker && content) return pos;
+    const auto first = line.find_first_not_of(" \t");
+    if (!marker && first != std::string_view::npos && line[first] != '#' && line.substr(0, 3) != "...") content = true;
+    pos = end + 1;
+  }
+  return std::string_view::npos;
+}
+
+size_t line_of(std::string_view text, std::string_view::size_type at) {
+  return size_t(std::count(text.begin(), text.begin() + std::ptrdiff_t(at), '\n')) + 1;
+}
+
 }  // namespace
 
 StatusOr<nlohmann::json> yaml_to_json(std::string_view text, const std::string& source, Positions* positions) {
-  std::vector<YAML::Node> docs;
+  // YAML::Load, not LoadAll: Debian's yaml-cpp 0.7 LoadAll loops forever, allocating, on some
+  // malformed input (yaml-cpp PR #1319; our model_file fuzz harness met it: 20 GB in 60 s).
+  // Load reads the first document only, so a second one is found by its "---" line.
+  if (std::string_view::size_type at = second_document(text); at != std::string_view::npos)
+    return Status::invalid_argument(source + ":" + std::to_string(line_of(text, at)) +
+                                    ": a second YAML document ('---'); expected one");
+  YAML::Node doc;
   try {
-    docs = YAML::LoadAll(std::string(text));
+    doc = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
     return Status::invalid_argument(where(source, e.mark) + ": YAML: " + e.msg);
   }
-  if (docs.size() > 1) return Status::invalid_argument(source + ": holds " + std::to_string(docs.size()) +
-                                                       " YAML documents, expected one");
-  if (docs.empty()) return nlohmann::json(nullptr);
   Converter c{source, positions};
   try {
-    return c.convert(docs[0], 0, "");
+    return c.convert(doc, 0, "");
   } catch (const YAML::Exception& e) {
     return Status::invalid_argument(where(source, e.mark) + ": YAML: " + e.msg);
   }

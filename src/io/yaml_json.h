@@ -14,7 +14,7 @@ namespace mixprec::io {
 
 // Plain scalars become null (~, null, empty), booleans (true/false), integers or floats when
 // they read as one, else strings; quoted scalars are always strings. Mappings need string
-// keys. Refused with invalid_argument naming source:line:column: a syntax error, more than one
+// keys. Refused with invalid_argument naming source:line:column: a syntax error, a second
 // document, nesting deeper than kMaxJsonDepth, or more than 1,000,000 values once aliases are
 // expanded (a YAML "billion laughs" file is small but expands exponentially).
 // `positions`, when given, receives "source:line:column" of every value by its JSON pointer

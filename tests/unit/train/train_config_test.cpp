@@ -246,7 +246,7 @@ TEST(ConfigFile, BadYamlNamesFileLineAndColumn) {
       {"lr: 0.1\nepochs: [1, 2\n", "run.yaml:3:1: YAML: "},
       {"lr: 0.1\nlr: 0.2\n", "run.yaml:2:1: key 'lr' appears twice"},
       {"- 1\n- 2\n", "run.yaml: expected a mapping of settings"},
-      {"lr: 0.1\n---\nlr: 0.2\n", "holds 2 YAML documents"},
+      {"lr: 0.1\n---\nlr: 0.2\n", "run.yaml:2: a second YAML document"},
       {"lr: fast\n", "field 'lr' has the wrong type"},
       {"model: \"a\xe1\x9cb\"\n", "run.yaml:1:8: not UTF-8 text"},  // a truncated 3-byte sequence
       {"\xc0\xaf: 1\n", "run.yaml:1:1: not UTF-8 text"},             // an overlong '/'

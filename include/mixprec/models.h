@@ -1,5 +1,6 @@
 // models.h: the models the CLI and benchmarks train, built from nn layers.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -142,6 +143,8 @@ struct ModelSpec {
   // A model file's text (--model my_net.yaml, model_file.h): the network it describes, built
   // for this geometry; empty for the built-in models.
   std::string file_text;
+  // A model of the caller's own (train::run with a Custom): make_model calls it.
+  std::function<std::shared_ptr<Module>()> factory;
 };
 
 // The names `mixprec train --model` accepts, with their input geometry.

@@ -3,10 +3,16 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "mixprec/data.h"
 #include "mixprec/status.h"
+
+namespace mixprec::nn {
+class Module;
+}
 
 namespace mixprec::train {
 
@@ -154,8 +160,9 @@ struct Callbacks {
 // --resume path does not exist: the resume then fails on its own, nothing gets created).
 std::string run_dir_of(const TrainConfig& config);
 
-// Checks a configuration without touching data (flag values, names).
-Status validate(const TrainConfig& config);
+// Checks a configuration without touching data (flag values, names). check_names = false
+// skips the model and dataset names (a Custom run brings its own).
+Status validate(const TrainConfig& config, bool check_names = true);
 
 // The learning rate of optimizer step `step` (1-based) of a run of `total_steps`:
 // warm-up: lr * step / warmup_steps for step <= warmup_steps; then constant: lr; cosine:
@@ -171,5 +178,23 @@ double lr_at(const TrainConfig& config, int64_t step, int64_t total_steps);
 // (dataset), diverged when the loss becomes NaN/inf without a scaler or spikes past
 // loss_spike_factor (after max_rollbacks rollbacks with on_divergence = "rollback").
 StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& callbacks = {});
+
+// A model and data of the caller's own, for run() below.
+struct Custom {
+  // Recorded as the run's model (config.json, checkpoints); a resume must pass the same name.
+  std::string model_name = "custom";
+  // Builds the model; called after the run seeds the generator (manual_seed(config.seed)),
+  // so a factory that initialises from it gives the same weights for the same seed. Also
+  // called by the AMP self-check for its reference copy.
+  std::function<std::shared_ptr<nn::Module>()> make_model;
+  // Samples and labels (data.h). mean/stddev, if empty, are computed from `train`.
+  std::shared_ptr<const ImageDataset> train, test;
+};
+// run() for a custom model and data, with everything the built-ins get: the run directory,
+// metrics, checkpoints, bit-exact --resume (pass the same Custom again), the divergence guard,
+// the AMP self-check, every preset. config.model and config.dataset are ignored (the run
+// records custom.model_name and dataset "custom"); eval/predict of the CLI cannot rebuild such
+// a model, the caller's program does.
+StatusOr<TrainResult> run(const TrainConfig& config, const Custom& custom, const Callbacks& callbacks = {});
 
 }  // namespace mixprec::train

@@ -85,12 +85,17 @@ StatusOr<ModelSpec> model_spec(const std::string& name) {
 }
 
 StatusOr<std::shared_ptr<Module>> build_model(const ModelSpec& spec) {
+  if (spec.factory) {
+    auto m = spec.factory();
+    if (!m) return Status::invalid_argument("the custom model factory returned no model");
+    return m;
+  }
   if (spec.file_text.empty()) return make_model(spec);
   return build_model_file(spec.file_text, spec.name, spec.channels, spec.height, spec.width, spec.classes);
 }
 
 std::shared_ptr<Module> make_model(const ModelSpec& spec) {
-  if (!spec.file_text.empty()) return build_model(spec).value();
+  if (!spec.file_text.empty() || spec.factory) return build_model(spec).value();
   if (spec.name == "transformer")
     return std::make_shared<TransformerClassifier>(spec.height, spec.width, spec.classes);
   if (spec.name == "gpt-tiny") return std::make_shared<Gpt>(spec.width - 1, 4, 128, 4, spec.classes);

@@ -41,8 +41,8 @@ Status as_checkpoint_error(const Status& s) { return Status(StatusCode::bad_chec
 
 }  // namespace
 
-TrainingRun::TrainingRun(const TrainConfig& config, const Callbacks& callbacks)
-    : config_(config), cb_(callbacks), guard_(config.loss_spike_factor) {}
+TrainingRun::TrainingRun(const TrainConfig& config, const Callbacks& callbacks, const Custom* custom)
+    : config_(config), cb_(callbacks), custom_(custom), guard_(config.loss_spike_factor) {}
 
 TrainingRun::~TrainingRun() = default;
 
@@ -58,14 +58,45 @@ Status TrainingRun::claim_run_dir() {
   return Status::ok();
 }
 
+// A Custom run's data as given (statistics computed when missing) and its model as a spec
+// whose factory is the caller's.
+Status TrainingRun::take_custom_data() {
+  const Custom& c = *custom_;
+  if (!c.make_model) return Status::invalid_argument("custom run: make_model is not set");
+  if (!c.train || !c.test) return Status::invalid_argument("custom run: both train and test datasets are needed");
+  for (const auto* d : {c.train.get(), c.test.get()}) MIXPREC_RETURN_IF_ERROR(d->validate());
+  if (c.train->count == 0) return Status::invalid_argument("custom run: the training set is empty");
+  if (c.test->sample_bytes() != c.train->sample_bytes() || c.test->tabular != c.train->tabular ||
+      c.test->text != c.train->text)
+    return Status::invalid_argument("custom run: the test samples differ in shape or kind from the training samples");
+  auto with_stats = [&](std::shared_ptr<const ImageDataset> d) -> std::shared_ptr<const ImageDataset> {
+    if (!d->mean.empty() || d->text) return d;
+    auto copy = std::make_shared<ImageDataset>(*d);
+    compute_channel_stats(*c.train, copy->mean, copy->stddev);  // the training set's, for both
+    for (double& s : copy->stddev)
+      if (!(s > 0)) s = 1.0;
+    return copy;
+  };
+  data_.train = with_stats(c.train);
+  data_.test = with_stats(c.test);
+  spec_ = nn::ModelSpec{c.model_name, c.train->channels, c.train->height, c.train->width,
+                        std::max(c.train->num_classes, c.test->num_classes), c.train->text, "", c.make_model};
+  data_.spec = spec_;
+  return Status::ok();
+}
+
 Status TrainingRun::load_datasets() {
-  auto spec = model_spec_of(config_);  // validate() checked a built-in name; a model file is read here
-  if (!spec.is_ok()) return spec.status();
-  spec_ = *spec;
-  auto data = load_data(config_, spec_);
-  if (!data.is_ok()) return data.status();
-  data_ = *data;
-  spec_ = data_.spec;
+  if (custom_) {
+    MIXPREC_RETURN_IF_ERROR(take_custom_data());
+  } else {
+    auto spec = model_spec_of(config_);  // validate() checked a built-in name; a model file is read here
+    if (!spec.is_ok()) return spec.status();
+    spec_ = *spec;
+    auto data = load_data(config_, spec_);
+    if (!data.is_ok()) return data.status();
+    data_ = *data;
+    spec_ = data_.spec;
+  }
   if (!spec_.file_text.empty())  // a model file's mistakes, before anything runs
     if (auto built = nn::build_model(spec_); !built.is_ok()) return built.status();
   // Written down in config.json and checkpoints, so eval and a resume scale inputs the same
@@ -252,7 +283,7 @@ TrainResult TrainingRun::finish() {
 }
 
 StatusOr<TrainResult> TrainingRun::run() {
-  MIXPREC_RETURN_IF_ERROR(validate(config_));
+  MIXPREC_RETURN_IF_ERROR(validate(config_, /*check_names=*/custom_ == nullptr));
   MIXPREC_RETURN_IF_ERROR(claim_run_dir());
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
   MIXPREC_RETURN_IF_ERROR(load_datasets());
@@ -272,6 +303,14 @@ StatusOr<TrainResult> TrainingRun::run() {
 
 StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& callbacks) {
   TrainingRun training(config, callbacks);
+  return training.run();
+}
+
+StatusOr<TrainResult> run(const TrainConfig& config, const Custom& custom, const Callbacks& callbacks) {
+  TrainConfig c = config;
+  c.model = custom.model_name;
+  c.dataset = "custom";
+  TrainingRun training(c, callbacks, &custom);
   return training.run();
 }
 

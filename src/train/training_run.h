@@ -28,7 +28,8 @@ namespace mixprec::train {
 
 class TrainingRun {
  public:
-  TrainingRun(const TrainConfig& config, const Callbacks& callbacks);
+  // custom (may be null): the caller's model and data instead of config.model / dataset.
+  TrainingRun(const TrainConfig& config, const Callbacks& callbacks, const Custom* custom = nullptr);
   ~TrainingRun();
   TrainingRun(const TrainingRun&) = delete;
   TrainingRun& operator=(const TrainingRun&) = delete;
@@ -43,6 +44,7 @@ class TrainingRun {
   // ---- setting up (training_run.cpp) ----
   Status claim_run_dir();     // one run per run directory: locked before anything is read
   Status load_datasets();     // both splits, the loader, the normalisation to record
+  Status take_custom_data();  // load_datasets for a Custom run
   void choose_precision();    // the preset, or fp32 when the AMP self-check fails
   Status build_model();       // seeded init, --init-from, the PrecisionStep around it
   Status restore();           // --resume: model, optimizer, scaler, RNG, position
@@ -71,6 +73,7 @@ class TrainingRun {
 
   const TrainConfig& config_;
   const Callbacks& cb_;
+  const Custom* custom_;
   TrainResult result_;
 
   std::string run_dir_path_;  // "" when nothing is written

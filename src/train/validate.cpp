@@ -19,11 +19,12 @@ namespace mixprec::train {
 // runtime crash while creating them.
 static int max_threads() { return std::max(8, 4 * omp_get_num_procs()); }
 
-Status validate(const TrainConfig& c) {
+Status validate(const TrainConfig& c, bool check_names) {
   auto bad = [](const std::string& flag, const std::string& what) {
     return Status::invalid_argument(flag + ": " + what);
   };
   for (const ConfigField& f : config_fields()) {
+    if (!check_names && (f.key == "model" || f.key == "dataset")) continue;
     if (std::string why = check_field(f, c); !why.empty())
       return bad(f.flag.empty() ? "configuration field '" + f.key + "'" : f.flag, why);
   }
@@ -50,7 +51,7 @@ Status validate(const TrainConfig& c) {
   if (c.min_lr > c.lr)
     return bad("--min-lr", "must not exceed --lr (" + field_text(*find_config_field("lr"), c) + "), got " +
                                field_text(*find_config_field("min_lr"), c));
-  if (nn::is_model_file(c.model)) return Status::ok();  // read and checked with the data (load_data)
+  if (!check_names || nn::is_model_file(c.model)) return Status::ok();  // read and checked with the data (load_data)
   if (auto spec = nn::model_spec(c.model); !spec.is_ok()) return bad("--model", spec.status().message());
   return Status::ok();
 }

@@ -13,7 +13,9 @@
 namespace mixprec::io {
 namespace {
 
-constexpr int64_t kMaxValues = 1000000;
+// Far above any config or model file (a few hundred values); small enough that a file of
+// nested aliases is refused in milliseconds.
+constexpr int64_t kMaxValues = 100000;
 
 std::string where(const std::string& source, const YAML::Mark& m) {
   if (m.is_null()) return source;
@@ -73,7 +75,8 @@ struct Converter {
         nlohmann::json a = nlohmann::json::array();
         size_t index = 0;
         for (const YAML::Node& item : n) {
-          auto v = convert(item, depth + 1, path + "/" + std::to_string(index++));
+          auto v = convert(item, depth + 1, positions ? path + "/" + std::to_string(index) : path);
+          ++index;
           if (!v.is_ok()) return v.status();
           a.push_back(std::move(v).value());
         }
@@ -88,7 +91,7 @@ struct Converter {
           if (!is_valid_utf8(key)) return Status::invalid_argument(where(source, kv.first.Mark()) + ": not UTF-8 text");
           if (o.contains(key))
             return Status::invalid_argument(where(source, kv.first.Mark()) + ": key '" + key + "' appears twice");
-          auto v = convert(kv.second, depth + 1, path + "/" + pointer_token(key));
+          auto v = convert(kv.second, depth + 1, positions ? path + "/" + pointer_token(key) : path);
           if (!v.is_ok()) return v.status();
           o[key] = std::move(v).value();
         }

@@ -15,7 +15,7 @@ namespace mixprec::io {
 // Plain scalars become null (~, null, empty), booleans (true/false), integers or floats when
 // they read as one, else strings; quoted scalars are always strings. Mappings need string
 // keys. Refused with invalid_argument naming source:line:column: a syntax error, a second
-// document, nesting deeper than kMaxJsonDepth, or more than 1,000,000 values once aliases are
+// document, nesting deeper than kMaxJsonDepth, or more than 100,000 values once aliases are
 // expanded (a YAML "billion laughs" file is small but expands exponentially).
 // `positions`, when given, receives "source:line:column" of every value by its JSON pointer
 // ("/layers/3/conv2d/kernel"), so later checks of the JSON can point into the file. JSON text

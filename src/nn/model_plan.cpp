@@ -101,6 +101,7 @@ class Planner {
       return error(at + "/repeat", "repeat: expected an integer in 1.." + std::to_string(kMaxRepeat) + ", got " +
                                        n.dump());
     if (!entry.contains("layers")) return error(at, "a repeat block needs layers: [...]");
+    if (!entry["layers"].is_array()) return error(at + "/layers", "expected a list of layers");
     for (int64_t r = 0; r < n.get<int64_t>(); ++r) {
       for (size_t i = 0; i < entry["layers"].size(); ++i) {
         const json& inner = entry["layers"][i];

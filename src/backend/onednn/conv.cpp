@@ -198,6 +198,23 @@ Tensor conv2d_backward_data(const Tensor& diff_dst, const Tensor& weights, const
   return diff_src;
 }
 
+namespace {
+
+// src[:, :, ::stride, ::stride] cut to OH x OW, as a dense tensor in the activation layout:
+// one oneDNN reorder reading src through a strided view of its own memory.
+Tensor subsample(const Tensor& src, int64_t stride_h, int64_t stride_w, int64_t oh, int64_t ow) {
+  const Tensor x = conv_input(src);
+  const Shape& st = x.strides();
+  const dnnl::memory::dims dims = {x.size(0), x.size(1), oh, ow};
+  const dnnl_md view(dims, to_dnnl(x.dtype()),
+                     dnnl::memory::dims{st[0], st[1], st[2] * stride_h, st[3] * stride_w});
+  Tensor out = Tensor::empty({x.size(0), x.size(1), oh, ow}, x.dtype(), kActLayout);
+  execute_reorder(view, handle_of(x), md_of(out, kActLayout), out.data());
+  return out;
+}
+
+}  // namespace
+
 WeightGrads conv2d_backward_weights(const Tensor& src, const Tensor& diff_dst,
                                     const Shape& weights_shape, bool with_bias,
                                     const Conv2dParams& p) {
@@ -209,6 +226,16 @@ WeightGrads conv2d_backward_weights(const Tensor& src, const Tensor& diff_dst,
     });
   require_compute_dtype(op, src.dtype());
   const ConvGeom g = conv_geometry(op, src.shape(), weights_shape, p);
+  // A strided 1x1 convolution without padding is the stride-1 one on every stride-th pixel.
+  // Its weight gradient is computed that way: oneDNN 2.6's jit_1x1 backward_weights on a
+  // strided channels-last input with few input channels ("rtus" path) writes past its
+  // workspace and returns wrong gradients, or corrupts memory, with 2+ threads (oneDNN issue
+  // #6035; resnet_golden_test's 4-channel projection shortcut met it).
+  if (g.KH == 1 && g.KW == 1 && p.pad_h == 0 && p.pad_w == 0 && (p.stride_h > 1 || p.stride_w > 1)) {
+    const Conv2dParams unit{};  // stride 1, no padding
+    return conv2d_backward_weights(subsample(src, p.stride_h, p.stride_w, g.OH, g.OW), diff_dst, weights_shape,
+                                   with_bias, unit);
+  }
   if (diff_dst.shape() != g.dst_shape())
     throw Error(Status::invalid_argument(std::string(op) + ": diff_dst " +
                                          shape_str(diff_dst.shape()) + " must be " +

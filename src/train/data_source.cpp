@@ -1,10 +1,12 @@
 // data_source.cpp: dataset selection for the training loop.
 #include "mixprec/train_data.h"
 
-#include "mixprec/model_file.h"
-
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <functional>
+
+#include "mixprec/model_file.h"
 
 namespace mixprec::train {
 
@@ -68,10 +70,32 @@ bool is_directory(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+using Splits = std::pair<ImageDataset, ImageDataset>;
+
+// The data's own test split when it has one (test_path names it, load_test reads it with the
+// training split at hand), else --val-split's share of the training data; either without the
+// other is a usage error. `missing` says what a test split would have been.
+StatusOr<Splits> with_test_split(const TrainConfig& c, ImageDataset train, const std::string& test_path,
+                                 const std::string& missing,
+                                 const std::function<StatusOr<ImageDataset>(const ImageDataset&)>& load_test) {
+  if (test_path.empty()) {
+    if (c.val_split <= 0)
+      return Status::invalid_argument("--data-dir " + c.data_dir + " has no " + missing +
+                                      ": pass --val-split 0.1 to hold out 10% of it for evaluation");
+    return split_off(train, c.val_split);
+  }
+  if (c.val_split > 0)
+    return Status::invalid_argument("--val-split: " + test_path + " is the test split already (--val-split is for "
+                                    "data without one)");
+  auto test = load_test(train);
+  if (!test.is_ok()) return test.status();
+  return std::make_pair(std::move(train), std::move(test).value());
+}
+
 // --dataset folder: DIR/train/<class>/ and DIR/test/<class>/ (or DIR/val/), or DIR/<class>/
 // alone with --val-split. A run that recorded its classes and channels (resume, eval) reads
 // the folders with those, so labels and input keep their meaning.
-StatusOr<std::pair<ImageDataset, ImageDataset>> load_folder(const TrainConfig& c) {
+StatusOr<Splits> load_folder(const TrainConfig& c) {
   const std::string& dir = c.data_dir;
   if (dir.empty())
     return Status::invalid_argument("--dataset folder needs --data-dir DIR: DIR/<class>/<image>.png|.jpg with "
@@ -85,23 +109,13 @@ StatusOr<std::pair<ImageDataset, ImageDataset>> load_folder(const TrainConfig& c
   }
   auto train = load_image_folder(train_dir, c.class_names, c.input_channels);
   if (!train.is_ok()) return train.status();
-  if (test_dir.empty()) {
-    if (c.val_split <= 0)
-      return Status::invalid_argument("--data-dir " + dir + " has no test/ (or val/) folder: pass --val-split 0.1 "
-                                      "to hold out 10% of the images for evaluation");
-    return split_off(*train, c.val_split);
-  }
-  if (c.val_split > 0)
-    return Status::invalid_argument("--val-split: " + test_dir + " is the test split already (--val-split is for "
-                                    "a folder without one)");
-  auto test = load_image_folder(test_dir, train->class_names, train->channels);
-  if (!test.is_ok()) return test.status();
-  return std::make_pair(std::move(train).value(), std::move(test).value());
+  return with_test_split(c, std::move(train).value(), test_dir, "test/ (or val/) folder",
+                         [&](const ImageDataset& t) { return load_image_folder(test_dir, t.class_names, t.channels); });
 }
 
 // --dataset csv: FILE.csv with --val-split, or DIR/train.csv and DIR/test.csv. The test file
 // (and a resumed run) reads the training file's feature columns by name and its classes.
-StatusOr<std::pair<ImageDataset, ImageDataset>> load_csv(const TrainConfig& c) {
+StatusOr<Splits> load_csv(const TrainConfig& c) {
   const std::string& path = c.data_dir;
   if (path.empty())
     return Status::invalid_argument("--dataset csv needs --data-dir FILE.csv (with --val-split) or a folder of "
@@ -117,24 +131,16 @@ StatusOr<std::pair<ImageDataset, ImageDataset>> load_csv(const TrainConfig& c) {
   if (!train_table.is_ok()) return train_table.status();
   auto train = table_dataset(*train_table, train_file, c.class_names, int(c.num_classes));
   if (!train.is_ok()) return train.status();
-  if (test_file.empty()) {
-    if (c.val_split <= 0)
-      return Status::invalid_argument("--data-dir " + path + " has no test file (a folder's test.csv): pass "
-                                      "--val-split 0.1 to hold out 10% of the rows for evaluation");
-    return split_off(*train, c.val_split);
-  }
-  if (c.val_split > 0)
-    return Status::invalid_argument("--val-split: " + test_file + " is the test split already (--val-split is for "
-                                    "data without one)");
-  auto test_table = read_csv_table(test_file, c.label_column, train_table->feature_names);
-  if (!test_table.is_ok()) return test_table.status();
-  auto test = table_dataset(*test_table, test_file, train->class_names, train->num_classes);
-  if (!test.is_ok()) return test.status();
-  return std::make_pair(std::move(train).value(), std::move(test).value());
+  return with_test_split(c, std::move(train).value(), test_file, "test file (a folder's test.csv)",
+                         [&](const ImageDataset& t) -> StatusOr<ImageDataset> {
+                           auto test_table = read_csv_table(test_file, c.label_column, train_table->feature_names);
+                           if (!test_table.is_ok()) return test_table.status();
+                           return table_dataset(*test_table, test_file, t.class_names, t.num_classes);
+                         });
 }
 
 // --dataset npy: DIR/x_train.npy + y_train.npy, and x_test.npy + y_test.npy or --val-split.
-StatusOr<std::pair<ImageDataset, ImageDataset>> load_npy_pairs(const TrainConfig& c) {
+StatusOr<Splits> load_npy_pairs(const TrainConfig& c) {
   const std::string& dir = c.data_dir;
   if (dir.empty())
     return Status::invalid_argument("--dataset npy needs --data-dir DIR holding x_train.npy and y_train.npy (and "
@@ -142,22 +148,18 @@ StatusOr<std::pair<ImageDataset, ImageDataset>> load_npy_pairs(const TrainConfig
   if (!is_directory(dir)) return Status::not_found("--data-dir " + dir + ": no such folder");
   auto train = npy_dataset(dir + "/x_train.npy", dir + "/y_train.npy", int(c.num_classes));
   if (!train.is_ok()) return train.status();
-  const bool has_test = ::access((dir + "/x_test.npy").c_str(), F_OK) == 0;
-  if (!has_test) {
-    if (c.val_split <= 0)
-      return Status::invalid_argument("--data-dir " + dir + " has no x_test.npy: pass --val-split 0.1 to hold out "
-                                      "10% of the samples for evaluation");
-    return split_off(*train, c.val_split);
-  }
-  if (c.val_split > 0)
-    return Status::invalid_argument("--val-split: " + dir + "/x_test.npy is the test split already (--val-split is "
-                                    "for data without one)");
-  auto test = npy_dataset(dir + "/x_test.npy", dir + "/y_test.npy", train->num_classes);
-  if (!test.is_ok()) return test.status();
-  if (test->channels != train->channels || test->height != train->height || test->width != train->width ||
-      test->tabular != train->tabular)
-    return Status::data_loss(dir + "/x_test.npy: samples of another shape or dtype than x_train.npy's");
-  return std::make_pair(std::move(train).value(), std::move(test).value());
+  const std::string test_x = dir + "/x_test.npy";
+  const bool has_test = ::access(test_x.c_str(), F_OK) == 0;
+  return with_test_split(c, std::move(train).value(), has_test ? test_x : "", "x_test.npy",
+                         [&](const ImageDataset& t) -> StatusOr<ImageDataset> {
+                           auto test = npy_dataset(test_x, dir + "/y_test.npy", t.num_classes);
+                           if (!test.is_ok()) return test.status();
+                           if (test->sample_bytes() != t.sample_bytes() || test->height != t.height ||
+                               test->tabular != t.tabular)
+                             return Status::data_loss(test_x + ": samples of another shape or dtype than "
+                                                               "x_train.npy's");
+                           return test;
+                         });
 }
 
 // The model takes the images' size, channels and classes (a table's columns).

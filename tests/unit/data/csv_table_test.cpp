@@ -1,0 +1,137 @@
+// csv_table_test.cpp: CSV tables (parse_csv_table, table_dataset) and their batches: values
+// exactly as strtod reads them, RFC 4180 quotes, CRLF and blank lines; feature columns chosen
+// by name in the training file's order; every malformed row an error naming the file, line
+// and column; labels as numbers or as sorted names, a test split held to the training
+// classes; per-column mean/std against a two-pass float64 sum written here; the loader's
+// batches are (v - mean) / std per column.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "mixprec/data.h"
+
+namespace mixprec {
+namespace {
+
+std::string message_of(const std::string& text, const std::string& label = "label",
+                       const std::vector<std::string>& features = {}) {
+  auto t = parse_csv_table(text, "t.csv", label, features);
+  return t.is_ok() ? "accepted" : t.status().message();
+}
+
+TEST(CsvTable, ValuesQuotesLineEndingsAndLineNumbers) {
+  auto t = parse_csv_table("a,\"b, quoted\",label\r\n1.5,-2e3,cat\r\n\r\n 7 ,\"8\",\"dog \"\"x\"\"\"\r\n", "t.csv", "label");
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  EXPECT_EQ(t->feature_names, (std::vector<std::string>{"a", "b, quoted"}));
+  EXPECT_EQ(t->rows, 2);
+  EXPECT_EQ(t->features, (std::vector<float>{1.5f, -2000.0f, 7.0f, 8.0f}));
+  EXPECT_EQ(t->labels, (std::vector<std::string>{"cat", "dog \"x\""}));
+  EXPECT_EQ(t->line_of_row, (std::vector<int64_t>{2, 4}));
+}
+
+TEST(CsvTable, FeatureColumnsAreFoundByNameInTheGivenOrder) {
+  auto t = parse_csv_table("z,label,y,x\n1,0,2,3\n", "t.csv", "label", {"x", "z"});
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  EXPECT_EQ(t->features, (std::vector<float>{3.0f, 1.0f}));
+  // predict: no label column at all.
+  auto p = parse_csv_table("x,z\n5,6\n", "q.csv", "", {"z", "x"});
+  ASSERT_TRUE(p.is_ok()) << p.status().message();
+  EXPECT_EQ(p->features, (std::vector<float>{6.0f, 5.0f}));
+  EXPECT_TRUE(p->labels.empty());
+  EXPECT_NE(message_of("x,label\n1,0\n", "label", {"x", "w"}).find("t.csv: no column 'w', which the model reads"),
+            std::string::npos);
+}
+
+TEST(CsvTable, MalformedInputIsAnErrorNamingTheLineAndColumn) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"a,b,label\n1,2,0\n3,1\n", "t.csv: row 3 has 2 fields, the header has 3"},
+      {"a,label\nnan,0\n", "t.csv: row 2, column 'a': 'nan' is not a finite number"},
+      {"a,label\n1e999,0\n", "row 2, column 'a': '1e999' is not a finite number"},
+      {"a,label\n,0\n", "row 2, column 'a': '' is not a finite number"},
+      {"a,label\n12abc,0\n", "'12abc' is not a finite number"},
+      {"a,label\n1e39,0\n", "outside float32's range"},
+      {"a,label\n\"1,0\n", "row 2: a quoted field is not closed on its line"},
+      {"a,label\n\"1\"x,0\n", "row 2: text after a closing quote"},
+      {"a,label\n1\"2,0\n", "row 2: a quote inside an unquoted field"},
+      {"a,a,label\n1,2,0\n", "row 1 (the header): column 'a' appears twice"},
+      {"a,b,label\n", "a header but no data rows"},
+      {"", "empty (expected a header row"},
+      {"label\n0\n", "no feature columns besides the label column 'label'"},
+      {"a,lable\n1,0\n", "t.csv: no column 'label' for the labels (did you mean 'lable'?); the header has 'a', 'lable'"},
+      {"a\xff,label\n1,0\n", "t.csv: row 1 (the header): a column name is not UTF-8 text"},
+      {"a,label\n1,\xe1\x9c\n", "t.csv: row 2, column 'label': the label is not UTF-8 text"},
+  };
+  for (const auto& [text, want] : cases) {
+    SCOPED_TRACE(text);
+    EXPECT_NE(message_of(text).find(want), std::string::npos) << message_of(text);
+  }
+  auto missing_label = parse_csv_table("a,b\n1,2\n", "t.csv", "label");
+  EXPECT_EQ(missing_label.status().code(), StatusCode::invalid_argument);
+  auto ragged = parse_csv_table("a,label\n1\n", "t.csv", "label");
+  EXPECT_EQ(ragged.status().code(), StatusCode::data_loss);
+}
+
+TEST(TableDataset, NumericOrNamedLabelsAndPerColumnStatistics) {
+  auto t = parse_csv_table("x,y,label\n1,100,2\n2,300,0\n4,200,2\n", "t.csv", "label");
+  ASSERT_TRUE(t.is_ok());
+  auto d = table_dataset(*t, "t.csv");
+  ASSERT_TRUE(d.is_ok()) << d.status().message();
+  EXPECT_TRUE(d->tabular);
+  EXPECT_EQ(d->channels, 2);
+  EXPECT_EQ(d->height * d->width, 1);
+  EXPECT_EQ(d->num_classes, 3);  // largest label + 1
+  EXPECT_TRUE(d->class_names.empty());
+  EXPECT_EQ(d->labels, (std::vector<uint8_t>{2, 0, 2}));
+  // Two-pass float64 mean and population std per column.
+  const double xs[] = {1, 2, 4}, ys[] = {100, 300, 200};
+  for (int c = 0; c < 2; ++c) {
+    const double* v = c == 0 ? xs : ys;
+    const double m = (v[0] + v[1] + v[2]) / 3;
+    const double sd = std::sqrt(((v[0] - m) * (v[0] - m) + (v[1] - m) * (v[1] - m) + (v[2] - m) * (v[2] - m)) / 3);
+    EXPECT_DOUBLE_EQ(d->mean[size_t(c)], m);
+    EXPECT_DOUBLE_EQ(d->stddev[size_t(c)], sd);
+  }
+  auto named = parse_csv_table("x,label\n1,dog\n2,cat\n3,dog\n", "n.csv", "label");
+  auto nd = table_dataset(*named, "n.csv");
+  ASSERT_TRUE(nd.is_ok());
+  EXPECT_EQ(nd->class_names, (std::vector<std::string>{"cat", "dog"}));
+  EXPECT_EQ(nd->labels, (std::vector<uint8_t>{1, 0, 1}));
+  // A test split follows the training classes.
+  auto test = parse_csv_table("x,label\n1,cat\n\n2,bird\n", "test.csv", "label");
+  auto td = table_dataset(*test, "test.csv", nd->class_names, nd->num_classes);
+  ASSERT_FALSE(td.is_ok());
+  EXPECT_NE(td.status().message().find("test.csv: row 4: label 'bird' is not one of the training set's classes "
+                                       "('cat', 'dog')"),
+            std::string::npos)
+      << td.status().message();
+  auto numeric_test = parse_csv_table("x,label\n1,5\n", "test.csv", "label");
+  EXPECT_FALSE(table_dataset(*numeric_test, "test.csv", {}, 3).is_ok());
+}
+
+TEST(TableDataset, TheLoaderNormalisesEachColumn) {
+  auto t = parse_csv_table("x,y,label\n1,100,1\n2,300,0\n4,200,1\n", "t.csv", "label");
+  auto d = table_dataset(*t, "t.csv");
+  ASSERT_TRUE(d.is_ok());
+  DataLoader loader(std::make_shared<const ImageDataset>(*d), DataLoaderOptions{.batch_size = 3, .shuffle = false});
+  loader.set_epoch(0);
+  auto b = loader.next();
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->images.shape(), (std::vector<int64_t>{3, 2, 1, 1}));
+  const std::vector<double> got = b->images.to_vector_f64();
+  const double raw[3][2] = {{1, 100}, {2, 300}, {4, 200}};
+  for (int i = 0; i < 3; ++i)
+    for (int c = 0; c < 2; ++c)
+      EXPECT_EQ(got[size_t(i * 2 + c)], double(float((raw[i][c] - d->mean[size_t(c)]) / d->stddev[size_t(c)])));
+  EXPECT_EQ(b->labels.to_vector_f64(), (std::vector<double>{1, 0, 1}));
+  // Splitting a table keeps it a table.
+  auto parts = split_off(*d, 0.34);
+  ASSERT_TRUE(parts.is_ok());
+  EXPECT_TRUE(parts->first.tabular && parts->second.tabular);
+  EXPECT_EQ(parts->first.features.size() + parts->second.features.size(), d->features.size());
+  EXPECT_TRUE(parts->second.validate().is_ok());
+}
+
+}  // namespace
+}  // namespace mixprec

@@ -91,6 +91,9 @@ ImageDataset make_synthetic(int64_t count, int64_t channels, int64_t height, int
 // Exact per-channel mean and std of pixel / 255 over the whole dataset.
 void compute_channel_stats(const ImageDataset& dataset, std::vector<double>& mean,
                            std::vector<double>& stddev);
+// The statistics a dataset of the user's normalises by: compute_channel_stats, with a
+// constant channel's std of 0 replaced by 1 (nothing to scale; dividing by 0 gives NaN).
+void compute_normalisation(const ImageDataset& dataset, std::vector<double>& mean, std::vector<double>& stddev);
 
 // ---- image folders (the user's own images) ----
 // DIR/<class>/*.png|*.jpg|*.jpeg, one subfolder per class, as torchvision's ImageFolder: the

@@ -226,9 +226,7 @@ StatusOr<ImageDataset> table_dataset(const CsvTable& t, const std::string& sourc
     d.class_names = names;
     d.num_classes = int(names.size());
   }
-  compute_channel_stats(d, d.mean, d.stddev);
-  for (double& s : d.stddev)  // a constant column: nothing to scale
-    if (!(s > 0)) s = 1.0;
+  compute_normalisation(d, d.mean, d.stddev);
   MIXPREC_RETURN_IF_ERROR(d.validate());
   return d;
 }

@@ -179,6 +179,12 @@ StatusOr<ImageDataset> load_cifar10(const std::string& dir, Split split) {
   return all;
 }
 
+void compute_normalisation(const ImageDataset& dataset, std::vector<double>& mean, std::vector<double>& stddev) {
+  compute_channel_stats(dataset, mean, stddev);
+  for (double& s : stddev)
+    if (!(s > 0)) s = 1.0;
+}
+
 void compute_channel_stats(const ImageDataset& ds, std::vector<double>& mean,
                            std::vector<double>& stddev) {
   mean.assign(size_t(ds.channels), 0.0);

@@ -126,10 +126,7 @@ StatusOr<ImageDataset> load_image_folder(const std::string& dir, const std::vect
   }
   d.source = fmt::format("{} ({} images in {} classes{})", dir, d.count, found.size(),
                          ignored ? fmt::format("; {} other files ignored", ignored) : "");
-  compute_channel_stats(d, d.mean, d.stddev);
-  // A folder of identical images has stddev 0: normalising by it would divide by zero.
-  for (double& s : d.stddev)
-    if (!(s > 0)) s = 1.0;
+  compute_normalisation(d, d.mean, d.stddev);  // a folder of identical images has std 0
   MIXPREC_RETURN_IF_ERROR(d.validate());
   return d;
 }

@@ -67,9 +67,7 @@ StatusOr<ImageDataset> npy_dataset(const std::string& x_path, const std::string&
   }
   d.num_classes = std::max(largest + 1, num_classes);
   d.source = fmt::format("{} {} and {}", x_path, shape_text(s), y_path);
-  compute_channel_stats(d, d.mean, d.stddev);
-  for (double& sd : d.stddev)  // a constant channel: nothing to scale
-    if (!(sd > 0)) sd = 1.0;
+  compute_normalisation(d, d.mean, d.stddev);
   MIXPREC_RETURN_IF_ERROR(d.validate());
   return d;
 }

@@ -72,9 +72,7 @@ Status TrainingRun::take_custom_data() {
   auto with_stats = [&](std::shared_ptr<const ImageDataset> d) -> std::shared_ptr<const ImageDataset> {
     if (!d->mean.empty() || d->text) return d;
     auto copy = std::make_shared<ImageDataset>(*d);
-    compute_channel_stats(*c.train, copy->mean, copy->stddev);  // the training set's, for both
-    for (double& s : copy->stddev)
-      if (!(s > 0)) s = 1.0;
+    compute_normalisation(*c.train, copy->mean, copy->stddev);  // the training set's, for both
     return copy;
   };
   data_.train = with_stats(c.train);

@@ -187,6 +187,14 @@ struct DataLoaderOptions {
   bool normalize = true;   // (x/255 - mean)/std; false gives x/255 in [0, 1]
   // Images only: each sample augmented by augment_draw(augment, seed, epoch, its index).
   Augmentation augment;
+  // Data-parallel training: this loader serves shard `shard_rank` of `shard_count`, the
+  // positions rank, rank + count, ... of each epoch's order (PyTorch's DistributedSampler),
+  // batch_size samples per batch (the global batch is batch_size x shard_count). Global
+  // batch k is then exactly batch k of one loader with batch_size x shard_count. Every shard
+  // has the same number of batches: the final partial global batch is split over the shards
+  // when each gets at least one sample of it, and dropped otherwise (docs/distributed.md).
+  int shard_rank = 0;
+  int shard_count = 1;
 };
 
 struct Batch {
@@ -233,7 +241,8 @@ class DataLoader {
 
   int64_t epoch() const;     // the epoch next() serves
   int64_t position() const;  // index of the batch next() returns next (for checkpoints)
-  // The sample order epoch `epoch` uses (identity when shuffle is off).
+  // The sample order epoch `epoch` uses (identity when shuffle is off): this loader's shard
+  // of it when sharded.
   std::vector<int64_t> epoch_order(int64_t epoch) const;
 
  private:

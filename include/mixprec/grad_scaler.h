@@ -11,6 +11,7 @@
 // inf/NaN check, then an optimizer pass that unscales as it reads (see Optimizer::step_fused).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -95,6 +96,11 @@ class GradScaler {
   const std::vector<NonFiniteGrad>& last_nonfinite() const { return last_nonfinite_; }
   // Names for the non-finite report (e.g. model.named_parameters()).
   void name_parameters(const std::vector<std::pair<std::string, Tensor>>& named);
+  // Data-parallel training: the found-inf flag of each step goes through `combine` (a MAX
+  // over all ranks) before the skip decision, so every rank skips the same steps and keeps the
+  // same scale, as PyTorch's GradScaler does with its found_inf all-reduce under DDP. It may
+  // throw Error (a rank stopped responding).
+  void set_found_inf_combiner(std::function<bool(bool)> combine) { combine_ = std::move(combine); }
 
  private:
   enum class Stage : uint8_t { ready, unscaled, stepped };
@@ -113,6 +119,7 @@ class GradScaler {
   std::vector<NonFiniteGrad> last_nonfinite_, pending_nonfinite_;
   std::unordered_map<const optim::Optimizer*, PerOptimizer> per_optimizer_;
   std::unordered_map<const void*, std::string> names_;
+  std::function<bool(bool)> combine_;
 };
 
 }  // namespace mixprec::amp

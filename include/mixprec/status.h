@@ -18,6 +18,7 @@ enum class StatusCode : int {
   diverged,          // training produced a non-finite loss
   bad_checkpoint,    // a checkpoint to resume from is missing, corrupt or does not fit
   busy,              // a resource (a run directory) is held by another process
+  distributed,       // a data-parallel job's ranks disagree, or one stopped responding
   internal,
 };
 

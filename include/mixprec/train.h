@@ -55,6 +55,10 @@ struct TrainConfig {
   int64_t inject_nonfinite_step = 0;       // > 0: write inf into a gradient at this step
   std::string inject_nonfinite_param;      // which parameter ("" = the first)
   bool self_check = true;                  // 16-bit presets: compare with fp32 on one batch first
+  // Data-parallel runs (mpirun -np N; docs/distributed.md): how long a rank waits for the
+  // others before the job ends, and how often the ranks compare hashes of their weights.
+  double dist_timeout = 60.0;              // seconds
+  int64_t dist_check_every = 100;          // steps (0: only at the start and the end)
   // Run directory and checkpoints (empty run_dir: nothing is written).
   std::string run_dir;                     // e.g. "runs/train3": config.json, metrics.jsonl, checkpoints
   int64_t save_every = 0;                  // also checkpoint every N steps (0: after each epoch only)

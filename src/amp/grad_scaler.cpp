@@ -97,6 +97,7 @@ bool GradScaler::step(optim::Optimizer& opt) {
     throw Error(Status::invalid_argument("GradScaler::step: step() has already been called since the last update()"));
   if (st.stage == Stage::ready) unscale(opt);
   st.stage = Stage::stepped;
+  if (combine_) st.found_inf = combine_(st.found_inf);
   if (st.found_inf) return false;
   opt.step();
   return true;
@@ -144,6 +145,7 @@ bool GradScaler::step_fused(optim::Optimizer& opt, std::span<const Tensor> grads
     grad_scale = float(1.0 / double(scale_));  // PyTorch's inv_scale, as unscale() uses
   }
   st.stage = Stage::stepped;
+  if (combine_) st.found_inf = combine_(st.found_inf);
   if (st.found_inf) return false;
   opt.step_fused(grads, grad_scale, rounded_out);
   return true;

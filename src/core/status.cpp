@@ -17,6 +17,7 @@ const char* Status::code_name() const {
     case StatusCode::diverged: return "diverged";
     case StatusCode::bad_checkpoint: return "bad checkpoint";
     case StatusCode::busy: return "busy";
+    case StatusCode::distributed: return "distributed";
     case StatusCode::internal: return "internal error";
   }
   return "?";

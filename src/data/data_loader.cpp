@@ -39,6 +39,7 @@ struct DataLoader::State {
   std::shared_ptr<const ImageDataset> ds;
   DataLoaderOptions opt;
   int64_t num_batches = 0;
+  int64_t covered = 0;  // positions of an epoch's order that batches use (all shards together)
   std::vector<std::array<float, 256>> lut;  // per channel: pixel byte -> normalised f32
 
   // Consumer side (the thread calling next()).
@@ -65,7 +66,7 @@ Batch DataLoader::State::build(int64_t b) const {
   MemoryCategoryGuard guard(MemoryCategory::data);
   const ImageDataset& d = *ds;
   const int64_t begin = b * opt.batch_size;
-  const int64_t end = std::min(begin + opt.batch_size, d.count);
+  const int64_t end = std::min(begin + opt.batch_size, int64_t(order.size()));
   const int64_t B = end - begin, plane = d.height * d.width;
   Batch out;
   out.index = b;
@@ -191,8 +192,19 @@ DataLoader::DataLoader(std::shared_ptr<const ImageDataset> dataset, DataLoaderOp
   State& s = *state_;
   s.ds = std::move(dataset);
   s.opt = options;
-  const int64_t n = s.ds->count, bs = options.batch_size;
-  s.num_batches = options.drop_last ? n / bs : (n + bs - 1) / bs;
+  if (options.shard_count < 1 || options.shard_rank < 0 || options.shard_rank >= options.shard_count)
+    throw Error(Status::invalid_argument(fmt::format("DataLoader: shard {} of {}: expected 0 <= rank < count",
+                                                     options.shard_rank, options.shard_count)));
+  const int64_t n = s.ds->count, bs = options.batch_size, shards = options.shard_count;
+  if (shards == 1) {
+    s.num_batches = options.drop_last ? n / bs : (n + bs - 1) / bs;
+  } else {
+    // Global batches of bs x shards samples; a final partial one only when every shard gets
+    // at least one sample of it (a rank with an empty batch could not run the model).
+    const int64_t global = bs * shards;
+    s.num_batches = n / global + (!options.drop_last && n % global >= shards ? 1 : 0);
+  }
+  s.covered = std::min(n, s.num_batches * bs * shards);
   // Pixels go through a table per channel; a table's numbers (tabular) are computed.
   const int64_t lut_channels = s.ds->tabular ? 0 : s.ds->channels;
   s.lut.resize(size_t(lut_channels));
@@ -210,7 +222,9 @@ DataLoader::~DataLoader() { state_->stop_producer(); }
 
 int64_t DataLoader::num_batches() const { return state_->num_batches; }
 int64_t DataLoader::num_samples() const {
-  return std::min(state_->num_batches * state_->opt.batch_size, state_->ds->count);
+  const State& s = *state_;
+  const int64_t shards = s.opt.shard_count;
+  return (s.covered - s.opt.shard_rank + shards - 1) / shards;  // positions = rank (mod shards) below covered
 }
 const DataLoaderOptions& DataLoader::options() const { return state_->opt; }
 const ImageDataset& DataLoader::dataset() const { return *state_->ds; }
@@ -218,11 +232,23 @@ int64_t DataLoader::epoch() const { return state_->epoch; }
 int64_t DataLoader::position() const { return state_->next_index; }
 
 std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
-  const int64_t n = state_->ds->count;
-  if (state_->opt.shuffle) return shuffled_order(n, state_->opt.seed, epoch);
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) order[size_t(i)] = i;
-  return order;
+  const State& s = *state_;
+  const int64_t n = s.ds->count;
+  std::vector<int64_t> order;
+  if (s.opt.shuffle) {
+    order = shuffled_order(n, s.opt.seed, epoch);
+  } else {
+    order.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) order[size_t(i)] = i;
+  }
+  if (s.opt.shard_count == 1) return order;
+  // This rank's shard: every shard_count-th position of the epoch's order, from shard_rank
+  // (PyTorch's DistributedSampler), so that global batch k is exactly the batch k of one
+  // process with batch_size x shard_count.
+  std::vector<int64_t> shard;
+  shard.reserve(size_t(num_samples()));
+  for (int64_t p = s.opt.shard_rank; p < s.covered; p += s.opt.shard_count) shard.push_back(order[size_t(p)]);
+  return shard;
 }
 
 void DataLoader::set_epoch(int64_t epoch) { throw_if_error(begin_epoch(epoch, 0)); }

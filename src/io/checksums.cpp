@@ -50,6 +50,8 @@ std::string header_digest(const std::map<std::string, std::string>& metadata) {
 
 }  // namespace
 
+uint64_t hash_bytes(const void* data, size_t size, uint64_t seed) { return XXH3_64bits_withSeed(data, size, seed); }
+
 std::string checksum_entry(const std::vector<std::pair<std::string, Tensor>>& contiguous_tensors,
                            const std::map<std::string, std::string>& metadata) {
   nlohmann::ordered_json tensors = nlohmann::ordered_json::object();

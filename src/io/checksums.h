@@ -31,6 +31,10 @@ inline constexpr const char* kChecksumKey = "mixprec.checksums";
 std::string checksum_entry(const std::vector<std::pair<std::string, Tensor>>& contiguous_tensors,
                            const std::map<std::string, std::string>& metadata);
 
+// XXH3-64 of bytes, continuing from `seed` (chain calls to hash several buffers): the one
+// hash function of mixprec (data-parallel ranks compare weights and data with it).
+uint64_t hash_bytes(const void* data, size_t size, uint64_t seed = 0);
+
 // Checks file's tensors and metadata against its checksum entry. ok when they match, and when
 // there is no entry (then file.checksums is "absent"); data_loss naming `path`, the tensor (or
 // the header metadata) and both digests otherwise, or when the entry itself is malformed.

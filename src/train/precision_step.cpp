@@ -79,7 +79,8 @@ PrecisionStep::Outcome PrecisionStep::run(const std::vector<Batch>& micro_batche
   const bool fuse = fused_update_ && !(scaler_.is_enabled() && !masters_ && preset_.param_dtype != DType::f32);
   // O2 masters need their f32 .grad when micro-batches are summed (in f32, never in 16 bits)
   // or clipping reads them; otherwise the fused step reads the 16-bit gradients directly.
-  const bool accumulate = masters_ && (!fuse || micro_batches.size() > 1 || clip_grad_norm_ > 0);
+  // Data-parallel runs reduce f32 gradients: the masters' under O2.
+  const bool accumulate = masters_ && (!fuse || micro_batches.size() > 1 || clip_grad_norm_ > 0 || dp_);
   const double inv_micro = 1.0 / double(micro_batches.size());
   double loss_sum = 0.0;
   auto t = Clock::now();
@@ -116,6 +117,17 @@ PrecisionStep::Outcome PrecisionStep::run(const std::vector<Batch>& micro_batche
       }
       break;
     }
+  }
+  if (dp_) {
+    // After the injection, which models a fault on this rank alone: the sum carries its inf
+    // to every rank (and the scaler's found-inf MAX makes sure of the decision).
+    std::vector<Tensor> grads;
+    for (const Tensor& p : optimizer_->params()) grads.push_back(p.grad());
+    throw_if_error(dp_->reduce_gradients(grads, dp_weight_, dp_step_));
+    auto mean = dp_->mean_loss(out.loss, dp_weight_, dp_step_);
+    throw_if_error(mean.status());
+    out.loss = *mean;
+    out.finite = std::isfinite(out.loss);
   }
   if (clip_grad_norm_ > 0) {
     scaler_.unscale(*optimizer_);  // clip the true gradients

@@ -13,6 +13,7 @@
 #include "mixprec/optim.h"
 #include "mixprec/precision.h"
 #include "mixprec/train.h"
+#include "train/data_parallel.h"
 
 namespace mixprec::train {
 
@@ -62,6 +63,15 @@ class PrecisionStep {
   bool fused_update() const { return fused_update_; }
   // Forward of a batch under the preset, without grad (evaluation).
   Tensor predict(const Tensor& images);
+  // Data-parallel training: after backward, run() averages the gradients (and the loss)
+  // over the ranks of `dp`, this rank's weighted by `weight` (DataParallel::agree_on_step),
+  // before clipping, the inf/NaN check and the update. O2 then reduces the f32 masters'
+  // gradients (never 16-bit ones). Null: one process.
+  void set_data_parallel(DataParallel* dp) { dp_ = dp; }
+  void set_step_weight(double weight, int64_t step) {
+    dp_weight_ = weight;
+    dp_step_ = step;
+  }
 
   nn::Module& model() { return *model_; }
   optim::Optimizer& optimizer() { return *optimizer_; }
@@ -83,6 +93,9 @@ class PrecisionStep {
   // fused update as it writes the parameter and offered to the next forward's weight-cast
   // cache (amp::offer_cast), instead of that forward re-reading every parameter to cast it.
   std::vector<Tensor> prepared_;
+  DataParallel* dp_ = nullptr;
+  double dp_weight_ = 1.0;
+  int64_t dp_step_ = 0;
 };
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, std::vector<Tensor> params);

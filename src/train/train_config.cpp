@@ -119,6 +119,13 @@ const std::vector<ConfigField>& config_fields() {
        .help = "Start from weights in a .safetensors file (PyTorch names)", .saved = false},
       {.key = "self_check", .flag = "--no-self-check", .member = &C::self_check,
        .help = "Skip the AMP self-check before 16-bit training", .saved = false},
+      {.key = "dist_timeout", .flag = "--dist-timeout", .member = &C::dist_timeout,
+       .help = "mpirun jobs: seconds a rank waits for the others before the job ends naming the missing rank",
+       .min = 1, .max = 86400, .choices = {}, .saved = false},
+      {.key = "dist_check_every", .flag = "--dist-check-every", .member = &C::dist_check_every,
+       .help = "mpirun jobs: compare hashes of every rank's weights and loss scale every N steps (0: only at "
+               "the start and the end)",
+       .min = 0, .choices = {}, .saved = false},
       // Set by the CLI's --inject-nonfinite STEP[:PARAM] (one flag, two fields).
       {.key = "inject_nonfinite_step", .member = &C::inject_nonfinite_step,
        .help = "Write inf into a gradient at this step (0: never)", .min = 0, .saved = false},

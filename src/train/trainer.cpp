@@ -6,6 +6,7 @@
 // steps over the offending batch.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "mixprec/autograd.h"
 #include "mixprec/memory.h"
@@ -165,7 +166,17 @@ StatusOr<TrainingRun::Next> TrainingRun::train_step(int64_t epoch, int64_t batch
   // checkpoint keeps, so a resume agrees) do not move it.
   step_->optimizer().set_lr(lr_at(config_, global_step_ - step_->scaler().skipped_steps() + 1, total_));
   injected_ = injected_ || inject;
+  int64_t samples = 0;  // this step's, over all ranks
+  for (const Batch& b : micro_) samples += b.images.size(0);
+  if (dp_) {  // the rendezvous: all ranks at this step, and their share of its samples
+    auto weight = dp_->agree_on_step(global_step_ + 1, samples);
+    if (!weight.is_ok()) return weight.status();
+    step_->set_step_weight(*weight, global_step_ + 1);
+    samples = int64_t(std::llround(double(samples) * dp_->ranks() / *weight));
+  }
   const PrecisionStep::Outcome out = step_->run(micro_, inject ? &config_.inject_nonfinite_param : nullptr);
+  if (dp_ && !step_->model().named_buffers().empty())
+    MIXPREC_RETURN_IF_ERROR(dp_->sync_buffers(step_->model(), global_step_ + 1));
   if (auto why = guard_.check(out.loss, step_->scaler().is_enabled())) {
     const std::string where = " at step " + std::to_string(global_step_ + 1) + " (epoch " + std::to_string(epoch + 1) +
                               ", batch " + std::to_string(batch + 1) + ", precision " + preset_.name + ")";
@@ -187,7 +198,7 @@ StatusOr<TrainingRun::Next> TrainingRun::train_step(int64_t epoch, int64_t batch
   }
   step_seconds_.push_back(seconds_since(t0));
   ++global_step_;
-  for (const Batch& b : micro_) window_images_ += b.images.size(0);
+  window_images_ += samples;
   result_.losses.push_back(out.loss);
   if (metrics_)
     MIXPREC_RETURN_IF_ERROR(metrics_->log_step(global_step_, epoch, out.loss, step_->optimizer().lr(), out.scale_used,
@@ -211,7 +222,16 @@ StatusOr<TrainingRun::Next> TrainingRun::after_step(int64_t epoch, int64_t batch
   }
   const bool saved = end_of_epoch || (periodic && config_.save_every > 0 && global_step_ % config_.save_every == 0);
   if (saved) MIXPREC_RETURN_IF_ERROR(save(next, best));
-  if (!skipped_batch && cb_.stop_requested && cb_.stop_requested()) {  // Ctrl-C: stop with a checkpoint
+  if (dp_ && !skipped_batch && config_.dist_check_every > 0 && global_step_ % config_.dist_check_every == 0)
+    MIXPREC_RETURN_IF_ERROR(
+        dp_->check_replicas(step_->optimizer().params(), step_->scaler().get_scale(), global_step_));
+  bool stop = !skipped_batch && cb_.stop_requested && cb_.stop_requested();
+  if (dp_ && !skipped_batch) {  // Ctrl-C on any rank (mpirun forwards it to all) stops all at the same step
+    auto any = dp_->any(stop, "the stop check after step " + std::to_string(global_step_));
+    if (!any.is_ok()) return any.status();
+    stop = *any;
+  }
+  if (stop) {  // Ctrl-C: stop with a checkpoint
     if (!saved) MIXPREC_RETURN_IF_ERROR(save(next, false));
     result_.interrupted = true;
     return Next::stop;
@@ -247,7 +267,10 @@ Status TrainingRun::train() {
         next = *after;
       }
     }
-    if (next != Next::restart_from_checkpoint) return Status::ok();
+    if (next != Next::restart_from_checkpoint) {
+      if (!dp_) return Status::ok();
+      return dp_->check_replicas(step_->optimizer().params(), step_->scaler().get_scale(), global_step_);
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "mixprec/autograd.h"
+#include "mixprec/distributed.h"
 #include "mixprec/memory.h"
 #include "mixprec/names.h"
 #include "mixprec/train_config.h"
@@ -46,7 +47,41 @@ TrainingRun::TrainingRun(const TrainConfig& config, const Callbacks& callbacks, 
 
 TrainingRun::~TrainingRun() = default;
 
+Status TrainingRun::join_ranks() {
+  dist::Communicator& comm = dist::world();
+  comm.set_timeout(config_.dist_timeout);
+  if (comm.size() == 1) return Status::ok();
+  const int n = comm.size();
+  if (config_.batch_size % n != 0) {
+    const int64_t down = config_.batch_size / n * n, up = down + n;
+    return Status::invalid_argument("--batch-size: " + std::to_string(config_.batch_size) +
+                                    " is the global batch and must divide evenly over " + std::to_string(n) +
+                                    " ranks (try " + (down > 0 ? std::to_string(down) + " or " : "") +
+                                    std::to_string(up) + ")");
+  }
+  if (config_.on_divergence == "rollback")
+    return Status::invalid_argument("--on-divergence rollback: not supported with " + std::to_string(n) +
+                                    " ranks yet (use stop, and --resume from the last checkpoint)");
+  dp_ = std::make_unique<DataParallel>(comm);
+  return Status::ok();
+}
+
+Status TrainingRun::check_ranks_agree() {
+  if (!dp_) return Status::ok();
+  // The settings that shape the run (config.json's), not the run-time knobs (threads, fault
+  // injection, timeouts): ranks of one job may differ in those.
+  TrainConfig shape = recorded_config_;
+  shape.threads = 0;
+  MIXPREC_RETURN_IF_ERROR(dp_->check_same_text("training configuration", config_to_json(shape), "at the start"));
+  MIXPREC_RETURN_IF_ERROR(dp_->check_same({{"mixprec executable", hash_executable()},
+                                           {"training data", hash_dataset(*data_.train)},
+                                           {"test data", hash_dataset(*data_.test)}},
+                                          "at the start"));
+  return dp_->check_replicas(step_->optimizer().params(), step_->scaler().get_scale(), pos_.global_step);
+}
+
 Status TrainingRun::claim_run_dir() {
+  if (dp_ && dp_->rank() != 0) return Status::ok();  // rank 0 writes the run directory
   run_dir_path_ = run_dir_of(config_);
   if (run_dir_path_.empty()) return Status::ok();
   const RunDirMode mode = !config_.resume.empty() ? RunDirMode::resume
@@ -106,9 +141,13 @@ Status TrainingRun::load_datasets() {
   if ((data_.train->text || data_.train->tabular) && (config_.random_crop > 0 || config_.hflip))
     return Status::invalid_argument("--random-crop/--hflip: dataset " + config_.dataset + " is " +
                                     (data_.train->text ? "text" : "a table") + "; augmentation is for images");
+  // Under mpirun each rank reads its shard of every global batch (data_parallel.h).
+  const int ranks = dp_ ? dp_->ranks() : 1;
   loader_ = std::make_unique<DataLoader>(
-      data_.train, DataLoaderOptions{.batch_size = config_.batch_size, .shuffle = config_.shuffle, .seed = config_.seed,
-                                     .augment = {.crop_padding = config_.random_crop, .hflip = config_.hflip}});
+      data_.train, DataLoaderOptions{.batch_size = config_.batch_size / ranks, .shuffle = config_.shuffle,
+                                     .seed = config_.seed,
+                                     .augment = {.crop_padding = config_.random_crop, .hflip = config_.hflip},
+                                     .shard_rank = dp_ ? dp_->rank() : 0, .shard_count = ranks});
   return Status::ok();
 }
 
@@ -119,6 +158,14 @@ void TrainingRun::choose_precision() {
   auto first = loader_->next();
   SelfCheckResult check = amp_self_check(preset_, spec_, config_, *first);
   result_.self_check = check.summary;
+  if (dp_) {  // every rank falls back, or none: they must train the same model
+    auto failed_somewhere = dp_->any(!check.passed, "the AMP self-check's result");
+    throw_if_error(failed_somewhere.status());
+    if (*failed_somewhere && check.passed) {
+      check.passed = false;
+      check.summary += " here, but failed on another rank";
+    }
+  }
   if (check.passed) return;
   if (cb_.on_warning)
     cb_.on_warning(check.summary + "; falling back to fp32 (pass --precision fp32 to silence, "
@@ -150,6 +197,14 @@ Status TrainingRun::build_model() {
                                       did_you_mean(config_.inject_nonfinite_param, all) + "; its parameters: " + names);
   }
   step_ = std::make_unique<PrecisionStep>(preset_, model, config_);
+  if (dp_) {
+    step_->set_data_parallel(dp_.get());
+    step_->scaler().set_found_inf_combiner([dp = dp_.get()](bool found) {
+      auto any = dp->any(found, "combining the ranks' found-inf flags");
+      throw_if_error(any.status());
+      return *any;
+    });
+  }
   return Status::ok();
 }
 
@@ -249,8 +304,8 @@ void TrainingRun::announce() {
   if (!cb_.on_start) return;
   const std::string micro =
       config_.accumulate > 1 ? ", " + std::to_string(config_.accumulate) + " micro-batches each" : "";
-  cb_.on_start(config_,
-               {{"model", spec_.name + " (" + std::to_string(step_->model().num_parameters()) + " parameters)"},
+  std::vector<std::pair<std::string, std::string>> rows = {
+                {"model", spec_.name + " (" + std::to_string(step_->model().num_parameters()) + " parameters)"},
                 {"dataset", data_.train->name + " (" + std::to_string(data_.train->count) + " train, " +
                                 std::to_string(data_.test->count) + (config_.val_split > 0 ? " held out" : " test") +
                                 data_shape_text() + ")"},
@@ -261,7 +316,16 @@ void TrainingRun::announce() {
                 {"loss scaling", preset_.loss_scaling ? "dynamic, init " + number_text(config_.init_scale) +
                                                             ", interval " + std::to_string(config_.growth_interval)
                                                       : "off"},
-                {"self-check", result_.self_check.empty() ? "-" : result_.self_check}});
+                {"self-check", result_.self_check.empty() ? "-" : result_.self_check}};
+  if (dp_) {
+    const std::string n = std::to_string(dp_->ranks());
+    rows.insert(rows.begin() + 3,
+                {"data-parallel", n + " ranks (" + dp_->communicator().backend() + "): global batch " +
+                                      std::to_string(config_.batch_size) + " = " + n + " x " +
+                                      std::to_string(config_.batch_size / dp_->ranks()) +
+                                      " per rank; gradients averaged in f32; rank 0 writes"});
+  }
+  cb_.on_start(config_, rows);
 }
 
 TrainResult TrainingRun::finish() {
@@ -282,12 +346,14 @@ TrainResult TrainingRun::finish() {
 
 StatusOr<TrainResult> TrainingRun::run() {
   MIXPREC_RETURN_IF_ERROR(validate(config_, /*check_names=*/custom_ == nullptr));
+  MIXPREC_RETURN_IF_ERROR(join_ranks());
   MIXPREC_RETURN_IF_ERROR(claim_run_dir());
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
   MIXPREC_RETURN_IF_ERROR(load_datasets());
   choose_precision();
   MIXPREC_RETURN_IF_ERROR(build_model());
   MIXPREC_RETURN_IF_ERROR(restore());
+  MIXPREC_RETURN_IF_ERROR(check_ranks_agree());
   MIXPREC_RETURN_IF_ERROR(open_logs());
   MIXPREC_RETURN_IF_ERROR(plan());
   if (!config_.resume.empty() && pos_.global_step >= total_) {  // nothing left to do: say so

@@ -20,6 +20,7 @@
 #include "mixprec/run_dir.h"
 #include "mixprec/train.h"
 #include "train/checkpointing.h"
+#include "train/data_parallel.h"
 #include "mixprec/train_data.h"
 #include "train/divergence_guard.h"
 #include "train/precision_step.h"
@@ -51,6 +52,11 @@ class TrainingRun {
   Status open_logs();         // config.json and metrics.jsonl in the run directory
   Status plan();              // steps per epoch and in all, checked against the data
   void announce();            // the resolved-configuration table (Callbacks::on_start)
+  // mpirun jobs: refuse what one process can do but N cannot yet, and make this rank's
+  // DataParallel (before claim_run_dir: only rank 0 writes).
+  Status join_ranks();
+  // mpirun jobs: the ranks run the same config, binary and data from the same weights.
+  Status check_ranks_agree();
   TrainResult finish();       // timings, memory, scaler figures into the result
   // A resume of a run that had already done every planned step: described, nothing trained.
   void describe_finished_run();
@@ -84,6 +90,7 @@ class TrainingRun {
   std::unique_ptr<DataLoader> loader_;
   amp::Preset preset_;
   std::unique_ptr<PrecisionStep> step_;
+  std::unique_ptr<DataParallel> dp_;  // null in one process
 
   Position pos_;  // where the next step starts
   // Checkpoints a rollback may return to, oldest first: only finite, resumable ones.

@@ -12,6 +12,7 @@ enum ExitCode : int {
   kExitCheckpoint = 4,  // checkpoint missing, corrupt or truncated
   kExitDiverged = 5,    // training produced a non-finite loss
   kExitBusy = 6,        // the run directory is in use by another mixprec process
+  kExitDistributed = 7,  // mpirun job: the ranks disagree (config, data, binary, weights) or one stopped responding
   kExitInterrupted = 130,  // Ctrl-C (128 + SIGINT, as a shell reports it); a checkpoint was saved
 };
 
@@ -24,6 +25,7 @@ inline int exit_code_for(const Status& s) {
     case StatusCode::diverged: return kExitDiverged;
     case StatusCode::bad_checkpoint: return kExitCheckpoint;
     case StatusCode::busy: return kExitBusy;
+    case StatusCode::distributed: return kExitDistributed;
     default: return kExitRuntime;
   }
 }

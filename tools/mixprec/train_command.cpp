@@ -9,8 +9,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
+#include "mixprec/distributed.h"
 #include "mixprec/files.h"
 #include "mixprec/hardware.h"
 #include "commands.h"
@@ -103,12 +105,26 @@ void on_sigint(int) {
   (void)ignored;
 }
 
+// Under mpirun, Ctrl-C ends the whole job at once (mpirun kills its ranks; the last
+// checkpoint stays intact), but mpirun forwards SIGUSR1 to every rank: `kill -USR1 <mpirun's
+// pid>` stops all ranks after the same step with a checkpoint (docs/distributed.md).
+void on_sigusr1(int) {
+  g_stop_requested.store(true);
+  static const char kMsg[] = "mixprec: SIGUSR1: stopping after this step with a checkpoint\n";
+  const ssize_t ignored = write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+  (void)ignored;
+}
+
 void install_sigint_handler() {
   struct sigaction sa {};
   sa.sa_handler = on_sigint;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESETHAND;
   sigaction(SIGINT, &sa, nullptr);
+  struct sigaction usr {};
+  usr.sa_handler = on_sigusr1;
+  sigemptyset(&usr.sa_mask);
+  sigaction(SIGUSR1, &usr, nullptr);
 }
 
 // A run directory this command created that holds no step yet (the run failed before its
@@ -200,6 +216,100 @@ Status adopt_resumed_config(CLI::App* cmd, train::TrainConfig& config) {
   return Status::ok();
 }
 
+// One training run of `mixprec train` on this rank. Failures go through `fail`, which prints
+// (a usage error on rank 0 only: every rank has it) and ends an mpirun job on every rank.
+int run_training(train::TrainConfig& config, CLI::App* cmd, const std::string& config_file, int rank,
+                 const std::function<int(const Status&, const char*)>& fail) {
+  namespace fs = std::filesystem;
+  if (!config_file.empty()) {
+    if (!config.resume.empty())
+      return fail(Status::invalid_argument("--config cannot be combined with --resume (a resume continues with the "
+                                           "run's own config.json)"),
+                  "usage error");
+    if (Status st = apply_config_file(cmd, config_file, config); !st.is_ok())
+      return fail(Status::invalid_argument(st.message()), "usage error");
+  }
+  if (!config.resume.empty()) {
+    if (Status st = adopt_resumed_config(cmd, config); !st.is_ok()) return fail(st, "error");
+  }
+  if (Status st = train::validate(config); !st.is_ok()) return fail(Status::invalid_argument(st.message()), "usage error");
+  // The run directory (rank 0's): auto-named unless given; --run-dir none writes nothing. One
+  // this command creates is removed again if the run fails before its first step.
+  std::string created_dir;
+  if (rank == 0) {
+    std::error_code ec;
+    if (!config.run_dir.empty() && config.run_dir != "none" && !fs::exists(config.run_dir, ec))
+      created_dir = config.run_dir;
+  }
+  if (config.run_dir == "none") {
+    config.run_dir.clear();
+  } else if (config.run_dir.empty() && config.resume.empty() && rank == 0) {
+    auto rd = create_run_dir("runs");
+    if (!rd.is_ok()) return fail(rd.status(), "error");
+    config.run_dir = rd->path;
+    created_dir = rd->path;
+  }
+  Progress progress(stdout);
+  train::Callbacks cb;
+  if (rank == 0) {
+    cb.on_start = [cmd](const train::TrainConfig& c, const std::vector<std::pair<std::string, std::string>>& extra) {
+      print_config(cmd, c, extra);
+      const std::string warning = bf16_warning();
+      auto preset = amp::preset_by_name(c.precision);
+      if (!warning.empty() && preset.is_ok() && preset->compute_dtype == DType::bf16)
+        std::fprintf(stderr, "mixprec: warning: %s\n", warning.c_str());
+    };
+    cb.on_step = [&](const train::StepReport& r) { progress.step(r); };
+    cb.on_eval = [&](const train::EvalReport& r) { progress.eval(r, config.epochs); };
+  }
+  const std::string who = dist::world().size() > 1 ? "rank " + std::to_string(rank) + ": " : "";
+  cb.on_warning = [who](const std::string& w) { std::fprintf(stderr, "mixprec: warning: %s%s\n", who.c_str(), w.c_str()); };
+  cb.stop_requested = [] { return g_stop_requested.load(); };
+  install_sigint_handler();
+  auto result = train::run(config, cb);
+  signal(SIGINT, SIG_DFL);
+  progress.finish();
+  if (!result.is_ok()) {
+    remove_if_unused(created_dir);
+    return fail(result.status(), "error");
+  }
+  const train::TrainResult& r = result.value();
+  if (rank != 0) return r.interrupted ? kExitInterrupted : kExitOk;  // rank 0 reports
+  if (r.already_finished) {
+    print_finished(config, r);
+    return kExitOk;
+  }
+  const std::string& run_dir = r.run_dir;  // "" with --run-dir none
+  char scale[32] = "\u2013";  // an en dash: the preset has no loss scaler
+  if (r.loss_scaling) std::snprintf(scale, sizeof scale, "%g", r.final_scale);
+  // Three short lines rather than one that wraps in an 80-column terminal.
+  std::printf("\nsummary: %lld steps in %s (%.1f ms/step median) | final loss %.4f\n"
+              "         best test accuracy %s | final loss scale %s\n"
+              "         peak memory %s (activations %s) | skipped steps %s\n",
+              (long long)r.steps, format_duration(r.seconds).c_str(), 1e3 * r.seconds_per_step,
+              r.losses.empty() ? 0.0 : r.losses.back(), accuracy_text(r, true).c_str(), scale,
+              format_bytes(r.peak_total_bytes).c_str(), format_bytes(r.peak_activation_bytes).c_str(),
+              skipped_text(r).c_str());
+  if (r.rollbacks > 0)
+    std::printf("divergence: rolled back %lld time(s) to the last good checkpoint, skipping the offending batches\n",
+                (long long)r.rollbacks);
+  if (!run_dir.empty()) {
+    std::printf("run directory: %s (last checkpoint %s)\n", run_dir.c_str(), r.last_checkpoint.c_str());
+    if (!r.interrupted) plot_runs({run_dir}, "");  // a missing gnuplot only costs the plot, not the run
+  }
+  if (r.interrupted) {
+    if (run_dir.empty())
+      std::printf("interrupted at step %lld of %lld; nothing was saved (--run-dir none)\n", (long long)r.steps,
+                  (long long)r.planned_steps);
+    else
+      std::printf("interrupted at step %lld of %lld; checkpoint and metrics saved. Resume with:\n"
+                  "  %s train --resume %s\n",
+                  (long long)r.steps, (long long)r.planned_steps, program_name().c_str(), run_dir.c_str());
+    return kExitInterrupted;
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 Runner add_train_command(CLI::App& app) {
@@ -211,103 +321,25 @@ Runner add_train_command(CLI::App& app) {
                   "Settings from a JSON file with config.json's keys (e.g. a run's config.json); flags given win");
 
   return [config, cmd, config_file]() -> int {
-    namespace fs = std::filesystem;
-    if (!config_file->empty()) {
-      if (!config->resume.empty()) {
-        std::fprintf(stderr, "mixprec: usage error: --config cannot be combined with --resume (a resume continues "
-                             "with the run's own config.json)\n");
-        return kExitUsage;
-      }
-      if (Status st = apply_config_file(cmd, *config_file, *config); !st.is_ok()) {
-        std::fprintf(stderr, "mixprec: usage error: %s\n", st.message().c_str());
-        return kExitUsage;
-      }
+    // Under mpirun this process is one rank of a data-parallel job (docs/distributed.md):
+    // rank 0 prints and writes the run directory; the others print only their own problems.
+    if (Status st = dist::init_world(); !st.is_ok()) {
+      std::fprintf(stderr, "mixprec: error: %s\n", st.message().c_str());
+      return exit_code_for(st);
     }
-    if (!config->resume.empty()) {
-      if (Status st = adopt_resumed_config(cmd, *config); !st.is_ok()) {
-        std::fprintf(stderr, "mixprec: error: %s\n", st.message().c_str());
-        return exit_code_for(st);
-      }
-    }
-    if (Status st = train::validate(*config); !st.is_ok()) {
-      std::fprintf(stderr, "mixprec: usage error: %s\n", st.message().c_str());
-      return kExitUsage;
-    }
-    // The run directory: auto-named unless given; --run-dir none writes nothing. One this
-    // command creates is removed again if the run fails before its first step.
-    std::string created_dir;
-    {
-      std::error_code ec;
-      if (!config->run_dir.empty() && config->run_dir != "none" && !fs::exists(config->run_dir, ec))
-        created_dir = config->run_dir;
-    }
-    if (config->run_dir == "none") {
-      config->run_dir.clear();
-    } else if (config->run_dir.empty() && config->resume.empty()) {
-      auto rd = create_run_dir("runs");
-      if (!rd.is_ok()) {
-        std::fprintf(stderr, "mixprec: error: %s\n", rd.status().message().c_str());
-        return exit_code_for(rd.status());
-      }
-      config->run_dir = rd->path;
-      created_dir = rd->path;
-    }
-    Progress progress(stdout);
-    train::Callbacks cb;
-    cb.on_start = [cmd](const train::TrainConfig& c, const std::vector<std::pair<std::string, std::string>>& extra) {
-      print_config(cmd, c, extra);
-      const std::string warning = bf16_warning();
-      auto preset = amp::preset_by_name(c.precision);
-      if (!warning.empty() && preset.is_ok() && preset->compute_dtype == DType::bf16)
-        std::fprintf(stderr, "mixprec: warning: %s\n", warning.c_str());
+    const int rank = dist::world().rank();
+    const bool many = dist::world().size() > 1;
+    const std::string who = many ? "rank " + std::to_string(rank) + ": " : "";
+    auto fail = [&](const Status& st, const char* kind) {
+      if (rank == 0 || st.code() != StatusCode::invalid_argument)
+        std::fprintf(stderr, "mixprec: %s: %s%s\n", kind, who.c_str(), st.message().c_str());
+      const int code = exit_code_for(st);
+      if (many) dist::world().abort(code);  // the other ranks must not wait for this one
+      return code;
     };
-    cb.on_warning = [](const std::string& w) { std::fprintf(stderr, "mixprec: warning: %s\n", w.c_str()); };
-    cb.on_step = [&](const train::StepReport& r) { progress.step(r); };
-    cb.on_eval = [&](const train::EvalReport& r) { progress.eval(r, config->epochs); };
-    cb.stop_requested = [] { return g_stop_requested.load(); };
-    install_sigint_handler();
-    auto result = train::run(*config, cb);
-    signal(SIGINT, SIG_DFL);
-    progress.finish();
-    if (!result.is_ok()) {
-      std::fprintf(stderr, "mixprec: error: %s\n", result.status().message().c_str());
-      remove_if_unused(created_dir);
-      return exit_code_for(result.status());
-    }
-    const train::TrainResult& r = result.value();
-    if (r.already_finished) {
-      print_finished(*config, r);
-      return kExitOk;
-    }
-    const std::string& run_dir = r.run_dir;  // "" with --run-dir none
-    char scale[32] = "\u2013";  // an en dash: the preset has no loss scaler
-    if (r.loss_scaling) std::snprintf(scale, sizeof scale, "%g", r.final_scale);
-    // Three short lines rather than one that wraps in an 80-column terminal.
-    std::printf("\nsummary: %lld steps in %s (%.1f ms/step median) | final loss %.4f\n"
-                "         best test accuracy %s | final loss scale %s\n"
-                "         peak memory %s (activations %s) | skipped steps %s\n",
-                (long long)r.steps, format_duration(r.seconds).c_str(), 1e3 * r.seconds_per_step,
-                r.losses.empty() ? 0.0 : r.losses.back(), accuracy_text(r, true).c_str(), scale,
-                format_bytes(r.peak_total_bytes).c_str(), format_bytes(r.peak_activation_bytes).c_str(),
-                skipped_text(r).c_str());
-    if (r.rollbacks > 0)
-      std::printf("divergence: rolled back %lld time(s) to the last good checkpoint, skipping the offending batches\n",
-                  (long long)r.rollbacks);
-    if (!run_dir.empty()) {
-      std::printf("run directory: %s (last checkpoint %s)\n", run_dir.c_str(), r.last_checkpoint.c_str());
-      if (!r.interrupted) plot_runs({run_dir}, "");  // a missing gnuplot only costs the plot, not the run
-    }
-    if (r.interrupted) {
-      if (run_dir.empty())
-        std::printf("interrupted at step %lld of %lld; nothing was saved (--run-dir none)\n", (long long)r.steps,
-                    (long long)r.planned_steps);
-      else
-        std::printf("interrupted at step %lld of %lld; checkpoint and metrics saved. Resume with:\n"
-                    "  %s train --resume %s\n",
-                    (long long)r.steps, (long long)r.planned_steps, program_name().c_str(), run_dir.c_str());
-      return kExitInterrupted;
-    }
-    return kExitOk;
+    const int code = run_training(*config, cmd, *config_file, rank, fail);
+    dist::finalize_world();
+    return code;
   };
 }
 

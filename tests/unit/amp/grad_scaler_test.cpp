@@ -84,6 +84,31 @@ TEST(GradScaler, InfHalvesScaleResetsCounterAndSkipsStep) {
   EXPECT_EQ(s.applied_steps(), 2);
 }
 
+// Data-parallel training: another rank's overflow (the combiner says so) skips this rank's
+// step too, with finite local gradients, in the fused and the unfused step; the combiner
+// sees this rank's own flag.
+TEST(GradScaler, FoundInfCombinerSkipsACleanLocalStep) {
+  for (bool fused : {false, true}) {
+    GradScaler s({.init_scale = 1024, .growth_interval = 3});
+    Rig r;
+    std::vector<bool> seen;
+    s.set_found_inf_combiner([&](bool local) {
+      seen.push_back(local);
+      return true;  // some other rank overflowed
+    });
+    r.set_grad({1.0f, 1.0f, 1.0f});
+    const std::vector<float> before = r.p.to_vector();
+    const Tensor g = r.p.grad();
+    const bool stepped = fused ? s.step_fused(r.opt, std::span<const Tensor>(&g, 1)) : s.step(r.opt);
+    s.update();
+    EXPECT_FALSE(stepped) << (fused ? "fused" : "unfused");
+    EXPECT_EQ(seen, std::vector<bool>{false});
+    EXPECT_EQ(r.p.to_vector(), before);
+    EXPECT_EQ(s.get_scale(), 512.0);
+    EXPECT_EQ(s.skipped_steps(), 1);
+  }
+}
+
 TEST(GradScaler, NanInOneParamOfManySkipsWholeStepAndIsNamed) {
   Tensor a = Tensor::from_vector({1.0f, 2.0f}, {2}).requires_grad_(true);
   Tensor b = Tensor::from_vector({3.0f, 4.0f, 5.0f}, {3}).requires_grad_(true);

@@ -3,11 +3,13 @@
 // prefetch thread's shutdown, and its memory accounting.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <future>
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -324,6 +326,57 @@ TEST(DataLoader, PrefetchAndSynchronousPathsAgreeBitForBit) {
   }
   EXPECT_FALSE(b.next().has_value());
   EXPECT_EQ(n, 7);
+}
+
+// Data-parallel shards (DataLoaderOptions::shard_rank/shard_count): global batch k of N
+// shards of batch b is, as a set, batch k of one loader of batch N x b, for every rank count
+// and dataset size, including the final partial batch (split when each shard gets a sample
+// of it, dropped otherwise); every shard has the same number of batches.
+TEST(DataLoader, ShardsTogetherServeTheOneProcessBatches) {
+  for (int64_t count : {200, 203, 193, 190}) {
+    for (int shards : {2, 3, 4}) {
+      const int64_t b = 16, global = b * shards;
+      DataLoader whole(id_dataset(count), raw_options(global, /*shuffle=*/true, 7));
+      std::vector<std::unique_ptr<DataLoader>> parts;
+      for (int r = 0; r < shards; ++r) {
+        DataLoaderOptions o = raw_options(b, true, 7);
+        o.shard_rank = r;
+        o.shard_count = shards;
+        parts.push_back(std::make_unique<DataLoader>(id_dataset(count), o));
+      }
+      const int64_t tail = count % global;
+      const int64_t expected_batches = count / global + (tail >= shards ? 1 : 0);
+      for (auto& p : parts) EXPECT_EQ(p->num_batches(), expected_batches) << count << " samples, " << shards;
+      for (int64_t epoch : {0, 3}) {
+        whole.set_epoch(epoch);
+        for (auto& p : parts) p->set_epoch(epoch);
+        for (int64_t k = 0; k < expected_batches; ++k) {
+          std::vector<int64_t> one = batch_ids(*whole.next()), many;
+          for (auto& p : parts) {
+            auto part = batch_ids(*p->next());
+            EXPECT_FALSE(part.empty());
+            many.insert(many.end(), part.begin(), part.end());
+          }
+          std::sort(one.begin(), one.end());
+          std::sort(many.begin(), many.end());
+          EXPECT_EQ(one, many) << "global batch " << k << " of " << count << " samples over " << shards << " shards";
+        }
+        for (auto& p : parts) EXPECT_FALSE(p->next().has_value());
+      }
+    }
+  }
+}
+
+TEST(DataLoader, ShardOptionsAreChecked) {
+  DataLoaderOptions o = raw_options(4, false);
+  o.shard_count = 2;
+  o.shard_rank = 2;
+  EXPECT_THROW(DataLoader(id_dataset(10), o), Error);
+  o.shard_rank = -1;
+  EXPECT_THROW(DataLoader(id_dataset(10), o), Error);
+  o.shard_count = 0;
+  o.shard_rank = 0;
+  EXPECT_THROW(DataLoader(id_dataset(10), o), Error);
 }
 
 }  // namespace

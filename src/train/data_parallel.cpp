@@ -1,0 +1,159 @@
+// data_parallel.cpp: see data_parallel.h.
+#include "train/data_parallel.h"
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+
+#include "core/convert.h"
+#include "core/storage.h"
+#include "io/checksums.h"
+#include "mixprec/ops.h"
+
+namespace mixprec::train {
+
+namespace {
+std::string at_step(int64_t step) { return " at step " + std::to_string(step); }
+}  // namespace
+
+uint64_t hash_tensors(const std::vector<Tensor>& tensors) {
+  uint64_t h = 0;
+  for (const Tensor& t : tensors) {
+    if (!t.defined()) {
+      h = io::hash_bytes("undefined", 9, h);
+      continue;
+    }
+    const Tensor c = t.is_contiguous() ? t : t.contiguous();
+    for (int64_t d : c.shape()) h = io::hash_bytes(&d, sizeof d, h);
+    h = io::hash_bytes(c.data(), size_t(c.numel()) * dtype_size(c.dtype()), h);
+  }
+  return h;
+}
+
+uint64_t hash_text(const std::string& text) { return io::hash_bytes(text.data(), text.size()); }
+
+uint64_t hash_dataset(const ImageDataset& d) {
+  uint64_t h = io::hash_bytes(d.images.data(), d.images.size());
+  h = io::hash_bytes(d.labels.data(), d.labels.size(), h);
+  return io::hash_bytes(d.features.data(), d.features.size() * sizeof(float), h);
+}
+
+uint64_t hash_executable() {
+  std::ifstream exe("/proc/self/exe", std::ios::binary);
+  const std::string bytes{std::istreambuf_iterator<char>(exe), std::istreambuf_iterator<char>()};
+  return hash_text(bytes);
+}
+
+StatusOr<double> DataParallel::agree_on_step(int64_t step, int64_t samples) {
+  auto agreed = comm_.agree_on_step(step, samples);
+  if (!agreed.is_ok()) return agreed.status();
+  if (agreed->total_samples <= 0)
+    return Status(StatusCode::distributed, "no rank has samples" + at_step(step));
+  return double(samples) * double(comm_.size()) / double(agreed->total_samples);
+}
+
+Status DataParallel::reduce_gradients(const std::vector<Tensor>& grads, double weight, int64_t step) {
+  int64_t total = 0;
+  for (const Tensor& g : grads) total += g.defined() ? g.numel() : 0;
+  // Undefined gradients have no size here; every rank has the same ones defined (the same
+  // model on the same kind of batch), which check_replicas would catch if not.
+  flat_.assign(size_t(total), 0.0f);
+  int64_t at = 0;
+  for (const Tensor& g : grads) {
+    if (!g.defined()) continue;
+    const Tensor c = g.is_contiguous() ? g : g.contiguous();
+    convert_elements(c.data(), c.dtype(), flat_.data() + at, DType::f32, c.numel());
+    at += c.numel();
+  }
+  if (weight != 1.0)
+    for (float& v : flat_) v = float(double(v) * weight);
+  MIXPREC_RETURN_IF_ERROR(comm_.allreduce_sum(std::span<float>(flat_), "gradient all-reduce" + at_step(step)));
+  const float inv = float(1.0 / double(comm_.size()));
+  for (float& v : flat_) v *= inv;  // exact for a power-of-two number of ranks
+  at = 0;
+  for (const Tensor& g : grads) {
+    if (!g.defined()) continue;
+    MIXPREC_CHECK(g.is_contiguous(), "reduce_gradients: a parameter's gradient is not contiguous");
+    convert_elements(flat_.data() + at, DType::f32, const_cast<Tensor&>(g).data(), g.dtype(), g.numel());
+    g.storage()->bump_version();
+    at += g.numel();
+  }
+  return Status::ok();
+}
+
+StatusOr<double> DataParallel::mean_loss(double loss, double weight, int64_t step) {
+  double v = loss * weight;
+  MIXPREC_RETURN_IF_ERROR(comm_.allreduce_sum(std::span<double>(&v, 1), "loss all-reduce" + at_step(step)));
+  return v / double(comm_.size());
+}
+
+StatusOr<bool> DataParallel::any(bool flag, const std::string& what) {
+  int64_t v = flag ? 1 : 0;
+  MIXPREC_RETURN_IF_ERROR(comm_.allreduce_max(std::span<int64_t>(&v, 1), what));
+  return v != 0;
+}
+
+Status DataParallel::sync_buffers(nn::Module& model, int64_t step) {
+  for (auto& [name, b] : model.named_buffers()) {
+    MIXPREC_CHECK(b.is_contiguous(), "sync_buffers: buffer " + name + " is not contiguous");
+    auto* bytes = static_cast<uint8_t*>(b.data());
+    MIXPREC_RETURN_IF_ERROR(comm_.broadcast(std::span<uint8_t>(bytes, size_t(b.numel()) * dtype_size(b.dtype())),
+                                            "broadcast of " + name + at_step(step)));
+    b.storage()->bump_version();
+  }
+  return Status::ok();
+}
+
+Status DataParallel::check_same(const std::vector<std::pair<std::string, uint64_t>>& items, const std::string& when) {
+  for (const auto& [name, hash] : items) {
+    auto all = comm_.allgather(hash, "comparing the " + name + " " + when);
+    if (!all.is_ok()) return all.status();
+    std::string differ;
+    for (size_t r = 1; r < all->size(); ++r)
+      if ((*all)[r] != (*all)[0]) differ += (differ.empty() ? "" : ", ") + std::to_string(r);
+    if (!differ.empty())
+      return Status(StatusCode::distributed, "the " + name + " differs between rank 0 and rank(s) " + differ + " " +
+                                                 when + ": every rank must run the same command on the same data "
+                                                 "with the same mixprec");
+  }
+  return Status::ok();
+}
+
+Status DataParallel::check_same_text(const std::string& name, const std::string& json_text, const std::string& when) {
+  if (check_same({{name, hash_text(json_text)}}, when).is_ok()) return Status::ok();
+  // Every rank takes this branch (the allgather gave all the same answer): rank 0's text to all.
+  uint64_t size = json_text.size();
+  MIXPREC_RETURN_IF_ERROR(comm_.broadcast(std::span<uint8_t>(reinterpret_cast<uint8_t*>(&size), sizeof size),
+                                          "sending rank 0's " + name));
+  std::string root(size_t(size), '\0');
+  if (comm_.rank() == 0) root = json_text;
+  MIXPREC_RETURN_IF_ERROR(
+      comm_.broadcast(std::span<uint8_t>(reinterpret_cast<uint8_t*>(root.data()), root.size()), "sending rank 0's " + name));
+  std::string keys;
+  const auto mine = nlohmann::json::parse(json_text, nullptr, false);
+  const auto theirs = nlohmann::json::parse(root, nullptr, false);
+  if (mine.is_object() && theirs.is_object()) {
+    for (const auto& [key, value] : mine.items()) {
+      const auto other = theirs.find(key);
+      if (other == theirs.end() || *other != value)
+        keys += (keys.empty() ? "" : ", ") + key + " " + value.dump() + " here, " +
+                (other == theirs.end() ? std::string("absent") : other->dump()) + " on rank 0";
+    }
+  }
+  if (comm_.rank() == 0 || keys.empty())
+    return Status(StatusCode::distributed, "the " + name + " differs between the ranks " + when +
+                                               " (see the other ranks' messages): every rank must run the same command");
+  return Status(StatusCode::distributed, "the " + name + " differs from rank 0's " + when + ": " + keys +
+                                             "; every rank must run the same command");
+}
+
+Status DataParallel::check_replicas(const std::vector<Tensor>& params, double scale, int64_t step) {
+  uint64_t h = hash_tensors(params);
+  h = io::hash_bytes(&scale, sizeof scale, h);
+  return check_same({{"weights and loss scale", h}}, at_step(step).substr(1) +
+                                                        " (the replicas diverged: a nondeterministic reduction or "
+                                                        "a rank-local fault)");
+}
+
+}  // namespace mixprec::train

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# data_parallel_test.sh: `mpirun -np 2 mixprec train` (issue 16, docs/distributed.md) against
+# one process:
+#  - equivalence: 2 ranks x 32 give the losses of 1 rank x 64, fp32 within 1e-6 relative per
+#    step over 50 steps, amp-bf16 within 1e-3; the final weights too;
+#  - found-inf consensus: an overflow injected on rank 0 only makes both ranks skip that step
+#    and halves the scale once, as in one process;
+#  - BatchNorm: running statistics stay identical on the ranks (the replica check passes);
+#  - refusals: a global batch that does not split over the ranks (exit 2), ranks with
+#    different settings (exit 7, naming the setting);
+#  - failures: a rank killed with -9 ends the job within 30 s naming the rank, the last
+#    checkpoint resumes with 2 ranks and ends bit-identical to an uninterrupted run; a rank
+#    that hangs (SIGSTOP) ends the job with exit 7 within --dist-timeout + a margin;
+#  - resuming a 1-process run with 2 ranks continues it (same global batches).
+# Skips (77) only when this mixprec was built without MPI or mpirun is missing (scripts/setup
+# installs OpenMPI, so CI runs it). OpenMPI refuses root unless told; CI runs as root.
+# Args: BUILD_DIR SOURCE_DIR.
+set -uo pipefail
+BUILD_DIR=$(cd "$1" && pwd)
+BIN="$BUILD_DIR/mixprec"
+PY=/usr/bin/python3
+if ! command -v mpirun > /dev/null; then echo "SKIP: no mpirun (scripts/setup installs openmpi-bin)"; exit 77; fi
+if ! ldd "$BIN" | grep -q libmpi; then echo "SKIP: $BIN was built without MPI (no libopenmpi-dev at configure)"; exit 77; fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Two ranks on however few cores the machine has; one OpenMP thread each.
+MPI=(mpirun --oversubscribe -np 2)
+export OMP_NUM_THREADS=1
+TMP=$(mktemp -d /tmp/mixprec_dp.XXXXXX)
+trap 'pkill -KILL -f "$TMP" 2> /dev/null; rm -rf "$TMP"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
+cd "$TMP"
+
+# A small model without dropout or BatchNorm (both are per-rank by design), and one with
+# BatchNorm.
+cat > mlp.yaml <<'EOF'
+name: small-mlp
+layers:
+  - flatten
+  - linear: {out: 64}
+  - gelu
+  - linear: {out: classes}
+EOF
+cat > bn.yaml <<'EOF'
+name: small-bn
+layers:
+  - conv2d: {out: 8, kernel: 3, padding: 1}
+  - batchnorm2d
+  - relu
+  - maxpool2d: {kernel: 2}
+  - flatten
+  - linear: {out: classes}
+EOF
+# (A flag may be given once: the arrays below leave --batch-size and --max-steps to each run.)
+COMMON=(--model "$TMP/mlp.yaml" --train-subset 4096 --test-subset 512 --threads 1 --no-self-check)
+
+# compare A B TOL: the per-step losses of two runs' metrics.jsonl agree within TOL relative.
+compare() {
+  "$PY" - "$1" "$2" "$3" <<'PY'
+import json, sys
+def losses(d):
+    return {r["step"]: r["loss"] for r in map(json.loads, open(d + "/metrics.jsonl")) if r.get("type") == "step"}
+a, b, tol = losses(sys.argv[1]), losses(sys.argv[2]), float(sys.argv[3])
+if sorted(a) != sorted(b) or not a:
+    sys.exit("steps differ: %d vs %d" % (len(a), len(b)))
+worst = max(abs(a[s] - b[s]) / max(abs(a[s]), 1e-30) for s in a)
+print("%d steps, largest relative difference %.3g (tolerance %g)" % (len(a), worst, tol))
+sys.exit(0 if worst <= tol else 1)
+PY
+}
+# dump_weights DIR: a digest of each model tensor in the run's last checkpoint.
+dump_weights() {
+  "$PY" - "$1" <<'PY'
+import glob, hashlib, json, struct, sys
+f = sorted(glob.glob(sys.argv[1] + "/step-*.safetensors"))[-1]
+data = open(f, "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+for k in sorted(header):
+    if k == "__metadata__" or k.startswith("optimizer."): continue
+    b, e = header[k]["data_offsets"]
+    print(k, hashlib.sha256(data[8 + n + b:8 + n + e]).hexdigest())
+PY
+}
+# same_weights A B: the last checkpoints of two runs hold the same model tensors, bit for bit.
+same_weights() { cmp -s <(dump_weights "$1") <(dump_weights "$2"); }
+
+# ---- equivalence ----
+for precision in fp32 amp-bf16; do
+  # bf16 rounds each GEMM's output to 8 bits: a 32-row and a 64-row GEMM may accumulate in
+  # another order, and one ulp is 3.9e-3 relative.
+  tol=1e-6
+  [[ $precision == amp-bf16 ]] && tol=1e-2
+  "$BIN" train "${COMMON[@]}" --batch-size 64 --precision $precision --max-steps 50 --run-dir one-$precision > one-$precision.log 2>&1 ||
+    fail "1 process $precision: exit $?"
+  expect "2 ranks $precision: banner says global batch 64 = 2 x 32" 0 "global batch 64 = 2 x 32 per rank" -- \
+    "${MPI[@]}" "$BIN" train "${COMMON[@]}" --batch-size 64 --precision $precision --max-steps 50 --run-dir two-$precision
+  if out=$(compare one-$precision two-$precision $tol); then echo "ok   $precision losses: $out"; else fail "$precision losses: $out"; fi
+done
+
+# ---- found-inf consensus: an inf injected into rank 0's gradient only ----
+F=("${COMMON[@]}" --batch-size 64 --precision amp-fp16 --max-steps 6 --no-eval)
+"$BIN" train "${F[@]}" --inject-nonfinite 3 --run-dir inf-one > inf-one.log 2>&1 || fail "1 process inject: exit $?"
+mpirun --oversubscribe -np 1 "$BIN" train "${F[@]}" --inject-nonfinite 3 --run-dir inf-two : \
+  -np 1 "$BIN" train "${F[@]}" --run-dir inf-two > inf-two.log 2>&1 || fail "2 ranks inject: exit $?"
+if "$PY" - inf-one inf-two <<'PY'
+import json, sys
+def steps(d): return [r for r in map(json.loads, open(d + "/metrics.jsonl")) if r.get("type") == "step"]
+for d in sys.argv[1:]:
+    s = steps(d)
+    skipped = [r["step"] for r in s if r["skipped"]]
+    scales = [r["scale"] for r in s]
+    assert skipped == [3], (d, skipped)
+    assert scales == [65536.0] * 3 + [32768.0] * 3, (d, scales)
+print("both skip step 3 only; the scale halves once")
+PY
+then echo "ok   an overflow on one rank: every rank skips the step"; else fail "found-inf consensus"; fi
+
+# ---- BatchNorm buffers stay the same on both ranks (the replica check at the end passes) ----
+expect "2 ranks with BatchNorm: replicas agree" 0 "summary:" -- \
+  "${MPI[@]}" "$BIN" train --model "$TMP/bn.yaml" --train-subset 1024 --test-subset 256 --batch-size 32 --threads 1 \
+  --max-steps 12 --dist-check-every 4 --run-dir none --no-self-check
+
+# ---- refusals ----
+expect "global batch that does not split" 2 "must divide evenly over 2 ranks \(try 64 or 66\)" -- \
+  "${MPI[@]}" "$BIN" train "${COMMON[@]}" --batch-size 65 --max-steps 2 --run-dir none
+expect "ranks with different settings" 7 "lr 0.001 here, 0.01 on rank 0" -- \
+  mpirun --oversubscribe -np 1 "$BIN" train "${COMMON[@]}" --batch-size 64 --max-steps 2 --run-dir none --lr 0.01 : \
+  -np 1 "$BIN" train "${COMMON[@]}" --batch-size 64 --max-steps 2 --run-dir none
+
+# ---- a rank killed with -9: the job ends, the last checkpoint resumes bit-exactly ----
+K=("${COMMON[@]}" --batch-size 64 --precision fp32 --save-every 5 --no-eval --epochs 100)
+"${MPI[@]}" "$BIN" train "${K[@]}" --max-steps 300 --run-dir straight > straight.log 2>&1 || fail "uninterrupted 2-rank run: exit $?"
+("${MPI[@]}" "$BIN" train "${K[@]}" --max-steps 300 --run-dir killed > killed.log 2>&1; echo $? > killed.rc) &
+for _ in $(seq 100); do [[ -e killed/step-00000010.safetensors ]] && break; sleep 0.2; done
+victim=$(pgrep -f "^$BIN train.*--run-dir killed" | tail -1)
+start=$(date +%s)
+[[ -n $victim ]] && kill -9 "$victim"
+wait
+took=$(( $(date +%s) - start ))
+if [[ -n $victim && $(cat killed.rc) -ne 0 && $took -le 30 ]] && grep -q "rank 1" killed.log; then
+  echo "ok   a killed rank ends the job in ${took} s, exit $(cat killed.rc), naming rank 1"
+else
+  fail "killed rank: victim '$victim', exit $(cat killed.rc 2> /dev/null), ${took} s"; tail -5 killed.log
+fi
+[[ -e killed/step-00000300.safetensors ]] && fail "the killed run had finished before the kill: the test proves nothing"
+expect "resume the killed job with 2 ranks" 0 "summary:" -- "${MPI[@]}" "$BIN" train --resume killed
+if same_weights straight killed; then echo "ok   resumed weights are bit-identical to the uninterrupted run's"
+else fail "resumed weights differ from the uninterrupted run's"; fi
+
+# ---- a rank that hangs: exit 7 within the timeout and a margin ----
+("${MPI[@]}" "$BIN" train "${K[@]}" --max-steps 5000 --dist-timeout 5 --run-dir hung > hung.log 2>&1; echo $? > hung.rc) &
+for _ in $(seq 100); do [[ -e hung/step-00000010.safetensors ]] && break; sleep 0.2; done
+victim=$(pgrep -f "^$BIN train.*--dist-timeout 5" | tail -1)
+start=$(date +%s)
+[[ -n $victim ]] && kill -STOP "$victim"
+wait
+took=$(( $(date +%s) - start ))
+if [[ -n $victim && $(cat hung.rc) -eq 7 && $took -le 25 ]] && grep -qE "did not (complete|reach step)" hung.log; then
+  echo "ok   a hung rank ends the job in ${took} s with exit 7"
+else
+  fail "hung rank: victim '$victim', exit $(cat hung.rc 2> /dev/null), ${took} s"; tr '\r' '\n' < hung.log | tail -5
+fi
+
+# ---- a 1-process run continued by 2 ranks: the same global batches ----
+R=("${COMMON[@]}" --batch-size 64 --precision fp32 --save-every 10 --no-eval)
+"$BIN" train "${R[@]}" --max-steps 20 --run-dir whole > /dev/null 2>&1 || fail "1-process run: exit $?"
+"$BIN" train "${R[@]}" --max-steps 10 --run-dir half > /dev/null 2>&1 || fail "1-process half run: exit $?"
+expect "2 ranks resume a 1-process run" 0 "summary:" -- "${MPI[@]}" "$BIN" train --resume half --max-steps 20
+if out=$(compare whole half 1e-6); then echo "ok   re-sharded resume: $out"; else fail "re-sharded resume: $out"; fi
+
+finish

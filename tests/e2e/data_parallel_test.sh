@@ -11,6 +11,7 @@
 #  - failures: a rank killed with -9 ends the job within 30 s naming the rank, the last
 #    checkpoint resumes with 2 ranks and ends bit-identical to an uninterrupted run; a rank
 #    that hangs (SIGSTOP) ends the job with exit 7 within --dist-timeout + a margin;
+#  - SIGUSR1 to mpirun stops every rank after the same step with a checkpoint (exit 130);
 #  - resuming a 1-process run with 2 ranks continues it (same global batches).
 # Skips (77) only when this mixprec was built without MPI or mpirun is missing (scripts/setup
 # installs OpenMPI, so CI runs it). OpenMPI refuses root unless told; CI runs as root.
@@ -160,6 +161,19 @@ if [[ -n $victim && $(cat hung.rc) -eq 7 && $took -le 25 ]] && grep -qE "did not
 else
   fail "hung rank: victim '$victim', exit $(cat hung.rc 2> /dev/null), ${took} s"; tr '\r' '\n' < hung.log | tail -5
 fi
+
+# ---- SIGUSR1 to mpirun: every rank stops after the same step with a checkpoint ----
+("${MPI[@]}" "$BIN" train "${K[@]}" --max-steps 5000 --run-dir usr1 > usr1.log 2>&1; echo $? > usr1.rc) &
+for _ in $(seq 100); do [[ -e usr1/step-00000010.safetensors ]] && break; sleep 0.2; done
+launcher=$(pgrep -f "^mpirun .*--run-dir usr1" | head -1)
+[[ -n $launcher ]] && kill -USR1 "$launcher"
+wait
+if [[ -n $launcher && $(cat usr1.rc) -eq 130 ]] && grep -q "interrupted at step" usr1.log; then
+  echo "ok   SIGUSR1 stops every rank with a checkpoint (exit 130)"
+else
+  fail "SIGUSR1: launcher '$launcher', exit $(cat usr1.rc 2> /dev/null)"; tr '\r' '\n' < usr1.log | tail -5
+fi
+expect "the stopped job resumes" 0 "summary:" -- "${MPI[@]}" "$BIN" train --resume usr1 --max-steps 100
 
 # ---- a 1-process run continued by 2 ranks: the same global batches ----
 R=("${COMMON[@]}" --batch-size 64 --precision fp32 --save-every 10 --no-eval)

@@ -8,7 +8,7 @@
 # Every configure checks that each listed file exists, so a rename under src/ fails at once.
 set(MIXPREC_FUZZ_LIB_SOURCES
   io/atomic_file.cpp io/byte_source.cpp io/checkpoint.cpp io/checkpoint_checks.cpp io/checksums.cpp io/json_limits.cpp io/safetensors.cpp io/yaml_json.cpp
-  data/byte_stream.cpp data/cifar_reader.cpp data/idx_reader.cpp data/npy.cpp data/csv_table.cpp data/dataset.cpp
+  data/byte_stream.cpp data/cifar_reader.cpp data/image_file.cpp data/idx_reader.cpp data/npy.cpp data/csv_table.cpp data/dataset.cpp
   train/train_config.cpp train/config_text.cpp nn/model_names.cpp nn/model_plan.cpp
   core/convert.cpp core/cpu_features.cpp core/dtype.cpp core/memory.cpp core/random.cpp
   core/status.cpp core/tensor.cpp core/names.cpp
@@ -17,7 +17,8 @@ set(MIXPREC_FUZZ_LIB_SOURCES
   autograd/engine.cpp autograd/grad_mode.cpp
   backend/onednn/engine.cpp backend/onednn/half_emulation.cpp backend/onednn/memory_util.cpp
   backend/onednn/primitive_cache.cpp backend/onednn/reorder.cpp
-  backend/cpu/layout.cpp backend/ref/ref_util.cpp backend/ref/reorder.cpp)
+  backend/cpu/layout.cpp backend/ref/ref_util.cpp backend/ref/reorder.cpp
+  serve/request.cpp)
 foreach(f ${MIXPREC_FUZZ_LIB_SOURCES})
   if(NOT EXISTS ${PROJECT_SOURCE_DIR}/src/${f})
     message(FATAL_ERROR "cmake/fuzz_sources.cmake lists src/${f}, which does not exist: update the list")

@@ -20,6 +20,14 @@ struct DecodedImage {
 // file and what the decoder said; io_error/not_found for the file itself.
 StatusOr<DecodedImage> decode_image_file(const std::string& path);
 
+inline constexpr int64_t kMaxDecodedImageSide = 16384;
+
+// The same for bytes in memory (a request body); `name` is what errors call them. An image
+// wider or taller than max_side is refused from its header, before its pixels are allocated
+// (a small compressed file can claim a huge image).
+StatusOr<DecodedImage> decode_image_bytes(const std::string& bytes, const std::string& name,
+                                          int64_t max_side = kMaxDecodedImageSide);
+
 // True when the bytes start like a PNG or a JPEG.
 bool looks_like_image(const std::string& path);
 

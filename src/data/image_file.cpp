@@ -4,6 +4,7 @@
 #include <jpeglib.h>
 #include <png.h>
 
+#include <algorithm>
 #include <cmath>
 #include <csetjmp>
 #include <cstdio>
@@ -17,22 +18,20 @@ namespace mixprec {
 
 namespace {
 
-constexpr int64_t kMaxSide = 16384;
-
 Status bad(const std::string& path, const std::string& what) {
   return Status::data_loss("image file '" + path + "': " + what);
 }
 
-StatusOr<DecodedImage> decode_png(const std::string& path, const std::string& bytes) {
+StatusOr<DecodedImage> decode_png(const std::string& path, const std::string& bytes, int64_t max_side) {
   png_image image;
   std::memset(&image, 0, sizeof image);
   image.version = PNG_IMAGE_VERSION;
   if (!png_image_begin_read_from_memory(&image, bytes.data(), bytes.size()))
     return bad(path, std::string("not a readable PNG: ") + image.message);
-  if (image.width == 0 || image.height == 0 || image.width > kMaxSide || image.height > kMaxSide) {
+  if (image.width == 0 || image.height == 0 || int64_t(image.width) > max_side || int64_t(image.height) > max_side) {
     png_image_free(&image);
     return bad(path, "size " + std::to_string(image.width) + "x" + std::to_string(image.height) +
-                         ", expected 1 to " + std::to_string(kMaxSide) + " pixels a side");
+                         ", expected 1 to " + std::to_string(max_side) + " pixels a side");
   }
   const bool color = (image.format & PNG_FORMAT_FLAG_COLOR) != 0;
   image.format = color ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY;  // 8-bit, alpha dropped
@@ -61,7 +60,7 @@ void jpeg_fail(j_common_ptr info) {
   std::longjmp(err->jump, 1);
 }
 
-StatusOr<DecodedImage> decode_jpeg(const std::string& path, const std::string& bytes) {
+StatusOr<DecodedImage> decode_jpeg(const std::string& path, const std::string& bytes, int64_t max_side) {
   jpeg_decompress_struct info;
   JpegError err;
   info.err = jpeg_std_error(&err.mgr);
@@ -75,10 +74,10 @@ StatusOr<DecodedImage> decode_jpeg(const std::string& path, const std::string& b
   jpeg_create_decompress(&info);
   jpeg_mem_src(&info, reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()));
   jpeg_read_header(&info, TRUE);
-  if (info.image_width > kMaxSide || info.image_height > kMaxSide) {
+  if (int64_t(info.image_width) > max_side || int64_t(info.image_height) > max_side) {
     jpeg_destroy_decompress(&info);
     return bad(path, "size " + std::to_string(info.image_width) + "x" + std::to_string(info.image_height) +
-                         ", expected at most " + std::to_string(kMaxSide) + " pixels a side");
+                         ", expected at most " + std::to_string(max_side) + " pixels a side");
   }
   info.out_color_space = info.num_components == 1 ? JCS_GRAYSCALE : JCS_RGB;
   jpeg_start_decompress(&info);
@@ -114,9 +113,14 @@ StatusOr<DecodedImage> decode_image_file(const std::string& path) {
   // Through the regular-file check (a FIFO is refused, not waited on), at most 256 MiB.
   auto bytes = io::read_regular_file(path, "image file", uint64_t(1) << 28);
   if (!bytes.is_ok()) return bytes.status();
-  if (is_png(*bytes)) return decode_png(path, *bytes);
-  if (is_jpeg(*bytes)) return decode_jpeg(path, *bytes);
-  return bad(path, "neither a PNG nor a JPEG (by its first bytes)");
+  return decode_image_bytes(*bytes, path);
+}
+
+StatusOr<DecodedImage> decode_image_bytes(const std::string& bytes, const std::string& name, int64_t max_side) {
+  max_side = std::min(max_side, kMaxDecodedImageSide);
+  if (is_png(bytes)) return decode_png(name, bytes, max_side);
+  if (is_jpeg(bytes)) return decode_jpeg(name, bytes, max_side);
+  return bad(name, "neither a PNG nor a JPEG (by its first bytes)");
 }
 
 std::vector<uint8_t> to_chw(const DecodedImage& image, int64_t channels) {

@@ -173,7 +173,10 @@ if [[ -n $launcher && $(cat usr1.rc) -eq 130 ]] && grep -q "interrupted at step"
 else
   fail "SIGUSR1: launcher '$launcher', exit $(cat usr1.rc 2> /dev/null)"; tr '\r' '\n' < usr1.log | tail -5
 fi
-expect "the stopped job resumes" 0 "summary:" -- "${MPI[@]}" "$BIN" train --resume usr1 --max-steps 100
+# The stop lands wherever the job is when the signal arrives (10 steps on a slow host, 140 on
+# a fast one): resume for 20 steps past it.
+stopped=$(tr '\r' '\n' < usr1.log | grep -o "interrupted at step [0-9]*" | grep -o "[0-9]*$" | tail -1)
+expect "the stopped job resumes" 0 "summary:" -- "${MPI[@]}" "$BIN" train --resume usr1 --max-steps $((${stopped:-0} + 20))
 
 # ---- a 1-process run continued by 2 ranks: the same global batches ----
 R=("${COMMON[@]}" --batch-size 64 --precision fp32 --save-every 10 --no-eval)

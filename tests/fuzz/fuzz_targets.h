@@ -23,6 +23,7 @@
 #include "nn/model_plan.h"
 #include "mixprec/npy.h"
 #include "mixprec/safetensors.h"
+#include "mixprec/serve.h"
 #include "mixprec/train_config.h"
 
 namespace mixprec::fuzz {
@@ -202,6 +203,37 @@ inline Violation model_file(const uint8_t* data, size_t size, bool* accepted = n
   if (total > (int64_t(1) << 20)) return "plan_model_file: accepted " + std::to_string(total) + " parameters";
   if (plan->empty() || plan->back().output_shape != std::vector<int64_t>{3})
     return "plan_model_file: accepted a model whose last layer does not output [3]";
+  return {};
+}
+
+// A POST /v1/predict body (serve::decode_predict_request). The first byte picks the
+// Content-Type (JSON, .npy, PNG, none: sniffed) and the model's input (1x4x3 pixels, 3x4x3
+// pixels, or a table of 3 named features); the rest is the body. Refusals are
+// invalid_argument; an accepted request holds 1..8 samples of exactly the model's size,
+// finite, and pixels scaled into [0, 1].
+inline Violation serve_request(const uint8_t* data, size_t size, bool* accepted = nullptr) {
+  set(accepted, false);
+  if (size == 0) return {};
+  static const char* const kTypes[] = {"application/json", "application/x-npy", "image/png", ""};
+  serve::InputLayout layout;
+  layout.height = 4;
+  layout.width = 3;
+  const int shape = (data[0] >> 2) % 3;
+  if (shape == 1) layout.channels = 3;
+  if (shape == 2) layout = {3, 1, 1, {"a", "b", "c"}};
+  const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
+  auto r = serve::decode_predict_request(body, kTypes[data[0] & 3], layout, 8);
+  if (!r.is_ok()) return expect_code(r.status(), StatusCode::invalid_argument, "decode_predict_request");
+  set(accepted, true);
+  if (r->samples.empty() || r->samples.size() > 8)
+    return "decode_predict_request: accepted " + std::to_string(r->samples.size()) + " samples (limit 8)";
+  for (const auto& sample : r->samples) {
+    if (int64_t(sample.size()) != layout.values_per_sample())
+      return "decode_predict_request: a sample of " + std::to_string(sample.size()) + " values";
+    for (float v : sample)
+      if (!std::isfinite(v) || (layout.feature_names.empty() && !(v >= 0.f && v <= 1.f)))
+        return "decode_predict_request: accepted the value " + std::to_string(v);
+  }
   return {};
 }
 

@@ -166,7 +166,44 @@ def model_file_seeds():
     write("model_file", "too_wide", b"layers: [flatten, {linear: {out: 65536}}, {linear: {out: 65536}}]\n")
 
 
+# ---------------------------------------------------------------- serve request bodies
+
+def png(width, height, rows, color=False):
+    """A minimal 8-bit PNG (gray, or RGB when color) of the given rows of pixel bytes."""
+    import zlib
+
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xffffffff)
+    raw = b"".join(b"\x00" + bytes(r) for r in rows)
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2 if color else 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+def npy_bytes(descr, shape, data):
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
+    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + data
+
+
+def serve_request_seeds():
+    # First byte: (model input << 2) | content type; inputs 0: 1x4x3 pixels, 1: 3x4x3, 2: a
+    # table of features a, b, c; types 0: JSON, 1: .npy, 2: PNG, 3: none (sniffed).
+    grid = b"[[0,1,2],[3,4,5],[6,7,8],[9,10,255]]"
+    write("serve_request", "valid_json_bare_grid", b"\x00" + grid)
+    write("serve_request", "valid_json_inputs_unit",
+          b'\x00{"scale": "unit", "inputs": [[0.5,0,0,0,0,0,0,0,0,0,0,1], [[0,1,0],[1,0.25,1],[0,0,0],[1,1,1]]]}')
+    write("serve_request", "valid_table_objects", bytes([2 << 2]) + b'{"inputs": [{"a": 1, "b": -2.5, "c": 3e3}, [4, 5, 6]]}')
+    write("serve_request", "valid_npy_batch", b"\x01" + npy_bytes("|u1", "(2, 4, 3)", bytes(range(24))))
+    write("serve_request", "valid_png_sniffed", b"\x03" + png(3, 4, [[0, 100, 200]] * 4))
+    write("serve_request", "valid_png_rgb", bytes([(1 << 2) | 2]) + png(3, 4, [[10, 20, 30] * 3] * 4, color=True))
+    write("serve_request", "ragged", b"\x00[[1,2,3],[3]]")
+    write("serve_request", "out_of_range", b"\x00[[0,0,0],[0,0,0],[0,0,0],[0,0,256]]")
+    write("serve_request", "png_too_wide", b"\x02" + png(300, 1, [[0] * 300]))
+    write("serve_request", "npy_wrong_shape", b"\x01" + npy_bytes("<f4", "(3, 4)", b"\x00" * 48))
+
+
 if __name__ == "__main__":
+    serve_request_seeds()
     model_file_seeds()
     csv_seeds()
     st_seeds()

@@ -31,6 +31,7 @@
 #include "mixprec/weights.h"
 #include "mixprec/train_config.h"
 #include "mixprec/train_data.h"
+#include "prediction.h"
 #include "weights_file.h"
 
 namespace mixprec::cli {
@@ -48,22 +49,6 @@ struct Sample {
   std::string source;
   std::vector<float> unit;
 };
-
-// The run's own class names (an image folder's subfolders) first, else the dataset's.
-const std::vector<std::string>& class_names(const train::TrainConfig& config) {
-  if (!config.class_names.empty()) return config.class_names;
-  const std::string& dataset = config.dataset;
-  static const std::vector<std::string> fashion = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-                                                   "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
-  static const std::vector<std::string> cifar = {"airplane", "automobile", "bird", "cat", "deer",
-                                                 "dog",      "frog",       "horse", "ship", "truck"};
-  static const std::vector<std::string> digits = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
-  static const std::vector<std::string> none;
-  if (dataset == "fashion-mnist") return fashion;
-  if (dataset == "cifar10") return cifar;
-  if (dataset == "mnist") return digits;
-  return none;
-}
 
 struct InputError {
   std::string message;
@@ -226,26 +211,16 @@ std::string extension(const std::string& path) {
 }
 
 int run_predict(const PredictFlags& f, const std::string& checkpoint, const std::vector<std::string>& inputs) {
-  auto loaded = load_model(checkpoint, f.precision);
-  if (!loaded.is_ok()) return report_load_error(loaded.status());
-  const OpenedWeights* opened = &loaded->opened;
-  const nn::ModelSpec* spec = &loaded->spec;
-  const amp::Preset* preset = &loaded->preset;
-  train::TrainConfig config = loaded->config;
-
-  // The normalisation the run trained with: recorded in its config, else its dataset's.
-  std::vector<double> mean = config.norm_mean, stddev = config.norm_std;
-  if (mean.size() != size_t(spec->channels) || stddev.size() != size_t(spec->channels)) {
-    config.train_subset = 1;
-    auto data = train::load_data(config, *spec);
-    if (!data.is_ok()) {
-      std::fprintf(stderr, "mixprec: data error: the checkpoint records no normalisation and its dataset cannot be read: %s\n",
-                   data.status().message().c_str());
-      return exit_code_for(data.status());
-    }
-    mean = data->test->mean;
-    stddev = data->test->stddev;
+  auto predictor = Predictor::open(checkpoint, f.precision);
+  if (!predictor.is_ok()) {
+    const StatusCode code = predictor.status().code();
+    if (code == StatusCode::bad_checkpoint || code == StatusCode::invalid_argument)
+      return report_load_error(predictor.status());
+    std::fprintf(stderr, "mixprec: data error: %s\n", predictor.status().message().c_str());
+    return exit_code_for(predictor.status());
   }
+  const nn::ModelSpec* spec = &predictor->spec();
+  const train::TrainConfig& config = predictor->config();
 
   std::vector<Sample> samples;
   for (const std::string& path : inputs) {
@@ -272,53 +247,38 @@ int run_predict(const PredictFlags& f, const std::string& checkpoint, const std:
     }
   }
 
-
-  const int64_t c = spec->channels, hw = spec->height * spec->width, k = std::min<int64_t>(f.top_k, spec->classes);
-  const auto& names = class_names(config);
+  const int64_t per_sample = spec->channels * spec->height * spec->width;
   nlohmann::json records = nlohmann::json::array();
   if (f.format == "table") std::printf("%-40s %s\n", "input", "top classes (probability)");
   if (f.format == "csv") std::printf("input,rank,class,name,probability\n");
   for (size_t first = 0; first < samples.size(); first += size_t(f.batch_size)) {
     const size_t n = std::min(samples.size() - first, size_t(f.batch_size));
-    std::vector<float> x(n * size_t(c * hw));
-    for (size_t i = 0; i < n; ++i)
-      for (int64_t ch = 0; ch < c; ++ch)
-        for (int64_t p = 0; p < hw; ++p) {
-          const float u = samples[first + i].unit[size_t(ch * hw + p)];
-          x[(i * size_t(c) + size_t(ch)) * size_t(hw) + size_t(p)] =
-              float((double(u) - mean[size_t(ch)]) / stddev[size_t(ch)]);
-        }
-    Tensor probs;
-    {
-      NoGradGuard ng;
-      const Tensor logits = run_model(*loaded, Tensor::from_vector(x, {int64_t(n), c, spec->height, spec->width}));
-      probs = softmax(logits, 1);  // in f32 whatever the preset, as autocast would
-    }
-    const std::vector<double> p = probs.to_vector_f64();
+    std::vector<float> x;
+    x.reserve(n * size_t(per_sample));
+    for (size_t i = 0; i < n; ++i) x.insert(x.end(), samples[first + i].unit.begin(), samples[first + i].unit.end());
+    const std::vector<std::vector<float>> probs = predictor->probabilities(x, int64_t(n));
     for (size_t i = 0; i < n; ++i) {
-      std::vector<int64_t> order(size_t(spec->classes));
-      for (int64_t j = 0; j < spec->classes; ++j) order[size_t(j)] = j;
-      const double* row = p.data() + i * size_t(spec->classes);
-      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return row[a] > row[b]; });
       const std::string& src = samples[first + i].source;
       nlohmann::json top = nlohmann::json::array();
       std::string line;
-      for (int64_t r = 0; r < k; ++r) {
-        const int64_t cls = order[size_t(r)];
-        const std::string name = size_t(cls) < names.size() ? names[size_t(cls)] : std::to_string(cls);
-        top.push_back({{"class", cls}, {"name", name}, {"probability", row[cls]}});
+      int64_t rank = 0;
+      for (const TopClass& t : predictor->top(probs[i], f.top_k)) {
+        top.push_back({{"class", t.index}, {"name", t.name}, {"probability", t.probability}});
         char buf[128];
-        std::snprintf(buf, sizeof buf, "%s%s (%.3f)", r ? ", " : "", name.c_str(), row[cls]);
+        std::snprintf(buf, sizeof buf, "%s%s (%.3f)", rank ? ", " : "", t.name.c_str(), t.probability);
         line += buf;
-        if (f.format == "csv") std::printf("%s,%lld,%lld,%s,%.6g\n", src.c_str(), (long long)r + 1, (long long)cls, name.c_str(), row[cls]);
+        ++rank;
+        if (f.format == "csv")
+          std::printf("%s,%lld,%lld,%s,%.6g\n", src.c_str(), (long long)rank, (long long)t.index, t.name.c_str(),
+                      t.probability);
       }
       if (f.format == "table") std::printf("%-40s %s\n", src.c_str(), line.c_str());
       if (f.format == "json") records.push_back({{"input", src}, {"top", top}});
     }
   }
   if (f.format == "json") {
-    nlohmann::json doc = {{"checkpoint", opened->path}, {"model", spec->name}, {"precision", preset->name},
-                          {"predictions", records}};
+    nlohmann::json doc = {{"checkpoint", predictor->loaded().opened.path}, {"model", spec->name},
+                          {"precision", predictor->loaded().preset.name}, {"predictions", records}};
     std::printf("%s\n", doc.dump(2).c_str());
   }
   return kExitOk;
@@ -332,8 +292,7 @@ Runner add_predict_command(CLI::App& app) {
   cmd->add_option("inputs", flags->inputs, "CHECKPOINT (unless --checkpoint) then input files: .png, .jpg, .npy, .csv, IDX")
       ->required();
   cmd->add_option("--checkpoint", flags->checkpoint_flag, "A .safetensors checkpoint, a run directory or a plain weights file");
-  cmd->add_option("--precision", flags->precision, "Precision preset (default: the checkpoint's): " + amp::preset_names())
-      ->check(precision_name());
+  cmd->add_option("--precision", flags->precision, inference_precision_help())->check(inference_precision());
   cmd->add_option("--top-k", flags->top_k, "Classes shown per input")->check(integer_in(1, 1000))->capture_default_str();
   cmd->add_option("--batch-size", flags->batch_size, "Inputs per forward pass")
       ->check(integer_in(1, 1 << 16))->capture_default_str();

@@ -1,6 +1,8 @@
 // suggest.cpp: see suggest.h.
 #include "suggest.h"
 
+#include "prediction.h"
+
 #include <algorithm>
 #include <cctype>
 
@@ -53,6 +55,18 @@ CLI::Validator precision_name() {
         return p.status().message() + did_you_mean(value, names);
       },
       "PRESET");
+}
+
+CLI::Validator inference_precision() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        if (amp::preset_by_name(inference_preset_name(value)).is_ok()) return "";
+        std::vector<std::string> names = {"fp32", "bf16", "fp16"};
+        for (const auto& preset : amp::all_presets()) names.push_back(preset.name);
+        return "unknown precision '" + value + "' (expected " + inference_precision_help() + ")" +
+               did_you_mean(value, names);
+      },
+      "PRECISION");
 }
 
 std::string explain_parse_error(CLI::App& app, int argc, char** argv) {

@@ -30,7 +30,8 @@ const Harness kHarnesses[] = {{"safetensors", fuzz::safetensors},
                               {"cifar", fuzz::cifar},
                               {"npy", fuzz::npy},
                               {"csv", fuzz::csv},
-                              {"model_file", fuzz::model_file}};
+                              {"model_file", fuzz::model_file},
+                              {"serve_request", fuzz::serve_request}};
 
 std::vector<uint8_t> read_all(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);

@@ -1,0 +1,117 @@
+// prediction.cpp: see prediction.h.
+#include "prediction.h"
+
+#include <algorithm>
+
+#include "mixprec/autograd.h"
+#include "mixprec/ops.h"
+#include "mixprec/precision.h"
+#include "mixprec/train_config.h"
+#include "mixprec/train_data.h"
+
+namespace mixprec::cli {
+
+namespace {
+
+// The run's own class names (an image folder's subfolders, a table's label names) first,
+// else the names of the dataset it trained on.
+std::vector<std::string> class_names_of(const train::TrainConfig& config) {
+  if (!config.class_names.empty()) return config.class_names;
+  if (config.dataset == "fashion-mnist")
+    return {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
+  if (config.dataset == "cifar10")
+    return {"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
+  if (config.dataset == "mnist") return {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
+  return {};
+}
+
+}  // namespace
+
+std::string inference_preset_name(const std::string& flag) {
+  if (flag == "bf16") return "o2-bf16";
+  if (flag == "fp16") return "o2-fp16";
+  return flag;
+}
+
+std::string inference_precision_help() {
+  return "fp32, bf16 or fp16 (weights cast once, normalisation layers in f32), or a preset: " + amp::preset_names() +
+         " (default: the checkpoint's)";
+}
+
+StatusOr<Predictor> Predictor::open(const std::string& checkpoint, const std::string& precision_flag) {
+  auto loaded = load_model(checkpoint, inference_preset_name(precision_flag));
+  if (!loaded.is_ok()) return loaded.status();
+  Predictor p;
+  p.loaded_ = std::move(loaded).value();
+  const nn::ModelSpec& spec = p.loaded_.spec;
+  train::TrainConfig config = p.loaded_.config;
+  // The normalisation the run trained with: recorded in its config, else its dataset's.
+  p.mean_ = config.norm_mean;
+  p.stddev_ = config.norm_std;
+  if (p.mean_.size() != size_t(spec.channels) || p.stddev_.size() != size_t(spec.channels)) {
+    config.train_subset = 1;
+    auto data = train::load_data(config, spec);
+    if (!data.is_ok())
+      return Status(data.status().code(), "the checkpoint records no normalisation and its dataset cannot be read: " +
+                                              data.status().message());
+    p.mean_ = data->test->mean;
+    p.stddev_ = data->test->stddev;
+  }
+  p.class_names_ = class_names_of(p.loaded_.config);
+  return p;
+}
+
+serve::InputLayout Predictor::layout() const {
+  serve::InputLayout l;
+  l.channels = spec().channels;
+  l.height = spec().height;
+  l.width = spec().width;
+  l.feature_names = config().feature_names;
+  return l;
+}
+
+std::vector<std::vector<float>> Predictor::probabilities(const std::vector<float>& samples, int64_t n) const {
+  const nn::ModelSpec& s = spec();
+  const int64_t c = s.channels, hw = s.height * s.width;
+  std::vector<float> x(samples.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < hw; ++p) {
+        const size_t at = size_t((i * c + ch) * hw + p);
+        x[at] = float((double(samples[at]) - mean_[size_t(ch)]) / stddev_[size_t(ch)]);
+      }
+  Tensor probs;
+  {
+    NoGradGuard no_grad;
+    const Tensor logits = run_model(loaded_, Tensor::from_vector(x, {n, c, s.height, s.width}));
+    probs = softmax(logits, 1);  // in f32 whatever the preset, as autocast would
+  }
+  const std::vector<double> p = probs.to_vector_f64();
+  std::vector<std::vector<float>> rows(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    rows[size_t(i)].assign(p.begin() + i * s.classes, p.begin() + (i + 1) * s.classes);
+  return rows;
+}
+
+std::vector<TopClass> Predictor::top(const std::vector<float>& row, int64_t k) const {
+  std::vector<int64_t> order(row.size());
+  for (size_t j = 0; j < order.size(); ++j) order[j] = int64_t(j);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return row[size_t(a)] > row[size_t(b)]; });
+  std::vector<TopClass> out;
+  for (int64_t r = 0; r < std::min<int64_t>(k, int64_t(order.size())); ++r) {
+    const int64_t cls = order[size_t(r)];
+    out.push_back({cls, size_t(cls) < class_names_.size() ? class_names_[size_t(cls)] : std::to_string(cls),
+                   double(row[size_t(cls)])});
+  }
+  return out;
+}
+
+int64_t Predictor::parameter_count() const { return loaded_.model->num_parameters(); }
+
+int64_t Predictor::weight_bytes() const {
+  int64_t bytes = 0;
+  for (const Tensor& t : loaded_.model->parameters()) bytes += t.numel() * int64_t(dtype_size(t.dtype()));
+  return bytes;
+}
+
+}  // namespace mixprec::cli

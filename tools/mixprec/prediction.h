@@ -1,0 +1,59 @@
+// prediction.h: a checkpoint's model ready to answer "which class is this?": what `predict`
+// and `serve` share. Samples come in as values scaled the way the datasets store them
+// (pixels / 255, raw table features), are normalised with the run's recorded statistics, run
+// through the model in the chosen precision and come out as class probabilities (softmax in
+// f32, as autocast would).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "mixprec/serve.h"
+#include "mixprec/status.h"
+#include "weights_file.h"
+
+namespace mixprec::cli {
+
+// Inference precision names: `fp32`, `bf16` and `fp16` mean the weights cast once to that
+// dtype with normalisation layers kept in f32 (the o2-* presets; what deployment in half
+// precision means). Every training preset name is accepted too (amp-bf16: f32 weights under
+// autocast). Note: for `train`, `bf16` is Lightning's alias of amp-bf16; here it is not.
+std::string inference_preset_name(const std::string& flag);
+// "fp32, bf16 or fp16 (...), or a preset: ..." for --help (the flag's check: suggest.h).
+std::string inference_precision_help();
+
+struct TopClass {
+  int64_t index = 0;
+  std::string name;
+  double probability = 0;
+};
+
+class Predictor {
+ public:
+  // Errors: load_model's (bad_checkpoint, invalid_argument for --precision), or the dataset's
+  // when the checkpoint records no normalisation and its dataset cannot be read.
+  static StatusOr<Predictor> open(const std::string& checkpoint, const std::string& precision_flag);
+
+  const LoadedModel& loaded() const { return loaded_; }
+  const train::TrainConfig& config() const { return loaded_.config; }
+  const nn::ModelSpec& spec() const { return loaded_.spec; }
+  serve::InputLayout layout() const;
+  // As the run named its classes; empty when it did not (classes are then numbers).
+  const std::vector<std::string>& class_names() const { return class_names_; }
+
+  // Class probabilities of n samples (values_per_sample floats each, back to back). Not
+  // thread-safe: one caller at a time (serve's batcher thread).
+  std::vector<std::vector<float>> probabilities(const std::vector<float>& samples, int64_t n) const;
+
+  // The k most probable classes of one row of probabilities, named as the run named them.
+  std::vector<TopClass> top(const std::vector<float>& probabilities, int64_t k) const;
+
+  int64_t parameter_count() const;
+  int64_t weight_bytes() const;  // parameters in their dtypes (16-bit presets: about half)
+
+ private:
+  LoadedModel loaded_;
+  std::vector<double> mean_, stddev_;
+  std::vector<std::string> class_names_;
+};
+
+}  // namespace mixprec::cli

@@ -55,19 +55,23 @@ StatusOr<DecodedRequest> decode_predict_request(std::string_view body, std::stri
 // ---- dynamic batching -------------------------------------------------------------------
 
 struct BatcherOptions {
-  int64_t max_batch = 64;     // samples per forward pass
-  int64_t max_wait_us = 2000; // how long the first queued request waits for company
-  int64_t max_queue = 1024;   // samples waiting; a request that does not fit is refused
+  int64_t max_batch = 64;      // samples per forward pass
+  int64_t max_wait_us = 2000;  // how long the oldest queued request may wait for arriving ones
+  int64_t max_queue = 1024;    // samples waiting; a request that does not fit is refused
 };
 
 // One forward pass: `inputs` holds n samples of `values_per_sample` floats back to back; the
 // result holds n rows of outputs (e.g. class probabilities). Runs on the batcher's thread only.
 using BatchRunner = std::function<StatusOr<std::vector<std::vector<float>>>(const std::vector<float>& inputs, int64_t n)>;
 
-// Requests queue here; one thread takes the oldest ones, up to max_batch samples, as soon as
-// max_batch samples are waiting or the oldest has waited max_wait_us, and runs them as one
-// batch. A request larger than max_batch runs alone, in max_batch chunks. The model is only
-// ever called from that one thread, so it needs no locking of its own.
+// Requests queue here; one thread takes the oldest ones, up to max_batch samples, and runs
+// them as one batch as soon as max_batch samples are waiting, or no announced request is
+// still arriving (arrival_started/arrival_finished: a server announces a request when its
+// headers are read, so its body is read and decoded while the batch waits for it), or the
+// oldest has waited max_wait_us. So a lone client never waits for company that is not
+// coming, and under load the batch fills with the requests in the pipeline. A request larger
+// than max_batch runs alone, in max_batch chunks. The model is only ever called from that
+// one thread, so it needs no locking of its own.
 class DynamicBatcher {
  public:
   using Outputs = std::vector<std::vector<float>>;
@@ -81,6 +85,11 @@ class DynamicBatcher {
   // empty request or a sample of the wrong size. The future holds the outputs in the
   // samples' order, or the model's error (internal) for every request of that batch.
   StatusOr<std::future<StatusOr<Outputs>>> submit(std::vector<std::vector<float>> samples);
+
+  // A request has arrived and will be submitted (or dropped) soon: a batch waits for it, up
+  // to max_wait_us. Every arrival_started() needs one arrival_finished(), after its submit().
+  void arrival_started();
+  void arrival_finished();
 
   // Stops accepting, answers everything queued, joins the thread. Idempotent.
   void stop();
@@ -106,6 +115,7 @@ class DynamicBatcher {
   std::condition_variable wake_;
   std::deque<Job> queue_;
   int64_t queued_ = 0;
+  int64_t arriving_ = 0;
   bool stopping_ = false;
   std::thread thread_;
 };

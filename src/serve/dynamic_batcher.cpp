@@ -51,6 +51,19 @@ StatusOr<std::future<StatusOr<DynamicBatcher::Outputs>>> DynamicBatcher::submit(
   return result;
 }
 
+void DynamicBatcher::arrival_started() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++arriving_;
+}
+
+void DynamicBatcher::arrival_finished() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (arriving_ > 0) --arriving_;
+  }
+  wake_.notify_one();
+}
+
 void DynamicBatcher::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -66,10 +79,11 @@ void DynamicBatcher::loop() {
   for (;;) {
     wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, nothing left to answer
-    // The oldest request waits at most max_wait_us for others to fill the batch; when
-    // stopping, what is queued runs at once.
+    // The oldest request waits at most max_wait_us for requests still arriving to fill the
+    // batch, and not at all when none is arriving; when stopping, what is queued runs at once.
     const auto deadline = queue_.front().queued_at + std::chrono::microseconds(options_.max_wait_us);
-    wake_.wait_until(lock, deadline, [this] { return stopping_ || queued_ >= options_.max_batch; });
+    wake_.wait_until(lock, deadline,
+                     [this] { return stopping_ || queued_ >= options_.max_batch || arriving_ == 0; });
     std::vector<Job> jobs;
     int64_t taken = 0;
     while (!queue_.empty()) {

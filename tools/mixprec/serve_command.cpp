@@ -42,6 +42,7 @@ void request_stop(int) { g_stop_requested.store(true); }
 using Clock = std::chrono::steady_clock;
 thread_local Clock::time_point t_request_start;  // set by the pre-routing handler
 thread_local bool t_request_timed = false;
+thread_local bool t_arrival_open = false;  // this thread announced a prediction to the batcher
 
 std::string json_error(const std::string& message) { return nlohmann::json({{"error", message}}).dump() + "\n"; }
 
@@ -94,18 +95,33 @@ int run_serve(const ServeFlags& f, const std::string& checkpoint) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
+  // Answers go out at once: with Nagle's algorithm on, a small response written in two parts
+  // (headers, body) waits for the client's delayed ACK, 40 ms per request on Linux.
+  server.set_tcp_nodelay(true);
   const int64_t workers = f.workers;
   server.new_task_queue = [workers] { return new httplib::ThreadPool(size_t(workers)); };
   server.set_payload_max_length(size_t(f.max_body_bytes));
   server.set_read_timeout(time_t(f.timeout_s), 0);
   server.set_write_timeout(time_t(f.timeout_s), 0);
 
-  server.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+  // A prediction is announced to the batcher as soon as its headers are read, so a batch
+  // waits for it while its body is read and decoded; the announcement ends once it is queued
+  // or refused (at the latest when its answer is logged).
+  auto finish_arrival = [&batcher] {
+    if (t_arrival_open) batcher.arrival_finished();
+    t_arrival_open = false;
+  };
+  server.set_pre_routing_handler([&batcher](const httplib::Request& req, httplib::Response&) {
     t_request_start = Clock::now();
     t_request_timed = true;
+    if (req.method == "POST" && req.path == "/v1/predict" && !t_arrival_open) {
+      batcher.arrival_started();
+      t_arrival_open = true;
+    }
     return httplib::Server::HandlerResponse::Unhandled;
   });
-  server.set_logger([&metrics](const httplib::Request& req, const httplib::Response& res) {
+  server.set_logger([&metrics, finish_arrival](const httplib::Request& req, const httplib::Response& res) {
+    finish_arrival();
     const double seconds =
         t_request_timed ? std::chrono::duration<double>(Clock::now() - t_request_start).count() : 0.0;
     t_request_timed = false;
@@ -146,7 +162,8 @@ int run_serve(const ServeFlags& f, const std::string& checkpoint) {
     res.set_content(metrics.prometheus_text(), "text/plain; version=0.0.4");
   });
   server.Post("/v1/predict", [&](const httplib::Request& req, httplib::Response& res) {
-    auto fail = [&res](int status, const std::string& message) {
+    auto fail = [&res, &finish_arrival](int status, const std::string& message) {
+      finish_arrival();
       res.status = status;
       res.set_content(json_error(message), "application/json");
     };
@@ -162,6 +179,7 @@ int run_serve(const ServeFlags& f, const std::string& checkpoint) {
     auto decoded = serve::decode_predict_request(req.body, req.get_header_value("Content-Type"), layout, f.max_inputs);
     if (!decoded.is_ok()) return fail(400, decoded.status().message());
     auto queued = batcher.submit(std::move(decoded->samples));
+    finish_arrival();
     if (!queued.is_ok()) {
       if (queued.status().code() == StatusCode::busy) {
         res.set_header("Retry-After", "1");

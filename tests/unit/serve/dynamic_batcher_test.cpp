@@ -58,9 +58,12 @@ TEST(DynamicBatcher, ConcurrentRequestsShareOneForwardPassAndGetTheirOwnRows) {
   DynamicBatcher batcher({.max_batch = 4, .max_wait_us = 10'000'000, .max_queue = 64}, 2, model.runner(2));
   std::vector<std::thread> clients;
   std::vector<DynamicBatcher::Outputs> got(4);
+  // The four arrive together (as a server announces them when their headers are read).
+  for (int c = 0; c < 4; ++c) batcher.arrival_started();
   for (int c = 0; c < 4; ++c)
     clients.emplace_back([&, c] {
       auto f = batcher.submit(samples_of({float(c + 1)}));
+      batcher.arrival_finished();
       ASSERT_TRUE(f.is_ok());
       auto out = f->get();
       ASSERT_TRUE(out.is_ok());
@@ -74,15 +77,47 @@ TEST(DynamicBatcher, ConcurrentRequestsShareOneForwardPassAndGetTheirOwnRows) {
   }
 }
 
-TEST(DynamicBatcher, ALoneRequestRunsAfterTheWait) {
+TEST(DynamicBatcher, ALoneRequestDoesNotWaitForCompanyThatIsNotComing) {
+  FakeModel model;
+  DynamicBatcher batcher({.max_batch = 64, .max_wait_us = 60'000'000, .max_queue = 64}, 2, model.runner(2));
+  const auto start = std::chrono::steady_clock::now();
+  auto f = batcher.submit(samples_of({3.f}));
+  ASSERT_TRUE(f.is_ok());
+  ASSERT_TRUE(f->get().is_ok());
+  // Nothing was arriving: it ran at once, not after the minute of --max-wait-us.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+TEST(DynamicBatcher, AQueuedRequestWaitsForOneStillArriving) {
+  FakeModel model;
+  DynamicBatcher batcher({.max_batch = 64, .max_wait_us = 60'000'000, .max_queue = 64}, 2, model.runner(2));
+  batcher.arrival_started();  // A
+  batcher.arrival_started();  // B
+  auto a = batcher.submit(samples_of({1.f}));
+  batcher.arrival_finished();
+  ASSERT_TRUE(a.is_ok());
+  // B is still being read: A waits for it.
+  EXPECT_EQ(a->wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  auto b = batcher.submit(samples_of({2.f}));
+  batcher.arrival_finished();
+  ASSERT_TRUE(b.is_ok());
+  auto out_a = a->get(), out_b = b->get();
+  ASSERT_TRUE(out_a.is_ok() && out_b.is_ok());
+  EXPECT_EQ(model.seen(), (std::vector<int64_t>{2}));  // one pass for both
+  EXPECT_EQ((*out_b)[0], (std::vector<float>{2.f, 2.f}));
+}
+
+TEST(DynamicBatcher, AnArrivalThatNeverComesDelaysTheBatchByMaxWaitOnly) {
   FakeModel model;
   DynamicBatcher batcher({.max_batch = 64, .max_wait_us = 1000, .max_queue = 64}, 2, model.runner(2));
+  batcher.arrival_started();  // announced, never submitted (its finish comes late)
   auto f = batcher.submit(samples_of({3.f, 5.f}));
   ASSERT_TRUE(f.is_ok());
   auto out = f->get();
   ASSERT_TRUE(out.is_ok());
   EXPECT_EQ(*out, (DynamicBatcher::Outputs{{3.f, 2.f}, {5.f, 2.f}}));
   EXPECT_EQ(model.seen(), (std::vector<int64_t>{2}));
+  batcher.arrival_finished();
 }
 
 TEST(DynamicBatcher, ARequestLargerThanABatchRunsInChunksInOrder) {

@@ -102,6 +102,9 @@ class MaxPool2d : public Module {
     return max_pool2d(input, kernel_, stride_, padding_);
   }
   const char* type_name() const override { return "MaxPool2d"; }
+  int64_t kernel() const { return kernel_; }
+  int64_t stride() const { return stride_ < 0 ? kernel_ : stride_; }
+  int64_t padding() const { return padding_; }
 
  private:
   int64_t kernel_, stride_, padding_;
@@ -124,6 +127,9 @@ class Sequential : public Module {
   Sequential(std::initializer_list<std::shared_ptr<Module>> modules);
   Sequential& add(std::shared_ptr<Module> module);
   Sequential& add(const std::string& name, std::shared_ptr<Module> module);  // a named child
+  // Runs the children in order; runs of Conv2d, ReLU, MaxPool2d(k, stride k, no padding) and
+  // of ReLU, MaxPool2d(...) go through the fused ops (ops_fused.h), whose values and
+  // gradients are the composition's (children with their own autocast setting are not fused).
   Tensor forward(const Tensor& input) override;
   const char* type_name() const override { return "Sequential"; }
 };

@@ -19,4 +19,15 @@ namespace mixprec {
 // receives the window's gradient.
 Tensor relu_max_pool2d(const Tensor& src, int64_t kernel);
 
+// relu_max_pool2d(conv2d(src, weights, bias, stride, padding), pool): a convolution block
+// in one call. Values, gradients and autocast (conv2d's lower policy, then keep) are the
+// composition's. For the first layer of a CNN on images (src needs no gradient, 1-3 input
+// channels, 3x3 kernel, stride 1, padding 1, pool 2, 16-64 output channels in multiples of
+// 16, f32/bf16/f16, AVX-512) it runs one fused kernel (backend/cpu/conv_relu_pool.h) that
+// never stores the full-resolution convolution output or its gradient; the convolution then
+// sums in its own order (agrees with oneDNN's to f32 rounding, not bit for bit). Every
+// other case runs the composition. Sequential fuses Conv2d, ReLU, MaxPool2d(k) runs into it.
+Tensor conv2d_relu_max_pool2d(const Tensor& src, const Tensor& weights, const Tensor& bias, int64_t stride,
+                              int64_t padding, int64_t pool);
+
 }  // namespace mixprec

@@ -18,7 +18,8 @@ Cnn::Cnn(int64_t in_channels, int64_t height, int64_t width, int64_t classes) {
 Tensor Cnn::forward(const Tensor& input) {
   // relu_max_pool2d == max_pool2d(relu(.), 2) in values and gradients, in one fused pass
   // (oneDNN's separate relu + pool cost as much as the convolutions in bf16).
-  Tensor x = relu_max_pool2d((*conv1)(input), 2);
+  // conv1 + relu + pool is one fused pass when it is the first layer (conv2d_relu_max_pool2d).
+  Tensor x = conv2d_relu_max_pool2d(input, conv1->weight, conv1->bias, conv1->stride, conv1->padding, 2);
   x = relu_max_pool2d((*conv2)(x), 2);
   x = relu((*fc1)(flatten(x, 1)));
   return (*fc2)(x);

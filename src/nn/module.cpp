@@ -5,6 +5,7 @@
 #include "mixprec/amp.h"
 #include "mixprec/autograd.h"
 #include "mixprec/nn.h"
+#include "mixprec/ops_fused.h"
 #include "mixprec/status.h"
 
 namespace mixprec::nn {
@@ -130,8 +131,31 @@ Residual::Residual(std::shared_ptr<Sequential> b) : body(register_module("body",
 Tensor Residual::forward(const Tensor& input) { return add(input, (*body)(input)); }
 
 Tensor Sequential::forward(const Tensor& input) {
+  const auto& kids = children();
+  // A child that may be fused: the type asked for, and no autocast setting of its own.
+  auto as = [&kids]<typename M>(size_t i, M*) -> M* {
+    if (i >= kids.size() || kids[i].second->autocast_override()) return nullptr;
+    return dynamic_cast<M*>(kids[i].second.get());
+  };
+  auto plain_pool = [](const MaxPool2d* p) { return p && p->stride() == p->kernel() && p->padding() == 0; };
   Tensor x = input;
-  for (auto& [name, child] : children()) x = (*child)(x);
+  for (size_t i = 0; i < kids.size();) {
+    const auto* conv = as(i, static_cast<Conv2d*>(nullptr));
+    const MaxPool2d* pool = as(i + 2, static_cast<MaxPool2d*>(nullptr));
+    if (conv && as(i + 1, static_cast<ReLU*>(nullptr)) && plain_pool(pool)) {
+      x = conv2d_relu_max_pool2d(x, conv->weight, conv->bias, conv->stride, conv->padding, pool->kernel());
+      i += 3;
+      continue;
+    }
+    pool = as(i + 1, static_cast<MaxPool2d*>(nullptr));
+    if (as(i, static_cast<ReLU*>(nullptr)) && plain_pool(pool)) {
+      x = relu_max_pool2d(x, pool->kernel());
+      i += 2;
+      continue;
+    }
+    x = (*kids[i].second)(x);
+    ++i;
+  }
   return x;
 }
 

@@ -1,7 +1,8 @@
 // fused_relu_pool.cpp: relu_max_pool2d (keep policy), forward and backward through the
 // fused CPU kernel (backend/cpu/relu_max_pool.h). Backward keeps only the argmax (4 bits
 // per output for k <= 3, else 1 byte): neither relu's output nor the pooling input stays
-// alive for it.
+// alive for it. And conv2d_relu_max_pool2d: the same after a convolution, fused with it for
+// a CNN's first layer (backend/cpu/conv_relu_pool.h), else the composition.
 #include "autograd/node.h"
 #include "ops/autocast_hook.h"
 #include "mixprec/ops.h"
@@ -41,6 +42,50 @@ Tensor relu_max_pool2d(const Tensor& src_in, int64_t kernel) {
               [arg = r.argmax, format = r.format, src_shape = src.shape(), kernel](const Tensor& diff_dst) {
                 return std::vector<Tensor>{
                     backend::cpu::relu_max_pool2d_backward(diff_dst, arg, src_shape, kernel, format)};
+              });
+  }
+  return r.dst;
+}
+
+Tensor conv2d_relu_max_pool2d(const Tensor& src_in, const Tensor& weights_in, const Tensor& bias_in, int64_t stride,
+                              int64_t padding, int64_t pool) {
+  auto composition = [&] { return relu_max_pool2d(conv2d(src_in, weights_in, bias_in, stride, padding), pool); };
+  // Fused only where no input gradient is wanted (a CNN's first layer: its images), so the
+  // full-resolution convolution output is never needed, forward or backward.
+  if (!src_in.defined() || src_in.requires_grad()) return composition();
+  const auto in = ops_detail::autocast_inputs(amp::OpId::conv2d, {src_in, weights_in, bias_in});
+  const Tensor &src = in[0], &weights = in[1], &bias = in[2];
+  if (!ops_detail::onednn_enabled_for(src.dtype()) ||
+      !backend::cpu::conv_relu_max_pool_applies(src, weights, bias, stride, padding, pool)) {
+    ops_detail::AutocastOff cast_already;  // the inputs are cast as conv2d casts them
+    return relu_max_pool2d(conv2d(src, weights, bias, stride, padding), pool);
+  }
+  if (ops_detail::verbose_dispatch())
+    ops_detail::note_dispatch("conv2d_relu_max_pool2d", src.dtype(), "cpu fused kernel");
+  backend::cpu::ConvReluPoolResult r = backend::cpu::conv_relu_max_pool_forward(src, weights, bias);
+  if (any_requires_grad({&weights, &bias})) {
+    record_op(r.dst, "conv2d_relu_max_pool2d", {&src, &weights, &bias},
+              [s = src.detach(), arg = r.argmax, finite = r.src_finite, w_shape = weights.shape(),
+               with_bias = bias.defined()](const Tensor& diff_dst) {
+                if (!finite) {
+                  // inf/NaN in the images: the composition's backward, whose zero gradients
+                  // times the non-finite inputs give the NaN PyTorch would give.
+                  const Tensor d_conv = backend::cpu::relu_max_pool2d_backward(
+                      diff_dst, arg, {s.size(0), w_shape[0], s.size(2), s.size(3)}, 2, MemoryFormat::channels_last);
+                  MemoryCategoryGuard mg(MemoryCategory::gradients);
+                  const backend::Conv2dParams p{1, 1, 1, 1};
+                  backend::WeightGrads wg = ops_detail::dispatch(
+                      "conv2d_backward_weights", d_conv.dtype(),
+                      [&] { return backend::onednn::conv2d_backward_weights(s, d_conv, w_shape, with_bias, p); },
+                      [&] { return backend::ref::conv2d_backward_weights(s, d_conv, w_shape, with_bias, p); });
+                  return std::vector<Tensor>{Tensor(), wg.diff_weights, wg.diff_bias};
+                }
+                MemoryCategoryGuard mg(MemoryCategory::gradients);  // weight gradients
+                backend::cpu::ConvReluPoolGrads g =
+                    backend::cpu::conv_relu_max_pool_backward_weights(s, diff_dst, arg, w_shape, with_bias);
+                // f32 as accumulated, like conv2d's: an autocast copy's cast node passes them
+                // to the f32 parameter unrounded.
+                return std::vector<Tensor>{Tensor(), g.diff_weights, g.diff_bias};
               });
   }
   return r.dst;

@@ -126,6 +126,13 @@ std::vector<OpEntry> make_registry() {
   add({"relu_max_pool2d", OpId::max_pool2d, {in({2, 3, 6, 6})},
        [](V x) { return relu_max_pool2d(x[0], 2); },
        [](V x) { return ref::relu_max_pool2d_reference(x[0], 2); }});
+  // src needs no gradient: the fused first-layer kernel's case (others run the composition).
+  add({"conv2d_relu_max_pool2d", OpId::conv2d,
+       {InputSpec{{2, 3, 6, 6}, -1.0, 1.0, false, 0}, in({16, 3, 3, 3}), in({16})},
+       [](V x) { return conv2d_relu_max_pool2d(x[0], x[1], x[2], 1, 1, 2); },
+       [](V x) {
+         return ref::relu_max_pool2d_reference(ref::conv2d_forward(w(x[0]), w(x[1]), w(x[2]), {1, 1, 1, 1}), 2);
+       }});
 
   // ---- reduce.cpp ----
   add({"sum", OpId::sum, {in({3, 4})}, [](V x) { return sum(x[0], {1}); },

@@ -168,43 +168,55 @@ MIXPREC_AVX512 inline __m512i load_codes(const uint8_t* src) {
   return _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi));
 }
 
-// One pooled row: OW outputs x O channels into dst_row ([OW][O] of dt) and its codes.
-template <int C>
-MIXPREC_AVX512 void forward_row(const float* xr, int64_t Wp, int64_t OW, int64_t O, const float* wt,
-                                const float* bias, DType dt, void* dst, int64_t dst_at, uint8_t* arg) {
-  for (int64_t ow = 0; ow < OW; ++ow)
-    for (int64_t o = 0; o < O; o += 16) {
-      const __m512 b = _mm512_loadu_ps(bias + o);
-      __m512 acc0 = b, acc1 = b, acc2 = b, acc3 = b;  // window positions (0,0) (0,1) (1,0) (1,1)
-      for (int c = 0; c < C; ++c)
-        for (int ky = 0; ky < 3; ++ky) {
-          const float* x = xr + (c * 4 + ky) * Wp + 2 * ow;
-          for (int kx = 0; kx < 3; ++kx) {
-            const __m512 w = _mm512_loadu_ps(wt + ((c * 3 + ky) * 3 + kx) * O + o);
-            acc0 = _mm512_fmadd_ps(w, _mm512_set1_ps(x[kx]), acc0);
-            acc1 = _mm512_fmadd_ps(w, _mm512_set1_ps(x[kx + 1]), acc1);
-            acc2 = _mm512_fmadd_ps(w, _mm512_set1_ps(x[Wp + kx]), acc2);
-            acc3 = _mm512_fmadd_ps(w, _mm512_set1_ps(x[Wp + kx + 1]), acc3);
+// One pooled row: OW outputs x O channels into dst ([OW][O] of dt from dst_at) and its
+// codes. OV = O / 16 vectors of channels are computed together, so each broadcast input
+// value feeds OV FMAs: 4 window positions x OV accumulators (at most 16 registers).
+template <int C, int OV>
+MIXPREC_AVX512 void forward_row(const float* xr, int64_t Wp, int64_t OW, const float* wt, const float* bias, DType dt,
+                                void* dst, int64_t dst_at, uint8_t* arg) {
+  constexpr int64_t O = 16 * OV;
+  for (int64_t ow = 0; ow < OW; ++ow) {
+    __m512 acc[4][OV];  // window positions (0,0) (0,1) (1,0) (1,1) x channel vectors
+    for (int v = 0; v < OV; ++v) {
+      const __m512 b = _mm512_loadu_ps(bias + 16 * v);
+      for (int p = 0; p < 4; ++p) acc[p][v] = b;
+    }
+    for (int c = 0; c < C; ++c)
+      for (int ky = 0; ky < 3; ++ky) {
+        const float* x = xr + (c * 4 + ky) * Wp + 2 * ow;
+        for (int kx = 0; kx < 3; ++kx) {
+          const float* w = wt + ((c * 3 + ky) * 3 + kx) * O;
+          const __m512 x0 = _mm512_set1_ps(x[kx]), x1 = _mm512_set1_ps(x[kx + 1]);
+          const __m512 x2 = _mm512_set1_ps(x[Wp + kx]), x3 = _mm512_set1_ps(x[Wp + kx + 1]);
+          for (int v = 0; v < OV; ++v) {
+            const __m512 wv = _mm512_loadu_ps(w + 16 * v);
+            acc[0][v] = _mm512_fmadd_ps(wv, x0, acc[0][v]);
+            acc[1][v] = _mm512_fmadd_ps(wv, x1, acc[1][v]);
+            acc[2][v] = _mm512_fmadd_ps(wv, x2, acc[2][v]);
+            acc[3][v] = _mm512_fmadd_ps(wv, x3, acc[3][v]);
           }
         }
+      }
+    for (int v = 0; v < OV; ++v) {
       // ReLU + max over the window with relu_max_pool.h's rules: start at +0, a strict ">"
       // so the first maximum wins, the first NaN beats everything.
-      const __m512 v[4] = {round_to(acc0, dt), round_to(acc1, dt), round_to(acc2, dt), round_to(acc3, dt)};
       __m512 m = _mm512_setzero_ps();
       __m512i code = _mm512_set1_epi32(255);
       __mmask16 nan_seen = 0;
       for (int p = 0; p < 4; ++p) {
-        const __mmask16 isnan = _mm512_cmp_ps_mask(v[p], v[p], _CMP_UNORD_Q) & __mmask16(~nan_seen);
-        const __mmask16 gt = _mm512_cmp_ps_mask(v[p], m, _CMP_GT_OQ) & __mmask16(~nan_seen);
+        const __m512 y = round_to(acc[p][v], dt);
+        const __mmask16 isnan = _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q) & __mmask16(~nan_seen);
+        const __mmask16 gt = _mm512_cmp_ps_mask(y, m, _CMP_GT_OQ) & __mmask16(~nan_seen);
         const __mmask16 take = isnan | gt;
-        m = _mm512_mask_mov_ps(m, take, v[p]);
+        m = _mm512_mask_mov_ps(m, take, y);
         code = _mm512_mask_mov_epi32(code, take, _mm512_set1_epi32(p));
         nan_seen |= isnan;
       }
-      const int64_t e = ow * O + o;  // element within the row; the row starts at an even element
+      const int64_t e = ow * O + 16 * v;  // element within the row; the row starts at an even element
       store_as(dst, dst_at + e, m, dt);
       store_codes(arg + e / 2, code);
     }
+  }
 }
 
 // The 4x4 input neighbourhood of pooled column ow in channel c (rows 0..3 of xr, padded
@@ -266,7 +278,13 @@ bool forward_all(const Tensor& src, const float* wt, const float* bias, Tensor& 
   for (int64_t row = 0; row < N * OH; ++row) {
     float* xr = scratch(size_t(C * 4 * Wp + C * W));  // rows + a channels-last row
     if (!load_rows(src, row / OH, row % OH, xr)) nonfinite.store(true, std::memory_order_relaxed);
-    forward_row<C>(xr, Wp, OW, O, wt, bias, dt, out, row * OW * O, arg + row * OW * O / 2);
+    uint8_t* codes = arg + row * OW * O / 2;
+    switch (O / 16) {
+      case 1: forward_row<C, 1>(xr, Wp, OW, wt, bias, dt, out, row * OW * O, codes); break;
+      case 2: forward_row<C, 2>(xr, Wp, OW, wt, bias, dt, out, row * OW * O, codes); break;
+      case 3: forward_row<C, 3>(xr, Wp, OW, wt, bias, dt, out, row * OW * O, codes); break;
+      default: forward_row<C, 4>(xr, Wp, OW, wt, bias, dt, out, row * OW * O, codes); break;
+    }
   }
   return !nonfinite.load();
 }

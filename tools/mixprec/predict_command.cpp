@@ -212,13 +212,7 @@ std::string extension(const std::string& path) {
 
 int run_predict(const PredictFlags& f, const std::string& checkpoint, const std::vector<std::string>& inputs) {
   auto predictor = Predictor::open(checkpoint, f.precision);
-  if (!predictor.is_ok()) {
-    const StatusCode code = predictor.status().code();
-    if (code == StatusCode::bad_checkpoint || code == StatusCode::invalid_argument)
-      return report_load_error(predictor.status());
-    std::fprintf(stderr, "mixprec: data error: %s\n", predictor.status().message().c_str());
-    return exit_code_for(predictor.status());
-  }
+  if (!predictor.is_ok()) return report_predictor_error(predictor.status());
   const nn::ModelSpec* spec = &predictor->spec();
   const train::TrainConfig& config = predictor->config();
 

@@ -2,6 +2,9 @@
 #include "prediction.h"
 
 #include <algorithm>
+#include <cstdio>
+
+#include "exit_codes.h"
 
 #include "mixprec/autograd.h"
 #include "mixprec/ops.h"
@@ -36,6 +39,13 @@ std::string inference_preset_name(const std::string& flag) {
 std::string inference_precision_help() {
   return "fp32, bf16 or fp16 (weights cast once, normalisation layers in f32), or a preset: " + amp::preset_names() +
          " (default: the checkpoint's)";
+}
+
+int report_predictor_error(const Status& status) {
+  if (status.code() == StatusCode::bad_checkpoint || status.code() == StatusCode::invalid_argument)
+    return report_load_error(status);
+  std::fprintf(stderr, "mixprec: data error: %s\n", status.message().c_str());
+  return exit_code_for(status);
 }
 
 StatusOr<Predictor> Predictor::open(const std::string& checkpoint, const std::string& precision_flag) {

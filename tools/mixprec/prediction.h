@@ -27,6 +27,10 @@ struct TopClass {
   double probability = 0;
 };
 
+// Prints Predictor::open's error ("checkpoint error", "usage error" or "data error") and
+// returns its exit code (4, 2 or 3).
+int report_predictor_error(const Status& status);
+
 class Predictor {
  public:
   // Errors: load_model's (bad_checkpoint, invalid_argument for --precision), or the dataset's

@@ -55,13 +55,7 @@ std::string route_of(const std::string& path) {
 
 int run_serve(const ServeFlags& f, const std::string& checkpoint) {
   auto opened = Predictor::open(checkpoint, f.precision);
-  if (!opened.is_ok()) {
-    const StatusCode code = opened.status().code();
-    if (code == StatusCode::bad_checkpoint || code == StatusCode::invalid_argument)
-      return report_load_error(opened.status());
-    std::fprintf(stderr, "mixprec: data error: %s\n", opened.status().message().c_str());
-    return exit_code_for(opened.status());
-  }
+  if (!opened.is_ok()) return report_predictor_error(opened.status());
   const Predictor predictor = std::move(opened).value();
   const serve::InputLayout layout = predictor.layout();
   const nn::ModelSpec& spec = predictor.spec();

@@ -278,6 +278,50 @@ __attribute__((target("avx,f16c"))) void f16_to_f32_f16c(const void* src, void* 
   scalar_kernel<Half, float>(s + i, d + i, n - i);
 }
 
+// f64 <-> 16-bit (batch norm and the f64 references convert whole activations): through an
+// f32 buffer. Narrowing: round-to-odd to f32 (truncate, then set the last bit if anything
+// was lost: the scalar rule, round_to_odd_f32) and the f32 kernel's single rounding;
+// widening: the f32 kernel, then an exact widening.
+__attribute__((target("avx512f,avx512vl"))) void f64_to_f32_round_to_odd_avx512(const double* s, float* d,
+                                                                                int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m512d x = _mm512_loadu_pd(s + i);
+    const __m256 t = _mm512_cvt_roundpd_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __mmask8 lost = _mm512_cmp_pd_mask(_mm512_cvtps_pd(t), x, _CMP_NEQ_OQ);  // NaN: never
+    const __m256i bits = _mm256_mask_or_epi32(_mm256_castps_si256(t), lost, _mm256_castps_si256(t),
+                                              _mm256_set1_epi32(1));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), bits);
+  }
+  for (; i < n; ++i) d[i] = round_to_odd_f32(s[i]);
+}
+
+template <Kernel F32ToHalf>
+void f64_to_half_via_f32(const void* src, void* dst, int64_t n) {
+  const double* s = static_cast<const double*>(src);
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  float buf[1024];
+  for (int64_t i = 0; i < n; i += 1024) {
+    const int64_t len = std::min<int64_t>(1024, n - i);
+    f64_to_f32_round_to_odd_avx512(s + i, buf, len);
+    F32ToHalf(buf, d + i, len);
+  }
+}
+
+template <Kernel HalfToF32>
+__attribute__((target("avx512f"))) void half_to_f64_via_f32(const void* src, void* dst, int64_t n) {
+  const uint16_t* s = static_cast<const uint16_t*>(src);
+  double* d = static_cast<double*>(dst);
+  float buf[1024];
+  for (int64_t i = 0; i < n; i += 1024) {
+    const int64_t len = std::min<int64_t>(1024, n - i);
+    HalfToF32(s + i, buf, len);
+    int64_t j = 0;
+    for (; j + 8 <= len; j += 8) _mm512_storeu_pd(d + i + j, _mm512_cvtps_pd(_mm256_loadu_ps(buf + j)));
+    for (; j < len; ++j) d[i + j] = buf[j];
+  }
+}
+
 #pragma GCC diagnostic pop
 
 Kernel select_kernel(DType src, DType dst) {
@@ -297,6 +341,12 @@ Kernel select_kernel(DType src, DType dst) {
   if (src == DType::f16 && dst == DType::f32) {
     if (cpu.avx512f) return f16_to_f32_avx512;
     if (cpu.f16c) return f16_to_f32_f16c;
+  }
+  if (cpu.avx512f && cpu.avx512vl) {
+    if (src == DType::f64 && dst == DType::bf16 && cpu.avx512_bf16) return f64_to_half_via_f32<f32_to_bf16_avx512>;
+    if (src == DType::f64 && dst == DType::f16) return f64_to_half_via_f32<f32_to_f16_avx512>;
+    if (src == DType::bf16 && dst == DType::f64) return half_to_f64_via_f32<bf16_to_f32_avx512>;
+    if (src == DType::f16 && dst == DType::f64) return half_to_f64_via_f32<f16_to_f32_avx512>;
   }
   return scalar_kernel_for(src, dst);
 }

@@ -235,6 +235,35 @@ TEST(ConvertTest, F64ToHalfRoundsOnce) {
   EXPECT_EQ(b, expected_b);
 }
 
+// The vector f64 <-> f16/bf16 kernels (round-to-odd to f32 in 8-lane blocks, then the f32
+// kernels) against the same conversion one element at a time (the scalar rules), on values
+// placed so that every kind lands in vector lanes of both stages: ties and near-ties of both
+// 16-bit formats, f32 and 16-bit subnormals, overflow, inf, NaN, and random magnitudes.
+TEST(ConvertTest, F64HalfVectorKernelsGiveTheScalarBits) {
+  std::mt19937_64 rng(17);
+  std::uniform_real_distribution<double> mant(1.0, 2.0);
+  std::uniform_int_distribution<int> expo(-150, 130);
+  const double specials[] = {1.0 + 0x1p-8, 1.0 + 0x1p-8 + 0x1p-40, 1.0 + 0x1p-11, 1.0 + 0x1p-11 - 0x1p-45,
+                             65520.0, 65519.999, 3.5e38, 1e300, -1e300, 1e-40, 1e-45, 0x1p-149 * 0.5,
+                             std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                             std::numeric_limits<double>::quiet_NaN(), -0.0, 0.0, 0x1p-24 * 0.75};
+  std::vector<double> src(4099);
+  for (size_t i = 0; i < src.size(); ++i)
+    src[i] = i % 5 == 0 ? specials[(i / 5) % std::size(specials)]
+                        : (rng() & 1 ? -1 : 1) * std::ldexp(mant(rng), expo(rng));
+  for (DType half : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(half));
+    const auto all = convert<uint16_t>(src, DType::f64, half);
+    std::vector<double> widened_all = convert<double>(all, half, DType::f64);
+    for (size_t i = 0; i < src.size(); ++i) {
+      const auto one = convert<uint16_t>(std::vector<double>{src[i]}, DType::f64, half);
+      ASSERT_EQ(all[i], one[0]) << "element " << i << " = " << src[i];
+      const auto back = convert<double>(one, half, DType::f64);
+      ASSERT_TRUE(std::bit_cast<uint64_t>(widened_all[i]) == std::bit_cast<uint64_t>(back[0])) << i;
+    }
+  }
+}
+
 TEST(ConvertTest, F64RoundTripsAreExact) {
   std::mt19937 rng(9);
   std::vector<float> f(10007);

@@ -252,7 +252,7 @@ Runner add_serve_command(CLI::App& app) {
   cmd->add_option("--port", f->port, "TCP port (0: any free port, printed at start)")
       ->check(integer_in(0, 65535))->capture_default_str();
   cmd->add_option("--max-batch", f->max_batch, "Samples per forward pass")->check(integer_in(1, 4096))->capture_default_str();
-  cmd->add_option("--max-wait-us", f->max_wait_us, "How long a request waits for others to share its forward pass")
+  cmd->add_option("--max-wait-us", f->max_wait_us, "Longest wait of a queued request for requests already arriving to share its forward pass")
       ->check(integer_in(0, 10'000'000))->capture_default_str();
   cmd->add_option("--max-queue", f->max_queue, "Samples that may wait; beyond it requests get 503 with Retry-After")
       ->check(integer_in(1, 1 << 20))->capture_default_str();

@@ -18,6 +18,9 @@
 //    (truncate, set the quiet bit) is the one half.h uses.
 //  - VCVTPH2PS quiets signalling NaNs; half.h widens the same way. VCVTPS2PH with an
 //    explicit RNE immediate ignores MXCSR rounding and FTZ, matching half.h's integer code.
+// Longer than 400 lines on purpose: the scalar rules and every vector kernel that must give
+// their bits (f32 <-> 16-bit on AVX-512/AVX2/F16C, f64 <-> 16-bit through round-to-odd) stay
+// side by side, so a rule and its vector forms are read and changed together.
 #include "core/convert.h"
 
 #include <immintrin.h>

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -54,14 +55,16 @@ bool is_sample_shape(const std::vector<int64_t>& shape, const InputLayout& l) {
 enum class Scale { pixels, unit, raw };
 
 Status check_value(double v, Scale scale, const std::string& where) {
-  if (scale == Scale::raw ? std::isfinite(v) : (v >= 0.0 && v <= (scale == Scale::pixels ? 255.0 : 1.0)))
+  // Raw values become f32 model inputs: a double beyond f32's range would turn into inf.
+  if (scale == Scale::raw ? std::abs(v) <= double(std::numeric_limits<float>::max())
+                          : (v >= 0.0 && v <= (scale == Scale::pixels ? 255.0 : 1.0)))
     return Status::ok();
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.9g", v);
   return refuse(where + " is " + buf + ", expected " +
                 (scale == Scale::pixels ? "a pixel value 0..255 (or send \"scale\": \"unit\" for values in [0, 1])"
                  : scale == Scale::unit ? "a value in [0, 1] (\"scale\": \"unit\")"
-                                        : "a finite number"));
+                                        : "a finite number within float32's range (|x| <= 3.4e38)"));
 }
 
 float scaled(double v, Scale scale) { return float(scale == Scale::pixels ? v / 255.0 : v); }

@@ -207,6 +207,10 @@ TEST(RequestDecode, TableModelsTakeFeatureArraysOrNamedObjects) {
             std::string::npos);
   EXPECT_NE(error_of(decode_predict_request("{\"inputs\": [[1, 2]]}", "application/json", l, 8)).find("expected [3]"),
             std::string::npos);
+  // A number beyond f32's range would reach the model as inf (found by the serve_request fuzzer).
+  EXPECT_NE(error_of(decode_predict_request("[9, 4e45, 25]", "application/json", l, 8))
+                .find("inputs[0] element 1 is 4e+45, expected a finite number within float32's range"),
+            std::string::npos);
   EXPECT_NE(error_of(decode_predict_request(png_of(1, 1, 1), "image/png", l, 8)).find("takes table rows"),
             std::string::npos);
 }

@@ -85,9 +85,11 @@ int run_serve(const ServeFlags& f, const std::string& checkpoint) {
   httplib::Server server;
   // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, with which a second server
   // on the same port starts silently and takes half the connections.
-  server.set_socket_options([](socket_t sock) {
+  int listening_socket = -1;  // the one socket this callback sees: the listening one
+  server.set_socket_options([&listening_socket](socket_t sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listening_socket = sock;
   });
   // Answers go out at once: with Nagle's algorithm on, a small response written in two parts
   // (headers, body) waits for the client's delayed ACK, 40 ms per request on Linux.
@@ -200,6 +202,9 @@ int run_serve(const ServeFlags& f, const std::string& checkpoint) {
                  f.host.c_str(), (long long)f.port);
     return kExitBusy;
   }
+  // cpp-httplib 0.11 listens with a backlog of 5 (compiled into Debian's library): a burst
+  // of new connections beyond it was reset. Linux takes a second listen() as a new backlog.
+  if (listening_socket >= 0) ::listen(listening_socket, SOMAXCONN);
   // SIGTERM (a service manager) and Ctrl-C stop the server gracefully; the watcher turns the
   // flag into server.stop(), which is not async-signal-safe to call from the handler.
   struct sigaction sa {};

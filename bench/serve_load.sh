@@ -29,7 +29,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "serve_load.sh: unknown flag $1 (see --help)" >&2; exit 2 ;;
   esac
 done
-command -v wrk >/dev/null || { echo "serve_load.sh: wrk not found (apt-get install wrk)" >&2; exit 1; }
+command -v wrk >/dev/null && command -v curl >/dev/null || { echo "serve_load.sh: wrk and curl are needed (scripts/setup --with-torch installs them)" >&2; exit 1; }
 BIN=$(cd "$ROOT" && cd "$BUILD" && pwd)/mixprec
 [[ -x $BIN ]] || { echo "serve_load.sh: $BIN not built" >&2; exit 1; }
 OUT=${OUT:-$ROOT/$BUILD/serve-load/$(date -u +%Y%m%dT%H%M%SZ)}

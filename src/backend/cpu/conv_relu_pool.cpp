@@ -23,6 +23,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/convert.h"
 #include "core/cpu_features.h"
 #include "mixprec/half.h"
 
@@ -36,14 +37,6 @@ constexpr int64_t kNone = 15;  // packed "no argmax"
 bool has_avx512() {
   const auto& f = cpu_features();
   return f.avx512f && f.avx512bw && f.avx512vl;
-}
-
-float load_one(const char* base, DType dt, int64_t i) {
-  switch (dt) {
-    case DType::f32: return reinterpret_cast<const float*>(base)[i];
-    case DType::bf16: return detail::bfloat16_bits_to_float(reinterpret_cast<const uint16_t*>(base)[i]);
-    default: return detail::half_bits_to_float(reinterpret_cast<const uint16_t*>(base)[i]);
-  }
 }
 
 // GCC 12 flags the intrinsics' internal _mm*_undefined_*() as maybe-uninitialized.
@@ -110,7 +103,7 @@ MIXPREC_AVX512 bool load_rows(const Tensor& src, int64_t n, int64_t oh, float* x
         finite &= widen_row(base + at * int64_t(es), dt, W, row + 1) == 0;
       } else {  // a channels-last or strided view: element by element
         for (int64_t x = 0; x < W; ++x) {
-          row[1 + x] = load_one(base, dt, at + x * st[3]);
+          row[1 + x] = float(load_as_double(base, dt, at + x * st[3]));  // exact
           finite &= std::isfinite(row[1 + x]);
         }
       }
@@ -315,7 +308,7 @@ std::vector<float>& transposed_weights(const Tensor& weights) {
   const Tensor w = weights.contiguous();
   const char* base = static_cast<const char*>(w.data());
   for (int64_t o = 0; o < O; ++o)
-    for (int64_t t = 0; t < T; ++t) wt[size_t(t * O + o)] = load_one(base, w.dtype(), o * T + t);
+    for (int64_t t = 0; t < T; ++t) wt[size_t(t * O + o)] = float(load_as_double(base, w.dtype(), o * T + t));
   return wt;
 }
 

@@ -38,7 +38,8 @@ class Module {
   void zero_grad();
   // Converts every parameter in place to dtype (half-precision inference, O2 weights).
   // Keeps requires_grad; drops any .grad. Buffers (running statistics) stay as they are.
-  // keep_normalization_fp32: LayerNorm / BatchNorm2d parameters stay f32 (O2).
+  // keep_normalization_fp32: LayerNorm / BatchNorm2d parameters stay f32 (O2). Modules with
+  // autocast off (set_autocast(false)) keep f32 parameters whatever dtype is asked for.
   void to(DType dtype, bool keep_normalization_fp32 = false);
   // Non-trainable state saved with the model (BatchNorm's running statistics).
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;
@@ -46,7 +47,9 @@ class Module {
   virtual bool is_normalization() const { return false; }
   // Per-module autocast: false runs this module (and its children) with autocast off, its
   // floating inputs cast to f32 first (a precision-sensitive layer in an AMP model);
-  // true forces it on; nullopt (default) inherits the caller's state.
+  // true forces it on; nullopt (default) inherits the caller's state. Without autocast (O2,
+  // O3: 16-bit weights) an autocast-off module keeps f32 weights (to() skips it) and hands
+  // its output back in its input's dtype, for the next layer.
   void set_autocast(std::optional<bool> enabled) { autocast_override_ = enabled; }
   std::optional<bool> autocast_override() const { return autocast_override_; }
 
@@ -115,6 +118,8 @@ class Flatten : public Module {
   explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_(start_dim), end_(end_dim) {}
   Tensor forward(const Tensor& input) override { return flatten(input, start_, end_); }
   const char* type_name() const override { return "Flatten"; }
+  int64_t start_dim() const { return start_; }
+  int64_t end_dim() const { return end_; }
 
  private:
   int64_t start_, end_;

@@ -13,9 +13,14 @@ namespace mixprec::nn {
 Tensor Module::operator()(const Tensor& input) {
   if (!autocast_override_) return forward(input);
   if (!*autocast_override_) {
+    // Without autocast (the O2 and O3 presets, 16-bit weights and activations) the output
+    // goes back to the input's dtype, which is what the next layer's weights are in; under
+    // autocast it stays f32 and the next op casts it as its policy says.
+    const bool hand_back = !amp::is_autocast_enabled() && is_half(input.dtype());
     amp::AutocastGuard off(false);
     const bool cast = is_floating(input.dtype()) && input.dtype() != DType::f64;
-    return forward(cast ? input.to(DType::f32) : input);
+    const Tensor out = forward(cast ? input.to(DType::f32) : input);
+    return hand_back && is_floating(out.dtype()) ? out.to(input.dtype()) : out;
   }
   amp::AutocastGuard on(amp::autocast_dtype(), true);
   return forward(input);
@@ -95,6 +100,9 @@ void Module::to(DType dtype, bool keep_normalization_fp32) {
   NoGradGuard ng;
   MemoryCategoryGuard mg(MemoryCategory::parameters);
   if (keep_normalization_fp32 && is_normalization()) return;
+  // A module with autocast off (a model file's `precision: fp32`) is f32 under every
+  // preset: its weights stay f32 too (operator() casts its input up and its output back).
+  if (autocast_override_ == std::optional<bool>(false)) return;
   for (auto& [name, child] : children_) child->to(dtype, keep_normalization_fp32);
   for (auto& [name, t] : params_) {
     if (!t.defined()) continue;

@@ -29,6 +29,7 @@ Runner add_inspect_command(CLI::App& app);
 Runner add_bench_command(CLI::App& app);
 Runner add_predict_command(CLI::App& app);
 Runner add_serve_command(CLI::App& app);
+Runner add_export_command(CLI::App& app);
 Runner add_generate_command(CLI::App& app);
 Runner add_summary_command(CLI::App& app);
 Runner add_models_command(CLI::App& app);

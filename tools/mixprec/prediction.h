@@ -41,6 +41,9 @@ class Predictor {
   const train::TrainConfig& config() const { return loaded_.config; }
   const nn::ModelSpec& spec() const { return loaded_.spec; }
   serve::InputLayout layout() const;
+  // The per-channel input normalisation the run trained with.
+  const std::vector<double>& mean() const { return mean_; }
+  const std::vector<double>& stddev() const { return stddev_; }
   // As the run named its classes; empty when it did not (classes are then numbers).
   const std::vector<std::string>& class_names() const { return class_names_; }
 

@@ -123,5 +123,33 @@ TEST(Module, AutocastOverrideAppliesToTheModuleOnly) {
   EXPECT_FALSE(amp::is_autocast_enabled());
 }
 
+// A model file's `precision: fp32` layer under O2 (16-bit weights, no autocast): it keeps f32
+// weights, computes in f32 and hands its output on in the model's dtype, so that the next
+// layer and the loss work (a linear dtype mismatch crashed o2-bf16 training before).
+TEST(Module, AnFp32ModuleInsideAnO2ModelKeepsF32WeightsAndHandsBack16Bit) {
+  nn::Sequential net;
+  auto head = std::make_shared<nn::Linear>(4, 3);
+  auto first = std::make_shared<nn::Linear>(2, 4);
+  net.add(first);
+  net.add(head);
+  head->set_autocast(false);
+  net.to(DType::bf16, /*keep_normalization_fp32=*/true);
+  EXPECT_EQ(first->weight.dtype(), DType::bf16);
+  EXPECT_EQ(head->weight.dtype(), DType::f32);
+  EXPECT_EQ(head->bias.dtype(), DType::f32);
+  const Tensor x = Tensor::from_vector({0.5f, -1.25f}, {1, 2}).to(DType::bf16);
+  const Tensor y = net(x);
+  EXPECT_EQ(y.dtype(), DType::bf16);
+  // The head's value: f32 products of the bf16 hidden activations with f32 weights, rounded
+  // to bf16 once at the end.
+  const Tensor hidden = (*first)(x).to(DType::f32);
+  const Tensor want = linear(hidden, head->weight, head->bias).to(DType::bf16);
+  EXPECT_EQ(y.to_vector(), want.to_vector());
+  {
+    amp::AutocastGuard on(DType::bf16);  // under autocast the f32 output is left to the next op
+    EXPECT_EQ(net(x.to(DType::f32)).dtype(), DType::f32);
+  }
+}
+
 }  // namespace
 }  // namespace mixprec

@@ -7,7 +7,8 @@
 #   fp16 files through the numpy interpreter: equal `predict --precision fp16` within 2e-3;
 #   bf16 files (bf16 weights, f32 compute) within 1e-2 of `predict --precision bf16` (which
 #   also rounds activations to bf16: docs/cli.md);
-#   a GPT's file runs on token input and gives rows of probabilities that sum to 1;
+#   a GPT's file runs on token input of any length and gives `predict --prompt`'s next-byte
+#   probabilities;
 # the metadata carries the class names and normalisation; bad use gives the documented codes.
 # Args: BUILD_DIR SOURCE_DIR.
 set -uo pipefail
@@ -112,6 +113,22 @@ for T in (1, 7, 128):
     assert p.shape == (1, T, 256), p.shape
     assert np.allclose(p.sum(-1), 1, atol=1e-5), p.sum(-1)
 print("ok   gpt: T = 1, 7, 128 run; probability rows sum to 1")
+PY
+# ... and its next-byte distribution is `predict --prompt`'s.
+"$BIN" predict gpt --prompt "In the beginning" --top-k 256 --json --precision fp32 > gpt_pred.json 2>&1 ||
+  fail "predict gpt: $(tail -2 gpt_pred.json)"
+"$PY" - "$RUN" <<'PY' || fail "gpt onnx vs predict"
+import json, sys, os, numpy as np, onnx
+sys.path.insert(0, os.path.dirname(sys.argv[1]))
+import onnx_run
+tokens = np.frombuffer(b"In the beginning", dtype=np.uint8).astype(np.int64)[None]
+p = onnx_run.run_numpy(onnx.load("gpt.onnx"), {"tokens": tokens})["probabilities"][0, -1]
+want = np.zeros(256)
+for t in json.load(open("gpt_pred.json"))["predictions"][0]["top"]:
+    want[t["class"]] = t["probability"]
+err = np.abs(p - want).max()
+assert err < 1e-5, err
+print("ok   gpt-onnx-vs-predict: next-byte probabilities equal within %.2g" % err)
 PY
 
 # ---- bad use ----

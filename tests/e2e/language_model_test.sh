@@ -57,6 +57,30 @@ expect generate-stats 0 "generated 30 bytes .* model gpt-tiny, precision amp-bf1
 expect generate-needs-lm 2 "reads images; generate needs a language model" -- "$BIN" generate img --prompt x
 expect generate-bad-top-k 2 "top-k" -- "$BIN" generate run-fp32 --top-k 300
 
+# predict: the next byte's top-k after a prompt (--prompt or a .txt file), the same
+# distribution generate samples from: its most likely byte is generate's greedy choice.
+"$BIN" predict run-fp32 --prompt "And the lord" --top-k 256 --json > next.json 2> next.err || fail "predict-lm: $(cat next.err)"
+printf 'And the lord' > prompt.txt
+"$BIN" predict run-fp32 prompt.txt --top-k 256 --json > next_file.json 2>&1 || fail "predict-lm-file: $(tail -2 next_file.json)"
+greedy=$("$BIN" generate run-fp32 --prompt "And the lord" --max-tokens 1 --temperature 0 2>/dev/null)
+python3 - "$greedy" <<'PY' || fail "predict-lm-distribution"
+import json, sys
+a = json.load(open("next.json"))["predictions"][0]
+b = json.load(open("next_file.json"))["predictions"][0]
+probs = [t["probability"] for t in a["top"]]
+assert len(probs) == 256 and abs(sum(probs) - 1) < 1e-4, sum(probs)
+assert probs == sorted(probs, reverse=True)
+assert a["top"] == b["top"], "a .txt prompt differs from --prompt"
+greedy = sys.argv[1].encode()[-1]
+assert a["top"][0]["class"] == greedy, (a["top"][:2], greedy)
+print("ok   predict-lm: 256 probabilities sum to 1; top byte %s (%.3f) = generate's greedy byte; .txt = --prompt"
+      % (a["top"][0]["name"], a["top"][0]["probability"]))
+PY
+expect predict-lm-table 0 "prompt 1 +'.' \\([0-9.]+\\)" -- "$BIN" predict run-fp32 --prompt "And the lord"
+expect predict-lm-empty 2 "prompt 1 is empty" -- "$BIN" predict run-fp32 --prompt ""
+expect predict-lm-npy 2 "a language model reads text" -- "$BIN" predict run-fp32 x.npy
+expect predict-image-prompt 2 "--prompt is for a language model" -- "$BIN" predict img --prompt "x"
+
 expect lm-kjv-missing 3 "scripts/prepare-kjv" -- "$BIN" train --model gpt-tiny --dataset kjv --data-dir "$TMP/nowhere"
 expect lm-on-images 2 "is text, for a language model" -- "$BIN" train --model cnn --dataset text --data-dir corpus.txt
 expect lm-no-file 2 "needs --data-dir FILE" -- "$BIN" train --model gpt-tiny --dataset text

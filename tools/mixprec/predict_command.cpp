@@ -8,6 +8,8 @@
 // Pixel values: images, IDX and integer .npy/CSV inputs are pixels 0..255 (as the datasets store
 // them); float .npy inputs are values in [0, 1] (what torchvision's ToTensor gives). The
 // shape must be the model's: [H, W] or [C, H, W] per sample, [N, ...] for several.
+// A language model (gpt-tiny, gpt) takes text instead: --prompt TEXT or .txt files, and
+// answers with its next byte's top-k.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -32,6 +34,7 @@
 #include "mixprec/train_config.h"
 #include "mixprec/train_data.h"
 #include "prediction.h"
+#include "predict_text.h"
 #include "weights_file.h"
 
 namespace mixprec::cli {
@@ -41,6 +44,7 @@ namespace {
 struct PredictFlags {
   std::string checkpoint_flag, precision, format = "table";
   std::vector<std::string> inputs;  // the first positional is the checkpoint unless --checkpoint
+  std::vector<std::string> prompts;  // --prompt: text for a language model
   int64_t top_k = 3, batch_size = 64;
 };
 
@@ -213,6 +217,12 @@ std::string extension(const std::string& path) {
 int run_predict(const PredictFlags& f, const std::string& checkpoint, const std::vector<std::string>& inputs) {
   auto predictor = Predictor::open(checkpoint, f.precision);
   if (!predictor.is_ok()) return report_predictor_error(predictor.status());
+  if (predictor->spec().language_model) return run_predict_text(predictor->loaded(), f.prompts, inputs, f.top_k, f.format);
+  if (!f.prompts.empty()) {
+    std::fprintf(stderr, "mixprec: usage error: predict: --prompt is for a language model; %s holds a %s (give it .png, .jpg, .npy, .csv or IDX inputs)\n",
+                 predictor->loaded().opened.path.c_str(), predictor->spec().name.c_str());
+    return kExitUsage;
+  }
   const nn::ModelSpec* spec = &predictor->spec();
   const train::TrainConfig& config = predictor->config();
 
@@ -283,8 +293,9 @@ int run_predict(const PredictFlags& f, const std::string& checkpoint, const std:
 Runner add_predict_command(CLI::App& app) {
   auto flags = std::make_shared<PredictFlags>();
   CLI::App* cmd = app.add_subcommand("predict", "Top-k classes of a checkpoint's model for your own inputs (.png, .jpg, .npy, .csv, IDX)");
-  cmd->add_option("inputs", flags->inputs, "CHECKPOINT (unless --checkpoint) then input files: .png, .jpg, .npy, .csv, IDX")
-      ->required();
+  cmd->add_option("inputs", flags->inputs,
+                  "CHECKPOINT (unless --checkpoint) then input files: .png, .jpg, .npy, .csv, IDX; .txt for a language model");
+  cmd->add_option("--prompt", flags->prompts, "Text for a language model: its next byte's top-k (repeatable)");
   cmd->add_option("--checkpoint", flags->checkpoint_flag, "A .safetensors checkpoint, a run directory or a plain weights file");
   cmd->add_option("--precision", flags->precision, inference_precision_help())->check(inference_precision());
   cmd->add_option("--top-k", flags->top_k, "Classes shown per input")->check(integer_in(1, 1000))->capture_default_str();
@@ -295,12 +306,16 @@ Runner add_predict_command(CLI::App& app) {
   return [flags]() -> int {
     std::vector<std::string> inputs = flags->inputs;
     std::string checkpoint = flags->checkpoint_flag;
-    if (checkpoint.empty()) {
+    if (checkpoint.empty() && !inputs.empty()) {
       checkpoint = inputs.front();
       inputs.erase(inputs.begin());
     }
-    if (inputs.empty()) {
-      std::fprintf(stderr, "mixprec: usage error: predict: no input files (mixprec predict CHECKPOINT INPUT...)\n");
+    if (checkpoint.empty()) {
+      std::fprintf(stderr, "mixprec: usage error: predict: no checkpoint (mixprec predict CHECKPOINT INPUT...)\n");
+      return kExitUsage;
+    }
+    if (inputs.empty() && flags->prompts.empty()) {
+      std::fprintf(stderr, "mixprec: usage error: predict: no input files (mixprec predict CHECKPOINT INPUT..., or --prompt TEXT for a language model)\n");
       return kExitUsage;
     }
     return run_predict(*flags, checkpoint, inputs);

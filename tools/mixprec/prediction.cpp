@@ -58,6 +58,7 @@ StatusOr<Predictor> Predictor::open(const std::string& checkpoint, const std::st
   // The normalisation the run trained with: recorded in its config, else its dataset's.
   p.mean_ = config.norm_mean;
   p.stddev_ = config.norm_std;
+  if (spec.language_model) return p;  // bytes in, no normalisation (predict's text path)
   if (p.mean_.size() != size_t(spec.channels) || p.stddev_.size() != size_t(spec.channels)) {
     config.train_subset = 1;
     auto data = train::load_data(config, spec);

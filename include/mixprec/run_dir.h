@@ -119,7 +119,9 @@ class MetricsLog {
 
   Status log_step(int64_t step, int64_t epoch, double loss, double lr, double scale, bool skipped,
                   double seconds);
-  Status log_eval(int64_t step, int64_t epoch, double accuracy, double loss);
+  // seconds: how long the evaluation took (the step records' "time" includes it; a
+  // time-to-accuracy benchmark subtracts it). Negative: not written.
+  Status log_eval(int64_t step, int64_t epoch, double accuracy, double loss, double seconds = -1);
   const std::string& path() const { return path_; }
 
  private:

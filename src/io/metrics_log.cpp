@@ -183,10 +183,11 @@ Status MetricsLog::log_step(int64_t step, int64_t epoch, double loss, double lr,
                     (skipped ? "true" : "false") + ",\"time\":" + format_number(seconds) + "}");
 }
 
-Status MetricsLog::log_eval(int64_t step, int64_t epoch, double accuracy, double loss) {
+Status MetricsLog::log_eval(int64_t step, int64_t epoch, double accuracy, double loss, double seconds) {
   return write_line("{\"type\":\"eval\",\"step\":" + std::to_string(step) + ",\"epoch\":" +
                     std::to_string(epoch) + ",\"accuracy\":" + format_number(accuracy) +
-                    ",\"loss\":" + format_number(loss) + "}");
+                    ",\"loss\":" + format_number(loss) +
+                    (seconds >= 0 ? ",\"seconds\":" + format_number(seconds) : std::string()) + "}");
 }
 
 }  // namespace mixprec

@@ -79,7 +79,9 @@ Status TrainingRun::save(const Position& at, bool is_best) {
 }
 
 StatusOr<bool> TrainingRun::evaluate_now(int64_t epoch) {
+  const auto t0 = Clock::now();
   EvalReport e = evaluate(*step_, data_.test, config_.batch_size);
+  const double eval_seconds = seconds_since(t0);
   e.epoch = epoch;
   e.step = global_step_;
   const bool best = result_.evals.empty() || e.accuracy > result_.best_accuracy;
@@ -87,7 +89,7 @@ StatusOr<bool> TrainingRun::evaluate_now(int64_t epoch) {
   result_.best_accuracy = std::max(result_.best_accuracy, e.accuracy);
   result_.final_accuracy = e.accuracy;
   if (cb_.on_eval) cb_.on_eval(e);
-  if (metrics_) MIXPREC_RETURN_IF_ERROR(metrics_->log_eval(global_step_, epoch, e.accuracy, e.loss));
+  if (metrics_) MIXPREC_RETURN_IF_ERROR(metrics_->log_eval(global_step_, epoch, e.accuracy, e.loss, eval_seconds));
   return best;
 }
 

@@ -43,10 +43,11 @@ TEST(MetricsLog, EachRecordIsOneJsonLineWithTheDocumentedKeys) {
     ASSERT_TRUE(log.is_ok()) << log.status().message();
     ASSERT_TRUE((*log)->log_step(1, 0, 2.5, 1e-3, 65536, false, 0.25).is_ok());
     ASSERT_TRUE((*log)->log_step(2, 0, std::numeric_limits<double>::infinity(), 1e-3, 32768, true, 0.5).is_ok());
-    ASSERT_TRUE((*log)->log_eval(2, 0, 0.875, 0.4).is_ok());
+    ASSERT_TRUE((*log)->log_eval(2, 0, 0.875, 0.4, 0.125).is_ok());
+    ASSERT_TRUE((*log)->log_eval(3, 0, 0.5, 0.6).is_ok());  // no duration given: no "seconds"
   }
   const auto text = lines(t.path);
-  ASSERT_EQ(text.size(), 3u);
+  ASSERT_EQ(text.size(), 4u);
   const auto a = nlohmann::json::parse(text[0]);
   EXPECT_EQ(a.at("type"), "step");
   EXPECT_EQ(a.at("step"), 1);
@@ -59,10 +60,12 @@ TEST(MetricsLog, EachRecordIsOneJsonLineWithTheDocumentedKeys) {
   const auto e = nlohmann::json::parse(text[2]);
   EXPECT_EQ(e.at("type"), "eval");
   EXPECT_EQ(e.at("accuracy"), 0.875);
+  EXPECT_EQ(e.at("seconds"), 0.125);  // how long the evaluation took
+  EXPECT_FALSE(nlohmann::json::parse(text[3]).contains("seconds"));
 
   auto back = read_metrics(t.path);
   ASSERT_TRUE(back.is_ok()) << back.status().message();
-  ASSERT_EQ(back->records.size(), 3u);
+  ASSERT_EQ(back->records.size(), 4u);
   EXPECT_EQ(back->records[0].kind, MetricsRecord::Kind::step);
   EXPECT_EQ(back->records[0].lr, 1e-3);
   EXPECT_TRUE(std::isnan(back->records[1].loss));

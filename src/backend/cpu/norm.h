@@ -1,7 +1,8 @@
-// backend/cpu/norm.h: layer_norm and batch_norm kernels, forward and backward. Every value
-// is widened to double; statistics and outputs are computed in double and rounded once to
-// the storage dtype, so statistics are at least as precise as f32 and f64 gradchecks are
-// exact to roundoff. Results do not depend on the thread count (fixed summation order).
+// backend/cpu/norm.h: layer_norm (norm.cpp) and batch_norm (batch_norm.cpp) kernels,
+// forward and backward. Every value is widened to double; statistics and outputs are
+// computed in double and rounded once to the storage dtype, so statistics are at least as
+// precise as f32 and f64 gradchecks are exact to roundoff. Results do not depend on the
+// thread count (fixed summation order).
 #pragma once
 #include <cstdint>
 #include <memory>

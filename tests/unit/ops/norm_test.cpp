@@ -150,6 +150,31 @@ TEST(BatchNorm, ChannelsLastForwardAndBackwardAreBitIdenticalToContiguous) {
   EXPECT_TRUE(bits_equal(xc.grad(), xl.grad()));
 }
 
+TEST(BatchNorm, LargeRunsAreBitIdenticalAcrossLayoutsAndMatchFloat64) {
+  // Runs of 1056 values (the vector path's head, 32-lane blocks and tail), more elements than
+  // the parallel threshold, f32 and bf16: the contiguous kernel (AVX-512 where present) and
+  // the channels-last row kernel add every channel's values in the same lanes and order.
+  for (DType dt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor base = Tensor::uniform({4, 8, 32, 33}, -3, 5).to(dt);
+    const Tensor w = Tensor::uniform({8}, 0.5, 1.5), b = Tensor::uniform({8}, -1, 1);
+    const Tensor up = Tensor::uniform({4, 8, 32, 33}, -1, 1).to(dt);
+    Tensor xc = base.clone().requires_grad_(true);
+    Tensor xl = base.to_memory_format(MemoryFormat::channels_last).requires_grad_(true);
+    const Tensor yc = batch_norm(xc, Tensor(), Tensor(), w, b, true);
+    const Tensor yl = batch_norm(xl, Tensor(), Tensor(), w, b, true);
+    EXPECT_TRUE(bits_equal(yc, yl));
+    yc.backward(up);
+    yl.backward(up);
+    EXPECT_TRUE(bits_equal(xc.grad(), xl.grad()));
+    // Against the same normalisation computed in float64 from the stored values.
+    const Tensor y64 = batch_norm(base.to(DType::f64), Tensor(), Tensor(), w.to(DType::f64), b.to(DType::f64), true);
+    const std::vector<double> got = yc.to_vector_f64(), want = y64.to_vector_f64();
+    const double tol = dt == DType::bf16 ? 1.0 / 64 : 1e-5;  // one rounding to dt of values up to ~3
+    for (size_t i = 0; i < got.size(); i += 97) ASSERT_NEAR(got[i], want[i], tol) << i;
+  }
+}
+
 TEST(BatchNorm, MixedBf16InputWithF32ParamsOutsideAutocastOutputsBf16) {
   // O2: a bf16 activation through an f32 normalisation layer, autocast off.
   const Tensor x = Tensor::from_vector_f64(kBnInput, {2, 2, 1, 3}, DType::bf16);

@@ -134,20 +134,25 @@ TEST(BatchNorm, ChannelsLastInputGivesTheSameValuesAndKeepsItsLayout) {
                   1e-14);
 }
 
-TEST(BatchNorm, ChannelsLastForwardAndBackwardAreBitIdenticalToContiguous) {
-  // Both layouts add each channel's values in the same (n, h, w) order.
-  const Tensor base = Tensor::uniform({3, 5, 4, 3}, -2, 2);
-  const Tensor w = Tensor::uniform({5}, 0.5, 1.5), b = Tensor::uniform({5}, -1, 1);
-  const Tensor up = Tensor::uniform({3, 5, 4, 3}, -1, 1);
+// Training-mode batch_norm of base, contiguous and channels-last, forward and backward (with
+// upstream gradient up): the same bits. Returns the contiguous output.
+Tensor expect_layouts_bit_identical(const Tensor& base, const Tensor& w, const Tensor& b, const Tensor& up) {
   Tensor xc = base.clone().requires_grad_(true);
   Tensor xl = base.to_memory_format(MemoryFormat::channels_last).requires_grad_(true);
-  ASSERT_FALSE(xl.is_contiguous());
+  EXPECT_FALSE(xl.is_contiguous());
   const Tensor yc = batch_norm(xc, Tensor(), Tensor(), w, b, true);
   const Tensor yl = batch_norm(xl, Tensor(), Tensor(), w, b, true);
   EXPECT_TRUE(bits_equal(yc, yl));
   yc.backward(up);
   yl.backward(up);
   EXPECT_TRUE(bits_equal(xc.grad(), xl.grad()));
+  return yc;
+}
+
+TEST(BatchNorm, ChannelsLastForwardAndBackwardAreBitIdenticalToContiguous) {
+  // Both layouts add each channel's values in the same (n, h, w) order.
+  expect_layouts_bit_identical(Tensor::uniform({3, 5, 4, 3}, -2, 2), Tensor::uniform({5}, 0.5, 1.5),
+                               Tensor::uniform({5}, -1, 1), Tensor::uniform({3, 5, 4, 3}, -1, 1));
 }
 
 TEST(BatchNorm, LargeRunsAreBitIdenticalAcrossLayoutsAndMatchFloat64) {
@@ -158,15 +163,7 @@ TEST(BatchNorm, LargeRunsAreBitIdenticalAcrossLayoutsAndMatchFloat64) {
     SCOPED_TRACE(dtype_name(dt));
     const Tensor base = Tensor::uniform({4, 8, 32, 33}, -3, 5).to(dt);
     const Tensor w = Tensor::uniform({8}, 0.5, 1.5), b = Tensor::uniform({8}, -1, 1);
-    const Tensor up = Tensor::uniform({4, 8, 32, 33}, -1, 1).to(dt);
-    Tensor xc = base.clone().requires_grad_(true);
-    Tensor xl = base.to_memory_format(MemoryFormat::channels_last).requires_grad_(true);
-    const Tensor yc = batch_norm(xc, Tensor(), Tensor(), w, b, true);
-    const Tensor yl = batch_norm(xl, Tensor(), Tensor(), w, b, true);
-    EXPECT_TRUE(bits_equal(yc, yl));
-    yc.backward(up);
-    yl.backward(up);
-    EXPECT_TRUE(bits_equal(xc.grad(), xl.grad()));
+    const Tensor yc = expect_layouts_bit_identical(base, w, b, Tensor::uniform({4, 8, 32, 33}, -1, 1).to(dt));
     // Against the same normalisation computed in float64 from the stored values.
     const Tensor y64 = batch_norm(base.to(DType::f64), Tensor(), Tensor(), w.to(DType::f64), b.to(DType::f64), true);
     const std::vector<double> got = yc.to_vector_f64(), want = y64.to_vector_f64();

@@ -36,6 +36,8 @@ const ReduceCase kCases[] = {
     {{8, 33}, {1}},  {{8, 33}, {0}},  {{4, 6, 5}, {0, 2}},
     {{2, 8, 3, 3}, {0, 2, 3}},  // per-channel statistics
     {{300}, {0}},
+    // Leading axes of a row-major tensor: the column-sum path (a broadcast operand's gradient).
+    {{16, 8, 8}, {0}},  {{3, 4, 5, 6}, {0, 1}},
 };
 
 TEST(OneDnnReduce, MatchesRef) {

@@ -30,7 +30,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--batch", type=int, default=0, help="0: the model's default (256; mlp 512; transformer 32)")
+    ap.add_argument("--batch", type=int, default=0,
+                    help="0: the model's default (256; mlp 512; transformer 32; gpt-tiny and gpt 16 sequences)")
     ap.add_argument("--budget", type=float, default=0, help="seconds per precision, 0 = none")
     args = ap.parse_args()
 
@@ -64,9 +65,44 @@ def main():
         def forward(self, x):
             return self.fc(self.encoder(x.flatten(1, 2)).mean(dim=1))
 
+    class GptBlock(nn.Module):
+        """mixprec's GptBlock (models.h): pre-norm, causal self-attention, GELU MLP 4x."""
+
+        def __init__(self, d, heads):
+            super().__init__()
+            self.ln_1, self.ln_2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
+            self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+        def forward(self, x, mask):
+            h = self.ln_1(x)
+            x = x + self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
+            return x + self.mlp(self.ln_2(x))
+
+    class Gpt(nn.Module):
+        """mixprec's Gpt (models.h): byte tokens, learned positions, weight-tied head."""
+
+        def __init__(self, context, layers, d, heads, vocab=256):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(context, d)
+            self.h = nn.ModuleList(GptBlock(d, heads) for _ in range(layers))
+            self.ln_f = nn.LayerNorm(d)
+            self.register_buffer("mask", torch.triu(torch.ones(context, context, dtype=torch.bool), 1))
+
+        def forward(self, tokens):
+            t = tokens.shape[1]
+            x = self.wte(tokens) + self.wpe(torch.arange(t))
+            for block in self.h:
+                x = block(x, self.mask[:t, :t])
+            return self.ln_f(x) @ self.wte.weight.t()
+
     def make(name):
         if name == "transformer":
             return Transformer(), (1, 128, 256)
+        if name == "gpt-tiny":
+            return Gpt(128, 4, 128, 4), (128,)
+        if name == "gpt":
+            return Gpt(256, 6, 384, 6), (256,)
         if name == "mlp":
             return nn.Sequential(nn.Flatten(), nn.Linear(784, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(),
                                  nn.Linear(4096, 10)), (1, 28, 28)
@@ -76,7 +112,8 @@ def main():
                              nn.Linear(64 * (h // 4) ** 2, 256), nn.ReLU(), nn.Linear(256, 10)), (c, h, h)
 
     for model_name in args.model.split(","):
-        batch = args.batch or {"mlp": 512, "transformer": 32}.get(model_name, 256)
+        batch = args.batch or {"mlp": 512, "transformer": 32, "gpt-tiny": 16, "gpt": 16}.get(model_name, 256)
+        language_model = model_name.startswith("gpt")
         runs = []
         # Convolutional models run in both memory formats and report the faster: channels_last
         # lets oneDNN skip its layout reorders (1.2-1.45x faster steps for the cnn on Zen5).
@@ -89,12 +126,12 @@ def main():
             for fmt in formats:
                 torch.manual_seed(0)
                 model, shape = make(model_name)
-                x = torch.randn(batch, *shape)
+                x = torch.randint(0, 256, (batch, *shape)) if language_model else torch.randn(batch, *shape)
                 if fmt == "channels_last":
                     model = model.to(memory_format=torch.channels_last)
                     x = x.contiguous(memory_format=torch.channels_last)
                 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-                y = torch.randint(0, 10, (batch,))
+                y = torch.randint(0, 256, (batch, *shape)) if language_model else torch.randint(0, 10, (batch,))
                 runs.append(dict(prec=prec, fmt=fmt, model=model, opt=opt, x=x, y=y, fwd=[], bwd=[], optm=[],
                                  whole=[], secs=0.0))
 
@@ -102,7 +139,8 @@ def main():
             t0 = time.perf_counter()
             r["opt"].zero_grad(set_to_none=True)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=r["prec"] == "amp-bf16"):
-                loss = F.cross_entropy(r["model"](r["x"]), r["y"])
+                out = r["model"](r["x"])
+                loss = F.cross_entropy(out.flatten(0, -2), r["y"].flatten()) if out.dim() == 3 else F.cross_entropy(out, r["y"])
             r["loss"] = loss.item()
             t1 = time.perf_counter()
             loss.backward()

@@ -42,21 +42,18 @@ int run_export(const ExportFlags& f, const std::string& checkpoint) {
     std::fprintf(stderr, "mixprec: usage error: export: %s already exists (pass --force to replace it)\n", f.output.c_str());
     return kExitUsage;
   }
-  // f32 weights: the exporter casts them once to the chosen precision.
-  auto opened = load_model(checkpoint, "fp32");
-  if (!opened.is_ok()) return report_load_error(opened.status());
-  LoadedModel loaded = std::move(opened).value();
+  // f32 weights (the exporter casts them once to the chosen precision), and the run's
+  // normalisation and class names as `predict` uses them.
+  auto predictor = Predictor::open(checkpoint, "fp32");
+  if (!predictor.is_ok()) return report_predictor_error(predictor.status());
+  const LoadedModel& loaded = predictor->loaded();
   onnx_export::ExportOptions options;
   options.precision = export_dtype(f.precision);
   options.producer_version = "0.1.0";
-  std::vector<std::string> class_names;
+  const std::vector<std::string>& class_names = predictor->class_names();
   if (!loaded.spec.language_model) {
-    // The run's normalisation and class names, as `predict` uses them.
-    auto predictor = Predictor::open(checkpoint, "fp32");
-    if (!predictor.is_ok()) return report_predictor_error(predictor.status());
     options.mean = predictor->mean();
     options.stddev = predictor->stddev();
-    class_names = predictor->class_names();
     options.metadata["mixprec.normalization"] =
         nlohmann::json{{"mean", options.mean}, {"std", options.stddev}, {"input_scale", "as the dataset stores values: pixels / 255"}}.dump();
   }

@@ -15,6 +15,7 @@
 #include "mixprec/files.h"
 #include "mixprec/models.h"
 #include "mixprec/ops.h"
+#include "prediction.h"
 
 namespace mixprec::cli {
 
@@ -69,29 +70,28 @@ int run_predict_text(const LoadedModel& loaded, const std::vector<std::string>& 
     const size_t t = std::min(text.size(), size_t(gpt->context));
     std::vector<int64_t> tokens;
     for (size_t i = text.size() - t; i < text.size(); ++i) tokens.push_back(int64_t(static_cast<unsigned char>(text[i])));
-    std::vector<double> p;
+    std::vector<float> p;
     {
       NoGradGuard no_grad;
       std::optional<amp::AutocastGuard> autocast;
       if (loaded.preset.autocast_dtype) autocast.emplace(*loaded.preset.autocast_dtype);
       const Tensor logits = gpt->forward(Tensor::from_vector_i64(tokens, {1, int64_t(t)})).to(DType::f32);
       const Tensor last = reshape(narrow(reshape(logits, {int64_t(t), logits.size(2)}), int64_t(t) - 1, 1), {logits.size(2)});
-      p = softmax(last, 0).to_vector_f64();  // in f32 whatever the preset
+      p = softmax(last, 0).to_vector();  // in f32 whatever the preset
     }
-    std::vector<int64_t> order(p.size());
-    for (size_t j = 0; j < order.size(); ++j) order[j] = int64_t(j);
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[size_t(a)] > p[size_t(b)]; });
+    const std::vector<int64_t> order = top_indices(p, top_k);
     nlohmann::json top = nlohmann::json::array();
     std::string line;
-    for (int64_t r = 0; r < std::min<int64_t>(top_k, int64_t(order.size())); ++r) {
-      const int64_t b = order[size_t(r)];
-      top.push_back({{"class", b}, {"name", byte_name(b)}, {"probability", p[size_t(b)]}});
+    for (size_t r = 0; r < order.size(); ++r) {
+      const int64_t b = order[r];
+      const double prob = p[size_t(b)];
+      top.push_back({{"class", b}, {"name", byte_name(b)}, {"probability", prob}});
       char buf[64];
-      std::snprintf(buf, sizeof buf, "%s%s (%.3f)", r ? ", " : "", byte_name(b).c_str(), p[size_t(b)]);
+      std::snprintf(buf, sizeof buf, "%s%s (%.3f)", r ? ", " : "", byte_name(b).c_str(), prob);
       line += buf;
       if (format == "csv")
         std::printf("\"%s\",%lld,%lld,\"%s\",%.6g\n", source.c_str(), (long long)(r + 1), (long long)b, byte_name(b).c_str(),
-                    p[size_t(b)]);
+                    prob);
     }
     if (format == "table") std::printf("%-40s %s\n", source.c_str(), line.c_str());
     if (format == "json") records.push_back({{"input", source}, {"context_bytes", t}, {"top", top}});

@@ -104,16 +104,19 @@ std::vector<std::vector<float>> Predictor::probabilities(const std::vector<float
   return rows;
 }
 
-std::vector<TopClass> Predictor::top(const std::vector<float>& row, int64_t k) const {
+std::vector<int64_t> top_indices(const std::vector<float>& row, int64_t k) {
   std::vector<int64_t> order(row.size());
   for (size_t j = 0; j < order.size(); ++j) order[j] = int64_t(j);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return row[size_t(a)] > row[size_t(b)]; });
+  order.resize(size_t(std::clamp<int64_t>(k, 0, int64_t(order.size()))));
+  return order;
+}
+
+std::vector<TopClass> Predictor::top(const std::vector<float>& row, int64_t k) const {
   std::vector<TopClass> out;
-  for (int64_t r = 0; r < std::min<int64_t>(k, int64_t(order.size())); ++r) {
-    const int64_t cls = order[size_t(r)];
+  for (const int64_t cls : top_indices(row, k))
     out.push_back({cls, size_t(cls) < class_names_.size() ? class_names_[size_t(cls)] : std::to_string(cls),
                    double(row[size_t(cls)])});
-  }
   return out;
 }
 

@@ -31,6 +31,9 @@ struct TopClass {
 // returns its exit code (4, 2 or 3).
 int report_predictor_error(const Status& status);
 
+// The indices of the k largest values of row, largest first (ties in index order).
+std::vector<int64_t> top_indices(const std::vector<float>& row, int64_t k);
+
 class Predictor {
  public:
   // Errors: load_model's (bad_checkpoint, invalid_argument for --precision), or the dataset's

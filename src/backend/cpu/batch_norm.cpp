@@ -87,10 +87,16 @@ std::vector<Lanes> channel_lane_sums(const ChannelLayout& l, const Tensor& x, co
 }
 
 // out = g(x, dy, len, c, y) over every run, in parallel; y rounded into `out`.
-template <typename T, typename G>
-void map_runs(const ChannelLayout& l, const Tensor& x, const Tensor* dy, Tensor& out, int64_t numel, G&& g) {
-  const int64_t run = l.inner > 1 ? l.inner : l.channels;  // channels-last: a row
-  const int64_t runs = l.inner > 1 ? l.outer * l.channels : l.outer;
+// out = f(x, dy) over every element, in parallel, rounded once into `out`. Contiguous input
+// goes run by run: run(x, dy, len, c, y) with one channel c; channels-last input goes in
+// blocks of rows: row(x, dy, C, y) for one row of all C channels.
+template <typename T, typename Run, typename Row>
+void map_elements(const ChannelLayout& l, const Tensor& x, const Tensor* dy, Tensor& out, int64_t numel, Run&& run,
+                  Row&& row) {
+  constexpr int64_t kRowsPerBlock = 16;  // channels-last: convert this many rows per call
+  const bool rows = l.inner == 1;
+  const int64_t len = rows ? l.channels * kRowsPerBlock : l.inner;
+  const int64_t blocks = rows ? (l.outer + kRowsPerBlock - 1) / kRowsPerBlock : l.outer * l.channels;
   const DType wide = std::is_same_v<T, float> ? DType::f32 : DType::f64;
   const char* xb = static_cast<const char*>(x.data());
   const char* gb = dy ? static_cast<const char*>(dy->data()) : nullptr;
@@ -99,19 +105,22 @@ void map_runs(const ChannelLayout& l, const Tensor& x, const Tensor* dy, Tensor&
   const int64_t xs = int64_t(dtype_size(xt)), gs = int64_t(dtype_size(gt)), os = int64_t(dtype_size(ot));
 #pragma omp parallel if (numel > kParallelMin)
   {
-    std::vector<T> xv(static_cast<size_t>(run)), dv(dy ? static_cast<size_t>(run) : 0);
-    std::vector<double> yb(static_cast<size_t>(run));
+    std::vector<T> xv(static_cast<size_t>(len)), dv(dy ? static_cast<size_t>(len) : 0);
+    std::vector<double> yb(static_cast<size_t>(len));
 #pragma omp for schedule(static)
-    for (int64_t r = 0; r < runs; ++r) {
-      const int64_t at = r * run;
-      convert_elements(xb + at * xs, xt, xv.data(), wide, run);
-      if (dy) convert_elements(gb + at * gs, gt, dv.data(), wide, run);
-      if (l.inner > 1) {
-        g(xv.data(), dy ? dv.data() : nullptr, run, r % l.channels, yb.data());
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t at = b * len;
+      const int64_t n = rows ? std::min(len, l.outer * l.channels - at) : len;
+      convert_elements(xb + at * xs, xt, xv.data(), wide, n);
+      if (dy) convert_elements(gb + at * gs, gt, dv.data(), wide, n);
+      if (rows) {
+        for (int64_t r = 0; r * l.channels < n; ++r)
+          row(xv.data() + r * l.channels, dy ? dv.data() + r * l.channels : nullptr, l.channels,
+              yb.data() + r * l.channels);
       } else {
-        for (int64_t c = 0; c < run; ++c) g(xv.data() + c, dy ? dv.data() + c : nullptr, 1, c, yb.data() + c);
+        run(xv.data(), dy ? dv.data() : nullptr, n, b % l.channels, yb.data());
       }
-      convert_elements(yb.data(), DType::f64, ob + at * os, ot, run);  // rounded once
+      convert_elements(yb.data(), DType::f64, ob + at * os, ot, n);  // rounded once
     }
   }
 }
@@ -184,10 +193,15 @@ BatchNormForward forward(const Tensor& x, const std::vector<double>& w, const st
   for (int64_t c = 0; c < l.channels; ++c) scale[size_t(c)] = stats->invstd[size_t(c)] * w[size_t(c)];
   Tensor dst = Tensor::empty(x.shape(), x.dtype(), l.format);
   const auto& mean = stats->mean;
-  map_runs<T>(l, x, nullptr, dst, n, [&](const auto* v, const auto*, int64_t len, int64_t c, double* y) {
-    const double mu = mean[size_t(c)], s = scale[size_t(c)], shift = b[size_t(c)];
-    for (int64_t j = 0; j < len; ++j) y[j] = (v[j] - mu) * s + shift;
-  });
+  map_elements<T>(
+      l, x, nullptr, dst, n,
+      [&](const auto* v, const auto*, int64_t len, int64_t c, double* y) {
+        const double mu = mean[size_t(c)], s = scale[size_t(c)], shift = b[size_t(c)];
+        for (int64_t j = 0; j < len; ++j) y[j] = (v[j] - mu) * s + shift;
+      },
+      [&](const auto* v, const auto*, int64_t C, double* y) {
+        for (int64_t c = 0; c < C; ++c) y[c] = (v[c] - mean[size_t(c)]) * scale[size_t(c)] + b[size_t(c)];
+      });
   return BatchNormForward{dst, stats};
 }
 
@@ -222,16 +236,35 @@ BatchNormGrads backward(const Tensor& x, const Tensor& dy, const ChannelStats& s
     if (batch_stats) {
       // The batch mean and variance depend on x too:
       // dx = w * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)).
-      map_runs<T>(l, x, &dy, dx, n, [&](const auto* v, const auto* g, int64_t len, int64_t c, double* out) {
-        const size_t k = size_t(c);
-        const double mu = mean[k], is = invstd[k], a = sum_dy[k] / m, bb = sum_dy_xhat[k] / m, ws = w[k] * is;
-        for (int64_t j = 0; j < len; ++j) out[j] = ws * (g[j] - a - (v[j] - mu) * is * bb);
-      });
+      std::vector<double> a(size_t(l.channels)), bb(size_t(l.channels)), ws(size_t(l.channels));
+      for (size_t k = 0; k < size_t(l.channels); ++k) {
+        a[k] = sum_dy[k] / m;
+        bb[k] = sum_dy_xhat[k] / m;
+        ws[k] = w[k] * invstd[k];
+      }
+      map_elements<T>(
+          l, x, &dy, dx, n,
+          [&](const auto* v, const auto* g, int64_t len, int64_t c, double* out) {
+            const size_t k = size_t(c);
+            for (int64_t j = 0; j < len; ++j) out[j] = ws[k] * (g[j] - a[k] - (v[j] - mean[k]) * invstd[k] * bb[k]);
+          },
+          [&](const auto* v, const auto* g, int64_t C, double* out) {
+            for (int64_t c = 0; c < C; ++c) {
+              const size_t k = size_t(c);
+              out[c] = ws[k] * (g[c] - a[k] - (v[c] - mean[k]) * invstd[k] * bb[k]);
+            }
+          });
     } else {
-      map_runs<T>(l, x, &dy, dx, n, [&](const auto*, const auto* g, int64_t len, int64_t c, double* out) {
-        const double ws = w[size_t(c)] * invstd[size_t(c)];
-        for (int64_t j = 0; j < len; ++j) out[j] = ws * g[j];
-      });
+      std::vector<double> ws(size_t(l.channels));
+      for (size_t k = 0; k < size_t(l.channels); ++k) ws[k] = w[k] * invstd[k];
+      map_elements<T>(
+          l, x, &dy, dx, n,
+          [&](const auto*, const auto* g, int64_t len, int64_t c, double* out) {
+            for (int64_t j = 0; j < len; ++j) out[j] = ws[size_t(c)] * g[j];
+          },
+          [&](const auto*, const auto* g, int64_t C, double* out) {
+            for (int64_t c = 0; c < C; ++c) out[c] = ws[size_t(c)] * g[c];
+          });
     }
   }
   return BatchNormGrads{dx, std::move(sum_dy), std::move(sum_dy_xhat)};

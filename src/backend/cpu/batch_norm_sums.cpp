@@ -125,54 +125,91 @@ void contiguous_lane_sums(const ChannelLayout& l, const Tensor& x, const Tensor*
 // len summands of a run (x and dy: its values, dy null when only x is read). For
 // contiguous input a thread takes whole channels; for channels-last a thread takes a range
 // of channels and reads that part of every row.
+// One row of C channel values (f32) added to lane row `lane` (C doubles) of acc and acc2.
+template <SumKind K>
+void row_scalar(double* lane, double* lane2, const float* x, const float* g, int64_t C, const double* mu,
+                const double* is) {
+  for (int64_t c = 0; c < C; ++c) {
+    if constexpr (K == SumKind::values) {
+      lane[c] += double(x[c]);
+    } else if constexpr (K == SumKind::deviation) {
+      const double d = double(x[c]) - mu[c];
+      lane[c] += d * d;
+    } else {
+      const double gv = double(g[c]);
+      lane[c] += gv;
+      lane2[c] += (gv * (double(x[c]) - mu[c])) * is[c];
+    }
+  }
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// row_scalar over 8 channels at a time (the same roundings: no FMA); masked tail.
+template <SumKind K>
+__attribute__((target("avx512f"))) void row_avx512(double* lane, double* lane2, const float* x, const float* g,
+                                                   int64_t C, const double* mu, const double* is) {
+  for (int64_t c = 0; c < C; c += 8) {
+    const __mmask8 m = C - c >= 8 ? __mmask8(0xff) : __mmask8((1u << (C - c)) - 1u);
+    const __m512d xv = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(__mmask16(m), x + c)));
+    __m512d a = _mm512_maskz_loadu_pd(m, lane + c);
+    if constexpr (K == SumKind::values) {
+      a = _mm512_add_pd(a, xv);
+    } else if constexpr (K == SumKind::deviation) {
+      const __m512d d = _mm512_sub_pd(xv, _mm512_maskz_loadu_pd(m, mu + c));
+      a = _mm512_add_pd(a, _mm512_mul_pd(d, d));
+    } else {
+      const __m512d gv = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(__mmask16(m), g + c)));
+      a = _mm512_add_pd(a, gv);
+      const __m512d t = _mm512_mul_pd(_mm512_mul_pd(gv, _mm512_sub_pd(xv, _mm512_maskz_loadu_pd(m, mu + c))),
+                                      _mm512_maskz_loadu_pd(m, is + c));
+      _mm512_mask_storeu_pd(lane2 + c, m, _mm512_add_pd(_mm512_maskz_loadu_pd(m, lane2 + c), t));
+    }
+    _mm512_mask_storeu_pd(lane + c, m, a);
+  }
+}
+#pragma GCC diagnostic pop
+
 // The same sums for a channels-last f32/bf16/f16 tensor: rows of C channels at positions
-// p = row. A thread takes a range of channels and reads that part of every row; partial sums
-// sit lane-major ([lane][channel]) so that one row adds to one lane of every channel.
+// p = row, so row o adds to lane o mod 32 of every channel. Threads split the 32 lanes (each
+// lane is summed by one thread, in increasing row order, as the serial code would) and read
+// their rows in blocks, widened to f32 a block at a time.
 template <SumKind K>
 void rows_lane_sums(const ChannelLayout& l, const Tensor& x, const Tensor* dy, int64_t numel,
                     const std::vector<double>& mean, const std::vector<double>& invstd, std::vector<Lanes>& sums,
                     std::vector<Lanes>& sums2) {
+  const auto row = cpu_features().avx512f ? row_avx512<K> : row_scalar<K>;
   const char* xb = static_cast<const char*>(x.data());
   const char* gb = dy ? static_cast<const char*>(dy->data()) : nullptr;
   const DType xt = x.dtype(), gt = dy ? dy->dtype() : DType::f32;
   const int64_t xs = int64_t(dtype_size(xt)), gs = int64_t(dtype_size(gt)), C = l.channels;
-  sums.assign(size_t(C), Lanes{});
-  sums2.assign(size_t(C), Lanes{});
+  std::vector<double> a(size_t(kLanes * C), 0.0), a2(size_t(kLanes * C), 0.0);  // [lane][channel]
+  const std::vector<double> mu = mean.empty() ? std::vector<double>(size_t(C), 0.0) : mean;
+  const std::vector<double> is = invstd.empty() ? std::vector<double>(size_t(C), 0.0) : invstd;
 #pragma omp parallel if (numel > kParallelMin)
   {
     const int threads = omp_get_num_threads(), t = omp_get_thread_num();
-    const int64_t c0 = C * t / threads, c1 = C * (t + 1) / threads, width = c1 - c0;
-    if (width > 0) {
-      std::vector<float> xf(static_cast<size_t>(width)), gf(static_cast<size_t>(width));
-      std::vector<double> a(static_cast<size_t>(kLanes * width), 0.0), a2(static_cast<size_t>(kLanes * width), 0.0);
-      std::vector<double> mu(mean.begin() + (mean.empty() ? 0 : c0), mean.empty() ? mean.begin() : mean.begin() + c1);
-      std::vector<double> is(invstd.begin() + (invstd.empty() ? 0 : c0), invstd.empty() ? invstd.begin() : invstd.begin() + c1);
-      for (int64_t o = 0; o < l.outer; ++o) {
-        const int64_t at = o * C + c0;
-        convert_elements(xb + at * xs, xt, xf.data(), DType::f32, width);
-        if (dy) convert_elements(gb + at * gs, gt, gf.data(), DType::f32, width);
-        double* lane = a.data() + (o & (kLanes - 1)) * width;
-        double* lane2 = a2.data() + (o & (kLanes - 1)) * width;
-        for (int64_t c = 0; c < width; ++c) {
-          if constexpr (K == SumKind::values) {
-            lane[c] += double(xf[size_t(c)]);
-          } else if constexpr (K == SumKind::deviation) {
-            const double d = double(xf[size_t(c)]) - mu[size_t(c)];
-            lane[c] += d * d;
-          } else {
-            const double g = double(gf[size_t(c)]);
-            lane[c] += g;
-            lane2[c] += (g * (double(xf[size_t(c)]) - mu[size_t(c)])) * is[size_t(c)];
-          }
-        }
+    const int64_t l0 = kLanes * t / threads, l1 = kLanes * (t + 1) / threads;
+    std::vector<float> xf(size_t((l1 - l0) * C)), gf(dy ? size_t((l1 - l0) * C) : 0);
+    for (int64_t base = 0; base < l.outer && l1 > l0; base += kLanes) {
+      const int64_t first = base + l0, rows = std::min(base + l1, l.outer) - first;
+      if (rows <= 0) break;
+      convert_elements(xb + first * C * xs, xt, xf.data(), DType::f32, rows * C);
+      if (dy) convert_elements(gb + first * C * gs, gt, gf.data(), DType::f32, rows * C);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t lane = l0 + r;
+        row(a.data() + lane * C, a2.data() + lane * C, xf.data() + r * C, dy ? gf.data() + r * C : nullptr, C,
+            mu.data(), is.data());
       }
-      for (int64_t c = 0; c < width; ++c)
-        for (int64_t L = 0; L < kLanes; ++L) {
-          sums[size_t(c0 + c)][size_t(L)] = a[size_t(L * width + c)];
-          sums2[size_t(c0 + c)][size_t(L)] = a2[size_t(L * width + c)];
-        }
     }
   }
+  sums.assign(size_t(C), Lanes{});
+  sums2.assign(size_t(C), Lanes{});
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t L = 0; L < kLanes; ++L) {
+      sums[size_t(c)][size_t(L)] = a[size_t(L * C + c)];
+      sums2[size_t(c)][size_t(L)] = a2[size_t(L * C + c)];
+    }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "core/convert.h"
@@ -15,6 +16,25 @@ namespace mixprec::backend::cpu::batch_norm_sums {
 namespace {
 
 constexpr int64_t kParallelMin = int64_t(1) << 15;  // below: the OpenMP fork costs more
+
+// A dense f32/bf16/f16 tensor's elements as f32 (exact): f32 is read in place, the 16-bit
+// dtypes are widened into the caller's scratch buffer.
+class F32Reader {
+ public:
+  explicit F32Reader(const Tensor& t)
+      : base_(static_cast<const char*>(t.data())), dtype_(t.dtype()), size_(int64_t(dtype_size(t.dtype()))) {}
+  // Elements at .. at+n-1; scratch holds at least n floats.
+  const float* read(int64_t at, int64_t n, float* scratch) const {
+    if (dtype_ == DType::f32) return reinterpret_cast<const float*>(base_ + at * size_);
+    convert_elements(base_ + at * size_, dtype_, scratch, DType::f32, n);
+    return scratch;
+  }
+
+ private:
+  const char* base_;
+  DType dtype_;
+  int64_t size_;
+};
 
 template <SumKind K>
 inline void add_one(Lanes& acc, Lanes& acc2, int64_t lane, float xv, float gv, double mu, double is) {
@@ -83,10 +103,8 @@ void contiguous_lane_sums(const ChannelLayout& l, const Tensor& x, const Tensor*
                           const std::vector<double>& mean, const std::vector<double>& invstd, std::vector<Lanes>& sums,
                           std::vector<Lanes>& sums2) {
   const auto kernel = cpu_features().avx512f ? lane_sums_avx512<K> : lane_sums_scalar<K>;
-  const char* xb = static_cast<const char*>(x.data());
-  const char* gb = dy ? static_cast<const char*>(dy->data()) : nullptr;
-  const DType xt = x.dtype(), gt = dy ? dy->dtype() : DType::f32;
-  const int64_t xs = int64_t(dtype_size(xt)), gs = int64_t(dtype_size(gt));
+  const F32Reader xr(x);
+  const std::optional<F32Reader> gr = dy ? std::optional<F32Reader>(*dy) : std::nullopt;
   sums.assign(size_t(l.channels), Lanes{});
   sums2.assign(size_t(l.channels), Lanes{});
 #pragma omp parallel if (numel > kParallelMin)
@@ -98,20 +116,8 @@ void contiguous_lane_sums(const ChannelLayout& l, const Tensor& x, const Tensor*
       const double mu = mean.empty() ? 0.0 : mean[size_t(c)], is = invstd.empty() ? 0.0 : invstd[size_t(c)];
       for (int64_t o = 0; o < l.outer; ++o) {
         const int64_t at = (o * l.channels + c) * l.inner;
-        const float* xv = reinterpret_cast<const float*>(xb + at * xs);
-        if (xt != DType::f32) {
-          convert_elements(xb + at * xs, xt, xf.data(), DType::f32, l.inner);
-          xv = xf.data();
-        }
-        const float* gv = nullptr;
-        if (dy) {
-          gv = reinterpret_cast<const float*>(gb + at * gs);
-          if (gt != DType::f32) {
-            convert_elements(gb + at * gs, gt, gf.data(), DType::f32, l.inner);
-            gv = gf.data();
-          }
-        }
-        kernel(acc, acc2, xv, gv, l.inner, o * l.inner, mu, is);
+        const float* gv = gr ? gr->read(at, l.inner, gf.data()) : nullptr;
+        kernel(acc, acc2, xr.read(at, l.inner, xf.data()), gv, l.inner, o * l.inner, mu, is);
       }
       sums[size_t(c)] = acc;
       sums2[size_t(c)] = acc2;
@@ -179,10 +185,9 @@ void rows_lane_sums(const ChannelLayout& l, const Tensor& x, const Tensor* dy, i
                     const std::vector<double>& mean, const std::vector<double>& invstd, std::vector<Lanes>& sums,
                     std::vector<Lanes>& sums2) {
   const auto row = cpu_features().avx512f ? row_avx512<K> : row_scalar<K>;
-  const char* xb = static_cast<const char*>(x.data());
-  const char* gb = dy ? static_cast<const char*>(dy->data()) : nullptr;
-  const DType xt = x.dtype(), gt = dy ? dy->dtype() : DType::f32;
-  const int64_t xs = int64_t(dtype_size(xt)), gs = int64_t(dtype_size(gt)), C = l.channels;
+  const F32Reader xr(x);
+  const std::optional<F32Reader> gr = dy ? std::optional<F32Reader>(*dy) : std::nullopt;
+  const int64_t C = l.channels;
   std::vector<double> a(size_t(kLanes * C), 0.0), a2(size_t(kLanes * C), 0.0);  // [lane][channel]
   const std::vector<double> mu = mean.empty() ? std::vector<double>(size_t(C), 0.0) : mean;
   const std::vector<double> is = invstd.empty() ? std::vector<double>(size_t(C), 0.0) : invstd;
@@ -194,12 +199,11 @@ void rows_lane_sums(const ChannelLayout& l, const Tensor& x, const Tensor* dy, i
     for (int64_t base = 0; base < l.outer && l1 > l0; base += kLanes) {
       const int64_t first = base + l0, rows = std::min(base + l1, l.outer) - first;
       if (rows <= 0) break;
-      convert_elements(xb + first * C * xs, xt, xf.data(), DType::f32, rows * C);
-      if (dy) convert_elements(gb + first * C * gs, gt, gf.data(), DType::f32, rows * C);
+      const float* xv = xr.read(first * C, rows * C, xf.data());
+      const float* gv = gr ? gr->read(first * C, rows * C, gf.data()) : nullptr;
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t lane = l0 + r;
-        row(a.data() + lane * C, a2.data() + lane * C, xf.data() + r * C, dy ? gf.data() + r * C : nullptr, C,
-            mu.data(), is.data());
+        row(a.data() + lane * C, a2.data() + lane * C, xv + r * C, gv ? gv + r * C : nullptr, C, mu.data(), is.data());
       }
     }
   }

@@ -27,6 +27,17 @@ struct StepAgreement {
   int64_t total_samples = 0;  // the samples of this step over all ranks
 };
 
+// A collective running in the background while this rank computes (a gradient bucket
+// reduced during backward). test() lets it progress (MPI moves a non-blocking collective on
+// only inside MPI calls) and says whether it is done; wait() blocks until it is, at most the
+// communicator's timeout, and then fails naming what it waited for.
+class PendingCollective {
+ public:
+  virtual ~PendingCollective() = default;
+  virtual bool test() = 0;
+  virtual Status wait() = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -43,6 +54,15 @@ class Communicator {
   // collective in a timeout message ("gradient all-reduce at step 12").
   virtual Status allreduce_sum(std::span<float> data, const std::string& what) = 0;
   virtual Status allreduce_sum(std::span<double> data, const std::string& what) = 0;
+  // Start data := the element-wise sum over ranks without waiting for it; `data` must stay
+  // untouched until the returned collective completes. Every rank must start the same
+  // collectives in the same order.
+  virtual StatusOr<std::unique_ptr<PendingCollective>> start_allreduce_sum(std::span<float> data,
+                                                                           const std::string& what) = 0;
+  // The same over bfloat16 values (their bits): each step of the reduction adds two partial
+  // sums in f32 and rounds the result to bf16 once, so the wire carries half the bytes of f32.
+  virtual StatusOr<std::unique_ptr<PendingCollective>> start_allreduce_sum_bf16(std::span<uint16_t> data,
+                                                                                const std::string& what) = 0;
   // data := the element-wise maximum over ranks.
   virtual Status allreduce_max(std::span<int64_t> data, const std::string& what) = 0;
   // data := rank 0's bytes, on every rank.

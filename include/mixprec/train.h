@@ -59,6 +59,11 @@ struct TrainConfig {
   // others before the job ends, and how often the ranks compare hashes of their weights.
   double dist_timeout = 60.0;              // seconds
   int64_t dist_check_every = 100;          // steps (0: only at the start and the end)
+  // How gradients are reduced across ranks: buckets of this many MB of f32 started during
+  // backward (0: all at once after backward), and in which dtype they travel (f32 | bf16).
+  double bucket_mb = 25.0;
+  std::string allreduce_dtype = "f32";
+  bool sync_bn = false;                    // BatchNorm statistics over all ranks' samples
   // Run directory and checkpoints (empty run_dir: nothing is written).
   std::string run_dir;                     // e.g. "runs/train3": config.json, metrics.jsonl, checkpoints
   int64_t save_every = 0;                  // also checkpoint every N steps (0: after each epoch only)
@@ -125,6 +130,12 @@ struct TrainResult {
   int64_t steps = 0;
   double seconds = 0.0;
   double seconds_per_step = 0.0;       // median over the run (excludes evaluation)
+  // Data-parallel runs: this rank's steps in all, and the part of them it spent blocked on the
+  // other ranks (step rendezvous, gradient buckets not yet reduced, loss, flags, buffers).
+  // And the gradient buckets it reduced, and how many of them started while backward ran.
+  int ranks = 1;
+  double step_seconds = 0.0, communication_seconds = 0.0;
+  int64_t gradient_buckets = 0, gradient_buckets_early = 0;
   int64_t peak_activation_bytes = 0;   // tracked allocator, activations category
   int64_t peak_total_bytes = 0;
   int64_t skipped_steps = 0;

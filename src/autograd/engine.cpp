@@ -113,6 +113,7 @@ void Tensor::backward(const Tensor& gradient) const {
         "'s graph was freed by an earlier backward)"));
   if (!grad_fn()) {  // a leaf: d(self)/d(self) = seed
     accumulate_leaf(*this, seed);
+    if (const auto* on_ready = leaf_grad_ready_hook()) (*on_ready)(*this);
     return;
   }
   std::unordered_map<Node*, Tensor> pending;
@@ -120,11 +121,25 @@ void Tensor::backward(const Tensor& gradient) const {
   // Hold the nodes alive while we run them: releasing one frees its edges.
   std::vector<std::shared_ptr<Node>> keep;
   const std::vector<Node*> order = topological_order(grad_fn().get());
+  // With a LeafGradReadyHook: how many edges into each leaf are still to run. A leaf is
+  // complete when its last edge has run (or been skipped).
+  const auto* on_ready = leaf_grad_ready_hook();
+  std::unordered_map<const TensorImpl*, int> edges_left;
+  if (on_ready)
+    for (Node* node : order)
+      for (const auto& e : node->edges())
+        if (e.leaf.defined()) ++edges_left[e.leaf.impl()];
+  auto leaf_edges_done = [&](Node* node) {
+    if (!on_ready) return;
+    for (const auto& e : node->edges())
+      if (e.leaf.defined() && --edges_left[e.leaf.impl()] == 0 && e.leaf.grad().defined()) (*on_ready)(e.leaf);
+  };
   for (Node* node : order) {
     for (const auto& e : node->edges())
       if (e.fn) keep.push_back(e.fn);
     auto it = pending.find(node);
     if (it == pending.end()) {  // no gradient reached it (e.g. only through ignored inputs)
+      leaf_edges_done(node);
       node->release();
       continue;
     }
@@ -148,6 +163,7 @@ void Tensor::backward(const Tensor& gradient) const {
         if (!inserted) slot->second = add(slot->second, g);
       }
     }
+    leaf_edges_done(node);
     node->release();
   }
 }

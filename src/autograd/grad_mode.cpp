@@ -1,4 +1,5 @@
-// grad_mode.cpp: the thread-local switch behind NoGradGuard, and graph recording.
+// grad_mode.cpp: the thread-local switches behind NoGradGuard and LeafGradReadyHook, and
+// graph recording.
 #include "autograd/node.h"
 #include "core/tensor_impl.h"
 #include "mixprec/autograd.h"
@@ -6,11 +7,19 @@
 namespace mixprec {
 namespace {
 thread_local bool t_grad_enabled = true;
-}
+thread_local const std::function<void(const Tensor&)>* t_leaf_ready = nullptr;
+}  // namespace
 
 NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
 bool grad_mode_enabled() { return t_grad_enabled; }
+
+LeafGradReadyHook::LeafGradReadyHook(std::function<void(const Tensor&)> on_ready)
+    : on_ready_(std::move(on_ready)), previous_(t_leaf_ready) {
+  t_leaf_ready = &on_ready_;
+}
+LeafGradReadyHook::~LeafGradReadyHook() { t_leaf_ready = previous_; }
+const std::function<void(const Tensor&)>* leaf_grad_ready_hook() { return t_leaf_ready; }
 
 bool any_requires_grad(std::initializer_list<const Tensor*> inputs) {
   if (!t_grad_enabled) return false;

@@ -59,6 +59,9 @@ bool any_requires_grad(std::initializer_list<const Tensor*> inputs);
 void record_op(Tensor& out, const char* name, std::initializer_list<const Tensor*> inputs,
                Node::BackwardFn fn);
 
+// The innermost LeafGradReadyHook's callback on this thread (null: none).
+const std::function<void(const Tensor&)>* leaf_grad_ready_hook();
+
 // Adds src into dst's buffer in place (same shape; dtype converted). Used for .grad.
 void accumulate_into(Tensor& dst, const Tensor& src);
 

@@ -1,7 +1,8 @@
 // mpi_communicator.cpp: the Communicator over OpenMPI's MPI_COMM_WORLD (distributed.h).
 //
-// Large collectives (gradients) are blocking MPI calls, which progress fastest, guarded by a
-// Watchdog that ends the process if one outlives --dist-timeout. The step rendezvous
+// Large collectives are blocking MPI calls, which progress fastest, guarded by a Watchdog that
+// ends the process if one outlives --dist-timeout; gradient buckets are non-blocking
+// (MPI_Iallreduce), started during backward and waited for under the same watchdog. The step rendezvous
 // (agree_on_step) is made of small point-to-point messages polled with MPI_Test instead, so
 // that rank 0 can say *which* rank is missing, and the others that rank 0 is.
 #include "dist/mpi_communicator.h"
@@ -16,10 +17,52 @@
 #include <cstdio>
 
 #include "dist/watchdog.h"
+#include "mixprec/half.h"
 
 namespace mixprec::dist {
 
 namespace {
+
+// MPI reduction of bf16 bits (MPI has no bf16 type): each pair is added in f32 and the sum
+// rounded to bf16 once, as the CPU's own conversion rounds (nearest even).
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i)
+    b[i] = detail::float_to_bfloat16_bits(detail::bfloat16_bits_to_float(a[i]) + detail::bfloat16_bits_to_float(b[i]));
+}
+
+// One or more MPI_Iallreduce requests (a buffer beyond INT_MAX elements takes several).
+class MpiPending final : public PendingCollective {
+ public:
+  MpiPending(std::vector<MPI_Request> requests, std::string what, Watchdog& dog, double timeout)
+      : requests_(std::move(requests)), what_(std::move(what)), dog_(dog), timeout_(timeout) {}
+  ~MpiPending() override {
+    if (!done_) (void)wait();  // MPI must not be left holding a buffer that is freed
+  }
+  bool test() override {
+    if (done_) return true;
+    int flag = 0;
+    MPI_Testall(int(requests_.size()), requests_.data(), &flag, MPI_STATUSES_IGNORE);
+    done_ = flag != 0;
+    return done_;
+  }
+  Status wait() override {
+    if (done_) return Status::ok();
+    Watchdog::Watch watch(dog_, what_, timeout_);
+    const int rc = MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    done_ = true;
+    if (rc != MPI_SUCCESS) return Status(StatusCode::distributed, what_ + " failed in MPI");
+    return Status::ok();
+  }
+
+ private:
+  std::vector<MPI_Request> requests_;
+  std::string what_;
+  Watchdog& dog_;
+  double timeout_;
+  bool done_ = false;
+};
 
 constexpr int kExitDistributed = 7;  // docs/cli.md's exit code for a distributed failure
 constexpr int kTagArrive = 7301, kTagAnswer = 7302;
@@ -46,6 +89,15 @@ class MpiCommunicator final : public Communicator {
   }
   Status allreduce_sum(std::span<double> data, const std::string& what) override {
     return allreduce(data.data(), int64_t(data.size()), MPI_DOUBLE, MPI_SUM, what);
+  }
+  StatusOr<std::unique_ptr<PendingCollective>> start_allreduce_sum(std::span<float> data,
+                                                                   const std::string& what) override {
+    return start(data.data(), int64_t(data.size()), MPI_FLOAT, MPI_SUM, what);
+  }
+  StatusOr<std::unique_ptr<PendingCollective>> start_allreduce_sum_bf16(std::span<uint16_t> data,
+                                                                        const std::string& what) override {
+    if (bf16_sum_ == MPI_OP_NULL) MPI_Op_create(&bf16_sum, /*commute=*/1, &bf16_sum_);
+    return start(data.data(), int64_t(data.size()), MPI_UINT16_T, bf16_sum_, what);
   }
   Status allreduce_max(std::span<int64_t> data, const std::string& what) override {
     return allreduce(data.data(), int64_t(data.size()), MPI_INT64_T, MPI_MAX, what);
@@ -99,6 +151,23 @@ class MpiCommunicator final : public Communicator {
         return failed(what);
     }
     return Status::ok();
+  }
+
+  StatusOr<std::unique_ptr<PendingCollective>> start(void* data, int64_t count, MPI_Datatype type, MPI_Op op,
+                                                      const std::string& what) {
+    int elem = 0;
+    MPI_Type_size(type, &elem);
+    auto* bytes = static_cast<char*>(data);
+    std::vector<MPI_Request> requests;
+    for (int64_t at = 0; at < count; at += INT_MAX) {
+      const int n = int(std::min<int64_t>(count - at, INT_MAX));
+      MPI_Request r = MPI_REQUEST_NULL;
+      if (MPI_Iallreduce(MPI_IN_PLACE, bytes + at * elem, n, type, op, MPI_COMM_WORLD, &r) != MPI_SUCCESS)
+        return failed(what);
+      requests.push_back(r);
+    }
+    return std::unique_ptr<PendingCollective>(
+        std::make_unique<MpiPending>(std::move(requests), who(rank_) + ": " + what, *watchdog_, timeout_seconds_));
   }
 
   // Polls `requests` until all complete or the timeout passes; returns which completed.
@@ -186,6 +255,7 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0, size_ = 1;
   std::string host_;
   std::unique_ptr<Watchdog> watchdog_;
+  MPI_Op bf16_sum_ = MPI_OP_NULL;
 };
 
 }  // namespace

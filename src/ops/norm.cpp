@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "autograd/node.h"
+#include "mixprec/batch_norm_sync.h"
 #include "mixprec/ops.h"
 #include "mixprec/status.h"
 #include "ops/autocast_hook.h"
@@ -125,6 +126,17 @@ void check_batch_norm(const Tensor& src, const Tensor& rm, const Tensor& rv, con
 
 }  // namespace
 
+namespace {
+thread_local std::shared_ptr<const BatchNormSync> t_batch_norm_sync;
+}  // namespace
+
+BatchNormSyncGuard::BatchNormSyncGuard(std::shared_ptr<const BatchNormSync> sync)
+    : previous_(std::move(t_batch_norm_sync)) {
+  t_batch_norm_sync = std::move(sync);
+}
+BatchNormSyncGuard::~BatchNormSyncGuard() { t_batch_norm_sync = std::move(previous_); }
+std::shared_ptr<const BatchNormSync> current_batch_norm_sync() { return t_batch_norm_sync; }
+
 Tensor batch_norm(const Tensor& src_in, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight_in, const Tensor& bias_in, bool training, double momentum,
                   double eps) {
@@ -137,9 +149,11 @@ Tensor batch_norm(const Tensor& src_in, const Tensor& running_mean, const Tensor
   const std::vector<double> w = affine_values(weight, x.size(1), 1.0);
   const std::vector<double> b = affine_values(bias, x.size(1), 0.0);
   const bool batch_stats = training || !running_mean.defined();
+  // --sync-bn (batch_norm_sync.h): training statistics over every process's batch.
+  const std::shared_ptr<const BatchNormSync> sync = training ? current_batch_norm_sync() : nullptr;
   backend::cpu::BatchNormForward r = backend::cpu::batch_norm_forward(
       x, w, b, batch_stats, running_mean, running_var, training && running_mean.defined(),
-      momentum, eps);
+      momentum, eps, sync.get());
   Tensor dst = r.dst;
   const auto stats = r.stats;
   if (any_requires_grad({&src, &weight, &bias})) {
@@ -149,10 +163,10 @@ Tensor batch_norm(const Tensor& src_in, const Tensor& running_mean, const Tensor
     const DType w_dtype = weight.defined() ? weight.dtype() : src.dtype();
     const DType b_dtype = bias.defined() ? bias.dtype() : src.dtype();
     record_op(dst, "batch_norm", {&src, &weight, &bias},
-              [x, stats, w, batch_stats, need_x, need_w, need_b, w_dtype,
-               b_dtype](const Tensor& diff_dst) {
+              [x, stats, w, batch_stats, need_x, need_w, need_b, w_dtype, b_dtype,
+               sync](const Tensor& diff_dst) {
                 backend::cpu::BatchNormGrads bg =
-                    backend::cpu::batch_norm_backward(x, diff_dst, *stats, w, batch_stats, need_x);
+                    backend::cpu::batch_norm_backward(x, diff_dst, *stats, w, batch_stats, need_x, sync.get());
                 std::vector<Tensor> g(3);
                 g[0] = bg.dx;
                 const std::vector<double>& sum_dy = bg.sum_dy;

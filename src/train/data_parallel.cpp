@@ -2,6 +2,7 @@
 #include "train/data_parallel.h"
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,19 @@ namespace mixprec::train {
 
 namespace {
 std::string at_step(int64_t step) { return " at step " + std::to_string(step); }
+
+// Adds the lifetime of the scope to a counter (ms).
+class TimeInto {
+ public:
+  explicit TimeInto(double& ms) : ms_(ms), t0_(std::chrono::steady_clock::now()) {}
+  ~TimeInto() { ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count(); }
+  TimeInto(const TimeInto&) = delete;
+  TimeInto& operator=(const TimeInto&) = delete;
+
+ private:
+  double& ms_;
+  std::chrono::steady_clock::time_point t0_;
+};
 }  // namespace
 
 uint64_t hash_tensors(const std::vector<Tensor>& tensors) {
@@ -46,55 +60,80 @@ uint64_t hash_executable() {
 }
 
 StatusOr<double> DataParallel::agree_on_step(int64_t step, int64_t samples) {
+  TimeInto timed(communication_ms_);
   auto agreed = comm_.agree_on_step(step, samples);
   if (!agreed.is_ok()) return agreed.status();
   if (agreed->total_samples <= 0)
     return Status(StatusCode::distributed, "no rank has samples" + at_step(step));
-  return double(samples) * double(comm_.size()) / double(agreed->total_samples);
+  step_ = step;
+  step_weight_ = double(samples) * double(comm_.size()) / double(agreed->total_samples);
+  return step_weight_;
 }
 
-Status DataParallel::reduce_gradients(const std::vector<Tensor>& grads, double weight, int64_t step) {
-  int64_t total = 0;
-  for (const Tensor& g : grads) total += g.defined() ? g.numel() : 0;
-  // Undefined gradients have no size here; every rank has the same ones defined (the same
-  // model on the same kind of batch), which check_replicas would catch if not.
-  flat_.assign(size_t(total), 0.0f);
-  int64_t at = 0;
-  for (const Tensor& g : grads) {
-    if (!g.defined()) continue;
-    const Tensor c = g.is_contiguous() ? g : g.contiguous();
-    convert_elements(c.data(), c.dtype(), flat_.data() + at, DType::f32, c.numel());
-    at += c.numel();
-  }
-  if (weight != 1.0)
-    for (float& v : flat_) v = float(double(v) * weight);
-  MIXPREC_RETURN_IF_ERROR(comm_.allreduce_sum(std::span<float>(flat_), "gradient all-reduce" + at_step(step)));
-  const float inv = float(1.0 / double(comm_.size()));
-  for (float& v : flat_) v *= inv;  // exact for a power-of-two number of ranks
-  at = 0;
-  for (const Tensor& g : grads) {
-    if (!g.defined()) continue;
-    MIXPREC_CHECK(g.is_contiguous(), "reduce_gradients: a parameter's gradient is not contiguous");
-    convert_elements(flat_.data() + at, DType::f32, const_cast<Tensor&>(g).data(), g.dtype(), g.numel());
-    g.storage()->bump_version();
-    at += g.numel();
-  }
-  return Status::ok();
+std::shared_ptr<const BatchNormSync> DataParallel::batch_norm_sync() {
+  auto sync = std::make_shared<BatchNormSync>();
+  sync->sum_statistics = [this](std::span<double> v) {
+    TimeInto timed(communication_ms_);
+    throw_if_error(comm_.allreduce_sum(v, "BatchNorm statistics all-reduce (--sync-bn)" + at_step(step_)));
+  };
+  // A rank's gradients count with weight / ranks in the gradient average (reduce): its share
+  // of these sums likewise, and dx is then taken back to this rank's own scale.
+  sync->sum_gradients = [this](std::span<double> v) {
+    TimeInto timed(communication_ms_);
+    const double share = step_weight_ / double(comm_.size());
+    for (double& x : v) x *= share;
+    throw_if_error(comm_.allreduce_sum(v, "BatchNorm gradient all-reduce (--sync-bn)" + at_step(step_)));
+    for (double& x : v) x /= share;
+  };
+  return sync;
+}
+
+void DataParallel::begin_gradients(const std::vector<Tensor>& params, double weight, int64_t step) {
+  std::vector<int64_t> numels;
+  numels.reserve(params.size());
+  for (const Tensor& p : params) numels.push_back(p.numel());
+  if (!reducer_.prepared_for(numels)) reducer_.prepare(numels);
+  reducer_.begin(weight, step);
+}
+
+Status DataParallel::finish_gradients(const std::vector<Tensor>& params) {
+  grads_.clear();
+  for (const Tensor& p : params) grads_.push_back(p.grad());
+  const Status s = reducer_.finish(grads_);
+  grads_.clear();  // the gradients belong to the parameters
+  communication_ms_ += reducer_.wait_ms();
+  buckets_reduced_ += reducer_.buckets();
+  buckets_started_early_ += reducer_.started_early();
+  return s;
+}
+
+Status DataParallel::reduce_gradients(const std::vector<Tensor>& params, double weight, int64_t step) {
+  begin_gradients(params, weight, step);
+  return finish_gradients(params);
+}
+
+double DataParallel::take_communication_ms() {
+  const double ms = communication_ms_;
+  communication_ms_ = 0.0;
+  return ms;
 }
 
 StatusOr<double> DataParallel::mean_loss(double loss, double weight, int64_t step) {
+  TimeInto timed(communication_ms_);
   double v = loss * weight;
   MIXPREC_RETURN_IF_ERROR(comm_.allreduce_sum(std::span<double>(&v, 1), "loss all-reduce" + at_step(step)));
   return v / double(comm_.size());
 }
 
 StatusOr<bool> DataParallel::any(bool flag, const std::string& what) {
+  TimeInto timed(communication_ms_);
   int64_t v = flag ? 1 : 0;
   MIXPREC_RETURN_IF_ERROR(comm_.allreduce_max(std::span<int64_t>(&v, 1), what));
   return v != 0;
 }
 
 Status DataParallel::sync_buffers(nn::Module& model, int64_t step) {
+  TimeInto timed(communication_ms_);
   for (auto& [name, b] : model.named_buffers()) {
     MIXPREC_CHECK(b.is_contiguous(), "sync_buffers: buffer " + name + " is not contiguous");
     auto* bytes = static_cast<uint8_t*>(b.data());

@@ -4,8 +4,10 @@
 // Every rank holds the whole model and trains on its shard of each global batch
 // (DataLoaderOptions::shard_rank). Per step:
 //   agree_on_step   rendezvous: all ranks at the same step; the step's total samples
-//   reduce_gradients the gradients summed over ranks in f32 (one flat buffer), divided by N,
-//                   each rank's weighted by its share of the samples
+//   begin_gradients, gradient_ready, finish_gradients
+//                   the gradients summed over ranks (gradient_reducer.h: buckets started as
+//                   backward produces them, f32 or bf16 on the wire), divided by N, each
+//                   rank's weighted by its share of the samples
 //   mean_loss       the step's loss over all samples (what rank 0 reports)
 //   any             the GradScaler's found-inf flag combined with MAX, so every rank skips
 //                   the same steps and keeps the same scale
@@ -15,20 +17,24 @@
 // StatusCode::distributed error naming the ranks.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "mixprec/batch_norm_sync.h"
 #include "mixprec/data.h"
 #include "mixprec/distributed.h"
 #include "mixprec/nn.h"
 #include "mixprec/tensor.h"
+#include "train/gradient_reducer.h"
 
 namespace mixprec::train {
 
 class DataParallel {
  public:
-  explicit DataParallel(dist::Communicator& comm) : comm_(comm) {}
+  explicit DataParallel(dist::Communicator& comm, ReducerOptions reducer = {})
+      : comm_(comm), reducer_(comm, reducer), overlap_(reducer.bucket_bytes > 0) {}
 
   int rank() const { return comm_.rank(); }
   int ranks() const { return comm_.size(); }
@@ -37,10 +43,29 @@ class DataParallel {
   // Before step `step`: this rank's sample count in, the weight of this rank's gradients out
   // (samples x ranks / total: 1 when the shards are equal).
   StatusOr<double> agree_on_step(int64_t step, int64_t samples);
-  // grads[i] := (sum over ranks of weight x grads[i]) / ranks, for every defined gradient (any
-  // dtype; summed in f32). Undefined gradients take part as zeros and stay undefined.
-  Status reduce_gradients(const std::vector<Tensor>& grads, double weight, int64_t step);
+  // A step's gradient reduction over `params` (the optimizer's): each p.grad() :=
+  // (sum over ranks of weight x p.grad()) / ranks, for every defined gradient (any dtype;
+  // summed as f32 or bf16, see ReducerOptions). Undefined gradients take part as zeros and
+  // stay undefined. gradient_ready(i, g) during backward hands params[i]'s final gradient over
+  // early (g may be another tensor holding the same values, as an O2 model weight's 16-bit
+  // gradient for its f32 master); finish_gradients reads the rest from the params' .grad.
+  void begin_gradients(const std::vector<Tensor>& params, double weight, int64_t step);
+  Status gradient_ready(size_t index, const Tensor& grad) { return reducer_.ready(index, grad); }
+  Status finish_gradients(const std::vector<Tensor>& params);
+  // begin_gradients + finish_gradients: everything after backward.
+  Status reduce_gradients(const std::vector<Tensor>& params, double weight, int64_t step);
+  // Whether the buckets start during backward (ReducerOptions::bucket_bytes > 0).
+  bool overlaps_backward() const { return overlap_; }
+  // Time this rank spent blocked on the others (rendezvous, waiting for gradient buckets,
+  // loss, flags, buffers) since the last call, in ms: the communication share of a step.
+  double take_communication_ms();
+  // Gradient buckets reduced so far, and how many of them started during backward.
+  int64_t buckets_reduced() const { return buckets_reduced_; }
+  int64_t buckets_started_early() const { return buckets_started_early_; }
   StatusOr<double> mean_loss(double loss, double weight, int64_t step);
+  // --sync-bn: BatchNorm statistics summed over the ranks (batch_norm_sync.h); the gradient
+  // sums weighted by this rank's share of the step's samples, as its gradients are.
+  std::shared_ptr<const BatchNormSync> batch_norm_sync();
   // True on every rank when it is true on any.
   StatusOr<bool> any(bool flag, const std::string& what);
   // Every buffer (BatchNorm running statistics) := rank 0's.
@@ -57,7 +82,13 @@ class DataParallel {
 
  private:
   dist::Communicator& comm_;
-  std::vector<float> flat_;  // the gradient buffer, sized once
+  GradientReducer reducer_;
+  bool overlap_;
+  std::vector<Tensor> grads_;  // the step's gradients, gathered once per step
+  double step_weight_ = 1.0;   // this step's agree_on_step weight
+  int64_t step_ = 0;
+  double communication_ms_ = 0.0;
+  int64_t buckets_reduced_ = 0, buckets_started_early_ = 0;
 };
 
 // Hashes a rank compares: of tensors' bytes (in order, with their shapes), and of text.

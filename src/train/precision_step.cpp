@@ -82,10 +82,23 @@ PrecisionStep::Outcome PrecisionStep::run(const std::vector<Batch>& micro_batche
   // Data-parallel runs reduce f32 gradients: the masters' under O2.
   const bool accumulate = masters_ && (!fuse || micro_batches.size() > 1 || clip_grad_norm_ > 0 || dp_);
   const double inv_micro = 1.0 / double(micro_batches.size());
+  // Data-parallel: the gradient buckets start while backward runs (the last micro-batch's
+  // backward, when the gradients are final), except when a fault is injected after backward
+  // or O2's masters sum several micro-batches first: then all are reduced after backward.
+  const bool overlap = dp_ && dp_->overlaps_backward() && !inject_into && (!masters_ || micro_batches.size() == 1);
+  if (dp_) dp_->begin_gradients(optimizer_->params(), dp_weight_, dp_step_);
+  if (overlap && leaf_index_.empty()) {
+    // The leaves backward fills, in optimizer order (a master's index is its model weight's).
+    const std::vector<Tensor> leaves = model_->parameters();
+    for (size_t i = 0; i < leaves.size(); ++i) leaf_index_[leaves[i].impl()] = i;
+  }
+  std::optional<BatchNormSyncGuard> synced_batch_norm;
+  if (bn_sync_) synced_batch_norm.emplace(bn_sync_);
   double loss_sum = 0.0;
   auto t = Clock::now();
   out.update_ms = ms(t_start, t);
-  for (const Batch& b : micro_batches) {
+  for (size_t k = 0; k < micro_batches.size(); ++k) {
+    const Batch& b = micro_batches[k];
     Tensor loss;
     {
       std::optional<amp::AutocastGuard> autocast;
@@ -98,7 +111,15 @@ PrecisionStep::Outcome PrecisionStep::run(const std::vector<Batch>& micro_batche
     const auto t_forward = Clock::now();
     out.forward_ms += ms(t, t_forward);
     if (micro_batches.size() > 1) loss = mul(loss, inv_micro);
-    scaler_.scale(loss).backward();
+    {
+      std::optional<LeafGradReadyHook> early;
+      if (overlap && k + 1 == micro_batches.size())
+        early.emplace([this](const Tensor& leaf) {
+          const auto it = leaf_index_.find(leaf.impl());
+          if (it != leaf_index_.end()) throw_if_error(dp_->gradient_ready(it->second, leaf.grad()));
+        });
+      scaler_.scale(loss).backward();
+    }
     if (accumulate) masters_->accumulate_grads();  // f32 accumulation across micro-batches
     t = Clock::now();
     out.backward_ms += ms(t_forward, t);
@@ -121,9 +142,7 @@ PrecisionStep::Outcome PrecisionStep::run(const std::vector<Batch>& micro_batche
   if (dp_) {
     // After the injection, which models a fault on this rank alone: the sum carries its inf
     // to every rank (and the scaler's found-inf MAX makes sure of the decision).
-    std::vector<Tensor> grads;
-    for (const Tensor& p : optimizer_->params()) grads.push_back(p.grad());
-    throw_if_error(dp_->reduce_gradients(grads, dp_weight_, dp_step_));
+    throw_if_error(dp_->finish_gradients(optimizer_->params()));
     auto mean = dp_->mean_loss(out.loss, dp_weight_, dp_step_);
     throw_if_error(mean.status());
     out.loss = *mean;

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "mixprec/data.h"
@@ -63,11 +64,14 @@ class PrecisionStep {
   bool fused_update() const { return fused_update_; }
   // Forward of a batch under the preset, without grad (evaluation).
   Tensor predict(const Tensor& images);
-  // Data-parallel training: after backward, run() averages the gradients (and the loss)
-  // over the ranks of `dp`, this rank's weighted by `weight` (DataParallel::agree_on_step),
-  // before clipping, the inf/NaN check and the update. O2 then reduces the f32 masters'
-  // gradients (never 16-bit ones). Null: one process.
+  // Data-parallel training: run() averages the gradients (and the loss) over the ranks of
+  // `dp`, this rank's weighted by `weight` (DataParallel::agree_on_step), before clipping,
+  // the inf/NaN check and the update; the reduction of each bucket starts during backward as
+  // soon as its gradients are final (DataParallel::overlaps_backward). O2 reduces the f32
+  // masters' gradients (never 16-bit ones). Null: one process.
   void set_data_parallel(DataParallel* dp) { dp_ = dp; }
+  // --sync-bn: installed around every forward and backward of run().
+  void set_batch_norm_sync(std::shared_ptr<const BatchNormSync> sync) { bn_sync_ = std::move(sync); }
   void set_step_weight(double weight, int64_t step) {
     dp_weight_ = weight;
     dp_step_ = step;
@@ -94,6 +98,8 @@ class PrecisionStep {
   // cache (amp::offer_cast), instead of that forward re-reading every parameter to cast it.
   std::vector<Tensor> prepared_;
   DataParallel* dp_ = nullptr;
+  std::shared_ptr<const BatchNormSync> bn_sync_;
+  std::unordered_map<const TensorImpl*, size_t> leaf_index_;  // model weight -> optimizer index
   double dp_weight_ = 1.0;
   int64_t dp_step_ = 0;
 };

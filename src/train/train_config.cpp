@@ -126,6 +126,17 @@ const std::vector<ConfigField>& config_fields() {
        .help = "mpirun jobs: compare hashes of every rank's weights and loss scale every N steps (0: only at "
                "the start and the end)",
        .min = 0, .choices = {}, .saved = false},
+      {.key = "bucket_mb", .flag = "--bucket-mb", .member = &C::bucket_mb,
+       .help = "mpirun jobs: reduce gradients in buckets of about this many MB (f32), each started while "
+               "backward is still running (0: all at once after backward)",
+       .min = 0, .max = 65536, .choices = {}, .saved = false},
+      {.key = "allreduce_dtype", .flag = "--allreduce-dtype", .member = &C::allreduce_dtype,
+       .help = "mpirun jobs: what gradients travel as: f32, or bf16 (half the bytes; each reduction step adds "
+               "in f32 and rounds to bf16)",
+       .choices = {"f32", "bf16"}},
+      {.key = "sync_bn", .flag = "--sync-bn", .member = &C::sync_bn,
+       .help = "mpirun jobs: BatchNorm normalises with the statistics of the whole global batch (all ranks), "
+               "as PyTorch's SyncBatchNorm; default: each rank's own samples"},
       // Set by the CLI's --inject-nonfinite STEP[:PARAM] (one flag, two fields).
       {.key = "inject_nonfinite_step", .member = &C::inject_nonfinite_step,
        .help = "Write inf into a gradient at this step (0: never)", .min = 0, .saved = false},

@@ -179,6 +179,7 @@ StatusOr<TrainingRun::Next> TrainingRun::train_step(int64_t epoch, int64_t batch
   const PrecisionStep::Outcome out = step_->run(micro_, inject ? &config_.inject_nonfinite_param : nullptr);
   if (dp_ && !step_->model().named_buffers().empty())
     MIXPREC_RETURN_IF_ERROR(dp_->sync_buffers(step_->model(), global_step_ + 1));
+  if (dp_) result_.communication_seconds += 1e-3 * dp_->take_communication_ms();
   if (auto why = guard_.check(out.loss, step_->scaler().is_enabled())) {
     const std::string where = " at step " + std::to_string(global_step_ + 1) + " (epoch " + std::to_string(epoch + 1) +
                               ", batch " + std::to_string(batch + 1) + ", precision " + preset_.name + ")";

@@ -47,39 +47,6 @@ TrainingRun::TrainingRun(const TrainConfig& config, const Callbacks& callbacks, 
 
 TrainingRun::~TrainingRun() = default;
 
-Status TrainingRun::join_ranks() {
-  dist::Communicator& comm = dist::world();
-  comm.set_timeout(config_.dist_timeout);
-  if (comm.size() == 1) return Status::ok();
-  const int n = comm.size();
-  if (config_.batch_size % n != 0) {
-    const int64_t down = config_.batch_size / n * n, up = down + n;
-    return Status::invalid_argument("--batch-size: " + std::to_string(config_.batch_size) +
-                                    " is the global batch and must divide evenly over " + std::to_string(n) +
-                                    " ranks (try " + (down > 0 ? std::to_string(down) + " or " : "") +
-                                    std::to_string(up) + ")");
-  }
-  if (config_.on_divergence == "rollback")
-    return Status::invalid_argument("--on-divergence rollback: not supported with " + std::to_string(n) +
-                                    " ranks yet (use stop, and --resume from the last checkpoint)");
-  dp_ = std::make_unique<DataParallel>(comm);
-  return Status::ok();
-}
-
-Status TrainingRun::check_ranks_agree() {
-  if (!dp_) return Status::ok();
-  // The settings that shape the run (config.json's), not the run-time knobs (threads, fault
-  // injection, timeouts): ranks of one job may differ in those.
-  TrainConfig shape = recorded_config_;
-  shape.threads = 0;
-  MIXPREC_RETURN_IF_ERROR(dp_->check_same_text("training configuration", config_to_json(shape), "at the start"));
-  MIXPREC_RETURN_IF_ERROR(dp_->check_same({{"mixprec executable", hash_executable()},
-                                           {"training data", hash_dataset(*data_.train)},
-                                           {"test data", hash_dataset(*data_.test)}},
-                                          "at the start"));
-  return dp_->check_replicas(step_->optimizer().params(), step_->scaler().get_scale(), pos_.global_step);
-}
-
 Status TrainingRun::claim_run_dir() {
   if (dp_ && dp_->rank() != 0) return Status::ok();  // rank 0 writes the run directory
   run_dir_path_ = run_dir_of(config_);
@@ -199,6 +166,7 @@ Status TrainingRun::build_model() {
   step_ = std::make_unique<PrecisionStep>(preset_, model, config_);
   if (dp_) {
     step_->set_data_parallel(dp_.get());
+    if (config_.sync_bn) step_->set_batch_norm_sync(dp_->batch_norm_sync());
     step_->scaler().set_found_inf_combiner([dp = dp_.get()](bool found) {
       auto any = dp->any(found, "combining the ranks' found-inf flags");
       throw_if_error(any.status());
@@ -323,7 +291,11 @@ void TrainingRun::announce() {
                 {"data-parallel", n + " ranks (" + dp_->communicator().backend() + "): global batch " +
                                       std::to_string(config_.batch_size) + " = " + n + " x " +
                                       std::to_string(config_.batch_size / dp_->ranks()) +
-                                      " per rank; gradients averaged in f32; rank 0 writes"});
+                                      " per rank; gradients averaged in " + config_.allreduce_dtype +
+                                      (config_.bucket_mb > 0 ? " (buckets of " + number_text(config_.bucket_mb) +
+                                                                   " MB during backward)"
+                                                             : " after backward") +
+                                      (config_.sync_bn ? "; BatchNorm synchronised" : "") + "; rank 0 writes"});
   }
   cb_.on_start(config_, rows);
 }
@@ -332,6 +304,12 @@ TrainResult TrainingRun::finish() {
   result_.steps = global_step_;
   result_.seconds = std::chrono::duration<double>(Clock::now() - t_start_).count();
   result_.seconds_per_step = median(step_seconds_);
+  for (double sec : step_seconds_) result_.step_seconds += sec;
+  result_.ranks = dp_ ? dp_->ranks() : 1;
+  if (dp_) {
+    result_.gradient_buckets = dp_->buckets_reduced();
+    result_.gradient_buckets_early = dp_->buckets_started_early();
+  }
   result_.peak_activation_bytes = peak_bytes(MemoryCategory::activations);
   result_.peak_total_bytes = memory_stats().total_peak;
   result_.skipped_steps = step_->scaler().skipped_steps();

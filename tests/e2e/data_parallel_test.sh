@@ -2,7 +2,12 @@
 # data_parallel_test.sh: `mpirun -np 2 mixprec train` (issue 16, docs/distributed.md) against
 # one process:
 #  - equivalence: 2 ranks x 32 give the losses of 1 rank x 64, fp32 within 1e-6 relative per
-#    step over 50 steps, amp-bf16 within 1e-3; the final weights too;
+#    step over 50 steps, amp-bf16 within 1e-2;
+#  - gradient buckets started during backward (--bucket-mb) end with the weights of one
+#    reduction after backward, bit for bit (fp32, o2-bf16); the summary reports the wait;
+#  - --allreduce-dtype bf16 stays within 2e-2 of one process and differs from the f32 wire;
+#  - --sync-bn: a BatchNorm model on 2 ranks x 32 matches 1 process x 64 within 1e-5 (and
+#    does not without it);
 #  - found-inf consensus: an overflow injected on rank 0 only makes both ranks skip that step
 #    and halves the scale once, as in one process;
 #  - BatchNorm: running statistics stay identical on the ranks (the replica check passes);
@@ -97,6 +102,42 @@ for precision in fp32 amp-bf16; do
     "${MPI[@]}" "$BIN" train "${COMMON[@]}" --batch-size 64 --precision $precision --max-steps 50 --run-dir two-$precision
   if out=$(compare one-$precision two-$precision $tol); then echo "ok   $precision losses: $out"; else fail "$precision losses: $out"; fi
 done
+
+# ---- gradient buckets reduced during backward: the same bits as one reduction after it ----
+# (20 KB buckets: the MLP's output layer and first bias in one, its 200 KB first weight in
+# another; two ranks add a + b in either order, so bucketing cannot change a bit.)
+for precision in fp32 o2-bf16; do
+  for mb in 0 0.02; do
+    # 0: one bucket after backward; 0.02: two, both started from backward's hook.
+    buckets="1.0 gradient buckets per step, 0.0 of them"
+    [[ $mb == 0.02 ]] && buckets="2.0 gradient buckets per step, 2.0 of them"
+    expect "2 ranks $precision, --bucket-mb $mb: $buckets" 0 "$buckets started while backward" -- \
+      "${MPI[@]}" "$BIN" train "${COMMON[@]}" --batch-size 64 --precision $precision --max-steps 20 --no-eval \
+      --save-every 20 --bucket-mb $mb --run-dir bucket-$precision-$mb
+  done
+  if same_weights bucket-$precision-0 bucket-$precision-0.02; then
+    echo "ok   $precision: buckets started during backward give the weights of one reduction after it, bit for bit"
+  else fail "$precision: --bucket-mb 0.02 and --bucket-mb 0 end with different weights"; fi
+done
+
+# ---- bf16 on the wire: close to one process, but not the f32 wire's bits ----
+expect "2 ranks, --allreduce-dtype bf16" 0 "gradients averaged in bf16" -- \
+  "${MPI[@]}" "$BIN" train "${COMMON[@]}" --batch-size 64 --precision fp32 --max-steps 50 --allreduce-dtype bf16 \
+  --run-dir two-bf16-wire
+if out=$(compare one-fp32 two-bf16-wire 2e-2); then echo "ok   bf16 wire vs 1 process: $out"; else fail "bf16 wire: $out"; fi
+if out=$(compare two-fp32 two-bf16-wire 0); then fail "the bf16 wire changed nothing: $out"
+else echo "ok   the bf16 wire rounds the gradients (the f32 wire's losses differ)"; fi
+
+# ---- --sync-bn: 2 ranks x 32 normalise as 1 process x 64 does ----
+BN=(--model "$TMP/bn.yaml" --train-subset 2048 --test-subset 256 --threads 1 --no-self-check --precision fp32
+    --max-steps 30 --no-eval)
+"$BIN" train "${BN[@]}" --batch-size 64 --run-dir bn-one > bn-one.log 2>&1 || fail "1 process BatchNorm: exit $?"
+expect "2 ranks --sync-bn" 0 "BatchNorm synchronised" -- \
+  "${MPI[@]}" "$BIN" train "${BN[@]}" --batch-size 64 --sync-bn --run-dir bn-sync
+"${MPI[@]}" "$BIN" train "${BN[@]}" --batch-size 64 --run-dir bn-local > bn-local.log 2>&1 || fail "2 ranks BatchNorm: exit $?"
+if out=$(compare bn-one bn-sync 1e-5); then echo "ok   --sync-bn vs 1 process: $out"; else fail "--sync-bn: $out"; fi
+if out=$(compare bn-one bn-local 1e-4); then fail "per-rank BatchNorm matched 1 process too: the --sync-bn check has no teeth ($out)"
+else echo "ok   without --sync-bn the ranks' statistics differ from one process's"; fi
 
 # ---- found-inf consensus: an inf injected into rank 0's gradient only ----
 F=("${COMMON[@]}" --batch-size 64 --precision amp-fp16 --max-steps 6 --no-eval)

@@ -290,6 +290,14 @@ int run_training(train::TrainConfig& config, CLI::App* cmd, const std::string& c
               r.losses.empty() ? 0.0 : r.losses.back(), accuracy_text(r, true).c_str(), scale,
               format_bytes(r.peak_total_bytes).c_str(), format_bytes(r.peak_activation_bytes).c_str(),
               skipped_text(r).c_str());
+  if (r.ranks > 1 && r.step_seconds > 0) {
+    const double steps = double(std::max<int64_t>(r.steps - r.first_step + 1, 1));
+    std::printf("data-parallel: %d ranks; rank 0 spent %.1f%% of its step time waiting for the others "
+                "(%.2f ms/step: step rendezvous, gradient buckets still in flight after backward, loss and flags)\n"
+                "         %.1f gradient buckets per step, %.1f of them started while backward was running\n",
+                r.ranks, 100.0 * r.communication_seconds / r.step_seconds, 1e3 * r.communication_seconds / steps,
+                double(r.gradient_buckets) / steps, double(r.gradient_buckets_early) / steps);
+  }
   if (r.rollbacks > 0)
     std::printf("divergence: rolled back %lld time(s) to the last good checkpoint, skipping the offending batches\n",
                 (long long)r.rollbacks);

@@ -144,7 +144,7 @@ namespace {
 template <typename T>
 BatchNormForward forward(const Tensor& x, const std::vector<double>& w, const std::vector<double>& b, bool batch_stats,
                          const Tensor& running_mean, const Tensor& running_var, bool update_running, double momentum,
-                         double eps) {
+                         double eps, const BatchNormSync* sync) {
   const ChannelLayout l = channel_layout(x);
   const int64_t m = l.per_channel();  // values per channel
   const int64_t n = x.numel();
@@ -152,8 +152,9 @@ BatchNormForward forward(const Tensor& x, const std::vector<double>& w, const st
   stats->mean.resize(size_t(l.channels));
   stats->invstd.resize(size_t(l.channels));
   std::vector<double> var(size_t(l.channels));  // biased
+  double count = double(std::max<int64_t>(m, 1));
+  if (!batch_stats) sync = nullptr;
   if (batch_stats) {
-    const double count = double(std::max<int64_t>(m, 1));
     const bool fast = std::is_same_v<T, float>;  // not f64: the widened values are f32
     std::vector<Lanes> sums, sq, unused;
     if (fast)
@@ -162,7 +163,13 @@ BatchNormForward forward(const Tensor& x, const std::vector<double>& w, const st
       sums = channel_lane_sums<T>(l, x, nullptr, n, [](const auto* v, const auto*, int64_t len, int64_t, double* out) {
         std::copy(v, v + len, out);
       });
-    for (int64_t c = 0; c < l.channels; ++c) stats->mean[size_t(c)] = combine(sums[size_t(c)]) / count;
+    // --sync-bn: the sums and the count over every process, then the same arithmetic.
+    std::vector<double> total(size_t(l.channels) + 1);
+    for (int64_t c = 0; c < l.channels; ++c) total[size_t(c)] = combine(sums[size_t(c)]);
+    total.back() = count;
+    if (sync) sync->sum_statistics(total);
+    count = total.back();
+    for (int64_t c = 0; c < l.channels; ++c) stats->mean[size_t(c)] = total[size_t(c)] / count;
     const auto& mean = stats->mean;  // two passes: no cancellation when |mean| >> std
     if (fast)
       fast_lane_sums<SumKind::deviation>(l, x, nullptr, n, mean, {}, sq, unused);
@@ -171,16 +178,19 @@ BatchNormForward forward(const Tensor& x, const std::vector<double>& w, const st
         const double mu = mean[size_t(c)];
         for (int64_t j = 0; j < len; ++j) out[j] = (v[j] - mu) * (v[j] - mu);
       });
-    for (int64_t c = 0; c < l.channels; ++c) var[size_t(c)] = combine(sq[size_t(c)]) / count;
+    for (int64_t c = 0; c < l.channels; ++c) var[size_t(c)] = combine(sq[size_t(c)]);
+    if (sync) sync->sum_statistics(var);
+    for (double& v : var) v /= count;
   } else {
     stats->mean = running_mean.to_vector_f64();
     var = running_var.to_vector_f64();
   }
+  stats->count = count;
   for (int64_t c = 0; c < l.channels; ++c) stats->invstd[size_t(c)] = 1.0 / std::sqrt(var[size_t(c)] + eps);
   if (update_running) {
     // PyTorch's rule: the running variance tracks the unbiased estimate.
     std::vector<double> rm = running_mean.to_vector_f64(), rv = running_var.to_vector_f64();
-    const double unbias = double(m) / double(m - 1);
+    const double unbias = count / (count - 1.0);
     for (int64_t c = 0; c < l.channels; ++c) {
       rm[size_t(c)] = (1.0 - momentum) * rm[size_t(c)] + momentum * stats->mean[size_t(c)];
       rv[size_t(c)] = (1.0 - momentum) * rv[size_t(c)] + momentum * var[size_t(c)] * unbias;
@@ -207,9 +217,9 @@ BatchNormForward forward(const Tensor& x, const std::vector<double>& w, const st
 
 template <typename T>
 BatchNormGrads backward(const Tensor& x, const Tensor& dy, const ChannelStats& stats, const std::vector<double>& w,
-                        bool batch_stats, bool need_x) {
+                        bool batch_stats, bool need_x, const BatchNormSync* sync) {
   const ChannelLayout l = channel_layout(x);
-  const double m = double(l.per_channel());
+  double m = double(l.per_channel());
   const int64_t n = x.numel();
   const auto& mean = stats.mean;
   const auto& invstd = stats.invstd;
@@ -236,10 +246,20 @@ BatchNormGrads backward(const Tensor& x, const Tensor& dy, const ChannelStats& s
     if (batch_stats) {
       // The batch mean and variance depend on x too:
       // dx = w * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)).
-      std::vector<double> a(size_t(l.channels)), bb(size_t(l.channels)), ws(size_t(l.channels));
-      for (size_t k = 0; k < size_t(l.channels); ++k) {
-        a[k] = sum_dy[k] / m;
-        bb[k] = sum_dy_xhat[k] / m;
+      // --sync-bn: the means are over every process's samples (weighted as the processes'
+      // gradients are); sum_dy and sum_dy_xhat themselves stay this process's (d bias, d weight).
+      const size_t C = size_t(l.channels);
+      std::vector<double> sums(2 * C);
+      std::copy(sum_dy.begin(), sum_dy.end(), sums.begin());
+      std::copy(sum_dy_xhat.begin(), sum_dy_xhat.end(), sums.begin() + std::ptrdiff_t(C));
+      if (sync) {
+        sync->sum_gradients(sums);
+        m = stats.count;
+      }
+      std::vector<double> a(C), bb(C), ws(C);
+      for (size_t k = 0; k < C; ++k) {
+        a[k] = sums[k] / m;
+        bb[k] = sums[C + k] / m;
         ws[k] = w[k] * invstd[k];
       }
       map_elements<T>(
@@ -274,20 +294,22 @@ BatchNormGrads backward(const Tensor& x, const Tensor& dy, const ChannelStats& s
 
 BatchNormForward batch_norm_forward(const Tensor& x, const std::vector<double>& w, const std::vector<double>& b,
                                     bool batch_stats, const Tensor& running_mean, const Tensor& running_var,
-                                    bool update_running, double momentum, double eps) {
+                                    bool update_running, double momentum, double eps, const BatchNormSync* sync) {
   MIXPREC_CHECK(x.is_dense(), "batch_norm: needs a dense tensor, got " + x.str());
   if (x.dtype() == DType::f64)
-    return forward<double>(x, w, b, batch_stats, running_mean, running_var, update_running, momentum, eps);
-  return forward<float>(x, w, b, batch_stats, running_mean, running_var, update_running, momentum, eps);
+    return forward<double>(x, w, b, batch_stats, running_mean, running_var, update_running, momentum, eps, sync);
+  return forward<float>(x, w, b, batch_stats, running_mean, running_var, update_running, momentum, eps, sync);
 }
 
 BatchNormGrads batch_norm_backward(const Tensor& x, const Tensor& diff_dst, const ChannelStats& stats,
-                                   const std::vector<double>& w, bool batch_stats, bool need_x) {
+                                   const std::vector<double>& w, bool batch_stats, bool need_x,
+                                   const BatchNormSync* sync) {
   MIXPREC_CHECK(x.is_dense(), "batch_norm: needs a dense tensor, got " + x.str());
   const Tensor dy = diff_dst.to_memory_format(channel_layout(x).format);
+  if (!batch_stats) sync = nullptr;
   if (x.dtype() == DType::f64 || dy.dtype() == DType::f64)
-    return backward<double>(x, dy, stats, w, batch_stats, need_x);
-  return backward<float>(x, dy, stats, w, batch_stats, need_x);
+    return backward<double>(x, dy, stats, w, batch_stats, need_x, sync);
+  return backward<float>(x, dy, stats, w, batch_stats, need_x, sync);
 }
 
 }  // namespace mixprec::backend::cpu

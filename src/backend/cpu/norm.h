@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "mixprec/batch_norm_sync.h"
 #include "mixprec/tensor.h"
 
 namespace mixprec::backend::cpu {
@@ -39,6 +40,7 @@ struct ChannelLayout {
 ChannelLayout channel_layout(const Tensor& x);
 struct ChannelStats {
   std::vector<double> mean, invstd;  // per channel: the statistics used to normalise
+  double count = 0.0;                // values per channel they were taken over (all processes')
 };
 struct BatchNormForward {
   Tensor dst;  // x's shape, dtype and memory format
@@ -46,17 +48,21 @@ struct BatchNormForward {
 };
 // x dense. batch_stats: normalise with x's statistics, else with running_mean/var. With
 // update_running, running_mean/var (handles) are updated in place by PyTorch's rule
-// (momentum; the unbiased variance for running_var).
+// (momentum; the unbiased variance for running_var). With `sync` (and batch_stats), the
+// statistics are those of every process's batch (batch_norm_sync.h).
 BatchNormForward batch_norm_forward(const Tensor& x, const std::vector<double>& w,
                                     const std::vector<double>& b, bool batch_stats,
                                     const Tensor& running_mean, const Tensor& running_var,
-                                    bool update_running, double momentum, double eps);
+                                    bool update_running, double momentum, double eps,
+                                    const BatchNormSync* sync = nullptr);
 struct BatchNormGrads {
   Tensor dx;                                // when need_x
   std::vector<double> sum_dy, sum_dy_xhat;  // per channel: d bias, d weight
 };
+// sum_dy and sum_dy_xhat are this process's own; with `sync`, dx uses their sums over the
+// processes.
 BatchNormGrads batch_norm_backward(const Tensor& x, const Tensor& diff_dst,
                                    const ChannelStats& stats, const std::vector<double>& w,
-                                   bool batch_stats, bool need_x);
+                                   bool batch_stats, bool need_x, const BatchNormSync* sync = nullptr);
 
 }  // namespace mixprec::backend::cpu

@@ -108,5 +108,34 @@ TEST(AutogradEngine, RequiresGradOnIntegerTensorIsAnError) {
   EXPECT_THROW(t.requires_grad_(true), Error);
 }
 
+TEST(AutogradEngine, LeafGradReadyHookReportsEachLeafOnceWhenComplete) {
+  // y = sum(w * (w * x) + b): w is used twice (as a tied weight is), b once.
+  Tensor w = leaf({2.0, 3.0}, {2}), b = leaf({1.0, 1.0}, {2}), x = leaf({5.0, 7.0}, {2});
+  x.requires_grad_(false);
+  std::vector<std::pair<const Tensor*, std::vector<double>>> seen;
+  const Tensor* names[] = {&w, &b};
+  Tensor y = sum(add(mul(w, mul(w, x)), b));
+  {
+    LeafGradReadyHook hook([&](const Tensor& t) {
+      for (const Tensor* n : names)
+        if (n->impl() == t.impl()) seen.push_back({n, t.grad().to_vector_f64()});
+    });
+    y.backward();
+  }
+  ASSERT_EQ(seen.size(), 2u);
+  // Each is reported with its complete gradient: w's is 2 w x, summed over both uses.
+  for (const auto& [who, g] : seen) {
+    if (who == &w) EXPECT_EQ(g, (std::vector<double>{20.0, 42.0}));
+    if (who == &b) EXPECT_EQ(g, (std::vector<double>{1.0, 1.0}));
+  }
+  EXPECT_NE(seen[0].first, seen[1].first);
+  // b's gradient is complete first (its edge leaves the last op); w after its second use.
+  EXPECT_EQ(seen[0].first, &b);
+  // Outside the hook's scope nothing is reported.
+  seen.clear();
+  sum(mul(w, 1.0)).backward();
+  EXPECT_TRUE(seen.empty());
+}
+
 }  // namespace
 }  // namespace mixprec

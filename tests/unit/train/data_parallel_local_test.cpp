@@ -23,13 +23,14 @@ TEST(DataParallelLocal, WeightIsTheRanksShareOfTheSamples) {
 TEST(DataParallelLocal, GradientsAndLossAreWeightedThenAveraged) {
   auto comm = dist::make_local_communicator();
   DataParallel dp(*comm);
-  Tensor f32 = Tensor::from_vector({1.0f, -2.0f, 3.5f}, {3});
-  Tensor bf16 = Tensor::from_vector({0.5f, 8.0f}, {2}).to(DType::bf16);
-  Tensor undefined;
-  ASSERT_TRUE(dp.reduce_gradients({f32, undefined, bf16}, 0.5, 1).is_ok());
-  EXPECT_EQ(f32.to_vector(), (std::vector<float>{0.5f, -1.0f, 1.75f}));
-  EXPECT_EQ(bf16.to(DType::f32).to_vector(), (std::vector<float>{0.25f, 4.0f}));
-  EXPECT_FALSE(undefined.defined());
+  // Parameters whose .grad backward filled (one left without a gradient).
+  Tensor p32 = Tensor::zeros({3}), p16 = Tensor::zeros({2}, DType::bf16), unused = Tensor::zeros({4});
+  p32.mutable_grad() = Tensor::from_vector({1.0f, -2.0f, 3.5f}, {3});
+  p16.mutable_grad() = Tensor::from_vector({0.5f, 8.0f}, {2}).to(DType::bf16);
+  ASSERT_TRUE(dp.reduce_gradients({p32, unused, p16}, 0.5, 1).is_ok());
+  EXPECT_EQ(p32.grad().to_vector(), (std::vector<float>{0.5f, -1.0f, 1.75f}));
+  EXPECT_EQ(p16.grad().to(DType::f32).to_vector(), (std::vector<float>{0.25f, 4.0f}));
+  EXPECT_FALSE(unused.grad().defined());
   auto loss = dp.mean_loss(2.5, 0.5, 1);
   ASSERT_TRUE(loss.is_ok());
   EXPECT_EQ(*loss, 1.25);

@@ -53,6 +53,8 @@ TrainConfig unusual() {
   c.loss_spike_factor = 8;
   c.on_divergence = "rollback";
   c.max_rollbacks = 5;
+  c.allreduce_dtype = "bf16";
+  c.sync_bn = true;
   c.norm_mean = {0.4914, 0.4822, 0.4465};
   c.norm_std = {0.247, 0.243, 0.261};
   c.val_split = 0.2;

@@ -49,7 +49,7 @@ run() {
   out=$("$@" --no-eval --run-dir none --no-self-check 2>&1) || { echo "$out" | tail -5 >&2; exit 1; }
   local ms wait
   ms=$(grep -o '([0-9.]* ms/step median)' <<< "$out" | grep -o '[0-9.]*' | head -1)
-  wait=$(grep -o 'spent [0-9.]*% of its step time' <<< "$out" | grep -o '[0-9.]*' | head -1)
+  wait=$(grep -o 'spent [0-9.]*% of its step time' <<< "$out" | grep -o '[0-9.]*' | head -1 || true)
   echo "$ms ${wait:--}" >> "$TMP/$name"
 }
 

@@ -62,6 +62,11 @@ void GradientReducer::copy_in(size_t index, const Tensor& grad) {
                                        std::to_string(grad.numel()) + " gradient values, expected " +
                                        std::to_string(n));
   const Tensor c = grad.is_contiguous() ? grad : grad.contiguous();
+  if (weight_ != 1.0 && c.dtype() == DType::f32) {  // weighted as it is copied: one pass
+    const float* src = static_cast<const float*>(c.data());
+    for (int64_t i = 0; i < n; ++i) dst[i] = float(double(src[i]) * weight_);
+    return;
+  }
   convert_elements(c.data(), c.dtype(), dst, DType::f32, n);
   if (weight_ != 1.0)
     for (int64_t i = 0; i < n; ++i) dst[i] = float(double(dst[i]) * weight_);
@@ -115,13 +120,23 @@ Status GradientReducer::finish(const std::vector<Tensor>& grads) {
   wait_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (options_.wire == WireDType::bf16)
     convert_elements(wire_.data(), DType::bf16, flat_.data(), DType::f32, int64_t(flat_.size()));
+  // The mean: sum x (1 / ranks), exact for a power-of-two number of ranks, in the same pass
+  // that writes each gradient back (the buffer is cold after MPI wrote it: one pass, not two).
   const float inv = float(1.0 / double(comm_.size()));
-  for (float& v : flat_) v *= inv;  // exact for a power-of-two number of ranks
   for (size_t i = 0; i < grads.size(); ++i) {
     const Tensor& g = grads[i];
     if (!g.defined()) continue;
     MIXPREC_CHECK(g.is_contiguous(), "gradient reducer: a parameter's gradient is not contiguous");
-    convert_elements(flat_.data() + offset_[i], DType::f32, const_cast<Tensor&>(g).data(), g.dtype(), g.numel());
+    float* sum = flat_.data() + offset_[i];
+    const int64_t n = g.numel();
+    if (g.dtype() == DType::f32) {
+      float* out = static_cast<float*>(const_cast<Tensor&>(g).data());
+#pragma omp simd
+      for (int64_t k = 0; k < n; ++k) out[k] = sum[k] * inv;
+    } else {
+      for (int64_t k = 0; k < n; ++k) sum[k] *= inv;
+      convert_elements(sum, DType::f32, const_cast<Tensor&>(g).data(), g.dtype(), n);
+    }
     g.storage()->bump_version();
   }
   return Status::ok();

@@ -39,6 +39,10 @@ struct ImageDataset {
   // the loader gives each window's first width-1 bytes as tokens and the next byte at every
   // position as labels (load_text_windows).
   bool text = false;
+  // Samples are short texts to classify (a CSV's text column): each is `width` byte ids in
+  // `images` (channels = height = 1), the text's bytes then 0s (byte 0 is the padding, never
+  // a text byte); the loader gives them as i64 token ids [batch, width], one label per sample.
+  bool tokens = false;
   // The name of each class (an image folder's subfolder names), or empty: classes are numbers.
   std::vector<std::string> class_names;
   // A table of numbers (CSV), not pixels: each sample's C x H x W values are floats in
@@ -126,6 +130,7 @@ struct CsvTable {
   std::vector<std::string> feature_names;  // the columns read as features, in file order
   int64_t rows = 0;
   std::vector<float> features;             // [rows, feature_names.size()]
+  std::vector<std::string> texts;          // [rows]: the text column's fields, when one was asked for
   std::vector<std::string> labels;         // [rows], as written; empty without a label column
   std::vector<int64_t> line_of_row;        // [rows]: the file's line number of each row, for messages
 };
@@ -137,11 +142,15 @@ struct CsvTable {
 // for a label column that is not there (with the header's names and a suggestion), else
 // data_loss naming `source`, the row (1-based, the header is row 1), the column and the
 // expected value. At most 65536 columns.
+// With `text_column`, that column is read as text (into texts; any bytes but NUL) and no
+// column as features.
 StatusOr<CsvTable> parse_csv_table(std::string_view text, const std::string& source, const std::string& label_column,
-                                   const std::vector<std::string>& feature_names = {});
+                                   const std::vector<std::string>& feature_names = {},
+                                   const std::string& text_column = "");
 // The same for a file (regular files only, at most kMaxDatasetBytes).
 StatusOr<CsvTable> read_csv_table(const std::string& path, const std::string& label_column,
-                                  const std::vector<std::string>& feature_names = {});
+                                  const std::vector<std::string>& feature_names = {},
+                                  const std::string& text_column = "");
 // A table as a dataset of F channels of 1 x 1 (tabular). Labels: when every label is an
 // integer in 0..255 they are the classes (num_classes = largest + 1, unless `class_names` or
 // `num_classes` say more), else the sorted distinct labels are the class names. Pass a
@@ -149,6 +158,10 @@ StatusOr<CsvTable> read_csv_table(const std::string& path, const std::string& la
 // error naming the row.
 StatusOr<ImageDataset> table_dataset(const CsvTable& table, const std::string& source,
                                      const std::vector<std::string>& class_names = {}, int num_classes = 0);
+// A table read with a text column as a dataset of `tokens`: each text's first `max_tokens`
+// bytes, 0-padded (longer texts are cut; how many is in `source`). Labels as table_dataset.
+StatusOr<ImageDataset> text_table_dataset(const CsvTable& table, const std::string& source, int64_t max_tokens,
+                                          const std::vector<std::string>& class_names = {}, int num_classes = 0);
 
 // ---- NumPy arrays ----
 // x (.npy of shape (N, C, H, W), (N, H, W) or (N, F)) and y (.npy of shape (N,), class

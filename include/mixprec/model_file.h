@@ -20,7 +20,7 @@ bool is_model_file(const std::string& model);
 struct ModelFileLayer {
   std::string name;       // its parameter prefix: "conv1", "3", "2.body.0"
   std::string type;       // "conv2d", "residual", ...
-  std::vector<int64_t> output_shape;  // per sample: [C, H, W] or [F]
+  std::vector<int64_t> output_shape;  // per sample: [C, H, W], [F], or [T, E] for a sequence
   int64_t parameters = 0;
   std::string precision;  // "auto" (the preset's autocast) or "fp32"
   int depth = 0;          // nesting (residual blocks)
@@ -37,9 +37,11 @@ StatusOr<std::string> read_model_file(const std::string& path);
 // one row per layer. A layer that would take the model past `max_parameters` (counting
 // batch norm's running statistics) is refused before it allocates anything.
 inline constexpr int64_t kMaxModelFileParameters = int64_t(1) << 28;  // 1 GiB of f32
+// With `token_input`, the input is `width` byte ids per sample (channels = height = 1).
 StatusOr<std::shared_ptr<Module>> build_model_file(const std::string& text, const std::string& source,
                                                    int64_t channels, int64_t height, int64_t width, int64_t classes,
                                                    std::vector<ModelFileLayer>* layers = nullptr,
-                                                   int64_t max_parameters = kMaxModelFileParameters);
+                                                   int64_t max_parameters = kMaxModelFileParameters,
+                                                   bool token_input = false);
 
 }  // namespace mixprec::nn

@@ -145,6 +145,9 @@ struct ModelSpec {
   std::string file_text;
   // A model of the caller's own (train::run with a Custom): make_model calls it.
   std::function<std::shared_ptr<Module>()> factory;
+  // Its input is `width` byte ids per sample (texts to classify: --dataset csv --text-column),
+  // not numbers: a model file for it starts with an embedding layer.
+  bool token_input = false;
 };
 
 // The names `mixprec train --model` accepts, with their input geometry.

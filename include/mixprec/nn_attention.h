@@ -64,4 +64,29 @@ class TransformerEncoderLayer : public Module {
 // tokens are flattened to [B*S, in] and back; both reshapes are views).
 Tensor linear_over_tokens(Linear& linear, const Tensor& input);
 
+// ---- sequences of byte tokens (text classifiers; model files' embedding and
+// global_avgpool over a sequence) ----
+// The mean over the positions of [B, S, E]: [B, E]. A product with a constant 1/S row (oneDNN
+// 2.6 reduces a middle axis with its slow reference kernel), autocast off so that it keeps
+// mean's fp32 policy (an f32 input stays f32; O2's bf16 stays bf16, as mean would).
+Tensor mean_over_positions(const Tensor& x);
+
+// Token ids [B, S] (i64, each < vocab, S <= positions) -> [B, S, dim]: a token embedding plus
+// a learned embedding of each position (BERT's and GPT-2's input layer). Parameters:
+// tokens.weight [vocab, dim], positions.weight [positions, dim], both N(0, 0.02^2) as BERT's.
+class TokenEmbedding : public Module {
+ public:
+  TokenEmbedding(int64_t vocab, int64_t positions, int64_t dim);
+  Tensor forward(const Tensor& ids) override;
+  const char* type_name() const override { return "TokenEmbedding"; }
+  std::shared_ptr<Embedding> tokens, positions;
+};
+
+// [B, S, E] -> [B, E]: mean_over_positions as a layer.
+class SequenceMeanPool : public Module {
+ public:
+  Tensor forward(const Tensor& input) override { return mean_over_positions(input); }
+  const char* type_name() const override { return "SequenceMeanPool"; }
+};
+
 }  // namespace mixprec::nn

@@ -89,6 +89,10 @@ struct TrainConfig {
   // so a test file and predict's input are read by name, in the same order).
   std::string label_column = "label";
   std::vector<std::string> feature_names;
+  // --dataset csv --text-column NAME: that column's texts are classified (each as its first
+  // max_tokens bytes, 0-padded) by a model file that starts with an embedding layer.
+  std::string text_column;
+  int64_t max_tokens = 128;
   // --model FILE.yaml: the model file's text, recorded, so eval, predict and a resume build the
   // network the run trained (the file may have changed or moved since).
   std::string model_text;

@@ -83,11 +83,11 @@ std::string quoted_list(const std::vector<std::string>& names, size_t at_most = 
 }  // namespace
 
 StatusOr<CsvTable> parse_csv_table(std::string_view text, const std::string& source, const std::string& label_column,
-                                   const std::vector<std::string>& feature_names) {
+                                   const std::vector<std::string>& feature_names, const std::string& text_column) {
   CsvTable t;
   std::vector<std::string> header, fields;
   std::vector<size_t> feature_at;  // column index of each feature
-  size_t label_at = 0, pos = 0;
+  size_t label_at = 0, text_at = 0, pos = 0;
   int64_t row = 0;
   bool have_header = false;
   while (pos < text.size()) {
@@ -118,6 +118,18 @@ StatusOr<CsvTable> parse_csv_table(std::string_view text, const std::string& sou
                                                       quoted_list(header)));
         label_at = size_t(it - header.begin());
       }
+      if (!text_column.empty()) {  // a text to classify: that column only
+        auto it = std::find(header.begin(), header.end(), text_column);
+        if (it == header.end())
+          return Status::invalid_argument(fmt::format("{}: no column '{}' for the text{}; the header has {}", source,
+                                                      text_column, did_you_mean(text_column, header),
+                                                      quoted_list(header)));
+        text_at = size_t(it - header.begin());
+        if (!label_column.empty() && text_at == label_at)
+          return Status::invalid_argument(
+              fmt::format("{}: column '{}' cannot be both the text and the label", source, text_column));
+        continue;
+      }
       if (feature_names.empty()) {
         for (size_t c = 0; c < header.size(); ++c)
           if (label_column.empty() || c != label_at) {
@@ -142,6 +154,13 @@ StatusOr<CsvTable> parse_csv_table(std::string_view text, const std::string& sou
     if (fields.size() != header.size())
       return Status::data_loss(
           fmt::format("{}: row {} has {} fields, the header has {}", source, row, fields.size(), header.size()));
+    if (!text_column.empty()) {
+      const std::string& cell = fields[text_at];
+      if (cell.find('\0') != std::string::npos)  // byte 0 pads the token sequences
+        return Status::data_loss(fmt::format("{}: row {}, column '{}': the text holds a NUL byte", source, row,
+                                             header[text_at]));
+      t.texts.push_back(cell);
+    }
     for (size_t k = 0; k < feature_at.size(); ++k) {
       const std::string& cell = fields[feature_at[k]];
       const auto v = number(cell);
@@ -168,25 +187,19 @@ StatusOr<CsvTable> parse_csv_table(std::string_view text, const std::string& sou
 }
 
 StatusOr<CsvTable> read_csv_table(const std::string& path, const std::string& label_column,
-                                  const std::vector<std::string>& feature_names) {
+                                  const std::vector<std::string>& feature_names, const std::string& text_column) {
   auto text = io::read_regular_file(path, "CSV file", uint64_t(kMaxDatasetBytes));
   if (!text.is_ok()) return text.status();
-  return parse_csv_table(*text, path, label_column, feature_names);
+  return parse_csv_table(*text, path, label_column, feature_names, text_column);
 }
 
-StatusOr<ImageDataset> table_dataset(const CsvTable& t, const std::string& source,
-                                     const std::vector<std::string>& class_names, int num_classes) {
+namespace {
+
+// d.labels, d.class_names and d.num_classes from the table's label column (table_dataset).
+Status assign_labels(const CsvTable& t, const std::string& source, const std::vector<std::string>& class_names,
+                     int num_classes, ImageDataset& d) {
   if (int64_t(t.labels.size()) != t.rows)
     return Status::invalid_argument(source + ": a table without labels cannot be a training or test set");
-  ImageDataset d;
-  d.name = "csv";
-  d.source = fmt::format("{} ({} rows of {} features)", source, t.rows, t.feature_names.size());
-  d.tabular = true;
-  d.count = t.rows;
-  d.channels = int64_t(t.feature_names.size());
-  d.height = d.width = 1;
-  d.features = t.features;
-  d.feature_names = t.feature_names;
   d.labels.resize(size_t(t.rows));
   // Integer labels 0..255 are class numbers, unless the classes are names.
   bool numeric = class_names.empty();
@@ -226,7 +239,50 @@ StatusOr<ImageDataset> table_dataset(const CsvTable& t, const std::string& sourc
     d.class_names = names;
     d.num_classes = int(names.size());
   }
+  return Status::ok();
+}
+
+}  // namespace
+
+StatusOr<ImageDataset> table_dataset(const CsvTable& t, const std::string& source,
+                                     const std::vector<std::string>& class_names, int num_classes) {
+  ImageDataset d;
+  d.name = "csv";
+  d.source = fmt::format("{} ({} rows of {} features)", source, t.rows, t.feature_names.size());
+  d.tabular = true;
+  d.count = t.rows;
+  d.channels = int64_t(t.feature_names.size());
+  d.height = d.width = 1;
+  d.features = t.features;
+  d.feature_names = t.feature_names;
+  MIXPREC_RETURN_IF_ERROR(assign_labels(t, source, class_names, num_classes, d));
   compute_normalisation(d, d.mean, d.stddev);
+  MIXPREC_RETURN_IF_ERROR(d.validate());
+  return d;
+}
+
+StatusOr<ImageDataset> text_table_dataset(const CsvTable& t, const std::string& source, int64_t max_tokens,
+                                          const std::vector<std::string>& class_names, int num_classes) {
+  if (int64_t(t.texts.size()) != t.rows)
+    return Status::invalid_argument(source + ": the table was not read with a text column");
+  if (max_tokens < 1) return Status::invalid_argument(fmt::format("max_tokens {}: expected >= 1", max_tokens));
+  ImageDataset d;
+  d.name = "csv";
+  d.tokens = true;
+  d.count = t.rows;
+  d.channels = d.height = 1;
+  d.width = max_tokens;
+  d.images.assign(size_t(t.rows * max_tokens), 0);
+  int64_t cut = 0;
+  for (int64_t i = 0; i < t.rows; ++i) {
+    const std::string& text = t.texts[size_t(i)];
+    const size_t n = std::min(text.size(), size_t(max_tokens));
+    std::copy(text.begin(), text.begin() + std::ptrdiff_t(n), d.images.begin() + std::ptrdiff_t(i * max_tokens));
+    cut += text.size() > n ? 1 : 0;
+  }
+  d.source = fmt::format("{} ({} texts of up to {} bytes{})", source, t.rows, max_tokens,
+                         cut > 0 ? fmt::format("; {} longer ones cut", cut) : "");
+  MIXPREC_RETURN_IF_ERROR(assign_labels(t, source, class_names, num_classes, d));
   MIXPREC_RETURN_IF_ERROR(d.validate());
   return d;
 }

@@ -86,6 +86,20 @@ Batch DataLoader::State::build(int64_t b) const {
     }
     return out;
   }
+  if (d.tokens) {  // texts to classify: their byte ids (0 = padding), one label each
+    const int64_t L = d.sample_bytes();
+    out.images = Tensor::empty({B, L}, DType::i64);
+    out.labels = Tensor::empty({B}, DType::i64);
+    int64_t* ids = out.images.data_ptr<int64_t>();
+    int64_t* labels = out.labels.data_ptr<int64_t>();
+    for (int64_t i = 0; i < B; ++i) {
+      const int64_t s = order[size_t(begin + i)];
+      const uint8_t* src = d.image(s);
+      for (int64_t j = 0; j < L; ++j) *ids++ = src[j];
+      labels[i] = d.labels[size_t(s)];
+    }
+    return out;
+  }
   out.images = Tensor::empty({B, d.channels, d.height, d.width}, DType::f32);
   out.labels = Tensor::empty({B}, DType::i64);
   float* dst = out.images.data_ptr<float>();
@@ -177,14 +191,14 @@ DataLoader::DataLoader(std::shared_ptr<const ImageDataset> dataset, DataLoaderOp
         fmt::format("DataLoader: prefetch {}: expected >= 0 (0 = no background thread)",
                     options.prefetch)));
   throw_if_error(dataset->validate());
-  if (options.augment.active() && (dataset->text || dataset->tabular))
+  if (options.augment.active() && (dataset->text || dataset->tabular || dataset->tokens))
     throw Error(Status::invalid_argument(fmt::format(
         "DataLoader: dataset {} is {}: crop and flip augmentation are for images", dataset->name,
-        dataset->text ? "text" : "a table")));
+        dataset->text || dataset->tokens ? "text" : "a table")));
   if (options.augment.crop_padding < 0)
     throw Error(Status::invalid_argument(
         fmt::format("DataLoader: crop_padding {}: expected >= 0", options.augment.crop_padding)));
-  if (options.normalize && dataset->mean.empty() && !dataset->text)
+  if (options.normalize && dataset->mean.empty() && !dataset->text && !dataset->tokens)
     throw Error(Status::invalid_argument(fmt::format(
         "DataLoader: dataset {} ({}) has no mean/stddev: set them (compute_channel_stats) or "
         "use normalize=false",
@@ -212,7 +226,7 @@ DataLoader::DataLoader(std::shared_ptr<const ImageDataset> dataset, DataLoaderOp
     for (int v = 0; v < 256; ++v) {
       // Computed in double and rounded once, so each entry is the correctly rounded value.
       double x = v / 255.0;
-      if (options.normalize && !s.ds->text) x = (x - s.ds->mean[size_t(c)]) / s.ds->stddev[size_t(c)];
+      if (options.normalize && !s.ds->text && !s.ds->tokens) x = (x - s.ds->mean[size_t(c)]) / s.ds->stddev[size_t(c)];
       s.lut[size_t(c)][size_t(v)] = float(x);
     }
   }

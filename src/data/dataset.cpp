@@ -67,6 +67,7 @@ ImageDataset ImageDataset::subset(int64_t first_n) const {
   out.mean = mean;
   out.stddev = stddev;
   out.text = text;
+  out.tokens = tokens;
   out.class_names = class_names;
   return out;
 }
@@ -84,6 +85,9 @@ Status ImageDataset::validate() const {
   if (tabular && (int64_t(features.size()) != count * sample_bytes() || !images.empty() || text))
     return bad(fmt::format("a table has {} values: expected {} = {} x {} x {} x {} (and no pixels)",
                            features.size(), count * sample_bytes(), count, channels, height, width));
+  if (tokens && (tabular || text || channels != 1 || height != 1))
+    return bad(fmt::format("token sequences must be [count, 1, 1, length] and neither a table nor a language "
+                           "model's text, got [{}, {}, {}, {}]", count, channels, height, width));
   if (tabular)
     for (float v : features)
       if (!std::isfinite(v)) return bad("a table value is not finite");

@@ -2,6 +2,7 @@
 #include "mixprec/model_file.h"
 
 #include "mixprec/files.h"
+#include "mixprec/nn_attention.h"
 #include "nn/model_plan.h"
 
 namespace mixprec::nn {
@@ -15,12 +16,16 @@ std::shared_ptr<Module> build_layer(const LayerPlan& p) {
   else if (p.type == "linear") m = std::make_shared<Linear>(p.in, p.out, p.bias);
   else if (p.type == "maxpool2d") m = std::make_shared<MaxPool2d>(p.kernel, p.stride, p.padding);
   else if (p.type == "batchnorm2d") m = std::make_shared<BatchNorm2d>(p.in, p.eps, p.momentum);
-  else if (p.type == "layernorm") m = std::make_shared<LayerNorm>(Shape{p.in}, p.eps);
+  else if (p.type == "layernorm") m = std::make_shared<LayerNorm>(Shape{p.in}, p.eps);  // the last dim
   else if (p.type == "dropout") m = std::make_shared<Dropout>(p.p);
   else if (p.type == "relu") m = std::make_shared<ReLU>();
   else if (p.type == "gelu") m = std::make_shared<GELU>();
   else if (p.type == "flatten") m = std::make_shared<Flatten>();
+  else if (p.type == "global_avgpool" && p.input_shape.size() == 2) m = std::make_shared<SequenceMeanPool>();
   else if (p.type == "global_avgpool") m = std::make_shared<GlobalAvgPool>();
+  else if (p.type == "embedding") m = std::make_shared<TokenEmbedding>(256, p.in, p.out);
+  else if (p.type == "encoder")
+    m = std::make_shared<TransformerEncoderLayer>(p.in, p.heads, p.out, p.p, Activation::gelu, p.eps);
   else if (p.type == "residual") m = std::make_shared<Residual>(build_block(p.body));
   else throw Error(Status::internal("model file: a planned layer of unknown type '" + p.type + "'"));
   if (p.precision == "fp32") m->set_autocast(false);  // and its input cast to f32 (Module::operator())
@@ -41,8 +46,9 @@ StatusOr<std::string> read_model_file(const std::string& path) {
 
 StatusOr<std::shared_ptr<Module>> build_model_file(const std::string& text, const std::string& source,
                                                    int64_t channels, int64_t height, int64_t width, int64_t classes,
-                                                   std::vector<ModelFileLayer>* layers, int64_t max_parameters) {
-  auto plan = plan_model_file(text, source, channels, height, width, classes, layers, max_parameters);
+                                                   std::vector<ModelFileLayer>* layers, int64_t max_parameters,
+                                                   bool token_input) {
+  auto plan = plan_model_file(text, source, channels, height, width, classes, layers, max_parameters, token_input);
   if (!plan.is_ok()) return plan.status();
   return std::shared_ptr<Module>(build_block(*plan));
 }

@@ -1,8 +1,12 @@
 // model_plan.cpp: a model file's text (model_file.h) read with yaml-cpp (JSON is YAML's flow
 // style, so one reader serves both and every value keeps its file:line:column) and checked
 // layer by layer with the shape flowing through, into a plan: no module, no allocation, so
-// that the fuzz harness and `mixprec summary` can run it on any file.
+// that the fuzz harness and `mixprec summary` can run it on any file. This file checks the
+// structure (lists, repeat and residual blocks, names, precision); each layer type's rules
+// are in model_plan_layers.cpp.
 #include "nn/model_plan.h"
+
+#include "nn/model_planner.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,37 +19,7 @@
 #include "mixprec/names.h"
 
 namespace mixprec::nn {
-namespace {
-
-using json = nlohmann::json;
-
-constexpr int64_t kMaxWidth = 65536, kMaxKernel = 64, kMaxRepeat = 256, kMaxLayers = 4096, kMaxNesting = 16;
-
-struct Param {
-  const char* name;
-  enum Kind { integer, number, boolean } kind;
-};
-struct LayerType {
-  const char* name;
-  std::vector<Param> params;
-};
-const std::vector<LayerType>& layer_types() {
-  static const std::vector<LayerType> types = {
-      {"conv2d", {{"out", Param::integer}, {"kernel", Param::integer}, {"stride", Param::integer},
-                  {"padding", Param::integer}, {"bias", Param::boolean}}},
-      {"linear", {{"out", Param::integer}, {"bias", Param::boolean}}},
-      {"maxpool2d", {{"kernel", Param::integer}, {"stride", Param::integer}, {"padding", Param::integer}}},
-      {"batchnorm2d", {{"eps", Param::number}, {"momentum", Param::number}}},
-      {"layernorm", {{"eps", Param::number}}},
-      {"dropout", {{"p", Param::number}}},
-      {"relu", {}},
-      {"gelu", {}},
-      {"flatten", {}},
-      {"global_avgpool", {}},
-      {"residual", {}},
-  };
-  return types;
-}
+namespace plan_detail {
 
 std::vector<std::string> type_names() {
   std::vector<std::string> names;
@@ -66,305 +40,169 @@ int64_t product(const std::vector<int64_t>& s) {
   return p;
 }
 
-class Planner {
- public:
-  Planner(const std::string& source, const io::Positions& positions, int64_t classes,
-          std::vector<ModelFileLayer>* rows, int64_t max_parameters)
-      : source_(source), positions_(positions), classes_(classes), rows_(rows), max_parameters_(max_parameters) {}
+// Appends the layers of the list at `pointer` to `seq`; `shape` flows through them.
+Status Planner::block(const json& list, const std::string& pointer, std::vector<LayerPlan>& seq, std::vector<int64_t>& shape,
+             const std::string& prefix, int nesting) {
+  if (!list.is_array()) return error(pointer, "expected a list of layers");
+  if (nesting > kMaxNesting) return error(pointer, "residual blocks nested deeper than " + std::to_string(kMaxNesting));
+  std::set<std::string> names;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string at = pointer + "/" + std::to_string(i);
+    const json& entry = list[i];
+    if (entry.is_object() && entry.contains("repeat")) {
+      MIXPREC_RETURN_IF_ERROR(repeat(entry, at, seq, shape, prefix, nesting, names));
+      continue;
+    }
+    MIXPREC_RETURN_IF_ERROR(layer(entry, at, seq, shape, prefix, nesting, names));
+  }
+  return Status::ok();
+}
 
-  // Appends the layers of the list at `pointer` to `seq`; `shape` flows through them.
-  Status block(const json& list, const std::string& pointer, std::vector<LayerPlan>& seq, std::vector<int64_t>& shape,
-               const std::string& prefix, int nesting) {
-    if (!list.is_array()) return error(pointer, "expected a list of layers");
-    if (nesting > kMaxNesting) return error(pointer, "residual blocks nested deeper than " + std::to_string(kMaxNesting));
-    std::set<std::string> names;
-    for (size_t i = 0; i < list.size(); ++i) {
-      const std::string at = pointer + "/" + std::to_string(i);
-      const json& entry = list[i];
-      if (entry.is_object() && entry.contains("repeat")) {
-        MIXPREC_RETURN_IF_ERROR(repeat(entry, at, seq, shape, prefix, nesting, names));
-        continue;
+Status Planner::repeat(const json& entry, const std::string& at, std::vector<LayerPlan>& seq, std::vector<int64_t>& shape,
+              const std::string& prefix, int nesting, std::set<std::string>& names) {
+  for (auto it = entry.begin(); it != entry.end(); ++it)
+    if (it.key() != "repeat" && it.key() != "layers")
+      return error(at + "/" + it.key(), "'" + it.key() + "' in a repeat block (expected repeat: N and layers: [...])");
+  const json& n = entry["repeat"];
+  if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > kMaxRepeat)
+    return error(at + "/repeat", "repeat: expected an integer in 1.." + std::to_string(kMaxRepeat) + ", got " +
+                                     n.dump());
+  if (!entry.contains("layers")) return error(at, "a repeat block needs layers: [...]");
+  if (!entry["layers"].is_array()) return error(at + "/layers", "expected a list of layers");
+  for (int64_t r = 0; r < n.get<int64_t>(); ++r) {
+    for (size_t i = 0; i < entry["layers"].size(); ++i) {
+      const json& inner = entry["layers"][i];
+      if (inner.is_object() && inner.contains("name"))
+        return error(at + "/layers/" + std::to_string(i) + "/name", "a repeated layer cannot have a name");
+    }
+    MIXPREC_RETURN_IF_ERROR(block_into(entry["layers"], at + "/layers", seq, shape, prefix, nesting, names));
+  }
+  return Status::ok();
+}
+
+// The entries of `list` appended to `seq` itself (a repeat's body).
+Status Planner::block_into(const json& list, const std::string& pointer, std::vector<LayerPlan>& seq, std::vector<int64_t>& shape,
+                  const std::string& prefix, int nesting, std::set<std::string>& names) {
+  if (!list.is_array()) return error(pointer, "expected a list of layers");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string at = pointer + "/" + std::to_string(i);
+    if (list[i].is_object() && list[i].contains("repeat"))
+      return error(at, "repeat blocks do not nest; repeat the outer block more times");
+    MIXPREC_RETURN_IF_ERROR(layer(list[i], at, seq, shape, prefix, nesting, names));
+  }
+  return Status::ok();
+}
+
+Status Planner::layer(const json& entry, const std::string& at, std::vector<LayerPlan>& seq, std::vector<int64_t>& shape,
+             const std::string& prefix, int nesting, std::set<std::string>& names) {
+  if (++count_ > kMaxLayers) return error(at, "more than " + std::to_string(kMaxLayers) + " layers");
+  std::string type, name = std::to_string(seq.size()), precision = "auto";
+  json params = json::object();
+  std::string params_at = at;
+  if (entry.is_string()) {
+    type = entry.get<std::string>();
+  } else if (entry.is_object()) {
+    for (auto it = entry.begin(); it != entry.end(); ++it) {
+      const std::string& k = it.key();
+      if (k == "name") {
+        if (!it.value().is_string()) return error(at + "/name", "name: expected text");
+        name = it.value().get<std::string>();
+        const bool ok = !name.empty() && name.size() <= 64 &&
+                        std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum((unsigned char)c) || c == '_'; });
+        if (!ok) return error(at + "/name", "name '" + name.substr(0, 64) + "': expected letters, digits and _");
+      } else if (k == "precision") {
+        if (!it.value().is_string() || (it.value() != "fp32" && it.value() != "auto"))
+          return error(at + "/precision", "precision: expected fp32 (this layer runs in float32 under every "
+                                          "preset) or auto, got " + it.value().dump());
+        precision = it.value().get<std::string>();
+      } else if (!type.empty()) {
+        return error(at + "/" + k, "a layer has one type; this one has '" + type + "' and '" + k + "'");
+      } else {
+        type = k;
+        params = it.value();
+        params_at = at + "/" + k;
       }
-      MIXPREC_RETURN_IF_ERROR(layer(entry, at, seq, shape, prefix, nesting, names));
     }
-    return Status::ok();
+    if (type.empty()) return error(at, "no layer type (expected one of: " + list_text(type_names()) + ")");
+  } else {
+    return error(at, "expected a layer: a type name (relu) or type: {parameters}");
   }
+  const LayerType* lt = nullptr;
+  for (const LayerType& t : layer_types())
+    if (type == t.name) lt = &t;
+  if (lt == nullptr)
+    return error(entry.is_string() ? at : params_at,
+                 "unknown layer type '" + type + "'" + did_you_mean(type, type_names()) + " (expected one of: " +
+                     list_text(type_names()) + ")");
+  if (!names.insert(name).second) return error(at, "two layers named '" + name + "' in one block");
+  const std::string full = prefix.empty() ? name : prefix + "." + name;
+  const std::vector<int64_t> in = shape;
 
- private:
-  Status repeat(const json& entry, const std::string& at, std::vector<LayerPlan>& seq, std::vector<int64_t>& shape,
-                const std::string& prefix, int nesting, std::set<std::string>& names) {
-    for (auto it = entry.begin(); it != entry.end(); ++it)
-      if (it.key() != "repeat" && it.key() != "layers")
-        return error(at + "/" + it.key(), "'" + it.key() + "' in a repeat block (expected repeat: N and layers: [...])");
-    const json& n = entry["repeat"];
-    if (!n.is_number_integer() || n.get<int64_t>() < 1 || n.get<int64_t>() > kMaxRepeat)
-      return error(at + "/repeat", "repeat: expected an integer in 1.." + std::to_string(kMaxRepeat) + ", got " +
-                                       n.dump());
-    if (!entry.contains("layers")) return error(at, "a repeat block needs layers: [...]");
-    if (!entry["layers"].is_array()) return error(at + "/layers", "expected a list of layers");
-    for (int64_t r = 0; r < n.get<int64_t>(); ++r) {
-      for (size_t i = 0; i < entry["layers"].size(); ++i) {
-        const json& inner = entry["layers"][i];
-        if (inner.is_object() && inner.contains("name"))
-          return error(at + "/layers/" + std::to_string(i) + "/name", "a repeated layer cannot have a name");
+  LayerPlan m;
+  m.type = type;
+  m.name = name;
+  m.precision = precision;
+  m.input_shape = in;
+  if (type == "residual") {
+    const size_t row = rows_ ? rows_->size() : 0;
+    if (rows_) rows_->push_back({full, type, {}, 0, precision, nesting});
+    MIXPREC_RETURN_IF_ERROR(block(params, params_at, m.body, shape, full + ".body", nesting + 1));
+    if (shape != in)
+      return error(at, "residual block '" + full + "': its layers turn " + shape_text(in) + " into " +
+                           shape_text(shape) + "; x + f(x) needs f(x) of x's shape");
+    for (const LayerPlan& b : m.body) m.parameters += b.parameters;
+    m.output_shape = shape;
+    if (rows_) (*rows_)[row].output_shape = shape, (*rows_)[row].parameters = m.parameters;
+  } else {
+    if (!params.is_null() && !params.is_object())
+      return error(params_at, type + ": expected parameters as name: value, got " + params.dump().substr(0, 40));
+    std::map<std::string, json> p;
+    std::vector<std::string> allowed;
+    for (const Param& q : lt->params) allowed.push_back(q.name);
+    if (params.is_object())
+      for (auto it = params.begin(); it != params.end(); ++it) {
+        const Param* q = nullptr;
+        for (const Param& c : lt->params)
+          if (it.key() == c.name) q = &c;
+        if (q == nullptr)
+          return error(params_at + "/" + it.key(),
+                       type + " has no parameter '" + it.key() + "'" + did_you_mean(it.key(), allowed) +
+                           (allowed.empty() ? " (it takes none)" : " (it takes: " + list_text(allowed) + ")"));
+        p[it.key()] = it.value();
       }
-      MIXPREC_RETURN_IF_ERROR(block_into(entry["layers"], at + "/layers", seq, shape, prefix, nesting, names));
-    }
-    return Status::ok();
+    auto result = make_layer(type, p, params_at, shape, m);
+    if (!result.is_ok()) return result;
+    m.output_shape = shape;
+    if (rows_) rows_->push_back({full, type, shape, m.parameters, precision, nesting});
   }
+  seq.push_back(std::move(m));
+  return Status::ok();
+}
 
-  // The entries of `list` appended to `seq` itself (a repeat's body).
-  Status block_into(const json& list, const std::string& pointer, std::vector<LayerPlan>& seq, std::vector<int64_t>& shape,
-                    const std::string& prefix, int nesting, std::set<std::string>& names) {
-    if (!list.is_array()) return error(pointer, "expected a list of layers");
-    for (size_t i = 0; i < list.size(); ++i) {
-      const std::string at = pointer + "/" + std::to_string(i);
-      if (list[i].is_object() && list[i].contains("repeat"))
-        return error(at, "repeat blocks do not nest; repeat the outer block more times");
-      MIXPREC_RETURN_IF_ERROR(layer(list[i], at, seq, shape, prefix, nesting, names));
-    }
-    return Status::ok();
+std::string Planner::list_text(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+Status Planner::error(const std::string& pointer, const std::string& what) {
+  // The closest recorded position: the value itself, else its nearest enclosing value.
+  std::string p = pointer;
+  while (true) {
+    auto it = positions_.find(p);
+    if (it != positions_.end()) return Status::invalid_argument(it->second + ": " + what);
+    if (p.empty()) break;
+    p = p.substr(0, p.rfind('/'));
   }
+  return Status::invalid_argument(source_ + ": " + what);
+}
 
-  Status layer(const json& entry, const std::string& at, std::vector<LayerPlan>& seq, std::vector<int64_t>& shape,
-               const std::string& prefix, int nesting, std::set<std::string>& names) {
-    if (++count_ > kMaxLayers) return error(at, "more than " + std::to_string(kMaxLayers) + " layers");
-    std::string type, name = std::to_string(seq.size()), precision = "auto";
-    json params = json::object();
-    std::string params_at = at;
-    if (entry.is_string()) {
-      type = entry.get<std::string>();
-    } else if (entry.is_object()) {
-      for (auto it = entry.begin(); it != entry.end(); ++it) {
-        const std::string& k = it.key();
-        if (k == "name") {
-          if (!it.value().is_string()) return error(at + "/name", "name: expected text");
-          name = it.value().get<std::string>();
-          const bool ok = !name.empty() && name.size() <= 64 &&
-                          std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum((unsigned char)c) || c == '_'; });
-          if (!ok) return error(at + "/name", "name '" + name.substr(0, 64) + "': expected letters, digits and _");
-        } else if (k == "precision") {
-          if (!it.value().is_string() || (it.value() != "fp32" && it.value() != "auto"))
-            return error(at + "/precision", "precision: expected fp32 (this layer runs in float32 under every "
-                                            "preset) or auto, got " + it.value().dump());
-          precision = it.value().get<std::string>();
-        } else if (!type.empty()) {
-          return error(at + "/" + k, "a layer has one type; this one has '" + type + "' and '" + k + "'");
-        } else {
-          type = k;
-          params = it.value();
-          params_at = at + "/" + k;
-        }
-      }
-      if (type.empty()) return error(at, "no layer type (expected one of: " + list_text(type_names()) + ")");
-    } else {
-      return error(at, "expected a layer: a type name (relu) or type: {parameters}");
-    }
-    const LayerType* lt = nullptr;
-    for (const LayerType& t : layer_types())
-      if (type == t.name) lt = &t;
-    if (lt == nullptr)
-      return error(entry.is_string() ? at : params_at,
-                   "unknown layer type '" + type + "'" + did_you_mean(type, type_names()) + " (expected one of: " +
-                       list_text(type_names()) + ")");
-    if (!names.insert(name).second) return error(at, "two layers named '" + name + "' in one block");
-    const std::string full = prefix.empty() ? name : prefix + "." + name;
-    const std::vector<int64_t> in = shape;
-
-    LayerPlan m;
-    m.type = type;
-    m.name = name;
-    m.precision = precision;
-    m.input_shape = in;
-    if (type == "residual") {
-      const size_t row = rows_ ? rows_->size() : 0;
-      if (rows_) rows_->push_back({full, type, {}, 0, precision, nesting});
-      MIXPREC_RETURN_IF_ERROR(block(params, params_at, m.body, shape, full + ".body", nesting + 1));
-      if (shape != in)
-        return error(at, "residual block '" + full + "': its layers turn " + shape_text(in) + " into " +
-                             shape_text(shape) + "; x + f(x) needs f(x) of x's shape");
-      for (const LayerPlan& b : m.body) m.parameters += b.parameters;
-      m.output_shape = shape;
-      if (rows_) (*rows_)[row].output_shape = shape, (*rows_)[row].parameters = m.parameters;
-    } else {
-      if (!params.is_null() && !params.is_object())
-        return error(params_at, type + ": expected parameters as name: value, got " + params.dump().substr(0, 40));
-      std::map<std::string, json> p;
-      std::vector<std::string> allowed;
-      for (const Param& q : lt->params) allowed.push_back(q.name);
-      if (params.is_object())
-        for (auto it = params.begin(); it != params.end(); ++it) {
-          const Param* q = nullptr;
-          for (const Param& c : lt->params)
-            if (it.key() == c.name) q = &c;
-          if (q == nullptr)
-            return error(params_at + "/" + it.key(),
-                         type + " has no parameter '" + it.key() + "'" + did_you_mean(it.key(), allowed) +
-                             (allowed.empty() ? " (it takes none)" : " (it takes: " + list_text(allowed) + ")"));
-          p[it.key()] = it.value();
-        }
-      auto result = make_layer(type, p, params_at, shape, m);
-      if (!result.is_ok()) return result;
-      m.output_shape = shape;
-      if (rows_) rows_->push_back({full, type, shape, m.parameters, precision, nesting});
-    }
-    seq.push_back(std::move(m));
-    return Status::ok();
-  }
-
-  // An integer parameter: given, "classes" (for out), or its default; in [lo, hi].
-  StatusOr<int64_t> integer(const std::map<std::string, json>& p, const char* key, const std::string& at,
-                            std::optional<int64_t> fallback, int64_t lo, int64_t hi) {
-    auto it = p.find(key);
-    if (it == p.end()) {
-      if (fallback) return *fallback;
-      return error(at, std::string("needs ") + key + ": N" + (std::string(key) == "out" ? " (or classes)" : ""));
-    }
-    const json& v = it->second;
-    if (std::string(key) == "out" && v.is_string() && v == "classes") return classes_;
-    if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi)
-      return error(at + "/" + key, std::string(key) + ": expected an integer in " + std::to_string(lo) + ".." +
-                                       std::to_string(hi) + (std::string(key) == "out" ? " or classes" : "") +
-                                       ", got " + v.dump().substr(0, 40));
-    return v.get<int64_t>();
-  }
-
-  StatusOr<double> number(const std::map<std::string, json>& p, const char* key, const std::string& at, double fallback,
-                          double lo, double hi, bool hi_open) {
-    auto it = p.find(key);
-    if (it == p.end()) return fallback;
-    const json& v = it->second;
-    const bool ok = v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= lo &&
-                    (hi_open ? v.get<double>() < hi : v.get<double>() <= hi);
-    if (!ok)
-      return error(at + "/" + key, std::string(key) + ": expected a number in [" + std::to_string(lo) + ", " +
-                                       std::to_string(hi) + (hi_open ? ")" : "]") + ", got " + v.dump().substr(0, 40));
-    return v.get<double>();
-  }
-
-  StatusOr<bool> boolean(const std::map<std::string, json>& p, const char* key, const std::string& at, bool fallback) {
-    auto it = p.find(key);
-    if (it == p.end()) return fallback;
-    if (!it->second.is_boolean()) return error(at + "/" + key, std::string(key) + ": expected true or false");
-    return it->second.get<bool>();
-  }
-
-  // Counts a layer's parameters against the budget before the layer allocates them.
-  Status budget(const std::string& at, int64_t layer_parameters) {
-    if (layer_parameters > max_parameters_ - parameters_)
-      return error(at, "the model would pass " + std::to_string(max_parameters_) + " parameters (this layer has " +
-                           std::to_string(layer_parameters) + ")");
-    parameters_ += layer_parameters;
-    return Status::ok();
-  }
-
-  Status needs_image(const std::string& type, const std::string& at, const std::vector<int64_t>& shape) {
-    if (shape.size() == 3) return Status::ok();
-    return error(at, type + " takes images [C, H, W]; its input here is " + shape_text(shape));
-  }
-
-  Status make_layer(const std::string& type, const std::map<std::string, json>& p, const std::string& at,
-                    std::vector<int64_t>& shape, LayerPlan& m) {
-#define MIXPREC_TAKE(var, expr)          \
-  auto var##_or = (expr);                \
-  if (!var##_or.is_ok()) return var##_or.status(); \
-  const auto var = *var##_or
-    if (type == "conv2d") {
-      MIXPREC_RETURN_IF_ERROR(needs_image(type, at, shape));
-      MIXPREC_TAKE(out, integer(p, "out", at, std::nullopt, 1, kMaxWidth));
-      MIXPREC_TAKE(k, integer(p, "kernel", at, 3, 1, kMaxKernel));
-      MIXPREC_TAKE(s, integer(p, "stride", at, 1, 1, kMaxKernel));
-      MIXPREC_TAKE(pad, integer(p, "padding", at, 0, 0, kMaxKernel));
-      MIXPREC_TAKE(bias, boolean(p, "bias", at, true));
-      const int64_t h = (shape[1] + 2 * pad - k) / s + 1, w = (shape[2] + 2 * pad - k) / s + 1;
-      if (shape[1] + 2 * pad < k || shape[2] + 2 * pad < k)
-        return error(at, "conv2d: a " + std::to_string(k) + "x" + std::to_string(k) + " kernel does not fit the input " +
-                             shape_text(shape) + " with padding " + std::to_string(pad));
-      // Each factor is at most 65536 or 64: the product fits int64 exactly.
-      m.parameters = out * shape[0] * k * k + (bias ? out : 0);
-      MIXPREC_RETURN_IF_ERROR(budget(at, m.parameters));
-      m.in = shape[0], m.out = out, m.kernel = k, m.stride = s, m.padding = pad, m.bias = bias;
-      shape = {out, h, w};
-    } else if (type == "linear") {
-      if (shape.size() != 1)
-        return error(at, "linear takes flat features [F]; its input here is " + shape_text(shape) +
-                             ": put flatten or global_avgpool before it");
-      MIXPREC_TAKE(out, integer(p, "out", at, std::nullopt, 1, kMaxWidth));
-      MIXPREC_TAKE(bias, boolean(p, "bias", at, true));
-      if (shape[0] > max_parameters_ / out)  // the product could overflow
-        return error(at, "linear: " + std::to_string(shape[0]) + " x " + std::to_string(out) + " weights is too many");
-      m.parameters = shape[0] * out + (bias ? out : 0);
-      MIXPREC_RETURN_IF_ERROR(budget(at, m.parameters));
-      m.in = shape[0], m.out = out, m.bias = bias;
-      shape = {out};
-    } else if (type == "maxpool2d") {
-      MIXPREC_RETURN_IF_ERROR(needs_image(type, at, shape));
-      MIXPREC_TAKE(k, integer(p, "kernel", at, 2, 1, kMaxKernel));
-      MIXPREC_TAKE(s, integer(p, "stride", at, k, 1, kMaxKernel));
-      MIXPREC_TAKE(pad, integer(p, "padding", at, 0, 0, k / 2));
-      if (shape[1] + 2 * pad < k || shape[2] + 2 * pad < k)
-        return error(at, "maxpool2d: a " + std::to_string(k) + "x" + std::to_string(k) + " window does not fit the input " +
-                             shape_text(shape));
-      m.kernel = k, m.stride = s, m.padding = pad;
-      shape = {shape[0], (shape[1] + 2 * pad - k) / s + 1, (shape[2] + 2 * pad - k) / s + 1};
-    } else if (type == "batchnorm2d") {
-      MIXPREC_RETURN_IF_ERROR(needs_image(type, at, shape));
-      MIXPREC_TAKE(eps, number(p, "eps", at, 1e-5, 1e-12, 1.0, false));
-      MIXPREC_TAKE(momentum, number(p, "momentum", at, 0.1, 0.0, 1.0, false));
-      MIXPREC_RETURN_IF_ERROR(budget(at, 4 * shape[0]));  // weight, bias and the two running statistics
-      m.parameters = 2 * shape[0];
-      m.in = shape[0], m.eps = eps, m.momentum = momentum;
-    } else if (type == "layernorm") {
-      if (shape.size() != 1)
-        return error(at, "layernorm normalises flat features [F]; its input here is " + shape_text(shape));
-      MIXPREC_TAKE(eps, number(p, "eps", at, 1e-5, 1e-12, 1.0, false));
-      m.parameters = 2 * shape[0];
-      MIXPREC_RETURN_IF_ERROR(budget(at, m.parameters));
-      m.in = shape[0], m.eps = eps;
-    } else if (type == "dropout") {
-      MIXPREC_TAKE(prob, number(p, "p", at, 0.5, 0.0, 1.0, true));
-      m.p = prob;
-    } else if (type == "flatten") {
-      shape = {product(shape)};  // C <= 65536, H and W < 2^20 even after 4096 padded layers: < 2^56
-    } else if (type == "global_avgpool") {
-      MIXPREC_RETURN_IF_ERROR(needs_image(type, at, shape));
-      shape = {shape[0]};
-    }
-#undef MIXPREC_TAKE
-    return Status::ok();
-  }
-
-  std::string list_text(const std::vector<std::string>& names) {
-    std::string s;
-    for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
-    return s;
-  }
-
-  Status error(const std::string& pointer, const std::string& what) {
-    // The closest recorded position: the value itself, else its nearest enclosing value.
-    std::string p = pointer;
-    while (true) {
-      auto it = positions_.find(p);
-      if (it != positions_.end()) return Status::invalid_argument(it->second + ": " + what);
-      if (p.empty()) break;
-      p = p.substr(0, p.rfind('/'));
-    }
-    return Status::invalid_argument(source_ + ": " + what);
-  }
-
-  const std::string& source_;
-  const io::Positions& positions_;
-  int64_t classes_;
-  std::vector<ModelFileLayer>* rows_;
-  int64_t max_parameters_;
-  int64_t count_ = 0, parameters_ = 0;
-};
-
-}  // namespace
+}  // namespace plan_detail
 
 StatusOr<std::vector<LayerPlan>> plan_model_file(const std::string& text, const std::string& source,
                                                  int64_t channels, int64_t height, int64_t width, int64_t classes,
-                                                 std::vector<ModelFileLayer>* layers, int64_t max_parameters) {
+                                                 std::vector<ModelFileLayer>* layers, int64_t max_parameters,
+                                                 bool token_input) {
   io::Positions positions;
   auto doc = io::yaml_to_json(text, source, &positions);
   if (!doc.is_ok()) return doc.status();
@@ -377,14 +215,16 @@ StatusOr<std::vector<LayerPlan>> plan_model_file(const std::string& text, const 
                                       did_you_mean(it.key(), {"layers", "name"}) + " (expected layers and name)");
   if (!doc->contains("layers"))
     return Status::invalid_argument(source + ": expected a mapping with layers: [...] (and optionally name: ...)");
-  Planner planner(source, positions, classes, layers, max_parameters);
+  plan_detail::Planner planner(source, positions, classes, layers, max_parameters, token_input);
   std::vector<LayerPlan> plan;
-  std::vector<int64_t> shape = height == 1 && width == 1 ? std::vector<int64_t>{channels}
-                                                         : std::vector<int64_t>{channels, height, width};
+  // Per sample: [C, H, W] images, [F] table columns, or [T] byte ids.
+  std::vector<int64_t> shape = token_input                  ? std::vector<int64_t>{width}
+                               : height == 1 && width == 1 ? std::vector<int64_t>{channels}
+                                                           : std::vector<int64_t>{channels, height, width};
   if (layers) layers->clear();
   MIXPREC_RETURN_IF_ERROR(planner.block((*doc)["layers"], "/layers", plan, shape, "", 0));
   if (shape != std::vector<int64_t>{classes})
-    return Status::invalid_argument(source + ": the last layer outputs " + shape_text(shape) + " per sample; a "
+    return Status::invalid_argument(source + ": the last layer outputs " + plan_detail::shape_text(shape) + " per sample; a "
                                     "classifier of " + std::to_string(classes) + " classes must end in [" +
                                     std::to_string(classes) + "] (e.g. linear: {out: classes})");
   return plan;

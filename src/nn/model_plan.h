@@ -13,7 +13,9 @@ namespace mixprec::nn {
 
 struct LayerPlan {
   std::string type, name, precision;  // "conv2d", "conv1" or "3", "auto" / "fp32"
-  int64_t in = 0, out = 0, kernel = 0, stride = 0, padding = 0;  // what the type takes
+  // What the type takes. embedding: in = positions, out = width; encoder: in = width,
+  // out = feed-forward width, heads.
+  int64_t in = 0, out = 0, kernel = 0, stride = 0, padding = 0, heads = 0;
   bool bias = true;
   double eps = 1e-5, momentum = 0.1, p = 0.5;
   std::vector<int64_t> input_shape, output_shape;  // per sample
@@ -24,6 +26,7 @@ struct LayerPlan {
 // The checks of build_model_file (model_file.h), same errors, into a plan.
 StatusOr<std::vector<LayerPlan>> plan_model_file(const std::string& text, const std::string& source,
                                                  int64_t channels, int64_t height, int64_t width, int64_t classes,
-                                                 std::vector<ModelFileLayer>* layers, int64_t max_parameters);
+                                                 std::vector<ModelFileLayer>* layers, int64_t max_parameters,
+                                                 bool token_input = false);
 
 }  // namespace mixprec::nn

@@ -58,16 +58,7 @@ Tensor TransformerClassifier::forward(const Tensor& input) {
   Tensor x = reshape(input, {input.size(0), seq, features});
   if (input_proj) x = linear_over_tokens(*input_proj, x);
   x = (*encoder)(x);  // [B, S, E]
-  // Mean over the sequence as a product with a constant 1/S row, [1, 1, S] x [B, S, E]:
-  // oneDNN 2.6 reduces a middle axis with its ref:any kernel (16-30 ms at [32, 128, 256]),
-  // the product is a 2 MFLOP GEMM. Autocast is off for it so that it keeps mean's fp32
-  // policy (the encoder's LayerNorm output is f32; O2's bf16 stays bf16, as mean would).
-  Tensor pooled;
-  {
-    amp::AutocastGuard fp32_mean(false);
-    pooled = matmul(Tensor::full({1, 1, seq}, 1.0 / double(seq), x.dtype()), x);  // [B, 1, E]
-  }
-  return (*fc)(reshape(pooled, {x.size(0), x.size(2)}));  // [B, E] -> [B, classes]
+  return (*fc)(mean_over_positions(x));  // [B, E] -> [B, classes]
 }
 
 StatusOr<ModelSpec> model_spec(const std::string& name) {
@@ -92,7 +83,8 @@ StatusOr<std::shared_ptr<Module>> build_model(const ModelSpec& spec) {
     return m;
   }
   if (spec.file_text.empty()) return make_model(spec);
-  return build_model_file(spec.file_text, spec.name, spec.channels, spec.height, spec.width, spec.classes);
+  return build_model_file(spec.file_text, spec.name, spec.channels, spec.height, spec.width, spec.classes, nullptr,
+                          kMaxModelFileParameters, spec.token_input);
 }
 
 std::shared_ptr<Module> make_model(const ModelSpec& spec) {

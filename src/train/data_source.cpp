@@ -127,15 +127,22 @@ StatusOr<Splits> load_csv(const TrainConfig& c) {
     if (::access(train_file.c_str(), F_OK) != 0) return Status::not_found("--data-dir " + path + ": no train.csv in it");
     if (::access(test_file.c_str(), F_OK) != 0) test_file.clear();
   }
-  auto train_table = read_csv_table(train_file, c.label_column, c.feature_names);
+  // With --text-column the texts are the samples (byte ids), else the numeric columns.
+  auto as_dataset = [&](const CsvTable& table, const std::string& file, const std::vector<std::string>& classes,
+                        int num_classes) {
+    return c.text_column.empty() ? table_dataset(table, file, classes, num_classes)
+                                 : text_table_dataset(table, file, c.max_tokens, classes, num_classes);
+  };
+  auto train_table = read_csv_table(train_file, c.label_column, c.feature_names, c.text_column);
   if (!train_table.is_ok()) return train_table.status();
-  auto train = table_dataset(*train_table, train_file, c.class_names, int(c.num_classes));
+  auto train = as_dataset(*train_table, train_file, c.class_names, int(c.num_classes));
   if (!train.is_ok()) return train.status();
   return with_test_split(c, std::move(train).value(), test_file, "test file (a folder's test.csv)",
                          [&](const ImageDataset& t) -> StatusOr<ImageDataset> {
-                           auto test_table = read_csv_table(test_file, c.label_column, train_table->feature_names);
+                           auto test_table =
+                               read_csv_table(test_file, c.label_column, train_table->feature_names, c.text_column);
                            if (!test_table.is_ok()) return test_table.status();
-                           return table_dataset(*test_table, test_file, t.class_names, t.num_classes);
+                           return as_dataset(*test_table, test_file, t.class_names, t.num_classes);
                          });
 }
 
@@ -167,6 +174,15 @@ StatusOr<nn::ModelSpec> fit_model_to(nn::ModelSpec spec, const ImageDataset& d) 
   if (spec.language_model)
     return Status::invalid_argument("model " + spec.name + " is a language model; --dataset " + d.name +
                                     " is not text");
+  if (d.tokens) {  // texts: a model file that starts with an embedding reads their byte ids
+    if (spec.file_text.empty())
+      return Status::invalid_argument("--text-column: the texts of " + d.source + " need a model file that starts "
+                                      "with an embedding layer (e.g. --model models/text-encoder.yaml); model " +
+                                      spec.name + " reads " + (spec.name == "mlp" ? "numbers" : "images"));
+    spec.token_input = true;
+    spec.channels = 1, spec.height = 1, spec.width = d.width, spec.classes = d.num_classes;
+    return spec;
+  }
   const bool table = d.height == 1 && d.width == 1;
   if (table && spec.name != "mlp" && spec.file_text.empty())
     return Status::invalid_argument("--dataset " + d.name + " is a table of " + std::to_string(d.channels) +
@@ -232,6 +248,7 @@ StatusOr<nn::ModelSpec> model_spec_of(const TrainConfig& config) {
   if (config.input_height > 0) spec->height = config.input_height;
   if (config.input_width > 0) spec->width = config.input_width;
   if (config.num_classes > 0) spec->classes = config.num_classes;
+  spec->token_input = !config.text_column.empty();
   return spec;
 }
 

@@ -161,6 +161,13 @@ const std::vector<ConfigField>& config_fields() {
        .fixed_on_resume = true},
       {.key = "label_column", .flag = "--label-column", .member = &C::label_column,
        .help = "--dataset csv: the column of the labels (integers 0..255, or names)", .fixed_on_resume = true},
+      {.key = "text_column", .flag = "--text-column", .member = &C::text_column,
+       .help = "--dataset csv: classify the texts of this column (as bytes) instead of numeric columns; the model "
+               "is a model file that starts with an embedding (models/text-encoder.yaml)",
+       .fixed_on_resume = true},
+      {.key = "max_tokens", .flag = "--max-tokens", .member = &C::max_tokens,
+       .help = "--text-column: bytes of each text the model reads (longer texts are cut, shorter ones padded)",
+       .min = 1, .max = 4096, .fixed_on_resume = true},
       // The geometry and class names the data decided (--dataset folder, csv), recorded.
       {.key = "input_channels", .member = &C::input_channels, .help = "Model input channels (0: the model's)",
        .min = 0, .max = 4096, .fixed_on_resume = true},

@@ -72,7 +72,7 @@ Status TrainingRun::take_custom_data() {
       c.test->text != c.train->text)
     return Status::invalid_argument("custom run: the test samples differ in shape or kind from the training samples");
   auto with_stats = [&](std::shared_ptr<const ImageDataset> d) -> std::shared_ptr<const ImageDataset> {
-    if (!d->mean.empty() || d->text) return d;
+    if (!d->mean.empty() || d->text || d->tokens) return d;
     auto copy = std::make_shared<ImageDataset>(*d);
     compute_normalisation(*c.train, copy->mean, copy->stddev);  // the training set's, for both
     return copy;
@@ -105,9 +105,10 @@ Status TrainingRun::load_datasets() {
   recorded_config_.norm_mean = data_.train->mean;
   recorded_config_.norm_std = data_.train->stddev;
   record_geometry(recorded_config_, data_);
-  if ((data_.train->text || data_.train->tabular) && (config_.random_crop > 0 || config_.hflip))
+  if ((data_.train->text || data_.train->tokens || data_.train->tabular) && (config_.random_crop > 0 || config_.hflip))
     return Status::invalid_argument("--random-crop/--hflip: dataset " + config_.dataset + " is " +
-                                    (data_.train->text ? "text" : "a table") + "; augmentation is for images");
+                                    (data_.train->text || data_.train->tokens ? "text" : "a table") +
+                                    "; augmentation is for images");
   // Under mpirun each rank reads its shard of every global batch (data_parallel.h).
   const int ranks = dp_ ? dp_->ranks() : 1;
   loader_ = std::make_unique<DataLoader>(
@@ -254,6 +255,9 @@ void TrainingRun::describe_finished_run() {
 
 std::string TrainingRun::data_shape_text() const {
   const ImageDataset& d = *data_.train;
+  if (d.tokens)
+    return "; " + std::to_string(d.num_classes) + " classes; column '" + config_.text_column + "', up to " +
+           std::to_string(d.width) + " bytes per text";
   if (d.name != "folder" && d.name != "csv" && d.name != "npy") return "";  // the built-ins say it in their names
   if (d.height == 1 && d.width == 1)
     return "; " + std::to_string(d.num_classes) + " classes, " + std::to_string(d.channels) + " feature columns";

@@ -51,6 +51,8 @@ Status validate(const TrainConfig& c, bool check_names) {
   if (c.min_lr > c.lr)
     return bad("--min-lr", "must not exceed --lr (" + field_text(*find_config_field("lr"), c) + "), got " +
                                field_text(*find_config_field("min_lr"), c));
+  if (!c.text_column.empty() && check_names && c.dataset != "csv")
+    return bad("--text-column", "reads a CSV's text column: it needs --dataset csv, got --dataset " + c.dataset);
   if (!check_names || nn::is_model_file(c.model)) return Status::ok();  // read and checked with the data (load_data)
   if (auto spec = nn::model_spec(c.model); !spec.is_ok()) return bad("--model", spec.status().message());
   return Status::ok();

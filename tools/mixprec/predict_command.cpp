@@ -176,6 +176,29 @@ std::optional<InputError> load_csv(const std::string& path, const nn::ModelSpec&
   return std::nullopt;
 }
 
+// A text classifier (--dataset csv --text-column): one sample per text, each the byte ids the
+// model reads (its first `width` bytes, 0-padded), as the training data was made.
+void add_texts(const std::vector<std::pair<std::string, std::string>>& texts, int64_t width,
+               std::vector<Sample>& out) {
+  for (const auto& [source, text] : texts) {
+    Sample s{source, std::vector<float>(size_t(width), 0.0f)};
+    for (size_t j = 0; j < text.size() && j < size_t(width); ++j) s.unit[j] = float(uint8_t(text[j]));
+    out.push_back(std::move(s));
+  }
+}
+
+// A text classifier's CSV input: the column the run trained on, found by name.
+std::optional<InputError> load_text_rows(const std::string& path, const train::TrainConfig& config, int64_t width,
+                                         std::vector<Sample>& out) {
+  auto t = read_csv_table(path, "", {}, config.text_column);
+  if (!t.is_ok()) return InputError{t.status().message(), kExitData};
+  std::vector<std::pair<std::string, std::string>> texts;
+  for (int64_t r = 0; r < t->rows; ++r)
+    texts.push_back({path + ":" + std::to_string(t->line_of_row[size_t(r)]), t->texts[size_t(r)]});
+  add_texts(texts, width, out);
+  return std::nullopt;
+}
+
 // A table run (--dataset csv): rows of the same CSV layout, the model's feature columns found
 // by name in the header (a label column, if there, is ignored), raw numbers.
 std::optional<InputError> load_table_rows(const std::string& path, const train::TrainConfig& config,
@@ -218,19 +241,29 @@ int run_predict(const PredictFlags& f, const std::string& checkpoint, const std:
   auto predictor = Predictor::open(checkpoint, f.precision);
   if (!predictor.is_ok()) return report_predictor_error(predictor.status());
   if (predictor->spec().language_model) return run_predict_text(predictor->loaded(), f.prompts, inputs, f.top_k, f.format);
-  if (!f.prompts.empty()) {
-    std::fprintf(stderr, "mixprec: usage error: predict: --prompt is for a language model; %s holds a %s (give it .png, .jpg, .npy, .csv or IDX inputs)\n",
+  const nn::ModelSpec* spec = &predictor->spec();
+  const train::TrainConfig& config = predictor->config();
+  if (!f.prompts.empty() && !spec->token_input) {
+    std::fprintf(stderr, "mixprec: usage error: predict: --prompt is for a language model or a text classifier; %s holds a %s (give it .png, .jpg, .npy, .csv or IDX inputs)\n",
                  predictor->loaded().opened.path.c_str(), predictor->spec().name.c_str());
     return kExitUsage;
   }
-  const nn::ModelSpec* spec = &predictor->spec();
-  const train::TrainConfig& config = predictor->config();
 
   std::vector<Sample> samples;
+  if (spec->token_input) {  // --prompt texts first, then the CSV files' rows
+    std::vector<std::pair<std::string, std::string>> prompts;
+    for (size_t i = 0; i < f.prompts.size(); ++i) prompts.push_back({"prompt " + std::to_string(i + 1), f.prompts[i]});
+    add_texts(prompts, spec->width, samples);
+  }
   for (const std::string& path : inputs) {
     const std::string ext = extension(path);
     std::optional<InputError> err;
-    if (ext == "npy") err = load_npy(path, *spec, samples);
+    if (spec->token_input && ext == "csv") err = load_text_rows(path, config, spec->width, samples);
+    else if (spec->token_input)
+      err = InputError{path + ": this model classifies texts (column '" + config.text_column +
+                           "' of a CSV): give it .csv files with that column, or --prompt TEXT",
+                       kExitUsage};
+    else if (ext == "npy") err = load_npy(path, *spec, samples);
     else if (ext == "csv" && !config.feature_names.empty()) err = load_table_rows(path, config, samples);
     else if (!config.feature_names.empty())
       err = InputError{path + ": this model was trained on a table (--dataset csv): give it .csv rows with the "
@@ -295,7 +328,9 @@ Runner add_predict_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("predict", "Top-k classes of a checkpoint's model for your own inputs (.png, .jpg, .npy, .csv, IDX)");
   cmd->add_option("inputs", flags->inputs,
                   "CHECKPOINT (unless --checkpoint) then input files: .png, .jpg, .npy, .csv, IDX; .txt for a language model");
-  cmd->add_option("--prompt", flags->prompts, "Text for a language model: its next byte's top-k (repeatable)");
+  cmd->add_option("--prompt", flags->prompts,
+                  "Text for a language model (its next byte's top-k) or a text classifier (its classes); repeatable")
+      ->allow_extra_args(false);  // one text per --prompt: what follows is an input file
   cmd->add_option("--checkpoint", flags->checkpoint_flag, "A .safetensors checkpoint, a run directory or a plain weights file");
   cmd->add_option("--precision", flags->precision, inference_precision_help())->check(inference_precision());
   cmd->add_option("--top-k", flags->top_k, "Classes shown per input")->check(integer_in(1, 1000))->capture_default_str();
@@ -315,7 +350,7 @@ Runner add_predict_command(CLI::App& app) {
       return kExitUsage;
     }
     if (inputs.empty() && flags->prompts.empty()) {
-      std::fprintf(stderr, "mixprec: usage error: predict: no input files (mixprec predict CHECKPOINT INPUT..., or --prompt TEXT for a language model)\n");
+      std::fprintf(stderr, "mixprec: usage error: predict: no input files (mixprec predict CHECKPOINT INPUT..., or --prompt TEXT for a language model or text classifier)\n");
       return kExitUsage;
     }
     return run_predict(*flags, checkpoint, inputs);

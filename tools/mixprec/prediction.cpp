@@ -59,6 +59,10 @@ StatusOr<Predictor> Predictor::open(const std::string& checkpoint, const std::st
   p.mean_ = config.norm_mean;
   p.stddev_ = config.norm_std;
   if (spec.language_model) return p;  // bytes in, no normalisation (predict's text path)
+  if (spec.token_input) {              // a text classifier: byte ids in, no normalisation
+    p.class_names_ = class_names_of(p.loaded_.config);
+    return p;
+  }
   if (p.mean_.size() != size_t(spec.channels) || p.stddev_.size() != size_t(spec.channels)) {
     config.train_subset = 1;
     auto data = train::load_data(config, spec);
@@ -83,19 +87,24 @@ serve::InputLayout Predictor::layout() const {
 
 std::vector<std::vector<float>> Predictor::probabilities(const std::vector<float>& samples, int64_t n) const {
   const nn::ModelSpec& s = spec();
-  const int64_t c = s.channels, hw = s.height * s.width;
-  std::vector<float> x(samples.size());
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t p = 0; p < hw; ++p) {
-        const size_t at = size_t((i * c + ch) * hw + p);
-        x[at] = float((double(samples[at]) - mean_[size_t(ch)]) / stddev_[size_t(ch)]);
-      }
+  Tensor input;
+  if (s.token_input) {  // a text classifier: each sample is `width` byte ids (as floats, exact)
+    input = Tensor::from_vector_i64(std::vector<int64_t>(samples.begin(), samples.end()), {n, s.width});
+  } else {
+    const int64_t c = s.channels, hw = s.height * s.width;
+    std::vector<float> x(samples.size());
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t p = 0; p < hw; ++p) {
+          const size_t at = size_t((i * c + ch) * hw + p);
+          x[at] = float((double(samples[at]) - mean_[size_t(ch)]) / stddev_[size_t(ch)]);
+        }
+    input = Tensor::from_vector(x, {n, c, s.height, s.width});
+  }
   Tensor probs;
   {
     NoGradGuard no_grad;
-    const Tensor logits = run_model(loaded_, Tensor::from_vector(x, {n, c, s.height, s.width}));
-    probs = softmax(logits, 1);  // in f32 whatever the preset, as autocast would
+    probs = softmax(run_model(loaded_, input), 1);  // in f32 whatever the preset, as autocast would
   }
   const std::vector<double> p = probs.to_vector_f64();
   std::vector<std::vector<float>> rows(static_cast<size_t>(n));

@@ -110,7 +110,7 @@ void Progress::eval(const train::EvalReport& r, int64_t epochs) {
                  (long long)r.epoch + 1, (long long)epochs, r.loss / std::log(2.0), r.loss, 100.0 * r.accuracy,
                  (long long)r.samples);
   else
-    std::fprintf(out_, "epoch %lld/%lld: test accuracy %.2f%%  test loss %.4f  (%lld images)\n",
+    std::fprintf(out_, "epoch %lld/%lld: test accuracy %.2f%%  test loss %.4f  (%lld examples)\n",
                  (long long)r.epoch + 1, (long long)epochs, 100.0 * r.accuracy, r.loss, (long long)r.samples);
   std::fflush(out_);
 }

@@ -147,7 +147,8 @@ Tensor run_model(const LoadedModel& loaded, const Tensor& input) {
   {
     std::optional<amp::AutocastGuard> autocast;
     if (loaded.preset.autocast_dtype) autocast.emplace(*loaded.preset.autocast_dtype);
-    logits = (*loaded.model)(input.to(loaded.preset.param_dtype));
+    // Token ids (language models, text classifiers) are indices: never converted.
+    logits = (*loaded.model)(is_floating(input.dtype()) ? input.to(loaded.preset.param_dtype) : input);
   }
   return logits.to(DType::f32);  // losses, argmax and softmax in f32 whatever the preset
 }

@@ -133,5 +133,52 @@ TEST(TableDataset, TheLoaderNormalisesEachColumn) {
   EXPECT_TRUE(parts->second.validate().is_ok());
 }
 
+TEST(CsvTable, ATextColumnIsReadAsTextAndNoColumnAsFeatures) {
+  auto t = parse_csv_table("id,text,label\n1,\"hello, world\",greeting\n2,bye,farewell\n", "t.csv", "label", {},
+                           "text");
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  EXPECT_EQ(t->texts, (std::vector<std::string>{"hello, world", "bye"}));
+  EXPECT_TRUE(t->features.empty());  // the id column is not read
+  EXPECT_EQ(t->labels, (std::vector<std::string>{"greeting", "farewell"}));
+  auto message = [](const std::string& text, const std::string& column) {
+    auto r = parse_csv_table(text, "t.csv", "label", {}, column);
+    return r.is_ok() ? std::string("accepted") : r.status().message();
+  };
+  EXPECT_NE(message("txt,label\na,b\n", "text").find("t.csv: no column 'text' for the text (did you mean 'txt'?)"),
+            std::string::npos);
+  EXPECT_NE(message("text,label\na,b\n", "label").find("column 'label' cannot be both the text and the label"),
+            std::string::npos);
+  EXPECT_NE(message(std::string("text,label\na\0b,x\n", 18), "text").find("row 2, column 'text': the text holds a NUL"),
+            std::string::npos);
+}
+
+TEST(TextTableDataset, TextsBecomePaddedByteIdsAndTheLoaderGivesInt64) {
+  auto t = parse_csv_table("text,label\nab,x\nhello,y\n,x\n", "t.csv", "label", {}, "text");
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  auto d = text_table_dataset(*t, "t.csv", 4);
+  ASSERT_TRUE(d.is_ok()) << d.status().message();
+  EXPECT_TRUE(d->tokens);
+  EXPECT_EQ(d->width, 4);
+  // "ab" padded with 0s, "hello" cut to "hell", "" all padding.
+  EXPECT_EQ(d->images, (std::vector<uint8_t>{'a', 'b', 0, 0, 'h', 'e', 'l', 'l', 0, 0, 0, 0}));
+  EXPECT_EQ(d->labels, (std::vector<uint8_t>{0, 1, 0}));
+  EXPECT_EQ(d->class_names, (std::vector<std::string>{"x", "y"}));
+  EXPECT_NE(d->source.find("1 longer ones cut"), std::string::npos) << d->source;
+  DataLoader loader(std::make_shared<ImageDataset>(*d), {.batch_size = 3, .shuffle = false, .normalize = false});
+  const auto b = loader.next();
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->images.dtype(), DType::i64);
+  EXPECT_EQ(b->images.shape(), (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(b->images.to_vector_f64()[4], double('h'));
+  EXPECT_EQ(b->labels.to_vector_f64(), (std::vector<double>{0, 1, 0}));
+  // A test split is held to the training classes; a table read without a text column is refused.
+  auto test = parse_csv_table("text,label\nq,z\n", "test.csv", "label", {}, "text");
+  EXPECT_NE(text_table_dataset(*test, "test.csv", 4, d->class_names, d->num_classes).status().message().find(
+                "label 'z' is not one of the training set's classes"),
+            std::string::npos);
+  auto numbers = parse_csv_table("a,label\n1,x\n", "n.csv", "label");
+  EXPECT_FALSE(text_table_dataset(*numbers, "n.csv", 4).is_ok());
+}
+
 }  // namespace
 }  // namespace mixprec

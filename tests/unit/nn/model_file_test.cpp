@@ -135,5 +135,53 @@ TEST(ModelFile, MistakesPointIntoTheFile) {
   EXPECT_NE(residual.find("turn [1, 8, 8] into [5, 8, 8]"), std::string::npos) << residual;
 }
 
+TEST(ModelFile, TextEncoderFileReadsByteIds) {
+  // models/text-encoder.yaml for texts of 16 bytes and 5 classes: the planned parameter count
+  // is the built modules' (token and position embeddings, two encoder layers, the head).
+  std::vector<ModelFileLayer> rows;
+  auto m = build_model_file(repo_file("models/text-encoder.yaml"), "text-encoder.yaml", 1, 1, 16, 5, &rows,
+                            kMaxModelFileParameters, /*token_input=*/true);
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  int64_t planned = 0;
+  for (const ModelFileLayer& r : rows)
+    if (r.depth == 0) planned += r.parameters;
+  EXPECT_EQ(planned, (*m)->num_parameters());
+  EXPECT_EQ(rows[0].output_shape, (std::vector<int64_t>{16, 128}));
+  EXPECT_EQ((256 + 16) * 128, rows[0].parameters);
+  const Tensor ids = Tensor::from_vector_i64({72, 105, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,   //
+                                              97, 98, 99, 100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112},
+                                             {2, 16});
+  EXPECT_EQ((**m)(ids).shape(), (std::vector<int64_t>{2, 5}));
+  // Parameter names a PyTorch user can map: 0.tokens.weight, 1.self_attn.in_proj_weight, ...
+  const auto named = (*m)->named_parameters();
+  EXPECT_EQ(named[0].first, "0.tokens.weight");
+  EXPECT_EQ(named[1].first, "0.positions.weight");
+  EXPECT_EQ(named[2].first, "1.self_attn.in_proj_weight");
+}
+
+TEST(ModelFile, TextLayerMistakesAreNamed) {
+  auto text_error = [](const std::string& text) {
+    auto m = build_model_file(text, "net.yaml", 1, 1, 8, 3, nullptr, kMaxModelFileParameters, true);
+    return m.is_ok() ? std::string("accepted") : m.status().message();
+  };
+  EXPECT_NE(text_error("layers: [flatten, {linear: {out: classes}}]")
+                .find("flatten: the input is text as byte ids [8]; a text classifier starts with embedding: {dim: N}"),
+            std::string::npos);
+  EXPECT_NE(text_error("layers: [{embedding: {dim: 6}}, {encoder: {heads: 4}}, global_avgpool, {linear: {out: classes}}]")
+                .find("heads: 4 does not divide the width 6"),
+            std::string::npos);
+  EXPECT_NE(text_error("layers: [{embedding: {}}, global_avgpool, {linear: {out: classes}}]").find("needs dim: N"),
+            std::string::npos);
+  EXPECT_NE(text_error("layers: [{embedding: {dim: 8}}, {linear: {out: classes}}]")
+                .find("linear takes flat features [F]; its input here is [8, 8]"),
+            std::string::npos);
+  // On images: an embedding, and an encoder without one, are refused with the shapes.
+  EXPECT_NE(error_of("layers: [{embedding: {dim: 8}}]").find("embedding takes byte ids (--dataset csv --text-column"),
+            std::string::npos);
+  EXPECT_NE(error_of("layers: [flatten, encoder]").find("encoder takes a sequence [T, E] (after an embedding); its "
+                                                        "input here is [64]"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace mixprec::nn

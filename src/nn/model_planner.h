@@ -1,0 +1,84 @@
+// model_planner.h: the Planner behind plan_model_file (model_plan.h), shared by the two
+// halves of the checks: the file's structure (model_plan.cpp: lists, repeat and residual
+// blocks, names, precision, errors at file:line:column) and each layer type's own rules
+// (model_plan_layers.cpp: its parameters, the shape it takes and gives, its parameter count).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "io/yaml_json.h"
+#include "nn/model_plan.h"
+
+namespace mixprec::nn::plan_detail {
+
+using json = nlohmann::json;
+
+constexpr int64_t kMaxWidth = 65536, kMaxKernel = 64, kMaxRepeat = 256, kMaxLayers = 4096, kMaxNesting = 16;
+
+struct Param {
+  const char* name;
+  enum Kind { integer, number, boolean } kind;
+};
+struct LayerType {
+  const char* name;
+  std::vector<Param> params;
+};
+// Every layer type and its parameters (model_plan_layers.cpp), and their names + "repeat".
+const std::vector<LayerType>& layer_types();
+std::vector<std::string> type_names();
+std::string shape_text(const std::vector<int64_t>& s);
+int64_t product(const std::vector<int64_t>& s);
+
+class Planner {
+ public:
+  // token_input: the model's input is byte ids [T] (a text classifier) until an embedding.
+  Planner(const std::string& source, const io::Positions& positions, int64_t classes,
+          std::vector<ModelFileLayer>* rows, int64_t max_parameters, bool token_input)
+      : source_(source), positions_(positions), classes_(classes), rows_(rows), max_parameters_(max_parameters),
+        ids_(token_input) {}
+
+  // Appends the layers of the list at `pointer` to `seq`; `shape` flows through them.
+  Status block(const json& list, const std::string& pointer, std::vector<LayerPlan>& seq, std::vector<int64_t>& shape,
+               const std::string& prefix, int nesting);
+
+ private:
+  // model_plan.cpp: the structure.
+  Status repeat(const json& entry, const std::string& at, std::vector<LayerPlan>& seq, std::vector<int64_t>& shape,
+                const std::string& prefix, int nesting, std::set<std::string>& names);
+  Status block_into(const json& list, const std::string& pointer, std::vector<LayerPlan>& seq,
+                    std::vector<int64_t>& shape, const std::string& prefix, int nesting, std::set<std::string>& names);
+  Status layer(const json& entry, const std::string& at, std::vector<LayerPlan>& seq, std::vector<int64_t>& shape,
+               const std::string& prefix, int nesting, std::set<std::string>& names);
+  std::string list_text(const std::vector<std::string>& names);
+  // An error at the recorded position of `pointer` (or its nearest enclosing value).
+  Status error(const std::string& pointer, const std::string& what);
+
+  // model_plan_layers.cpp: one layer type's parameters and shapes; `shape` becomes its output.
+  Status make_layer(const std::string& type, const std::map<std::string, json>& p, const std::string& at,
+                    std::vector<int64_t>& shape, LayerPlan& m);
+  StatusOr<int64_t> integer(const std::map<std::string, json>& p, const char* key, const std::string& at,
+                            std::optional<int64_t> fallback, int64_t lo, int64_t hi);
+  StatusOr<double> number(const std::map<std::string, json>& p, const char* key, const std::string& at,
+                          double fallback, double lo, double hi, bool hi_open);
+  StatusOr<bool> boolean(const std::map<std::string, json>& p, const char* key, const std::string& at, bool fallback);
+  Status budget(const std::string& at, int64_t layer_parameters);
+  Status needs_image(const std::string& type, const std::string& at, const std::vector<int64_t>& shape);
+  // The input is still byte ids: only an embedding takes it.
+  Status needs_numbers(const std::string& type, const std::string& at);
+
+  const std::string& source_;
+  const io::Positions& positions_;
+  int64_t classes_;
+  std::vector<ModelFileLayer>* rows_;
+  int64_t max_parameters_;
+  int64_t count_ = 0, parameters_ = 0;
+  bool ids_;  // the shape flowing is [T] byte ids, not numbers
+};
+
+}  // namespace mixprec::nn::plan_detail

@@ -1,0 +1,45 @@
+// sequence_layers.cpp: the layers of a text classifier over byte tokens (nn_attention.h):
+// the token + position embedding and the mean over positions.
+#include <vector>
+
+#include "mixprec/amp.h"
+#include "mixprec/autograd.h"
+#include "mixprec/memory.h"
+#include "mixprec/nn_attention.h"
+#include "mixprec/ops.h"
+#include "mixprec/status.h"
+
+namespace mixprec::nn {
+
+Tensor mean_over_positions(const Tensor& x) {
+  if (x.dim() != 3)
+    throw Error(Status::invalid_argument("mean over positions: input " + shape_str(x.shape()) +
+                                         " is not [B, S, E]"));
+  const int64_t S = x.size(1);
+  amp::AutocastGuard fp32_mean(false);
+  const Tensor pooled = matmul(Tensor::full({1, 1, S}, 1.0 / double(S), x.dtype()), x);  // [B, 1, E]
+  return reshape(pooled, {x.size(0), x.size(2)});
+}
+
+TokenEmbedding::TokenEmbedding(int64_t vocab, int64_t positions_, int64_t dim) {
+  tokens = register_module("tokens", std::make_shared<Embedding>(vocab, dim));
+  positions = register_module("positions", std::make_shared<Embedding>(positions_, dim));
+  NoGradGuard ng;
+  for (Tensor* w : {&tokens->weight, &positions->weight}) {
+    MemoryCategoryGuard mg(MemoryCategory::parameters);
+    w->copy_(Tensor::normal(w->shape(), 0.0, 0.02));
+  }
+}
+
+Tensor TokenEmbedding::forward(const Tensor& ids) {
+  const int64_t max_positions = positions->weight.size(0);
+  if (ids.dim() != 2 || ids.dtype() != DType::i64 || ids.size(1) > max_positions)
+    throw Error(Status::invalid_argument("TokenEmbedding: input " + ids.str() + " is not token ids [B, S] (i64) with S <= " +
+                                         std::to_string(max_positions)));
+  const int64_t S = ids.size(1);
+  std::vector<int64_t> at(static_cast<size_t>(S));
+  for (int64_t t = 0; t < S; ++t) at[size_t(t)] = t;
+  return add((*tokens)(ids), (*positions)(Tensor::from_vector_i64(at, {S})));  // [B, S, d] + [S, d]
+}
+
+}  // namespace mixprec::nn

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# text_classifier_test.sh: a BERT-style classifier on the user's own texts (issue 14):
+# `--dataset csv --text-column text` with models/text-encoder.yaml on a CSV of three topics
+# (make_texts.py: quoted fields, an id column that is not read, named labels) reaches >= 90%
+# test accuracy in amp-bf16; config.json records the text column and length; eval repeats the
+# accuracy; predict classifies --prompt texts and a CSV's rows (table, --json); a resume
+# continues; misuse is refused naming the flag, the file or the column.
+# Args: BUILD_DIR SOURCE_DIR.
+set -uo pipefail
+BUILD_DIR=$(cd "$1" && pwd)
+SRC=$(cd "$2" && pwd)
+BIN="$BUILD_DIR/mixprec"
+PY=/usr/bin/python3
+TMP=$(mktemp -d /tmp/mixprec_texts.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
+cd "$TMP"
+[[ -x $PY ]] || { fail "no $PY (scripts/setup installs python3)"; finish; exit; }
+$PY "$SRC/tests/e2e/make_texts.py" topics || { fail "make_texts.py"; finish; exit; }
+common=(--model "$SRC/models/text-encoder.yaml" --dataset csv --data-dir topics --text-column text
+        --label-column topic --max-tokens 64 --batch-size 32 --lr 1e-3 --threads 2)
+
+out=$("$BIN" train "${common[@]}" --epochs 3 --precision amp-bf16 --save-every 50 --run-dir run 2>&1)
+rc=$?
+if [[ $rc -ne 0 ]]; then fail "train: exit $rc: $(tail -3 <<< "$out")"; finish; exit; fi
+grep -qE "csv \(1200 train, 300 test; 3 classes; column 'text', up to" <<< "$out" &&
+  echo "ok   banner" || fail "banner: $(grep dataset <<< "$out")"
+acc=$(grep -oE "epoch 3/3: test accuracy [0-9.]+" <<< "$out" | grep -oE "[0-9.]+$")
+awk -v a="$acc" 'BEGIN { exit !(a >= 90) }' && echo "ok   accuracy $acc%" || fail "accuracy '$acc' < 90%"
+"$PY" - <<'PY' && echo "ok   config records the text column" || fail "config.json lacks the text settings"
+import json
+c = json.load(open("run/config.json"))
+assert c["text_column"] == "text" and c["max_tokens"] == 64, c
+assert c["class_names"] == ["food", "sport", "tech"], c["class_names"]
+assert (c["input_channels"], c["input_height"], c["input_width"], c["num_classes"]) == (1, 1, 64, 3), c
+PY
+ev=$("$BIN" eval run 2>&1 | grep -oE "accuracy [0-9.]+" | grep -oE "[0-9.]+$")
+[[ "$ev" == "$acc" ]] && echo "ok   eval equals training ($ev%)" || fail "eval accuracy '$ev', training said $acc"
+
+# predict: --prompt texts and a CSV of the same column (other columns and order ignored).
+printf 'text,note\n"the coach and the team, a goal",x\nbake bread with cheese,y\n' > ask.csv
+out=$("$BIN" predict run --prompt "server and network code for the cloud" ask.csv 2>&1)
+first() { grep -F "$1" <<< "$out" | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /\(/) { print $(i - 1); exit } }'; }
+[[ $(first "prompt 1") == tech && $(first "ask.csv:2") == sport && $(first "ask.csv:3") == food ]] &&
+  echo "ok   predict: tech, sport, food" || fail "predict: $out"
+expect "predict --json" 0 '"name": "tech"' -- "$BIN" predict run --prompt "laptop chip data" --json
+expect "predict refuses an image for a text model" 2 "this model classifies texts \(column 'text' of a CSV\)" -- \
+  "$BIN" predict run "$SRC/README.md"
+
+# resume: continues from the last checkpoint to the new end.
+expect "resume" 0 "summary:" -- "$BIN" train --resume run --epochs 4
+
+# misuse
+expect "--text-column without --dataset csv" 2 "--text-column: reads a CSV's text column: it needs --dataset csv" -- \
+  "$BIN" train --dataset fashion-mnist --text-column text --max-steps 1 --run-dir none
+expect "a built-in model on texts" 2 "need a model file that starts with an embedding layer" -- \
+  "$BIN" train --model mlp --dataset csv --data-dir topics --text-column text --label-column topic --max-steps 1 \
+  --run-dir none
+expect "a misspelt text column" 2 "no column 'txt' for the text \(did you mean 'text'\?\)" -- \
+  "$BIN" train --model "$SRC/models/text-encoder.yaml" --dataset csv --data-dir topics --text-column txt \
+  --label-column topic --max-steps 1 --run-dir none
+finish

@@ -26,6 +26,10 @@ struct ModelFileLayer {
   int depth = 0;          // nesting (residual blocks)
 };
 
+// True when the file's first layer is an embedding: a text classifier, whose input is byte
+// ids (build it with token_input). False for anything else, malformed files included.
+bool model_file_reads_text(const std::string& text);
+
 // The text of a model file (a regular file of at most 1 MiB). A run records this text, so
 // eval, predict and a resume rebuild the model without the file.
 StatusOr<std::string> read_model_file(const std::string& path);

@@ -27,6 +27,9 @@ namespace mixprec::serve {
 struct InputLayout {
   int64_t channels = 1, height = 28, width = 28;  // a table model: features x 1 x 1
   std::vector<std::string> feature_names;         // non-empty: a table model (--dataset csv)
+  // A text classifier (--text-column): each input is a text, its first `width` bytes the
+  // sample's byte ids (0-padded), as floats.
+  bool text = false;
   int64_t values_per_sample() const { return channels * height * width; }
 };
 
@@ -42,7 +45,8 @@ struct DecodedRequest {
 //  - application/json: {"inputs": [...]} or a bare array. Each input is a nested array in
 //    the sample's shape ([C][H][W], [H][W] for one channel, or C*H*W flat) of pixel values
 //    0..255, or of values in [0, 1] with "scale": "unit"; a table model takes arrays of its
-//    features in training order, or objects {"column": value} naming every feature.
+//    features in training order, or objects {"column": value} naming every feature; a text
+//    classifier takes strings (JSON only).
 //  - application/x-npy (or application/octet-stream holding .npy bytes): as `predict` reads a
 //    .npy file: integer dtypes are pixels, float dtypes values in [0, 1]; [H, W], [C, H, W] or
 //    with a leading batch dimension.

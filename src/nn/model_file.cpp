@@ -1,6 +1,7 @@
 // model_file.cpp: a model file's plan (model_plan.h) built from the nn layers.
 #include "mixprec/model_file.h"
 
+#include "io/yaml_json.h"
 #include "mixprec/files.h"
 #include "mixprec/nn_attention.h"
 #include "nn/model_plan.h"
@@ -39,6 +40,15 @@ std::shared_ptr<Sequential> build_block(const std::vector<LayerPlan>& plans) {
 }
 
 }  // namespace
+
+bool model_file_reads_text(const std::string& text) {
+  auto doc = io::yaml_to_json(text, "model file", nullptr);
+  if (!doc.is_ok() || !doc->is_object() || !doc->contains("layers")) return false;
+  const auto& layers = (*doc)["layers"];
+  if (!layers.is_array() || layers.empty()) return false;
+  const auto& first = layers[0];
+  return (first.is_string() && first == "embedding") || (first.is_object() && first.contains("embedding"));
+}
 
 StatusOr<std::string> read_model_file(const std::string& path) {
   return io::read_regular_file(path, "model file", uint64_t(1) << 20);

@@ -111,6 +111,19 @@ Status flatten(const json& j, const std::string& where, std::vector<int64_t>& sh
 StatusOr<std::vector<float>> json_sample(const json& input, const std::string& where, const InputLayout& l,
                                          Scale scale) {
   std::vector<float> out;
+  if (l.text != input.is_string())
+    return refuse(where + ": " + (l.text ? std::string("got ") + input.type_name() + "; this model classifies texts: "
+                                                                                  "send a JSON string"
+                                         : "a string; this model takes " +
+                                               (l.feature_names.empty() ? "images: an array of shape " + expected_shapes(l)
+                                                                        : std::string("a table row"))));
+  if (l.text) {  // its bytes as ids, cut or 0-padded to the model's length
+    const std::string& text = input.get_ref<const std::string&>();
+    if (text.find('\0') != std::string::npos) return refuse(where + ": the text holds a NUL character");
+    out.assign(size_t(l.width), 0.0f);
+    for (size_t j = 0; j < text.size() && j < size_t(l.width); ++j) out[j] = float(uint8_t(text[j]));
+    return out;
+  }
   if (input.is_object()) {
     if (l.feature_names.empty())
       return refuse(where + ": an object; this model takes images: an array of shape " + expected_shapes(l));
@@ -294,6 +307,8 @@ StatusOr<DecodedRequest> decode_predict_request(std::string_view body, std::stri
     else return refuse("a body that is neither JSON, .npy, PNG nor JPEG (by its first bytes); set Content-Type");
   }
   if (type == "application/json" || type == "text/json") return decode_json(body, layout, max_samples);
+  if (layout.text)
+    return refuse("Content-Type " + type + ": this model classifies texts: send JSON {\"inputs\": [\"a text\", ...]}");
   if (type == "application/x-npy" || type == "application/npy") return decode_npy(body, layout, max_samples);
   if (type == "image/png" || type == "image/jpeg" || type == "image/jpg") return decode_image(body, layout);
   return refuse("Content-Type '" + std::string(content_type) +

@@ -3,7 +3,8 @@
 # `--dataset csv --text-column text` with models/text-encoder.yaml on a CSV of three topics
 # (make_texts.py: quoted fields, an id column that is not read, named labels) reaches >= 90%
 # test accuracy in amp-bf16; config.json records the text column and length; eval repeats the
-# accuracy; predict classifies --prompt texts and a CSV's rows (table, --json); a resume
+# accuracy; predict classifies --prompt texts and a CSV's rows (table, --json); serve answers
+# JSON strings with predict's classes and refuses numbers; a resume
 # continues; misuse is refused naming the flag, the file or the column.
 # Args: BUILD_DIR SOURCE_DIR.
 set -uo pipefail
@@ -46,6 +47,37 @@ first() { grep -F "$1" <<< "$out" | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /\
 expect "predict --json" 0 '"name": "tech"' -- "$BIN" predict run --prompt "laptop chip data" --json
 expect "predict refuses an image for a text model" 2 "this model classifies texts \(column 'text' of a CSV\)" -- \
   "$BIN" predict run "$SRC/README.md"
+
+# serve: texts as JSON strings give predict's classes; other bodies are refused with a 400.
+"$BIN" serve run --port 0 > serve.log 2>&1 &
+server=$!
+port=""
+for _ in $(seq 1 300); do
+  port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' serve.log)
+  [[ -n $port ]] && break
+  sleep 0.1
+done
+if [[ -z $port ]]; then
+  fail "serve did not start: $(tail -3 serve.log)"
+else
+  PORT=$port "$PY" - <<'PY' && echo "ok   serve answers texts" || fail "serve on texts"
+import http.client, json, os
+c = http.client.HTTPConnection("127.0.0.1", int(os.environ["PORT"]), timeout=30)
+def post(body, kind="application/json"):
+    c.request("POST", "/v1/predict", body, {"Content-Type": kind})
+    r = c.getresponse()
+    return r.status, json.loads(r.read())
+s, r = post(json.dumps({"inputs": ["server and network code for the cloud", "bake bread with cheese"]}))
+assert s == 200 and [p["top"][0]["name"] for p in r["predictions"]] == ["tech", "food"], (s, r)
+s, r = post(json.dumps({"inputs": [[1, 2, 3]]}))
+assert s == 400 and "this model classifies texts" in r["error"], (s, r)
+c.request("GET", "/v1/model")
+m = json.loads(c.getresponse().read())
+assert m["input"] == "text" and m["max_text_bytes"] == 64, m
+PY
+  kill "$server"
+  wait "$server" 2> /dev/null
+fi
 
 # resume: continues from the last checkpoint to the new end.
 expect "resume" 0 "summary:" -- "$BIN" train --resume run --epochs 4

@@ -47,6 +47,12 @@ int run_export(const ExportFlags& f, const std::string& checkpoint) {
   auto predictor = Predictor::open(checkpoint, "fp32");
   if (!predictor.is_ok()) return report_predictor_error(predictor.status());
   const LoadedModel& loaded = predictor->loaded();
+  if (loaded.spec.token_input) {
+    std::fprintf(stderr, "mixprec: usage error: export: %s is a text classifier (--text-column); ONNX export of its "
+                         "embedding and encoder layers is not supported yet (use predict or serve)\n",
+                 checkpoint.c_str());
+    return kExitUsage;
+  }
   onnx_export::ExportOptions options;
   options.precision = export_dtype(f.precision);
   options.producer_version = "0.1.0";

@@ -82,6 +82,7 @@ serve::InputLayout Predictor::layout() const {
   l.height = spec().height;
   l.width = spec().width;
   l.feature_names = config().feature_names;
+  l.text = spec().token_input;
   return l;
 }
 

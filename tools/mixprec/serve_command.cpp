@@ -73,6 +73,10 @@ int run_serve(const ServeFlags& f, const std::string& checkpoint) {
       {"model", spec.name},
       {"input_shape", {spec.channels, spec.height, spec.width}},
       {"features", layout.feature_names},
+      // What an input is: "image", "table" (features by name) or "text" (strings; the model
+      // reads the first max_text_bytes bytes of each).
+      {"input", layout.text ? "text" : layout.feature_names.empty() ? "image" : "table"},
+      {"max_text_bytes", layout.text ? spec.width : 0},
       {"classes", spec.classes},
       {"class_names", predictor.class_names()},
       {"precision", precision},

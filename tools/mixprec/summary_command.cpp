@@ -27,7 +27,10 @@ std::optional<amp::OpId> op_of(const std::string& type) {
       {"conv2d", amp::OpId::conv2d},        {"linear", amp::OpId::linear},   {"batchnorm2d", amp::OpId::batch_norm},
       {"layernorm", amp::OpId::layer_norm}, {"relu", amp::OpId::relu},       {"gelu", amp::OpId::gelu},
       {"maxpool2d", amp::OpId::max_pool2d}, {"dropout", amp::OpId::dropout}, {"flatten", amp::OpId::flatten},
-      {"global_avgpool", amp::OpId::mean},  {"residual", amp::OpId::add}};
+      {"global_avgpool", amp::OpId::mean},  {"residual", amp::OpId::add},
+      {"embedding", amp::OpId::embedding},
+      // A transformer encoder layer ends in its layer norm: that row decides its output.
+      {"encoder", amp::OpId::layer_norm}};
   auto it = ops.find(type);
   if (it == ops.end()) return std::nullopt;
   return it->second;
@@ -125,23 +128,35 @@ int run_summary(const SummaryFlags& f) {
                 "cnn as one)\n");
     return kExitOk;
   }
-  if (!f.input.empty()) {
-    long long a = 0, b = 0, d = 0;
-    char tail = 0;
-    if (std::sscanf(f.input.c_str(), "%lldx%lldx%lld%c", &a, &b, &d, &tail) != 3 || a < 1 || b < 1 || d < 1 ||
-        a > 4096 || b > 16384 || d > 16384) {
-      std::fprintf(stderr, "mixprec: usage error: --input: expected CxHxW (e.g. 3x32x32), got '%s'\n", f.input.c_str());
-      return kExitUsage;
-    }
-    c = a, h = b, w = d;
-  }
   auto text = nn::read_model_file(f.model);
   if (!text.is_ok()) {
     std::fprintf(stderr, "mixprec: usage error: --model %s: %s\n", f.model.c_str(), text.status().message().c_str());
     return kExitUsage;
   }
+  // A text classifier reads T byte ids (--input T, default 128: --max-tokens' default).
+  const bool reads_text = nn::model_file_reads_text(*text);
+  if (reads_text) c = 1, h = 1, w = 128;
+  if (!f.input.empty()) {
+    long long a = 0, b = 0, d = 0;
+    char tail = 0;
+    if (reads_text) {
+      if (std::sscanf(f.input.c_str(), "%lld%c", &d, &tail) != 1 || d < 1 || d > 4096) {
+        std::fprintf(stderr, "mixprec: usage error: --input: %s reads texts: expected their length in bytes T (1..4096), "
+                             "got '%s'\n", f.model.c_str(), f.input.c_str());
+        return kExitUsage;
+      }
+      w = d;
+    } else {
+      if (std::sscanf(f.input.c_str(), "%lldx%lldx%lld%c", &a, &b, &d, &tail) != 3 || a < 1 || b < 1 || d < 1 ||
+          a > 4096 || b > 16384 || d > 16384) {
+        std::fprintf(stderr, "mixprec: usage error: --input: expected CxHxW (e.g. 3x32x32), got '%s'\n", f.input.c_str());
+        return kExitUsage;
+      }
+      c = a, h = b, w = d;
+    }
+  }
   std::vector<nn::ModelFileLayer> rows;
-  auto model = nn::build_model_file(*text, f.model, c, h, w, classes, &rows);
+  auto model = nn::build_model_file(*text, f.model, c, h, w, classes, &rows, nn::kMaxModelFileParameters, reads_text);
   if (!model.is_ok()) {
     std::fprintf(stderr, "mixprec: usage error: %s\n", model.status().message().c_str());
     return kExitUsage;
@@ -160,6 +175,8 @@ int run_summary(const SummaryFlags& f) {
     std::string why;
     if (r.precision == "fp32") why = "precision: fp32 in the file";
     else if (r.type == "residual") why = "x + f(x): the wider of the two";
+    else if (preset->autocast_dtype && r.type == "encoder")
+      why = "ends in layer norm (autocast: fp32); its matmuls run in " + std::string(dtype_name(*preset->autocast_dtype));
     else if (preset->autocast_dtype && op_of(r.type)) why = std::string("autocast: ") + amp::policy_name(amp::policy_for(*op_of(r.type)));
     else if (!preset->autocast_dtype) why = "no autocast: the weights' dtype throughout";
     std::printf("%-24s %-15s %-16s %12lld  %-7s %-6s %s\n", (std::string(size_t(2 * r.depth), ' ') + r.name).c_str(),
@@ -181,7 +198,9 @@ Runner add_summary_command(CLI::App& app) {
       ->capture_default_str()
       ->check(model_name(nn::model_names()));
   cmd->add_option("--precision", flags->precision, "Precision preset")->capture_default_str()->check(precision_name());
-  cmd->add_option("--input", flags->input, "A model file's input, CxHxW (default 1x28x28, Fashion-MNIST's)");
+  cmd->add_option("--input", flags->input,
+                  "A model file's input, CxHxW (default 1x28x28, Fashion-MNIST's); for a text classifier T, its "
+                  "bytes per text (default 128)");
   cmd->add_option("--classes", flags->classes, "Output classes (default: 10)")->check(integer_in(1, 256));
   return [flags]() { return run_summary(*flags); };
 }

@@ -215,5 +215,36 @@ TEST(RequestDecode, TableModelsTakeFeatureArraysOrNamedObjects) {
             std::string::npos);
 }
 
+TEST(RequestDecode, TextClassifiersTakeStringsAsPaddedByteIds) {
+  InputLayout l;
+  l.channels = l.height = 1;
+  l.width = 4;
+  l.text = true;
+  auto r = decode_predict_request(R"({"inputs": ["ab", "hello", ""]})", "application/json", l, 8);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  ASSERT_EQ(r->samples.size(), 3u);
+  EXPECT_EQ(r->samples[0], (std::vector<float>{97, 98, 0, 0}));
+  EXPECT_EQ(r->samples[1], (std::vector<float>{104, 101, 108, 108}));  // cut to the model's 4 bytes
+  EXPECT_EQ(r->samples[2], (std::vector<float>{0, 0, 0, 0}));
+  auto bare = decode_predict_request(R"(["caf\u00e9"])", "application/json", l, 8);  // UTF-8 bytes
+  ASSERT_TRUE(bare.is_ok()) << bare.status().message();
+  EXPECT_EQ(bare->samples[0], (std::vector<float>{99, 97, 102, 0xc3}));
+  EXPECT_NE(decode_predict_request(R"({"inputs": [[1, 2, 3, 4]]})", "application/json", l, 8)
+                .status().message().find("inputs[0]: got array; this model classifies texts: send a JSON string"),
+            std::string::npos);
+  EXPECT_NE(decode_predict_request(R"({"inputs": ["a\u0000b"]})", "application/json", l, 8)
+                .status().message().find("the text holds a NUL character"),
+            std::string::npos);
+  EXPECT_NE(decode_predict_request("\x93NUMPY", "application/x-npy", l, 8).status().message().find(
+                "this model classifies texts"),
+            std::string::npos);
+  EXPECT_EQ(decode_predict_request(R"({"inputs": ["a", "b", "c"]})", "application/json", l, 2).status().code(),
+            StatusCode::invalid_argument);  // more inputs than allowed
+  // An image model refuses strings.
+  EXPECT_NE(decode_predict_request(R"({"inputs": ["hi"]})", "application/json", InputLayout{}, 8)
+                .status().message().find("a string; this model takes images"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace mixprec::serve

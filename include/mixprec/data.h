@@ -26,6 +26,21 @@ inline constexpr int64_t kMaxImageSide = 1024;              // IDX rows / cols
 inline constexpr int64_t kMaxDatasetBytes = int64_t(1) << 30;  // pixels of one file
 
 // N images of C x H x W unsigned bytes plus one label byte each.
+// --skip-bad: a sample the reader cannot use (an unreadable image, one of another size, a
+// ragged CSV row, a cell that is not a finite number, a text with a NUL byte) is skipped and
+// counted here instead of ending the load. Problems with the whole file or folder (no header,
+// no class folders, a missing column) still fail.
+struct BadSamples {
+  bool skip = false;       // false: the first bad sample is the error, as without the flag
+  int64_t count = 0;       // samples skipped
+  std::string first;       // the first one's message (file, row or image, reason)
+  void record(const std::string& why) {
+    if (count++ == 0) first = why;
+  }
+  // "; 3 bad samples skipped (first: t.csv: row 4 has 2 fields, the header has 3)", or "".
+  std::string summary() const;
+};
+
 struct ImageDataset {
   int64_t count = 0, channels = 0, height = 0, width = 0;
   std::vector<uint8_t> images;  // [count, C, H, W], row-major (CHW per sample)
@@ -51,6 +66,7 @@ struct ImageDataset {
   bool tabular = false;
   std::vector<float> features;
   std::vector<std::string> feature_names;  // a table's columns, one per channel
+  BadSamples skipped;                       // --skip-bad: what the reader left out
 
   int64_t sample_bytes() const { return channels * height * width; }  // values per sample
   const float* sample_features(int64_t i) const { return features.data() + i * sample_bytes(); }
@@ -109,8 +125,9 @@ void compute_normalisation(const ImageDataset& dataset, std::vector<double>& mea
 // `channels` > 0 forces it (RGB to gray by ITU-R 601 luma, gray to RGB by copying). Mean and
 // stddev are the folder's own. Errors name the file or folder: data_loss for an unreadable
 // image or a bad layout (sizes, empty or unknown class), not_found for a missing folder.
+// With `bad` skipping, an unreadable image or one of another size is recorded and left out.
 StatusOr<ImageDataset> load_image_folder(const std::string& dir, const std::vector<std::string>& classes = {},
-                                         int64_t channels = 0);
+                                         int64_t channels = 0, BadSamples* bad = nullptr);
 // The dataset split in two by a fixed permutation (shuffled_order with seed 0): `fraction`
 // of the samples (at least one) go to .second, the rest, in their order, to .first.
 StatusOr<std::pair<ImageDataset, ImageDataset>> split_off(const ImageDataset& dataset, double fraction);
@@ -144,13 +161,14 @@ struct CsvTable {
 // expected value. At most 65536 columns.
 // With `text_column`, that column is read as text (into texts; any bytes but NUL) and no
 // column as features.
+// With `bad` skipping, a bad row is recorded there and left out.
 StatusOr<CsvTable> parse_csv_table(std::string_view text, const std::string& source, const std::string& label_column,
                                    const std::vector<std::string>& feature_names = {},
-                                   const std::string& text_column = "");
+                                   const std::string& text_column = "", BadSamples* bad = nullptr);
 // The same for a file (regular files only, at most kMaxDatasetBytes).
 StatusOr<CsvTable> read_csv_table(const std::string& path, const std::string& label_column,
                                   const std::vector<std::string>& feature_names = {},
-                                  const std::string& text_column = "");
+                                  const std::string& text_column = "", BadSamples* bad = nullptr);
 // A table as a dataset of F channels of 1 x 1 (tabular). Labels: when every label is an
 // integer in 0..255 they are the classes (num_classes = largest + 1, unless `class_names` or
 // `num_classes` say more), else the sorted distinct labels are the class names. Pass a

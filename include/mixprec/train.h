@@ -93,6 +93,9 @@ struct TrainConfig {
   // max_tokens bytes, 0-padded) by a model file that starts with an embedding layer.
   std::string text_column;
   int64_t max_tokens = 128;
+  // --dataset folder / csv: skip (and count) unreadable images and bad rows instead of
+  // stopping at the first one.
+  bool skip_bad = false;
   // --model FILE.yaml: the model file's text, recorded, so eval, predict and a resume build the
   // network the run trained (the file may have changed or moved since).
   std::string model_text;

@@ -80,10 +80,40 @@ std::string quoted_list(const std::vector<std::string>& names, size_t at_most = 
   return s;
 }
 
+// What is wrong with one data row ("" when nothing): its field count, a text with a NUL
+// byte (byte 0 pads token sequences), a feature that is not a finite float32, a label that is
+// not UTF-8 (labels may become recorded class names).
+std::string check_row(const std::vector<std::string>& fields, const std::vector<std::string>& header, int64_t row,
+                      const std::string& source, const std::vector<size_t>& feature_at, int64_t text_at,
+                      int64_t label_at) {
+  if (fields.size() != header.size())
+    return fmt::format("{}: row {} has {} fields, the header has {}", source, row, fields.size(), header.size());
+  if (text_at >= 0 && fields[size_t(text_at)].find('\0') != std::string::npos)
+    return fmt::format("{}: row {}, column '{}': the text holds a NUL byte", source, row, header[size_t(text_at)]);
+  for (size_t k : feature_at) {
+    const auto v = number(fields[k]);
+    if (!v)
+      return fmt::format("{}: row {}, column '{}': '{}' is not a finite number", source, row, header[k],
+                         fields[k].substr(0, 40));
+    if (std::fabs(*v) > 3.0e38)
+      return fmt::format("{}: row {}, column '{}': {} is outside float32's range", source, row, header[k],
+                         fields[k].substr(0, 40));
+  }
+  if (label_at >= 0 && !io::is_valid_utf8(fields[size_t(label_at)]))
+    return fmt::format("{}: row {}, column '{}': the label is not UTF-8 text", source, row, header[size_t(label_at)]);
+  return "";
+}
+
 }  // namespace
 
+std::string BadSamples::summary() const {
+  if (count == 0) return "";
+  return fmt::format("; {} bad sample{} skipped (first: {})", count, count == 1 ? "" : "s", first);
+}
+
 StatusOr<CsvTable> parse_csv_table(std::string_view text, const std::string& source, const std::string& label_column,
-                                   const std::vector<std::string>& feature_names, const std::string& text_column) {
+                                   const std::vector<std::string>& feature_names, const std::string& text_column,
+                                   BadSamples* bad) {
   CsvTable t;
   std::vector<std::string> header, fields;
   std::vector<size_t> feature_at;  // column index of each feature
@@ -151,46 +181,35 @@ StatusOr<CsvTable> parse_csv_table(std::string_view text, const std::string& sou
                                              label_column));
       continue;
     }
-    if (fields.size() != header.size())
-      return Status::data_loss(
-          fmt::format("{}: row {} has {} fields, the header has {}", source, row, fields.size(), header.size()));
-    if (!text_column.empty()) {
-      const std::string& cell = fields[text_at];
-      if (cell.find('\0') != std::string::npos)  // byte 0 pads the token sequences
-        return Status::data_loss(fmt::format("{}: row {}, column '{}': the text holds a NUL byte", source, row,
-                                             header[text_at]));
-      t.texts.push_back(cell);
+    // A row is checked whole before anything of it is kept: --skip-bad leaves it out entirely.
+    if (std::string why = check_row(fields, header, row, source, feature_at, text_column.empty() ? -1 : int64_t(text_at),
+                                    label_column.empty() ? -1 : int64_t(label_at));
+        !why.empty()) {
+      if (bad == nullptr || !bad->skip) return Status::data_loss(why);
+      bad->record(why);
+      continue;
     }
-    for (size_t k = 0; k < feature_at.size(); ++k) {
-      const std::string& cell = fields[feature_at[k]];
-      const auto v = number(cell);
-      if (!v)
-        return Status::data_loss(fmt::format("{}: row {}, column '{}': '{}' is not a finite number", source, row,
-                                             header[feature_at[k]], cell.substr(0, 40)));
-      if (std::fabs(*v) > 3.0e38)
-        return Status::data_loss(fmt::format("{}: row {}, column '{}': {} is outside float32's range", source, row,
-                                             header[feature_at[k]], cell.substr(0, 40)));
-      t.features.push_back(float(*v));
-    }
-    if (!label_column.empty()) {
-      if (!io::is_valid_utf8(fields[label_at]))  // a label may become a recorded class name
-        return Status::data_loss(fmt::format("{}: row {}, column '{}': the label is not UTF-8 text", source, row,
-                                             header[label_at]));
-      t.labels.push_back(fields[label_at]);
-    }
+    if (!text_column.empty()) t.texts.push_back(fields[text_at]);
+    for (size_t k = 0; k < feature_at.size(); ++k) t.features.push_back(float(*number(fields[feature_at[k]])));
+    if (!label_column.empty()) t.labels.push_back(fields[label_at]);
     t.line_of_row.push_back(row);
     ++t.rows;
   }
   if (!have_header) return Status::data_loss(source + ": empty (expected a header row, then rows of numbers)");
-  if (t.rows == 0) return Status::data_loss(source + ": a header but no data rows");
+  if (t.rows == 0)
+    return Status::data_loss(source + (bad != nullptr && bad->count > 0
+                                           ? fmt::format(": no usable rows: --skip-bad left out all {} (first: {})",
+                                                         bad->count, bad->first)
+                                           : std::string(": a header but no data rows")));
   return t;
 }
 
 StatusOr<CsvTable> read_csv_table(const std::string& path, const std::string& label_column,
-                                  const std::vector<std::string>& feature_names, const std::string& text_column) {
+                                  const std::vector<std::string>& feature_names, const std::string& text_column,
+                                  BadSamples* bad) {
   auto text = io::read_regular_file(path, "CSV file", uint64_t(kMaxDatasetBytes));
   if (!text.is_ok()) return text.status();
-  return parse_csv_table(*text, path, label_column, feature_names, text_column);
+  return parse_csv_table(*text, path, label_column, feature_names, text_column, bad);
 }
 
 namespace {

@@ -68,6 +68,7 @@ ImageDataset ImageDataset::subset(int64_t first_n) const {
   out.stddev = stddev;
   out.text = text;
   out.tokens = tokens;
+  out.skipped = skipped;
   out.class_names = class_names;
   return out;
 }

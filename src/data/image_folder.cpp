@@ -44,7 +44,7 @@ bool has_image_extension(const std::string& name) {
 }  // namespace
 
 StatusOr<ImageDataset> load_image_folder(const std::string& dir, const std::vector<std::string>& classes,
-                                         int64_t channels) {
+                                         int64_t channels, BadSamples* bad) {
   auto entries = sorted_entries(dir);
   if (!entries.is_ok()) return entries.status();
   std::vector<std::string> found;
@@ -91,12 +91,18 @@ StatusOr<ImageDataset> load_image_folder(const std::string& dir, const std::vect
         continue;
       }
       auto img = decode_image_file(path);
-      if (!img.is_ok()) return img.status();
-      if (!items.empty() && (img->width != items[0].image.width || img->height != items[0].image.height))
-        return Status::data_loss(fmt::format(
+      Status problem = img.status();
+      if (img.is_ok() && !items.empty() &&
+          (img->width != items[0].image.width || img->height != items[0].image.height))
+        problem = Status::data_loss(fmt::format(
             "image folder '{}': {} is {}x{} pixels but {} is {}x{}: every image must have the same size "
             "(mixprec does not resample; resize them first, e.g. with ImageMagick's mogrify -resize WxH!)",
             dir, path, img->width, img->height, items[0].path, items[0].image.width, items[0].image.height));
+      if (!problem.is_ok()) {  // --skip-bad: leave the image out, count it
+        if (bad == nullptr || !bad->skip || problem.code() != StatusCode::data_loss) return problem;
+        bad->record(problem.message());
+        continue;
+      }
       bytes += img->width * img->height * 3;
       if (bytes > kMaxDatasetBytes)
         return Status::data_loss(fmt::format("image folder '{}': more than {} MiB of pixels", dir,
@@ -106,8 +112,9 @@ StatusOr<ImageDataset> load_image_folder(const std::string& dir, const std::vect
       ++in_class;
     }
     if (in_class == 0)
-      return Status::data_loss("image folder '" + dir + "': class folder '" + f +
-                                      "' holds no .png/.jpg/.jpeg image");
+      return Status::data_loss("image folder '" + dir + "': class folder '" + f + "' holds no " +
+                               (bad != nullptr && bad->count > 0 ? "usable image (--skip-bad" + bad->summary() + ")"
+                                                                 : std::string(".png/.jpg/.jpeg image")));
   }
 
   ImageDataset d;
@@ -150,6 +157,7 @@ StatusOr<std::pair<ImageDataset, ImageDataset>> split_off(const ImageDataset& al
     to.labels.push_back(all.labels[size_t(i)]);
     ++to.count;
   }
+  out.second.skipped = BadSamples{};  // the file's skipped samples are reported once, with the first part
   out.first.source = fmt::format("{}, {} held out for evaluation", all.source, held);
   out.second.source = fmt::format("{}, the {} held out (--val-split {})", all.source, held, fraction);
   return out;

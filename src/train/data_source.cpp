@@ -107,10 +107,17 @@ StatusOr<Splits> load_folder(const TrainConfig& c) {
     for (const char* t : {"/test", "/val"})
       if (test_dir.empty() && is_directory(dir + t)) test_dir = dir + t;
   }
-  auto train = load_image_folder(train_dir, c.class_names, c.input_channels);
+  BadSamples bad{.skip = c.skip_bad};
+  auto train = load_image_folder(train_dir, c.class_names, c.input_channels, &bad);
   if (!train.is_ok()) return train.status();
+  train->skipped = bad;
   return with_test_split(c, std::move(train).value(), test_dir, "test/ (or val/) folder",
-                         [&](const ImageDataset& t) { return load_image_folder(test_dir, t.class_names, t.channels); });
+                         [&](const ImageDataset& t) -> StatusOr<ImageDataset> {
+                           BadSamples test_bad{.skip = c.skip_bad};
+                           auto test = load_image_folder(test_dir, t.class_names, t.channels, &test_bad);
+                           if (test.is_ok()) test->skipped = test_bad;
+                           return test;
+                         });
 }
 
 // --dataset csv: FILE.csv with --val-split, or DIR/train.csv and DIR/test.csv. The test file
@@ -133,16 +140,21 @@ StatusOr<Splits> load_csv(const TrainConfig& c) {
     return c.text_column.empty() ? table_dataset(table, file, classes, num_classes)
                                  : text_table_dataset(table, file, c.max_tokens, classes, num_classes);
   };
-  auto train_table = read_csv_table(train_file, c.label_column, c.feature_names, c.text_column);
+  BadSamples bad{.skip = c.skip_bad};
+  auto train_table = read_csv_table(train_file, c.label_column, c.feature_names, c.text_column, &bad);
   if (!train_table.is_ok()) return train_table.status();
   auto train = as_dataset(*train_table, train_file, c.class_names, int(c.num_classes));
   if (!train.is_ok()) return train.status();
+  train->skipped = bad;
   return with_test_split(c, std::move(train).value(), test_file, "test file (a folder's test.csv)",
                          [&](const ImageDataset& t) -> StatusOr<ImageDataset> {
-                           auto test_table =
-                               read_csv_table(test_file, c.label_column, train_table->feature_names, c.text_column);
+                           BadSamples test_bad{.skip = c.skip_bad};
+                           auto test_table = read_csv_table(test_file, c.label_column, train_table->feature_names,
+                                                            c.text_column, &test_bad);
                            if (!test_table.is_ok()) return test_table.status();
-                           return as_dataset(*test_table, test_file, t.class_names, t.num_classes);
+                           auto test = as_dataset(*test_table, test_file, t.class_names, t.num_classes);
+                           if (test.is_ok()) test->skipped = test_bad;
+                           return test;
                          });
 }
 

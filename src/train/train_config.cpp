@@ -165,6 +165,10 @@ const std::vector<ConfigField>& config_fields() {
        .help = "--dataset csv: classify the texts of this column (as bytes) instead of numeric columns; the model "
                "is a model file that starts with an embedding (models/text-encoder.yaml)",
        .fixed_on_resume = true},
+      {.key = "skip_bad", .flag = "--skip-bad", .member = &C::skip_bad,
+       .help = "--dataset folder/csv: skip and count unreadable or mis-sized images and bad rows (ragged, not a "
+               "number, a NUL byte in a text) instead of stopping at the first; the banner says how many",
+       .fixed_on_resume = true},
       {.key = "max_tokens", .flag = "--max-tokens", .member = &C::max_tokens,
        .help = "--text-column: bytes of each text the model reads (longer texts are cut, shorter ones padded)",
        .min = 1, .max = 4096, .fixed_on_resume = true},

@@ -273,6 +273,11 @@ std::string TrainingRun::augmentation_text() const {
 }
 
 void TrainingRun::announce() {
+  // --skip-bad: what was left out, said before anything trains on the rest.
+  for (const auto* d : {data_.train.get(), data_.test.get()})
+    if (cb_.on_warning && d->skipped.count > 0)
+      cb_.on_warning("--skip-bad: " + std::string(d == data_.train.get() ? "training" : "test") + " data: " +
+                     d->skipped.summary().substr(2));
   if (!cb_.on_start) return;
   const std::string micro =
       config_.accumulate > 1 ? ", " + std::to_string(config_.accumulate) + " micro-batches each" : "";

@@ -4,7 +4,8 @@
 # (make_texts.py: quoted fields, an id column that is not read, named labels) reaches >= 90%
 # test accuracy in amp-bf16; config.json records the text column and length; eval repeats the
 # accuracy; predict classifies --prompt texts and a CSV's rows (table, --json); serve answers
-# JSON strings with predict's classes and refuses numbers; a resume
+# JSON strings with predict's classes and refuses numbers; --skip-bad leaves out bad rows
+# that otherwise stop the run; a resume
 # continues; misuse is refused naming the flag, the file or the column.
 # Args: BUILD_DIR SOURCE_DIR.
 set -uo pipefail
@@ -91,4 +92,13 @@ expect "a built-in model on texts" 2 "need a model file that starts with an embe
 expect "a misspelt text column" 2 "no column 'txt' for the text \(did you mean 'text'\?\)" -- \
   "$BIN" train --model "$SRC/models/text-encoder.yaml" --dataset csv --data-dir topics --text-column txt \
   --label-column topic --max-steps 1 --run-dir none
+# --skip-bad: a ragged row and a row with a NUL byte stop the run (exit 3, naming the row);
+# with --skip-bad they are left out and counted, and the run trains on the rest.
+mkdir -p bad && cp topics/test.csv bad/test.csv
+{ cat topics/train.csv; printf '1200,a ragged row,sport,extra\n1201,"nul\0byte",food\n'; } > bad/train.csv
+bad_args=(--model "$SRC/models/text-encoder.yaml" --dataset csv --data-dir bad --text-column text --label-column topic
+          --max-tokens 32 --max-steps 2 --run-dir none --no-self-check)
+expect "a bad row stops the run" 3 "bad/train.csv: row 1202 has 4 fields, the header has 3" -- "$BIN" train "${bad_args[@]}"
+expect "--skip-bad skips and counts" 0 "skip-bad: training data: 2 bad samples skipped \(first: bad/train.csv: row 1202" -- \
+  "$BIN" train "${bad_args[@]}" --skip-bad
 finish

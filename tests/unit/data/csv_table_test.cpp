@@ -180,5 +180,26 @@ TEST(TextTableDataset, TextsBecomePaddedByteIdsAndTheLoaderGivesInt64) {
   EXPECT_FALSE(text_table_dataset(*numbers, "n.csv", 4).is_ok());
 }
 
+TEST(CsvTable, SkipBadLeavesOutBadRowsWhole) {
+  BadSamples bad{.skip = true};
+  auto t = parse_csv_table("a,b,label\n1,2,x\n3,oops,y\n4,5\n6,7,z\n8,1e39,x\n", "t.csv", "label", {}, "", &bad);
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  EXPECT_EQ(t->rows, 2);
+  EXPECT_EQ(t->features, (std::vector<float>{1, 2, 6, 7}));  // no half of a bad row kept
+  EXPECT_EQ(t->labels, (std::vector<std::string>{"x", "z"}));
+  EXPECT_EQ(t->line_of_row, (std::vector<int64_t>{2, 5}));
+  EXPECT_EQ(bad.count, 3);
+  EXPECT_EQ(bad.first, "t.csv: row 3, column 'b': 'oops' is not a finite number");
+  BadSamples all{.skip = true};
+  auto none = parse_csv_table("a,label\nx,1\n", "t.csv", "label", {}, "", &all);
+  ASSERT_FALSE(none.is_ok());
+  EXPECT_NE(none.status().message().find("t.csv: no usable rows: --skip-bad left out all 1 (first: t.csv: row 2"),
+            std::string::npos)
+      << none.status().message();
+  // Problems with the file itself are never skipped.
+  BadSamples header{.skip = true};
+  EXPECT_FALSE(parse_csv_table("a,a,label\n1,2,x\n", "t.csv", "label", {}, "", &header).is_ok());
+}
+
 }  // namespace
 }  // namespace mixprec

@@ -114,6 +114,33 @@ TEST(ImageFolder, BadFoldersAreErrorsNamingThePlace) {
   EXPECT_EQ(missing.status().code(), StatusCode::not_found);
 }
 
+TEST(ImageFolder, SkipBadLeavesOutUnreadableAndMisSizedImagesAndCountsThem) {
+  const std::string root = gray_folder("folder_skip", {"a", "b"}, 2);
+  write_png(root + "/a/wide.png", 4, 2, false, std::vector<uint8_t>(8, 1));  // sorted last in a/
+  std::ofstream(root + "/b/broken.png") << "not a png";                       // sorted first in b/
+  BadSamples bad{.skip = true};
+  auto d = load_image_folder(root, {}, 0, &bad);
+  ASSERT_TRUE(d.is_ok()) << d.status().message();
+  EXPECT_EQ(d->count, 4);  // the 2 + 2 good images, labels intact
+  EXPECT_EQ(d->labels, (std::vector<uint8_t>{0, 0, 1, 1}));
+  EXPECT_EQ(bad.count, 2);
+  EXPECT_NE(bad.first.find("wide.png is 4x2 pixels"), std::string::npos) << bad.first;
+  EXPECT_NE(bad.summary().find("; 2 bad samples skipped (first: "), std::string::npos) << bad.summary();
+  // Without skipping, the first bad image is the error, as before.
+  BadSamples strict;
+  EXPECT_FALSE(load_image_folder(root, {}, 0, &strict).is_ok());
+  // A class left without any usable image is still an error, naming what was skipped.
+  const std::string lone = gray_folder("folder_skip_lone", {"a"}, 1);
+  make_dir(lone + "/c");
+  std::ofstream(lone + "/c/x.png") << "junk";
+  BadSamples all_bad{.skip = true};
+  auto none = load_image_folder(lone, {}, 0, &all_bad);
+  ASSERT_FALSE(none.is_ok());
+  EXPECT_NE(none.status().message().find("class folder 'c' holds no usable image (--skip-bad; 1 bad sample skipped"),
+            std::string::npos)
+      << none.status().message();
+}
+
 TEST(SplitOff, HoldsOutAFixedDisjointShareOfTheWhole) {
   const std::string root = gray_folder("folder_split", {"a", "b", "c", "d"}, 5);
   auto d = load_image_folder(root);

@@ -56,6 +56,7 @@ TrainConfig unusual() {
   c.allreduce_dtype = "bf16";
   c.text_column = "review";
   c.max_tokens = 96;
+  c.skip_bad = true;
   c.sync_bn = true;
   c.norm_mean = {0.4914, 0.4822, 0.4465};
   c.norm_std = {0.247, 0.243, 0.261};

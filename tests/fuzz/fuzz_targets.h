@@ -170,7 +170,7 @@ inline Violation npy(const uint8_t* data, size_t size, bool* accepted = nullptr)
 // A CSV table (parsed in memory, label column "label"): data_loss for anything malformed,
 // invalid_argument only for a missing label column; an accepted table holds rows x columns
 // finite numbers and one label per row, and becomes a dataset or is refused with data_loss.
-inline Violation csv(const uint8_t* data, size_t size, bool* accepted = nullptr) {
+inline Violation csv_numbers(const uint8_t* data, size_t size, bool* accepted = nullptr) {
   set(accepted, false);
   auto t = parse_csv_table(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.csv", "label");
   if (!t.is_ok()) {
@@ -188,10 +188,35 @@ inline Violation csv(const uint8_t* data, size_t size, bool* accepted = nullptr)
   return {};
 }
 
+// The same bytes as a table of texts (column "text"), read with --skip-bad: refusals as above;
+// an accepted table holds one text and one label per row, no text holds byte 0, and as a
+// dataset of 16-byte token sequences it validates (or refuses with data_loss).
+inline Violation csv_text(const uint8_t* data, size_t size, bool* accepted = nullptr) {
+  set(accepted, false);
+  BadSamples bad{.skip = true};
+  auto t = parse_csv_table(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.csv", "label", {}, "text",
+                           &bad);
+  if (!t.is_ok()) {
+    if (t.status().code() == StatusCode::invalid_argument) return {};
+    return expect_code(t.status(), StatusCode::data_loss, "parse_csv_table (text)");
+  }
+  if (t->texts.size() != size_t(t->rows) || t->labels.size() != size_t(t->rows) || !t->features.empty())
+    return "parse_csv_table (text): " + std::to_string(t->rows) + " rows but " + std::to_string(t->texts.size()) +
+           " texts and " + std::to_string(t->features.size()) + " feature values";
+  for (const std::string& text : t->texts)
+    if (text.find('\0') != std::string::npos) return "parse_csv_table (text): accepted a NUL byte";
+  if (bad.count > 0 && bad.first.empty()) return "BadSamples: a count without the first message";
+  auto d = text_table_dataset(*t, "fuzz.csv", 16);
+  if (!d.is_ok()) return expect_code(d.status(), StatusCode::data_loss, "text_table_dataset");
+  if (d->images.size() != size_t(d->count) * 16) return "text_table_dataset: wrong token count";
+  set(accepted, true);
+  return {};
+}
+
 // A model file (YAML or JSON) planned for 1x8x8 inputs and 3 classes with a budget of 2^20
 // parameters (plan_model_file: every check build_model_file makes, no allocation): refusals
 // are invalid_argument; an accepted plan stays within the budget and ends in [3].
-inline Violation model_file(const uint8_t* data, size_t size, bool* accepted = nullptr) {
+inline Violation model_file_images(const uint8_t* data, size_t size, bool* accepted = nullptr) {
   set(accepted, false);
   std::vector<nn::ModelFileLayer> rows;
   auto plan = nn::plan_model_file(std::string(reinterpret_cast<const char*>(data), size), "fuzz.yaml", 1, 8, 8, 3,
@@ -206,9 +231,43 @@ inline Violation model_file(const uint8_t* data, size_t size, bool* accepted = n
   return {};
 }
 
+// The same file planned as a text classifier over 8 byte ids: the same promises.
+inline Violation model_file_text(const uint8_t* data, size_t size, bool* accepted = nullptr) {
+  set(accepted, false);
+  std::vector<nn::ModelFileLayer> rows;
+  auto plan = nn::plan_model_file(std::string(reinterpret_cast<const char*>(data), size), "fuzz.yaml", 1, 1, 8, 3,
+                                  &rows, int64_t(1) << 20, /*token_input=*/true);
+  if (!plan.is_ok()) return expect_code(plan.status(), StatusCode::invalid_argument, "plan_model_file (text)");
+  set(accepted, true);
+  int64_t total = 0;
+  for (const nn::LayerPlan& p : *plan) total += p.parameters;
+  if (total > (int64_t(1) << 20)) return "plan_model_file (text): accepted " + std::to_string(total) + " parameters";
+  if (plan->empty() || plan->front().type != "embedding" || plan->back().output_shape != std::vector<int64_t>{3})
+    return "plan_model_file (text): accepted a model that does not start with embedding and end in [3]";
+  return {};
+}
+
+// The csv and model_file harnesses run both readings of their input; "accepted" when either
+// accepted it (a valid_* seed is a table of numbers or of texts, an image or a text model).
+inline Violation either(Violation (*a)(const uint8_t*, size_t, bool*), Violation (*b)(const uint8_t*, size_t, bool*),
+                        const uint8_t* data, size_t size, bool* accepted) {
+  bool first = false, second = false;
+  if (Violation v = a(data, size, &first); !v.empty()) return v;
+  if (Violation v = b(data, size, &second); !v.empty()) return v;
+  set(accepted, first || second);
+  return {};
+}
+inline Violation csv(const uint8_t* data, size_t size, bool* accepted = nullptr) {
+  return either(csv_numbers, csv_text, data, size, accepted);
+}
+inline Violation model_file(const uint8_t* data, size_t size, bool* accepted = nullptr) {
+  return either(model_file_images, model_file_text, data, size, accepted);
+}
+
 // A POST /v1/predict body (serve::decode_predict_request). The first byte picks the
 // Content-Type (JSON, .npy, PNG, none: sniffed) and the model's input (1x4x3 pixels, 3x4x3
-// pixels, or a table of 3 named features); the rest is the body. Refusals are
+// pixels, a table of 3 named features, or with the top bit a text classifier of 6 bytes); the
+// rest is the body. Refusals are
 // invalid_argument; an accepted request holds 1..8 samples of exactly the model's size,
 // finite, and pixels scaled into [0, 1].
 inline Violation serve_request(const uint8_t* data, size_t size, bool* accepted = nullptr) {
@@ -221,6 +280,7 @@ inline Violation serve_request(const uint8_t* data, size_t size, bool* accepted 
   const int shape = (data[0] >> 2) % 3;
   if (shape == 1) layout.channels = 3;
   if (shape == 2) layout = {3, 1, 1, {"a", "b", "c"}};
+  if (data[0] & 0x80) layout = {1, 1, 6, {}, /*text=*/true};  // a text classifier of 6 bytes
   const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
   auto r = serve::decode_predict_request(body, kTypes[data[0] & 3], layout, 8);
   if (!r.is_ok()) return expect_code(r.status(), StatusCode::invalid_argument, "decode_predict_request");
@@ -231,7 +291,8 @@ inline Violation serve_request(const uint8_t* data, size_t size, bool* accepted 
     if (int64_t(sample.size()) != layout.values_per_sample())
       return "decode_predict_request: a sample of " + std::to_string(sample.size()) + " values";
     for (float v : sample)
-      if (!std::isfinite(v) || (layout.feature_names.empty() && !(v >= 0.f && v <= 1.f)))
+      if (!std::isfinite(v) || (layout.text ? !(v >= 0.f && v <= 255.f && v == std::floor(v))
+                                            : layout.feature_names.empty() && !(v >= 0.f && v <= 1.f)))
         return "decode_predict_request: accepted the value " + std::to_string(v);
   }
   return {};

@@ -148,6 +148,10 @@ def csv_seeds():
     write("csv", "open_quote", b'a,label\n"1,0\n')
     write("csv", "header_only", b"a,b,label\n")
     write("csv", "duplicate_column", b"a,a,label\n1,2,0\n")
+    # Texts (--text-column text; the harness also reads every input that way, with --skip-bad).
+    write("csv", "valid_text_column", b'id,text,label\n1,"hello, world",greeting\n2,bye,farewell\n'
+                                      b'3,"she said ""hi""",greeting\n')
+    write("csv", "text_ragged_row", b'text,label\n"a ragged",row,x\nok,y\n')
 
 
 # ---------------------------------------------------------------- model files
@@ -164,6 +168,11 @@ def model_file_seeds():
     write("model_file", "unknown_type", b"layers: [flaten, {linear: {out: 3}}]\n")
     write("model_file", "shape_mismatch", b"layers:\n  - residual:\n      - conv2d: {out: 5, padding: 1}\n")
     write("model_file", "too_wide", b"layers: [flatten, {linear: {out: 65536}}, {linear: {out: 65536}}]\n")
+    # Text classifiers (the harness also plans every input over 8 byte ids).
+    with open(os.path.join(HERE, "..", "..", "models", "text-encoder.yaml"), "rb") as f:
+        write("model_file", "valid_text_encoder", f.read())
+    write("model_file", "text_heads_do_not_divide",
+          b"layers: [{embedding: {dim: 6}}, {encoder: {heads: 4}}, global_avgpool, {linear: {out: classes}}]\n")
 
 
 # ---------------------------------------------------------------- serve request bodies
@@ -187,7 +196,8 @@ def npy_bytes(descr, shape, data):
 
 def serve_request_seeds():
     # First byte: (model input << 2) | content type; inputs 0: 1x4x3 pixels, 1: 3x4x3, 2: a
-    # table of features a, b, c; types 0: JSON, 1: .npy, 2: PNG, 3: none (sniffed).
+    # table of features a, b, c (bit 7: a text classifier instead); types 0: JSON, 1: .npy,
+    # 2: PNG, 3: none (sniffed).
     grid = b"[[0,1,2],[3,4,5],[6,7,8],[9,10,255]]"
     write("serve_request", "valid_json_bare_grid", b"\x00" + grid)
     write("serve_request", "valid_json_inputs_unit",
@@ -198,6 +208,9 @@ def serve_request_seeds():
     write("serve_request", "valid_png_rgb", bytes([(1 << 2) | 2]) + png(3, 4, [[10, 20, 30] * 3] * 4, color=True))
     write("serve_request", "ragged", b"\x00[[1,2,3],[3]]")
     write("serve_request", "out_of_range", b"\x00[[0,0,0],[0,0,0],[0,0,0],[0,0,256]]")
+    # Top bit: a text classifier reading 6 bytes per text.
+    write("serve_request", "valid_text_strings", b'\x80{"inputs": ["a text", "another, longer text than six bytes", ""]}')
+    write("serve_request", "text_numbers_refused", b'\x80{"inputs": [[1, 2, 3]]}')
     write("serve_request", "png_too_wide", b"\x02" + png(300, 1, [[0] * 300]))
     write("serve_request", "npy_wrong_shape", b"\x01" + npy_bytes("<f4", "(3, 4)", b"\x00" * 48))
 

@@ -15,7 +15,11 @@
 namespace mixprec::train {
 
 struct StepBenchmarkOptions {
-  std::string model = "seed-cnn";
+  std::string model = "seed-cnn";  // a built-in name, or a model file (FILE.yaml)
+  // A model file's input: {C, H, W} (default 1x28x28), or {T} bytes for a text classifier
+  // (default 128); and its classes.
+  std::vector<int64_t> input;
+  int64_t classes = 10;
   std::vector<std::string> presets{"fp32", "amp-bf16"};
   int64_t batch_size = 0;  // 0: the model's benchmark default (default_benchmark_batch)
   int64_t steps = 20;      // timed steps per preset
@@ -55,6 +59,10 @@ Batch synthetic_batch(const nn::ModelSpec& spec, int64_t n, uint64_t seed);
 
 // Runs the benchmark. Presets run round-robin, one step of each in turn, so that a noisy
 // shared host affects them alike. `on_progress(done, total)` is called after each timed step.
+// The spec benchmark_steps builds: a built-in model's, or a model file's for options.input
+// and options.classes (invalid_argument naming --model or --input).
+StatusOr<nn::ModelSpec> benchmark_spec(const StepBenchmarkOptions& options);
+
 StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& options,
                                               const std::function<void(int64_t, int64_t)>& on_progress = {});
 

@@ -11,6 +11,7 @@
 
 #include "backend/onednn/onednn_stats.h"
 #include "mixprec/memory.h"
+#include "mixprec/model_file.h"
 #include "mixprec/models.h"
 #include "train/precision_step.h"
 
@@ -49,8 +50,14 @@ Batch synthetic_batch(const nn::ModelSpec& spec, int64_t n, uint64_t seed) {
     batch.labels = Tensor::from_vector_i64(next, {n, T});
     return batch;
   }
-  batch.images = Tensor::normal({n, spec.channels, spec.height, spec.width}, 0.0, 1.0);
   std::mt19937_64 rng(seed + 1);
+  if (spec.token_input) {  // a text classifier: random non-padding bytes [n, T]
+    std::vector<int64_t> ids(size_t(n * spec.width));
+    for (auto& b : ids) b = 1 + int64_t(rng() % 255);
+    batch.images = Tensor::from_vector_i64(ids, {n, spec.width});
+  } else {
+    batch.images = Tensor::normal({n, spec.channels, spec.height, spec.width}, 0.0, 1.0);
+  }
   std::vector<int64_t> labels(static_cast<size_t>(n));
   for (auto& l : labels) l = int64_t(rng() % uint64_t(spec.classes));
   batch.labels = Tensor::from_vector_i64(labels, {n});
@@ -64,9 +71,39 @@ int64_t default_benchmark_batch(const std::string& model) {
   return 256;
 }
 
+StatusOr<nn::ModelSpec> benchmark_spec(const StepBenchmarkOptions& o) {
+  if (!nn::is_model_file(o.model)) {
+    if (!o.input.empty())
+      return Status::invalid_argument("--input: built-in model " + o.model + " has a fixed input (--input is for "
+                                      "model files)");
+    return nn::model_spec(o.model);
+  }
+  auto text = nn::read_model_file(o.model);
+  if (!text.is_ok()) return Status::invalid_argument("--model " + o.model + ": " + text.status().message());
+  nn::ModelSpec spec{o.model, 1, 28, 28, o.classes, false, *text};
+  spec.token_input = nn::model_file_reads_text(*text);
+  if (spec.token_input) spec.height = 1, spec.width = 128;
+  if (!o.input.empty()) {
+    const bool ok = spec.token_input ? o.input.size() == 1 && o.input[0] >= 1 && o.input[0] <= 4096
+                                     : o.input.size() == 3 && o.input[0] >= 1 && o.input[0] <= 4096 &&
+                                           o.input[1] >= 1 && o.input[1] <= 16384 && o.input[2] >= 1 &&
+                                           o.input[2] <= 16384;
+    if (!ok)
+      return Status::invalid_argument(spec.token_input ? "--input: " + o.model + " reads texts: expected T, its bytes "
+                                                                                 "per text (1..4096)"
+                                                       : std::string("--input: expected CxHxW (e.g. 3x32x32)"));
+    if (spec.token_input) spec.width = o.input[0];
+    else spec.channels = o.input[0], spec.height = o.input[1], spec.width = o.input[2];
+  }
+  if (o.classes < 1 || o.classes > 256)
+    return Status::invalid_argument("--classes: expected 1..256, got " + std::to_string(o.classes));
+  if (auto built = nn::build_model(spec); !built.is_ok()) return Status::invalid_argument(built.status().message());
+  return spec;
+}
+
 StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
                                               const std::function<void(int64_t, int64_t)>& on_progress) {
-  auto spec = nn::model_spec(o.model);
+  auto spec = benchmark_spec(o);
   if (!spec.is_ok()) return spec.status();
   if (o.presets.empty()) return Status::invalid_argument("benchmark: no preset given");
   if (o.steps < 1) return Status::invalid_argument("benchmark: steps must be >= 1, got " + std::to_string(o.steps));
@@ -97,7 +134,7 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
     manual_seed(o.seed);  // every preset starts from the same f32 weights
     Contender c;
     c.timing.preset = name;
-    c.step = std::make_unique<PrecisionStep>(*preset, nn::make_model(*spec), config);
+    c.step = std::make_unique<PrecisionStep>(*preset, nn::build_model(*spec).value(), config);
     if (result.parameters == 0) result.parameters = c.step->model().num_parameters();
     contenders.push_back(std::move(c));
   }

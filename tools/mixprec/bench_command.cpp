@@ -21,7 +21,7 @@ namespace {
 
 struct BenchFlags {
   train::StepBenchmarkOptions options;
-  std::string presets = "fp32,amp-bf16";
+  std::string presets = "fp32,amp-bf16", input;
   bool json = false;
 };
 
@@ -83,8 +83,18 @@ int usage_error(const std::string& flag, const std::string& message) {
 int run_bench(BenchFlags& f) {
   f.options.presets = split_commas(f.presets);
   if (f.options.presets.empty()) return usage_error("--precision", "give at least one preset, e.g. fp32,amp-bf16");
-  if (auto spec = nn::model_spec(f.options.model); !spec.is_ok())
-    return usage_error("--model", spec.status().message());
+  if (!f.input.empty()) {  // CxHxW, or T for a text classifier
+    long long a = 0, b = 0, d = 0;
+    char tail = 0;
+    if (std::sscanf(f.input.c_str(), "%lldx%lldx%lld%c", &a, &b, &d, &tail) == 3) f.options.input = {a, b, d};
+    else if (std::sscanf(f.input.c_str(), "%lld%c", &a, &tail) == 1) f.options.input = {a};
+    else return usage_error("--input", "expected CxHxW (e.g. 3x32x32) or, for a text classifier, T; got '" + f.input + "'");
+  }
+  if (auto spec = train::benchmark_spec(f.options); !spec.is_ok()) {
+    const std::string& m = spec.status().message();
+    return m.rfind("--", 0) == 0 ? usage_error(m.substr(0, m.find(':')), m.substr(m.find(':') + 2))
+                                 : usage_error("--model", m);
+  }
   for (const std::string& p : f.options.presets)
     if (auto preset = amp::preset_by_name(p); !preset.is_ok())
       return usage_error("--precision", preset.status().message());
@@ -113,7 +123,13 @@ Runner add_bench_command(CLI::App& app) {
   auto f = std::make_shared<BenchFlags>();
   CLI::App* cmd = app.add_subcommand(
       "bench", "Time a full training step (forward, loss, backward, optimizer) of a model under precision presets");
-  cmd->add_option("--model", f->options.model, "Model: seed-cnn, cnn, mlp, transformer, resnet20, resnet20-cifar")->capture_default_str();
+  cmd->add_option("--model", f->options.model,
+                  "Model: seed-cnn, cnn, mlp, transformer, resnet20, resnet20-cifar, gpt-tiny, gpt, or a model file "
+                  "FILE.yaml")
+      ->capture_default_str();
+  cmd->add_option("--input", f->input,
+                  "A model file's input: CxHxW (default 1x28x28), or T bytes for a text classifier (default 128)");
+  cmd->add_option("--classes", f->options.classes, "A model file's classes")->capture_default_str();
   cmd->add_option("--precision", f->presets, "Comma-separated presets, interleaved; the first is the baseline")
       ->capture_default_str();
   cmd->add_option("--batch-size", f->options.batch_size,

@@ -242,25 +242,60 @@ Tensor gelu_backward(const Tensor& x, const Tensor& diff_dst) {
 
 std::shared_ptr<const std::vector<uint8_t>> dropout_mask(int64_t n, double p) {
   auto keep = std::make_shared<std::vector<uint8_t>>(size_t(n));
-  std::mt19937_64& gen = global_generator();
-  for (auto& k : *keep) k = double(gen() >> 11) * 0x1.0p-53 >= p ? 1 : 0;
+  // One draw from the global generator keys the whole mask (manual_seed and the checkpointed
+  // generator state decide it, as before); element pair j takes the two 32-bit halves of
+  // splitmix64(key + j), a counter-based stream in the spirit of PyTorch's Philox: the same
+  // mask whatever the thread count, and threads fill it in parallel. (One sequential
+  // mt19937_64 draw per element was a quarter of a BERT-style step.)
+  const uint64_t key = global_generator()();
+  uint8_t* k = keep->data();
+  const int64_t pairs = (n + 1) / 2;
+#pragma omp parallel for if (n > kParallelMin)
+  for (int64_t j = 0; j < pairs; ++j) {
+    uint64_t z = key + uint64_t(j) * 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    k[2 * j] = double(uint32_t(z)) * 0x1.0p-32 >= p ? 1 : 0;
+    if (2 * j + 1 < n) k[2 * j + 1] = double(uint32_t(z >> 32)) * 0x1.0p-32 >= p ? 1 : 0;
+  }
   return keep;
 }
 
+namespace {
+
+// out = keep ? in * scale : 0, element by element in buffer order, computed in double and
+// rounded once to `dtype`; in blocks on the stack instead of whole double copies.
+void masked_scale(const void* in, DType in_dtype, void* out, DType dtype, const uint8_t* keep, double scale,
+                  int64_t n) {
+  constexpr int64_t kBlock = 2048;
+  const size_t in_size = dtype_size(in_dtype), out_size = dtype_size(dtype);
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for if (n > kParallelMin)
+  for (int64_t b = 0; b < blocks; ++b) {
+    double buf[kBlock];
+    const int64_t at = b * kBlock, len = std::min(kBlock, n - at);
+    convert_elements(static_cast<const char*>(in) + at * int64_t(in_size), in_dtype, buf, DType::f64, len);
+    for (int64_t i = 0; i < len; ++i) buf[i] = keep[at + i] ? buf[i] * scale : 0.0;
+    convert_elements(buf, DType::f64, static_cast<char*>(out) + at * int64_t(out_size), dtype, len);
+  }
+}
+
+}  // namespace
+
 Tensor dropout_forward(const Tensor& x, const std::vector<uint8_t>& keep, double scale) {
-  const std::vector<double> xv = load_dense(x);
-  std::vector<double> y(xv.size());
-  for (size_t i = 0; i < y.size(); ++i) y[i] = keep[i] ? xv[i] * scale : 0.0;
-  return store_like(y, x, x.dtype());
+  MIXPREC_CHECK(x.is_dense(), "dropout: needs a dense tensor, got " + x.str());
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.suggest_memory_format());
+  masked_scale(x.data(), x.dtype(), out.data(), x.dtype(), keep.data(), scale, x.numel());
+  return out;
 }
 
 Tensor dropout_backward(const Tensor& diff_dst, const std::vector<uint8_t>& keep, double scale,
                         const Shape& shape, MemoryFormat format, DType dtype) {
-  const std::vector<double> dy = load_dense(diff_dst.to_memory_format(format));
-  std::vector<double> dx(dy.size());
-  for (size_t i = 0; i < dx.size(); ++i) dx[i] = keep[i] ? dy[i] * scale : 0.0;
+  const Tensor dy = diff_dst.to_memory_format(format);
+  MIXPREC_CHECK(dy.is_dense(), "dropout backward: needs a dense gradient, got " + dy.str());
   Tensor g = Tensor::empty(shape, dtype, format);
-  convert_elements(dx.data(), DType::f64, g.data(), dtype, g.numel());
+  masked_scale(dy.data(), dy.dtype(), g.data(), dtype, keep.data(), scale, g.numel());
   return g;
 }
 

@@ -3,6 +3,7 @@
 #include "mixprec/ops.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -119,6 +120,26 @@ TEST(Activation, DropoutMaskFollowsManualSeed) {
   const Tensor c = dropout(Tensor::ones({64}), 0.5, true);
   EXPECT_TRUE(bits_equal(a, c));
   EXPECT_FALSE(bits_equal(a, b));  // the generator advanced
+}
+
+TEST(Activation, DropoutMaskDoesNotDependOnTheThreadCountAndHasNoRunsOfPairs) {
+  // Large enough for the parallel path; the same seed on 1 and 2 threads, the same mask.
+  const int64_t n = (int64_t(1) << 16) + 3;  // odd: the last element takes half a draw
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(1);
+  manual_seed(11);
+  const Tensor one = dropout(Tensor::ones({n}), 0.5, true);
+  omp_set_num_threads(2);
+  manual_seed(11);
+  const Tensor two = dropout(Tensor::ones({n}), 0.5, true);
+  omp_set_num_threads(before);
+  EXPECT_TRUE(bits_equal(one, two));
+  // The two halves of one draw are independent: neighbours agree about half the time (each
+  // element is kept with probability 1/2), not always.
+  const std::vector<double> v = one.to_vector_f64();
+  int64_t same = 0;
+  for (int64_t i = 0; i + 1 < n; i += 2) same += (v[size_t(i)] == 0.0) == (v[size_t(i + 1)] == 0.0);
+  EXPECT_NEAR(double(same) / double(n / 2), 0.5, 0.02);
 }
 
 TEST(Activation, PowMatchesHandValues) {

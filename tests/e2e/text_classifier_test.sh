@@ -80,6 +80,9 @@ PY
   wait "$server" 2> /dev/null
 fi
 
+# infer: the model file's run cast to bf16 beside f32 (random byte ids as input).
+expect "infer on a text model file" 0 "predictions agree on" -- "$BIN" infer run --dtype bf16 --batch-size 8 --repeats 2
+
 # resume: continues from the last checkpoint to the new end.
 expect "resume" 0 "summary:" -- "$BIN" train --resume run --epochs 4
 

@@ -35,7 +35,7 @@ struct InferResult {
 
 InferResult time_inference(nn::Module& model, const Tensor& input, DType dtype, int repeats) {
   NoGradGuard ng;
-  const Tensor x = input.to(dtype);
+  const Tensor x = is_floating(input.dtype()) ? input.to(dtype) : input;  // ids stay ids
   InferResult r;
   r.logits = model(x).to(DType::f32).to_vector();  // warm-up: primitives and layouts
   reset_peak_memory();
@@ -63,46 +63,36 @@ int run_infer(const InferFlags& f, const std::string& given) {
     std::fprintf(stderr, "mixprec: usage error: --batch-size and --repeats must be >= 1\n");
     return kExitUsage;
   }
-  auto opened = open_weights(given);
-  if (!opened.is_ok()) {
-    std::fprintf(stderr, "mixprec: checkpoint error: %s\n", opened.status().message().c_str());
-    return kExitCheckpoint;
-  }
-  if (opened->weights_only && opened->state.model_name.empty()) {
-    std::fprintf(stderr, "mixprec: checkpoint error: %s: a plain safetensors file that %s\n", opened->path.c_str(),
-                 opened->model_note.c_str());
-    return kExitCheckpoint;
-  }
-  const std::string* path = &opened->path;
-  const TrainingState* state = &opened->state;
-  auto spec = nn::model_spec(state->model_name);
-  if (!spec.is_ok()) {
-    std::fprintf(stderr, "mixprec: checkpoint error: %s: model_name: %s\n", path->c_str(),
-                 spec.status().message().c_str());
-    return kExitCheckpoint;
-  }
-  auto load = [&](std::shared_ptr<nn::Module>& m) -> Status {
-    m = nn::make_model(*spec);
-    m->eval();
-    return train::load_weights(*m, state->model, *path);
-  };
-  std::shared_ptr<nn::Module> ref_model, half_model;
-  for (auto* m : {&ref_model, &half_model})
-    if (Status s = load(*m); !s.is_ok()) {
-      std::fprintf(stderr, "mixprec: checkpoint error: %s\n", s.message().c_str());
-      return kExitCheckpoint;
-    }
+  // Twice, in f32: the reference, and the copy cast whole to --dtype (model.to(dtype)).
+  // Built-in models and model files alike (the run's recorded model text and geometry).
+  auto ref = load_model(given, "fp32");
+  if (!ref.is_ok()) return report_load_error(ref.status());
+  auto half = load_model(given, "fp32");
+  if (!half.is_ok()) return report_load_error(half.status());
+  const std::string* path = &ref->opened.path;
+  const nn::ModelSpec* spec = &ref->spec;
+  std::shared_ptr<nn::Module> ref_model = ref->model, half_model = half->model;
   half_model->to(*dtype);
   manual_seed(1);
-  const Tensor input = Tensor::normal({f.batch_size, spec->channels, spec->height, spec->width}, 0, 1);
+  // Token ids for a language model or a text classifier (random bytes), else N(0, 1) images.
+  Tensor input;
+  if (spec->language_model || spec->token_input) {
+    const int64_t T = spec->language_model ? spec->width - 1 : spec->width;
+    std::vector<int64_t> ids(size_t(f.batch_size * T));
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = 1 + int64_t((i * 2654435761u) % 255);
+    input = Tensor::from_vector_i64(ids, {f.batch_size, T});
+  } else {
+    input = Tensor::normal({f.batch_size, spec->channels, spec->height, spec->width}, 0, 1);
+  }
   const InferResult a = time_inference(*ref_model, input, DType::f32, f.repeats);
   const InferResult b = time_inference(*half_model, input, *dtype, f.repeats);
 
-  // How far the 16-bit model moves: max |logit difference| and argmax agreement.
-  const int64_t classes = int64_t(a.logits.size()) / f.batch_size;
+  // How far the 16-bit model moves: max |logit difference| and argmax agreement, per row of
+  // logits (per sample; per position of a language model).
+  const int64_t classes = spec->classes, rows = int64_t(a.logits.size()) / classes;
   double max_diff = 0;
   int64_t agree = 0;
-  for (int64_t i = 0; i < f.batch_size; ++i) {
+  for (int64_t i = 0; i < rows; ++i) {
     int64_t ia = 0, ib = 0;
     for (int64_t c = 0; c < classes; ++c) {
       const size_t k = size_t(i * classes + c);
@@ -121,7 +111,7 @@ int run_infer(const InferFlags& f, const std::string& given) {
               a.images_per_second > 0 ? b.images_per_second / a.images_per_second : 0.0,
               a.activation_bytes_per_image > 0 ? 100.0 * double(b.activation_bytes_per_image) /
                                                      double(a.activation_bytes_per_image) : 0.0,
-              100.0 * double(agree) / double(f.batch_size), max_diff);
+              100.0 * double(agree) / double(rows), max_diff);
   return kExitOk;
 }
 

@@ -142,10 +142,12 @@ class Sequential : public Module {
 // x + body(x): a residual connection around a block whose output has its input's shape.
 class Residual : public Module {
  public:
-  explicit Residual(std::shared_ptr<Sequential> body);
+  // shortcut(x) + body(x); without a shortcut, x + body(x).
+  explicit Residual(std::shared_ptr<Sequential> body, std::shared_ptr<Sequential> shortcut = nullptr);
   Tensor forward(const Tensor& input) override;
   const char* type_name() const override { return "Residual"; }
-  std::shared_ptr<Sequential> body;  // child "body"
+  std::shared_ptr<Sequential> body;      // child "body"
+  std::shared_ptr<Sequential> shortcut;  // child "shortcut", or null
 };
 
 // Global average pooling, [N, C, H, W] -> [N, C] (torch: AdaptiveAvgPool2d(1) + flatten).

@@ -53,7 +53,10 @@ StatusOr<Value> LayerEmitter::dispatch(const nn::Module& m, const std::string& p
   if (auto* r = dynamic_cast<const nn::Residual*>(&m)) {
     auto body = module(*r->body, join(path, "body"), x);
     if (!body.is_ok()) return body.status();
-    return add(x, *body, path);
+    if (!r->shortcut) return add(x, *body, path);
+    auto shortcut = module(*r->shortcut, join(path, "shortcut"), x);
+    if (!shortcut.is_ok()) return shortcut.status();
+    return add(*shortcut, *body, path);
   }
   if (auto* a = dynamic_cast<const nn::MultiheadAttention*>(&m)) return attention(*a, path, x);
   if (auto* e = dynamic_cast<const nn::TransformerEncoderLayer*>(&m)) return encoder_layer(*e, path, x);

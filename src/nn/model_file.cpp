@@ -27,7 +27,8 @@ std::shared_ptr<Module> build_layer(const LayerPlan& p) {
   else if (p.type == "embedding") m = std::make_shared<TokenEmbedding>(256, p.in, p.out);
   else if (p.type == "encoder")
     m = std::make_shared<TransformerEncoderLayer>(p.in, p.heads, p.out, p.p, Activation::gelu, p.eps);
-  else if (p.type == "residual") m = std::make_shared<Residual>(build_block(p.body));
+  else if (p.type == "residual")
+    m = std::make_shared<Residual>(build_block(p.body), p.shortcut.empty() ? nullptr : build_block(p.shortcut));
   else throw Error(Status::internal("model file: a planned layer of unknown type '" + p.type + "'"));
   if (p.precision == "fp32") m->set_autocast(false);  // and its input cast to f32 (Module::operator())
   return m;

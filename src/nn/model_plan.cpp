@@ -146,11 +146,36 @@ Status Planner::layer(const json& entry, const std::string& at, std::vector<Laye
   if (type == "residual") {
     const size_t row = rows_ ? rows_->size() : 0;
     if (rows_) rows_->push_back({full, type, {}, 0, precision, nesting});
-    MIXPREC_RETURN_IF_ERROR(block(params, params_at, m.body, shape, full + ".body", nesting + 1));
-    if (shape != in)
+    // residual: [layers] is x + f(x); residual: {layers: [...], shortcut: [...]} is
+    // g(x) + f(x), a projection shortcut (ResNet's 1x1 conv + batch norm when the shape
+    // changes), planned from the same input.
+    json body = params, shortcut;
+    std::string body_at = params_at;
+    if (params.is_object()) {
+      for (auto it = params.begin(); it != params.end(); ++it)
+        if (it.key() != "layers" && it.key() != "shortcut")
+          return error(params_at + "/" + it.key(), "'" + it.key() + "' in a residual block" +
+                                                       did_you_mean(it.key(), {"layers", "shortcut"}) +
+                                                       " (expected layers: [...] and optionally shortcut: [...])");
+      if (!params.contains("layers")) return error(params_at, "a residual block needs layers: [...]");
+      body = params["layers"];
+      body_at = params_at + "/layers";
+      if (params.contains("shortcut")) shortcut = params["shortcut"];
+    }
+    MIXPREC_RETURN_IF_ERROR(block(body, body_at, m.body, shape, full + ".body", nesting + 1));
+    std::vector<int64_t> other = in;
+    if (!shortcut.is_null())
+      MIXPREC_RETURN_IF_ERROR(
+          block(shortcut, params_at + "/shortcut", m.shortcut, other, full + ".shortcut", nesting + 1));
+    if (shape != other)
       return error(at, "residual block '" + full + "': its layers turn " + shape_text(in) + " into " +
-                           shape_text(shape) + "; x + f(x) needs f(x) of x's shape");
+                           shape_text(shape) + (shortcut.is_null()
+                                                    ? "; x + f(x) needs f(x) of x's shape (or a shortcut: [...] "
+                                                      "that gives " + shape_text(shape) + ")"
+                                                    : " but its shortcut into " + shape_text(other) +
+                                                          "; shortcut(x) + f(x) needs both of one shape"));
     for (const LayerPlan& b : m.body) m.parameters += b.parameters;
+    for (const LayerPlan& b : m.shortcut) m.parameters += b.parameters;
     m.output_shape = shape;
     if (rows_) (*rows_)[row].output_shape = shape, (*rows_)[row].parameters = m.parameters;
   } else {

@@ -21,6 +21,7 @@ struct LayerPlan {
   std::vector<int64_t> input_shape, output_shape;  // per sample
   int64_t parameters = 0;                          // trainable (batch norm's statistics not counted)
   std::vector<LayerPlan> body;                     // a residual block's layers
+  std::vector<LayerPlan> shortcut;                 // and its projection shortcut (empty: identity)
 };
 
 // The checks of build_model_file (model_file.h), same errors, into a plan.

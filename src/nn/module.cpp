@@ -134,9 +134,14 @@ Sequential& Sequential::add(const std::string& name, std::shared_ptr<Module> mod
   return *this;
 }
 
-Residual::Residual(std::shared_ptr<Sequential> b) : body(register_module("body", std::move(b))) {}
+Residual::Residual(std::shared_ptr<Sequential> b, std::shared_ptr<Sequential> s)
+    : body(register_module("body", std::move(b))) {
+  if (s) shortcut = register_module("shortcut", std::move(s));
+}
 
-Tensor Residual::forward(const Tensor& input) { return add(input, (*body)(input)); }
+Tensor Residual::forward(const Tensor& input) {
+  return add(shortcut ? (*shortcut)(input) : input, (*body)(input));
+}
 
 Tensor Sequential::forward(const Tensor& input) {
   const auto& kids = children();

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "mixprec/autograd.h"
 #include "mixprec/model_file.h"
 #include "mixprec/models.h"
 
@@ -180,6 +181,57 @@ TEST(ModelFile, TextLayerMistakesAreNamed) {
             std::string::npos);
   EXPECT_NE(error_of("layers: [flatten, encoder]").find("encoder takes a sequence [T, E] (after an embedding); its "
                                                         "input here is [64]"),
+            std::string::npos);
+}
+
+TEST(ModelFile, TheResNet20FileIsTheBuiltInResNet20) {
+  // Same layers in the same order (projection shortcuts included): with the built-in's
+  // parameters and running statistics copied over in order, the same outputs, in training
+  // (batch statistics) and evaluation (running statistics) mode.
+  auto file = build_model_file(repo_file("models/resnet20.yaml"), "resnet20.yaml", 1, 28, 28, 10);
+  ASSERT_TRUE(file.is_ok()) << file.status().message();
+  manual_seed(3);
+  auto builtin = make_model(model_spec("resnet20").value());
+  const auto a = (*file)->named_parameters(), b = builtin->named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ((*file)->num_parameters(), 272186);
+  {
+    NoGradGuard ng;
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(a[i].second.shape(), b[i].second.shape()) << a[i].first << " vs " << b[i].first;
+      Tensor dst = a[i].second;
+      dst.copy_(b[i].second);
+    }
+    const auto fa = (*file)->named_buffers(), fb = builtin->named_buffers();
+    ASSERT_EQ(fa.size(), fb.size());
+    for (size_t i = 0; i < fa.size(); ++i) {
+      Tensor dst = fa[i].second;
+      dst.copy_(fb[i].second);
+    }
+  }
+  EXPECT_EQ(a[3].first, "3.body.0.weight");  // the first block's first convolution
+  manual_seed(9);
+  const Tensor x = Tensor::normal({4, 1, 28, 28}, 0, 1);
+  const std::vector<double> train_a = (**file)(x).to_vector_f64(), train_b = (*builtin)(x).to_vector_f64();
+  (*file)->eval();
+  builtin->eval();
+  const std::vector<double> eval_a = (**file)(x).to_vector_f64(), eval_b = (*builtin)(x).to_vector_f64();
+  ASSERT_EQ(train_a.size(), train_b.size());
+  for (size_t i = 0; i < train_a.size(); ++i) {
+    EXPECT_NEAR(train_a[i], train_b[i], 1e-5 * (1 + std::abs(train_b[i]))) << i;
+    EXPECT_NEAR(eval_a[i], eval_b[i], 1e-5 * (1 + std::abs(eval_b[i]))) << i;
+  }
+}
+
+TEST(ModelFile, ResidualShortcutMistakesAreNamed) {
+  EXPECT_NE(error_of("layers:\n  - residual: {layers: [{conv2d: {out: 4, stride: 2, padding: 1}}]}\n")
+                .find("(or a shortcut: [...] that gives [4, 4, 4])"),
+            std::string::npos);
+  EXPECT_NE(error_of("layers:\n  - residual:\n      layers: [{conv2d: {out: 4, stride: 2, padding: 1}}]\n"
+                     "      shortcut: [{conv2d: {out: 4, kernel: 1}}]\n")
+                .find("but its shortcut into [4, 8, 8]"),
+            std::string::npos);
+  EXPECT_NE(error_of("layers:\n  - residual: {layer: [relu]}\n").find("'layer' in a residual block (did you mean 'layers'?)"),
             std::string::npos);
 }
 

@@ -168,6 +168,13 @@ Case model_file() {
   - residual:
       - conv2d: {out: 4, kernel: 3, padding: 1, bias: false}
       - batchnorm2d
+  - residual:
+      layers:
+        - conv2d: {out: 6, kernel: 3, padding: 1, bias: false}
+        - batchnorm2d
+      shortcut:
+        - conv2d: {out: 6, kernel: 1, bias: false}
+        - batchnorm2d
   - maxpool2d: {kernel: 3, stride: 2, padding: 1}
   - flatten
   - linear: {out: 16}

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <cstdio>
 
 #include "dist/watchdog.h"
@@ -264,6 +265,13 @@ StatusOr<std::unique_ptr<Communicator>> make_mpi_communicator() {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
+    // Ranks on one machine exchange gradients through OpenMPI's shared-memory transport
+    // (vader). Its default single-copy mechanism for large messages, Linux CMA, pins the
+    // peer's pages on every transfer; with buffers reused every step, copying through the
+    // shared segment is faster: seed-cnn amp-bf16 on 2 ranks 12.0-12.1 -> 10.7-10.9 ms per
+    // step, cnn 12.5-12.7 -> 11.8-12.3, the GPTs unchanged (AMD EPYC Zen5, 2026-11-26). A
+    // user's own setting (mpirun -x / --mca) wins: overwrite = 0.
+    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", /*overwrite=*/0);
     int provided = 0;
     if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
       return Status(StatusCode::distributed, "MPI_Init_thread failed: is this process started by mpirun?");

@@ -37,6 +37,12 @@ class MultiheadAttention : public Module {
   int64_t embed_dim, num_heads, head_dim;
   double dropout;  // on the attention weights, training mode only
   bool causal;     // decoder self-attention: no position sees a later one
+  // Sequences at least this long (1024; the environment's MIXPREC_ATTENTION_TILED_FROM when
+  // set) go through scaled_dot_product_attention's tiles, whose memory grows with S, not S^2,
+  // unless dropout on the weights is active (the tiles have none). Shorter ones keep the
+  // matmul-softmax-matmul route, which is 1.2-1.45x faster per step (recomputation, smaller
+  // products) at 2.6-4.8x the activation memory from 1024 positions on (docs/benchmarks.md).
+  static int64_t tiled_from();
 };
 
 enum class Activation : uint8_t { relu, gelu };

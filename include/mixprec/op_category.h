@@ -33,6 +33,8 @@ enum class OpId : uint16_t {
   // keep
   batch_norm, exp, log, pow, relu, gelu, max_pool2d, avg_pool2d, dropout, reshape, flatten,
   transpose, neg, attention_softmax, embedding,
+  // lower (placed last so that the rows above keep their numbers)
+  scaled_dot_product_attention,
   count
 };
 

@@ -64,6 +64,16 @@ Tensor log_softmax(const Tensor& src, int64_t dim);
 // causal: scores are [..., S, S] and query i attends to keys 0..i only (the hidden
 // probabilities are exactly 0, as after a -inf mask; GPT-style decoders).
 Tensor attention_softmax(const Tensor& scores, bool causal = false);
+// softmax(scale * q k^T [+ causal mask]) v for q, k, v [N, S, D] (N = batch x heads), in
+// blocks of `block_rows` query rows: the [S, S] score matrix is never stored, only one
+// [block, S] tile at a time, and backward recomputes the tiles from q, k, v and the f32
+// log-sum-exp of each row (Rabe & Staats 2021; FlashAttention's recomputation): activation
+// memory grows with S, not S^2. Softmax statistics in f32 (f64 for f64 inputs); the products
+// in the inputs' dtype (autocast: lower, as PyTorch 2's scaled_dot_product_attention). No
+// dropout: callers that need dropout on the attention weights use the unfused route.
+// scale: PyTorch's default 1/sqrt(D) when not given.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal = false,
+                                    std::optional<double> scale = std::nullopt, int64_t block_rows = 128);
 enum class Reduction : uint8_t { none, mean, sum };
 // log_probs [N, C], target [N] i64 class indices -> scalar (mean) or [N]
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction r = Reduction::mean);

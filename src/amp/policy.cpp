@@ -63,6 +63,9 @@ constexpr PolicyRow kPolicyTable[] = {
     {OpId::attention_softmax, "attention_softmax", CastPolicy::keep},
     // As PyTorch 1.13 on CPU: F.embedding is on neither autocast list (f32 weight -> f32 rows).
     {OpId::embedding, "embedding", CastPolicy::keep},
+    // As PyTorch 2.x's autocast (1.13 has no such op): Q, K and V in the autocast dtype; the
+    // op keeps its softmax statistics in f32 inside (ops/attention.cpp).
+    {OpId::scaled_dot_product_attention, "scaled_dot_product_attention", CastPolicy::lower},
 };
 
 constexpr size_t kOpCount = size_t(OpId::count);

@@ -1,9 +1,11 @@
 // attention.cpp: nn::MultiheadAttention (self-attention, batch_first, no mask), composed of
 // ops only: narrow (the Q, K and V blocks of in_proj_weight), linear, permute (split and
 // merge heads), matmul (autocast: lower), softmax (fp32) or, on 16-bit scores,
-// attention_softmax, and dropout. The kernels live in src/backend, the ops in src/ops.
+// attention_softmax, and dropout; from tiled_from() positions on (without dropout on the
+// weights), scaled_dot_product_attention instead of the three. The kernels live in src/backend, the ops in src/ops.
 // Letters: B batch, S sequence, E embed dim, H heads, D = E / H.
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "mixprec/nn_attention.h"
@@ -17,6 +19,17 @@ namespace {
 [[noreturn]] void bad(const std::string& m) { throw Error(Status::invalid_argument(m)); }
 
 }  // namespace
+
+int64_t MultiheadAttention::tiled_from() {
+  // MIXPREC_ATTENTION_TILED_FROM=N moves the threshold (benchmarks compare both routes at one
+  // length; 1: always tiled, a huge value: never).
+  static const int64_t from = [] {
+    const char* v = std::getenv("MIXPREC_ATTENTION_TILED_FROM");
+    const long long n = v ? std::atoll(v) : 0;
+    return n > 0 ? int64_t(n) : int64_t(1024);
+  }();
+  return from;
+}
 
 MultiheadAttention::MultiheadAttention(int64_t embed_dim_, int64_t num_heads_, double dropout_,
                                        bool bias, bool causal_)
@@ -56,8 +69,17 @@ Tensor MultiheadAttention::forward(const Tensor& x) {
   // PyTorch scales Q (not the scores) by 1 / sqrt(D): fewer elements, folded into the copy.
   const Tensor q = reshape(permute(project(0), {0, 2, 1, 3}, 1.0 / std::sqrt(double(D))),
                            {B * H, S, D});
-  const Tensor k_t = reshape(permute(project(1), {0, 2, 3, 1}), {B * H, D, S});
   const Tensor v = reshape(permute(project(2), {0, 2, 1, 3}), {B * H, S, D});
+  const bool dropping = dropout > 0.0 && is_training();
+  if (S >= tiled_from() && !dropping) {
+    // Long sequences: the tiled route, whose memory grows with S instead of S^2 (the scores
+    // of `block` query rows at a time). Q is scaled already.
+    const Tensor k = reshape(permute(project(1), {0, 2, 1, 3}), {B * H, S, D});
+    const Tensor context = reshape(scaled_dot_product_attention(q, k, v, causal, 1.0), {B, H, S, D});
+    const Tensor merged = reshape(permute(context, {0, 2, 1, 3}), {B * S, E});
+    return reshape((*out_proj)(merged), {B, S, E});
+  }
+  const Tensor k_t = reshape(permute(project(1), {0, 2, 3, 1}), {B * H, D, S});
   const Tensor scores = matmul(q, k_t);  // [B*H, S, S]
   // 16-bit scores, and every causal mask, go through attention_softmax (its own kernel);
   // f32 scores without a mask through softmax, as PyTorch.

@@ -1,7 +1,11 @@
 // ops/attention.cpp: the ops self-attention needs besides matmul, softmax and dropout:
 // permute (split and merge heads, with Q's 1/sqrt(D) folded into the copy), narrow (the Q,
-// K and V row blocks of in_proj_weight) and attention_softmax (16-bit scores, f32
-// arithmetic), forward and backward. Kernels: backend/cpu/layout.h, softmax_rows.h.
+// K and V row blocks of in_proj_weight), attention_softmax (16-bit scores, f32 arithmetic)
+// and scaled_dot_product_attention (the tiled route for long sequences: no [S, S] tensor),
+// forward and backward. Kernels: backend/cpu/layout.h, softmax_rows.h, attention_tiles.h and
+// the backends' matmul.
+#include <cmath>
+
 #include "autograd/node.h"
 #include "mixprec/ops.h"
 #include "mixprec/status.h"
@@ -83,6 +87,49 @@ Tensor attention_softmax(const Tensor& scores_in, bool causal) {
     });
   }
   return y;
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, bool causal,
+                                    std::optional<double> scale_in, int64_t block_rows) {
+  const auto in = ops_detail::autocast_inputs(amp::OpId::scaled_dot_product_attention, {q_in, k_in, v_in});
+  const Tensor &q0 = in[0], &k0 = in[1], &v0 = in[2];
+  for (const Tensor* t : {&q0, &k0, &v0})
+    if (!t->defined() || t->dim() != 3 || !is_floating(t->dtype()))
+      throw Error(Status::invalid_argument("scaled_dot_product_attention: q, k and v must be 3-D floating tensors "
+                                           "[N, S, D], got " +
+                                           (t->defined() ? t->str() : std::string("undefined"))));
+  if (k0.shape() != std::vector<int64_t>{q0.size(0), q0.size(1), q0.size(2)} || v0.size(0) != q0.size(0) ||
+      v0.size(1) != q0.size(1))
+    throw Error(Status::invalid_argument("scaled_dot_product_attention: shapes " + shape_str(q0.shape()) + ", " +
+                                         shape_str(k0.shape()) + ", " + shape_str(v0.shape()) +
+                                         " do not fit (expected q and k [N, S, D], v [N, S, Dv])"));
+  if (k0.dtype() != q0.dtype() || v0.dtype() != q0.dtype())
+    throw Error(Status::invalid_argument("scaled_dot_product_attention: q, k and v must have one dtype, got " +
+                                         std::string(dtype_name(q0.dtype())) + ", " + dtype_name(k0.dtype()) +
+                                         ", " + dtype_name(v0.dtype())));
+  if (block_rows < 1)
+    throw Error(Status::invalid_argument("scaled_dot_product_attention: block_rows must be >= 1, got " +
+                                         std::to_string(block_rows)));
+  const double scale = scale_in ? *scale_in : 1.0 / std::sqrt(double(q0.size(2)));
+  if (!(scale > 0.0) || !std::isfinite(scale))
+    throw Error(Status::invalid_argument("scaled_dot_product_attention: scale must be a finite number > 0, got " +
+                                         std::to_string(scale)));
+  // The tiles' products go through the backends' matmul, chosen as for matmul itself.
+  const cpu::AttentionMatmul mm = [](const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+    return ops_detail::dispatch("matmul", a.dtype(), [&] { return onednn::matmul(a, b, trans_a, trans_b); },
+                                [&] { return ref::matmul(a, b, trans_a, trans_b); });
+  };
+  cpu::AttentionTiles saved{q0.detach().contiguous(), k0.detach().contiguous(), v0.detach().contiguous(),
+                            Tensor(), Tensor(), causal, scale, block_rows};
+  cpu::attention_tiles_forward(saved, mm);
+  Tensor out = saved.out;
+  if (any_requires_grad({&q0, &k0, &v0})) {
+    saved.out = out.detach();
+    record_op(out, "scaled_dot_product_attention", {&q0, &k0, &v0}, [saved, mm](const Tensor& d_out) {
+      return cpu::attention_tiles_backward(saved, d_out, mm);
+    });
+  }
+  return out;
 }
 
 }  // namespace mixprec

@@ -5,6 +5,9 @@
 // probability ~0).
 #include "ops/registry.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "backend/kernels.h"
 #include "mixprec/ops.h"
 #include "mixprec/ops_fused.h"
@@ -65,6 +68,39 @@ std::vector<OpEntry> make_registry() {
   add({"attention_softmax_causal", OpId::attention_softmax, {in({2, 4, 4}, -2.0, 2.0)},
        [](V x) { return attention_softmax(x[0], /*causal=*/true); },
        [](V x) { return ref::causal_softmax_reference(w(x[0])); }});
+
+  // Tiles of 2 query rows over S = 5 (the last tile is short): the reference is the plain
+  // softmax(scale q k^T) v in f64 with the whole [S, S] score matrix.
+  auto sdpa_reference = [](bool causal) {
+    return [causal](V x) {
+      const Tensor q = w(x[0]), k = w(x[1]), v = w(x[2]);
+      const int64_t N = q.size(0), S = q.size(1), D = q.size(2), Dv = v.size(2);
+      const std::vector<double> qv = q.to_vector_f64(), kv = k.to_vector_f64(), vv = v.to_vector_f64();
+      std::vector<double> out(static_cast<size_t>(N * S * Dv), 0.0), p(static_cast<size_t>(S));
+      const double scale = 1.0 / std::sqrt(double(D));
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t i = 0; i < S; ++i) {
+          const int64_t seen = causal ? i + 1 : S;
+          double m = -1e300, sum = 0.0;
+          for (int64_t j = 0; j < seen; ++j) {
+            double dot = 0.0;
+            for (int64_t d = 0; d < D; ++d) dot += qv[size_t((n * S + i) * D + d)] * kv[size_t((n * S + j) * D + d)];
+            p[size_t(j)] = scale * dot;
+            m = std::max(m, p[size_t(j)]);
+          }
+          for (int64_t j = 0; j < seen; ++j) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - m));
+          for (int64_t j = 0; j < seen; ++j)
+            for (int64_t d = 0; d < Dv; ++d)
+              out[size_t((n * S + i) * Dv + d)] += p[size_t(j)] / sum * vv[size_t((n * S + j) * Dv + d)];
+        }
+      return Tensor::from_vector_f64(out, {N, S, Dv}, DType::f64);
+    };
+  };
+  add({"scaled_dot_product_attention", OpId::scaled_dot_product_attention, {in({2, 5, 3}), in({2, 5, 3}), in({2, 5, 4})},
+       [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], false, std::nullopt, 2); }, sdpa_reference(false)});
+  add({"scaled_dot_product_attention_causal", OpId::scaled_dot_product_attention,
+       {in({2, 5, 3}), in({2, 5, 3}), in({2, 5, 4})},
+       [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], true, std::nullopt, 2); }, sdpa_reference(true)});
 
   // ---- embedding.cpp (index 3 repeats: the backward must sum both rows' gradients) ----
   add({"embedding", OpId::embedding, {InputSpec{{2, 3}, 0, 0, false, 5}, in({5, 4})},

@@ -148,8 +148,18 @@ Tensor permute_reference(const Tensor& src, const std::vector<int64_t>& perm) {
 
 Tensor dropout_reference(const Tensor& src, double p, uint64_t seed) {
   std::vector<double> x = read_f64(src);
+  // The mask as the dropout kernel defines it: one draw from the generator keys it; element
+  // e takes the low (e even) or high (e odd) 32 bits of splitmix64(key + (e / 2) * golden).
   std::mt19937_64 gen(seed);
-  for (double& v : x) v = double(gen() >> 11) * 0x1.0p-53 >= p ? v / (1.0 - p) : 0.0;
+  const uint64_t key = gen();
+  for (size_t e = 0; e < x.size(); ++e) {
+    uint64_t z = key + uint64_t(e / 2) * 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    const uint32_t bits = e % 2 == 0 ? uint32_t(z) : uint32_t(z >> 32);
+    x[e] = double(bits) * 0x1.0p-32 >= p ? x[e] / (1.0 - p) : 0.0;
+  }
   return f64(x, src.shape());
 }
 

@@ -99,6 +99,9 @@ std::vector<OpCase> cases() {
        [](V x) { return embedding(Tensor::from_vector_i64({4, 0, 2, 4}, {2, 2}), x[0]); }},
       {"attention_softmax", OpId::attention_softmax, {{{2, 3, 5}, false}},
        [](V x) { return attention_softmax(x[0]); }, /*in_pytorch=*/false},
+      {"scaled_dot_product_attention", OpId::scaled_dot_product_attention,
+       {{{2, 5, 4}, false}, {{2, 5, 4}, false}, {{2, 5, 4}, false}},
+       [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2]); }, /*in_pytorch=*/false},
       {"mul_scalar", OpId::mul, {{{4, 5}, false}}, [](V x) { return mul(x[0], 2.5); }},
       {"add_scalar", OpId::add, {{{4, 5}, false}}, [](V x) { return add(x[0], 2.5); }},
   };

@@ -167,6 +167,48 @@ TEST(AttentionCausal, MatchesNaiveLoopsAndNeverLooksAhead) {
   EXPECT_LT(max_abs_diff(mha(x64).to_vector_f64(), expected), 1e-12 * std::max(scale, 1.0));
 }
 
+TEST(AttentionLongSequences, TheTiledRouteMatchesNaiveLoopsAndItsGradientsThePlainOnes) {
+  // From tiled_from() positions on, the module goes through scaled_dot_product_attention's
+  // tiles: the same outputs as the naive loops (causal or not), in f64 to 1e-12.
+  const int64_t S = nn::MultiheadAttention::tiled_from() + 3, B = 1, E = 4, H = 2;  // a short last tile
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "full");
+    nn::MultiheadAttention mha(E, H, 0.0, true, causal);
+    randomize(mha, 11);
+    mha.to(DType::f64);
+    const Tensor x = random_tensor({B, S, E}, 300);
+    const std::vector<double> expected =
+        naive_mha(x.to_vector_f64(), B, S, E, H, mha.in_proj_weight.to_vector_f64(),
+                  mha.in_proj_bias.to_vector_f64(), mha.out_proj->weight.to_vector_f64(),
+                  mha.out_proj->bias.to_vector_f64(), causal);
+    double scale = 1;
+    for (double v : expected) scale = std::max(scale, std::fabs(v));
+    EXPECT_LT(max_abs_diff(mha(x).to_vector_f64(), expected), 1e-12 * scale);
+    // Gradients: the input's through the tiles against the op-by-op route of the same math
+    // (matmul, softmax, matmul on the [S, S] scores), both in f64.
+    Tensor xa = x.clone(), xb = x.clone();
+    xa.requires_grad_(true);
+    xb.requires_grad_(true);
+    sum(mul(mha(xa), mha(xa).detach())).backward();
+    {
+      const int64_t D = E / H;
+      auto proj = [&](const Tensor& in, int64_t part) {
+        return linear(reshape(in, {B * S, E}), narrow(mha.in_proj_weight, part * E, E),
+                      narrow(mha.in_proj_bias, part * E, E));
+      };
+      const Tensor q = reshape(permute(reshape(proj(xb, 0), {B, S, H, D}), {0, 2, 1, 3}, 1.0 / std::sqrt(double(D))),
+                               {B * H, S, D});
+      const Tensor k_t = reshape(permute(reshape(proj(xb, 1), {B, S, H, D}), {0, 2, 3, 1}), {B * H, D, S});
+      const Tensor v = reshape(permute(reshape(proj(xb, 2), {B, S, H, D}), {0, 2, 1, 3}), {B * H, S, D});
+      const Tensor p = attention_softmax(matmul(q, k_t), causal);
+      const Tensor ctx = reshape(permute(reshape(matmul(p, v), {B, H, S, D}), {0, 2, 1, 3}), {B * S, E});
+      const Tensor out = reshape((*mha.out_proj)(ctx), {B, S, E});
+      sum(mul(out, mha(x).detach())).backward();
+    }
+    EXPECT_LT(max_abs_diff(xa.grad().to_vector_f64(), xb.grad().to_vector_f64()), 1e-10);
+  }
+}
+
 TEST_F(AttentionForward, HeadsAreIndependentOfEachOther) {
   // Changing only the V rows of head 1 in in_proj must leave output columns computed from
   // head 0's context unchanged when out_proj reads head 0 only: zero out_proj's columns of

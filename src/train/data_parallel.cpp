@@ -89,10 +89,9 @@ std::shared_ptr<const BatchNormSync> DataParallel::batch_norm_sync() {
 }
 
 void DataParallel::begin_gradients(const std::vector<Tensor>& params, double weight, int64_t step) {
-  std::vector<int64_t> numels;
-  numels.reserve(params.size());
-  for (const Tensor& p : params) numels.push_back(p.numel());
-  if (!reducer_.prepared_for(numels)) reducer_.prepare(numels);
+  numels_.clear();  // reused: a steady step allocates nothing here
+  for (const Tensor& p : params) numels_.push_back(p.numel());
+  if (!reducer_.prepared_for(numels_)) reducer_.prepare(numels_);
   reducer_.begin(weight, step);
 }
 

@@ -84,7 +84,8 @@ class DataParallel {
   dist::Communicator& comm_;
   GradientReducer reducer_;
   bool overlap_;
-  std::vector<Tensor> grads_;  // the step's gradients, gathered once per step
+  std::vector<Tensor> grads_;     // the step's gradients, gathered once per step
+  std::vector<int64_t> numels_;  // the parameters' sizes, checked against the reducer's layout
   double step_weight_ = 1.0;   // this step's agree_on_step weight
   int64_t step_ = 0;
   double communication_ms_ = 0.0;

@@ -213,38 +213,32 @@ inline Violation csv_text(const uint8_t* data, size_t size, bool* accepted = nul
   return {};
 }
 
-// A model file (YAML or JSON) planned for 1x8x8 inputs and 3 classes with a budget of 2^20
-// parameters (plan_model_file: every check build_model_file makes, no allocation): refusals
-// are invalid_argument; an accepted plan stays within the budget and ends in [3].
-inline Violation model_file_images(const uint8_t* data, size_t size, bool* accepted = nullptr) {
+// A model file (YAML or JSON) planned for 1x8x8 inputs and 3 classes, or (token_input) as a
+// text classifier over 8 byte ids, with a budget of 2^20 parameters (plan_model_file: every
+// check build_model_file makes, no allocation): refusals are invalid_argument; an accepted
+// plan stays within the budget, ends in [3], and a text classifier starts with an embedding.
+inline Violation model_file_plan(const uint8_t* data, size_t size, bool* accepted, bool token_input) {
   set(accepted, false);
+  const char* what = token_input ? "plan_model_file (text)" : "plan_model_file";
   std::vector<nn::ModelFileLayer> rows;
-  auto plan = nn::plan_model_file(std::string(reinterpret_cast<const char*>(data), size), "fuzz.yaml", 1, 8, 8, 3,
-                                  &rows, int64_t(1) << 20);
-  if (!plan.is_ok()) return expect_code(plan.status(), StatusCode::invalid_argument, "plan_model_file");
+  auto plan = nn::plan_model_file(std::string(reinterpret_cast<const char*>(data), size), "fuzz.yaml", 1,
+                                  token_input ? 1 : 8, 8, 3, &rows, int64_t(1) << 20, token_input);
+  if (!plan.is_ok()) return expect_code(plan.status(), StatusCode::invalid_argument, what);
   set(accepted, true);
   int64_t total = 0;
   for (const nn::LayerPlan& p : *plan) total += p.parameters;
-  if (total > (int64_t(1) << 20)) return "plan_model_file: accepted " + std::to_string(total) + " parameters";
+  if (total > (int64_t(1) << 20)) return std::string(what) + ": accepted " + std::to_string(total) + " parameters";
   if (plan->empty() || plan->back().output_shape != std::vector<int64_t>{3})
-    return "plan_model_file: accepted a model whose last layer does not output [3]";
+    return std::string(what) + ": accepted a model whose last layer does not output [3]";
+  if (token_input && plan->front().type != "embedding")
+    return std::string(what) + ": accepted a text classifier that does not start with an embedding";
   return {};
 }
-
-// The same file planned as a text classifier over 8 byte ids: the same promises.
+inline Violation model_file_images(const uint8_t* data, size_t size, bool* accepted = nullptr) {
+  return model_file_plan(data, size, accepted, false);
+}
 inline Violation model_file_text(const uint8_t* data, size_t size, bool* accepted = nullptr) {
-  set(accepted, false);
-  std::vector<nn::ModelFileLayer> rows;
-  auto plan = nn::plan_model_file(std::string(reinterpret_cast<const char*>(data), size), "fuzz.yaml", 1, 1, 8, 3,
-                                  &rows, int64_t(1) << 20, /*token_input=*/true);
-  if (!plan.is_ok()) return expect_code(plan.status(), StatusCode::invalid_argument, "plan_model_file (text)");
-  set(accepted, true);
-  int64_t total = 0;
-  for (const nn::LayerPlan& p : *plan) total += p.parameters;
-  if (total > (int64_t(1) << 20)) return "plan_model_file (text): accepted " + std::to_string(total) + " parameters";
-  if (plan->empty() || plan->front().type != "embedding" || plan->back().output_shape != std::vector<int64_t>{3})
-    return "plan_model_file (text): accepted a model that does not start with embedding and end in [3]";
-  return {};
+  return model_file_plan(data, size, accepted, true);
 }
 
 // The csv and model_file harnesses run both readings of their input; "accepted" when either

@@ -3,7 +3,9 @@
 # peak activation memory of a 2-layer encoder (128 wide, 4 heads, no dropout: bench/
 # long_context.yaml) at sequence lengths 128..2048, through the tiled attention route
 # (scaled_dot_product_attention: no [S, S] tensor) and the plain one (matmul, softmax, matmul),
-# chosen with MIXPREC_ATTENTION_TILED_FROM. Same batch at every length.
+# chosen with MIXPREC_ATTENTION_TILED_FROM; and beside them PyTorch 1.13 on the same model
+# (bench/long_context_torch.py: step time and the growth of its peak resident memory during
+# the steps), when Debian's python3-torch is installed. Same batch at every length.
 #
 #   bench/long_context.sh [--build-dir build-dev] [--batch-size 4] [--lengths 128,256,512,1024,2048]
 #       [--precision amp-bf16] [--steps 3]
@@ -25,8 +27,13 @@ BIN=$(cd "$ROOT" && cd "$BUILD" && pwd)/mixprec
 MODEL=$ROOT/bench/long_context.yaml
 echo "# Long context: $PRECISION, batch $BATCH, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs, $(date -u +%FT%TZ)"
 echo
-echo "| length | tiled step ms | tiled peak activations | plain step ms | plain peak activations |"
-echo "|---|---|---|---|---|"
+TORCH=0
+/usr/bin/python3 -c "import torch" 2> /dev/null && TORCH=1
+header="| length | tiled step ms | tiled peak activations | plain step ms | plain peak activations |"
+rule="|---|---|---|---|---|"
+if ((TORCH)); then header+=" PyTorch step ms | PyTorch peak RSS growth |"; rule+="---|---|"; fi
+echo "$header"
+echo "$rule"
 IFS=, read -ra lengths <<< "$LENGTHS"
 for T in "${lengths[@]}"; do
   row="| $T"
@@ -36,5 +43,10 @@ for T in "${lengths[@]}"; do
     [[ -n $line ]] || { echo "long_context.sh: bench failed at length $T" >&2; exit 1; }
     row+=" | $(awk -F'|' '{gsub(/ /, "", $2); print $2}' <<< "$line") | $(awk -F'|' '{gsub(/^ +| +$/, "", $7); print $7}' <<< "$line")"
   done
+  if ((TORCH)); then
+    result=$(/usr/bin/python3 "$ROOT/bench/long_context_torch.py" --length "$T" --batch-size "$BATCH" --steps "$STEPS" \
+      --precision "$([[ $PRECISION == fp32 ]] && echo fp32 || echo amp-bf16)" | grep '^RESULT' || true)
+    row+=" | $(grep -o 'step_ms=[0-9.]*' <<< "$result" | cut -d= -f2) | $(grep -o 'rss_growth_mib=[0-9.]*' <<< "$result" | cut -d= -f2) MiB"
+  fi
   echo "$row |"
 done

@@ -14,6 +14,7 @@
 #include "common/finite_diff.h"
 #include "mixprec/amp.h"
 #include "mixprec/autograd.h"
+#include "mixprec/memory.h"
 #include "mixprec/nn_attention.h"
 #include "mixprec/ops.h"
 
@@ -207,6 +208,23 @@ TEST(AttentionLongSequences, TheTiledRouteMatchesNaiveLoopsAndItsGradientsThePla
     }
     EXPECT_LT(max_abs_diff(xa.grad().to_vector_f64(), xb.grad().to_vector_f64()), 1e-10);
   }
+}
+
+TEST(AttentionLongSequences, TheTiledRouteNeverHoldsAnSxSMatrix) {
+  // At tiled_from() positions a training forward + backward must not hold the [S, S] scores
+  // of even one head: the tiles are [128, S]. (The plain route's scores and probabilities
+  // for 2 heads are 4 [S, S] f32 matrices: 16 MiB here; the tiled peak stays below one.)
+  const int64_t S = nn::MultiheadAttention::tiled_from(), E = 8, H = 2;
+  nn::MultiheadAttention mha(E, H);
+  randomize(mha, 5);
+  Tensor x = random_tensor({1, S, E}, 400).to(DType::f32);
+  x.requires_grad_(true);
+  reset_peak_memory();
+  const int64_t base = current_bytes(MemoryCategory::activations);
+  sum(mha(x)).backward();
+  const int64_t peak = peak_bytes(MemoryCategory::activations) - base;
+  EXPECT_LT(peak, S * S * int64_t(sizeof(float))) << "peak activations " << peak << " bytes";
+  EXPECT_TRUE(x.grad().defined());
 }
 
 TEST_F(AttentionForward, HeadsAreIndependentOfEachOther) {

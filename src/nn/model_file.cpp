@@ -22,6 +22,7 @@ std::shared_ptr<Module> build_layer(const LayerPlan& p) {
   else if (p.type == "relu") m = std::make_shared<ReLU>();
   else if (p.type == "gelu") m = std::make_shared<GELU>();
   else if (p.type == "flatten") m = std::make_shared<Flatten>();
+  else if (p.type == "sequence") m = std::make_shared<Flatten>(1, 2);  // [N, C, H, W] -> [N, C*H, W]
   else if (p.type == "global_avgpool" && p.input_shape.size() == 2) m = std::make_shared<SequenceMeanPool>();
   else if (p.type == "global_avgpool") m = std::make_shared<GlobalAvgPool>();
   else if (p.type == "embedding") m = std::make_shared<TokenEmbedding>(256, p.in, p.out);

@@ -20,6 +20,7 @@ const std::vector<LayerType>& layer_types() {
       {"relu", {}},
       {"gelu", {}},
       {"flatten", {}},
+      {"sequence", {}},
       {"global_avgpool", {}},
       {"residual", {}},
       {"embedding", {{"dim", Param::integer}}},
@@ -149,6 +150,9 @@ const auto var = *var##_or
   } else if (type == "dropout") {
     MIXPREC_TAKE(prob, number(p, "p", at, 0.5, 0.0, 1.0, true));
     m.p = prob;
+  } else if (type == "sequence") {  // image rows as tokens: [C, H, W] -> [C*H, W]
+    MIXPREC_RETURN_IF_ERROR(needs_image(type, at, shape));
+    shape = {shape[0] * shape[1], shape[2]};
   } else if (type == "flatten") {
     shape = {product(shape)};  // C <= 65536, H and W < 2^20 even after 4096 padded layers: < 2^56
   } else if (type == "global_avgpool") {

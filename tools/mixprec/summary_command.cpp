@@ -26,7 +26,7 @@ std::optional<amp::OpId> op_of(const std::string& type) {
   static const std::map<std::string, amp::OpId> ops = {
       {"conv2d", amp::OpId::conv2d},        {"linear", amp::OpId::linear},   {"batchnorm2d", amp::OpId::batch_norm},
       {"layernorm", amp::OpId::layer_norm}, {"relu", amp::OpId::relu},       {"gelu", amp::OpId::gelu},
-      {"maxpool2d", amp::OpId::max_pool2d}, {"dropout", amp::OpId::dropout}, {"flatten", amp::OpId::flatten},
+      {"maxpool2d", amp::OpId::max_pool2d}, {"dropout", amp::OpId::dropout}, {"flatten", amp::OpId::flatten}, {"sequence", amp::OpId::flatten},
       {"global_avgpool", amp::OpId::mean},  {"residual", amp::OpId::add},
       {"embedding", amp::OpId::embedding},
       // A transformer encoder layer ends in its layer norm: that row decides its output.

@@ -223,6 +223,33 @@ TEST(ModelFile, TheResNet20FileIsTheBuiltInResNet20) {
   }
 }
 
+TEST(ModelFile, TheTransformerFileIsTheBuiltInTransformer) {
+  // An image's rows as tokens, one encoder layer, the mean, a head: the built-in's parameters
+  // in the same order; with them copied over, the same logits.
+  auto file = build_model_file(repo_file("models/transformer.yaml"), "transformer.yaml", 1, 128, 256, 10);
+  ASSERT_TRUE(file.is_ok()) << file.status().message();
+  auto builtin = make_model(model_spec("transformer").value());
+  const auto a = (*file)->named_parameters(), b = builtin->named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ((*file)->num_parameters(), 792330);
+  EXPECT_EQ(a[0].first, "1.self_attn.in_proj_weight");
+  {
+    NoGradGuard ng;
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_EQ(a[i].second.shape(), b[i].second.shape()) << a[i].first << " vs " << b[i].first;
+      Tensor dst = a[i].second;
+      dst.copy_(b[i].second);
+    }
+  }
+  manual_seed(4);
+  const Tensor x = Tensor::normal({2, 1, 128, 256}, 0, 1);
+  const std::vector<double> ya = (**file)(x).to_vector_f64(), yb = (*builtin)(x).to_vector_f64();
+  ASSERT_EQ(ya.size(), yb.size());
+  for (size_t i = 0; i < ya.size(); ++i) EXPECT_NEAR(ya[i], yb[i], 1e-5 * (1 + std::abs(yb[i]))) << i;
+  EXPECT_NE(error_of("layers: [flatten, sequence]").find("sequence takes images [C, H, W]; its input here is [64]"),
+            std::string::npos);
+}
+
 TEST(ModelFile, ResidualShortcutMistakesAreNamed) {
   EXPECT_NE(error_of("layers:\n  - residual: {layers: [{conv2d: {out: 4, stride: 2, padding: 1}}]}\n")
                 .find("(or a shortcut: [...] that gives [4, 4, 4])"),

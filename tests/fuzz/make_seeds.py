@@ -171,6 +171,8 @@ def model_file_seeds():
     # Text classifiers (the harness also plans every input over 8 byte ids).
     with open(os.path.join(HERE, "..", "..", "models", "text-encoder.yaml"), "rb") as f:
         write("model_file", "valid_text_encoder", f.read())
+    with open(os.path.join(HERE, "..", "..", "models", "transformer.yaml"), "rb") as f:
+        write("model_file", "valid_transformer_rows", f.read())
     write("model_file", "text_heads_do_not_divide",
           b"layers: [{embedding: {dim: 6}}, {encoder: {heads: 4}}, global_avgpool, {linear: {out: classes}}]\n")
 

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,12 @@ struct ModelFileLayer {
 // True when the file's first layer is an embedding: a text classifier, whose input is byte
 // ids (build it with token_input). False for anything else, malformed files included.
 bool model_file_reads_text(const std::string& text);
+
+// A language model's file ends in lm_head: it predicts the next byte at every position.
+// Its context (the embedding's `context`, default kDefaultLanguageModelContext) is the window
+// it reads; nullopt for a classifier (and for a file too malformed to tell).
+inline constexpr int64_t kDefaultLanguageModelContext = 256;
+std::optional<int64_t> model_file_context(const std::string& text);
 
 // The text of a model file (a regular file of at most 1 MiB). A run records this text, so
 // eval, predict and a resume rebuild the model without the file.

@@ -97,6 +97,9 @@ class GptBlock : public Module {
  public:
   GptBlock(int64_t d_model, int64_t heads);
   Tensor forward(const Tensor& input) override;  // [B, T, d] -> [B, T, d]
+  // One position x [1, d] after the ones whose keys and values the caches hold (they grow by
+  // one): forward()'s row at that position, up to rounding. No autograd.
+  Tensor forward_step(const Tensor& x, Tensor& key_cache, Tensor& value_cache);
   const char* type_name() const override { return "GptBlock"; }
   std::shared_ptr<LayerNorm> ln_1, ln_2;
   std::shared_ptr<MultiheadAttention> attn;
@@ -116,14 +119,29 @@ struct KvCache {
   int64_t length = 0;  // positions cached
 };
 
-class Gpt : public Module {
+// A language model that reads one token at a time with a key/value cache (what `mixprec
+// generate` samples from): the built-in Gpt and a model file ending in lm_head.
+class StepwiseLanguageModel {
+ public:
+  virtual ~StepwiseLanguageModel() = default;
+  virtual int64_t context_length() const = 0;  // positions it can attend over
+  // The logits [vocab] for the next token after `token`, which stands at position
+  // cache.length (< context_length()); its keys and values join the cache. Equal to the last
+  // row of forward() on the whole sequence, up to rounding. No autograd.
+  virtual Tensor forward_step(int64_t token, KvCache& cache) = 0;
+};
+
+// GPT-2's initialisation of a block in a stack of `layers`: weights N(0, 0.02), the output
+// projections (attn.out_proj, mlp.c_proj) N(0, 0.02 / sqrt(2 layers)) so that the residual
+// stream's variance does not grow with depth, the MLP's biases 0.
+void init_gpt2_block(GptBlock& block, int64_t layers);
+
+class Gpt : public Module, public StepwiseLanguageModel {
  public:
   Gpt(int64_t context, int64_t layers, int64_t d_model, int64_t heads, int64_t vocab = 256);
   Tensor forward(const Tensor& tokens) override;
-  // The logits [vocab] for the next token after `token`, which stands at position
-  // cache.length (< context); its keys and values join the cache. Equal to the last row of
-  // forward() on the whole sequence, up to rounding. No autograd.
-  Tensor forward_step(int64_t token, KvCache& cache);
+  Tensor forward_step(int64_t token, KvCache& cache) override;
+  int64_t context_length() const override { return context; }
   const char* type_name() const override { return "Gpt"; }
   std::shared_ptr<Embedding> wte, wpe;
   std::shared_ptr<Sequential> h;  // blocks h.0 .. h.{layers-1}
@@ -152,6 +170,11 @@ struct ModelSpec {
 
 // The names `mixprec train --model` accepts, with their input geometry.
 StatusOr<ModelSpec> model_spec(const std::string& name);
+// The geometry a model file (model_file.h) is built for until the data says otherwise: a
+// language model (its last layer lm_head) reads windows of its context + 1 bytes and predicts
+// 256 bytes; a text classifier (its first layer an embedding) 128 byte ids; anything else
+// Fashion-MNIST's 1x28x28 images; 10 classes for the classifiers.
+ModelSpec model_file_spec(const std::string& name, const std::string& text);
 // Every name model_spec accepts, in the order of --help.
 const std::vector<std::string>& model_names();
 std::shared_ptr<Module> make_model(const ModelSpec& spec);  // throws Error for a bad model file

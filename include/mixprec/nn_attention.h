@@ -84,6 +84,8 @@ class TokenEmbedding : public Module {
  public:
   TokenEmbedding(int64_t vocab, int64_t positions, int64_t dim);
   Tensor forward(const Tensor& ids) override;
+  // One token at one position: [1, dim] (a language model's step, no batch).
+  Tensor forward_at(int64_t token, int64_t position);
   const char* type_name() const override { return "TokenEmbedding"; }
   std::shared_ptr<Embedding> tokens, positions;
 };

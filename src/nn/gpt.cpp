@@ -32,6 +32,21 @@ Tensor GptBlock::forward(const Tensor& x) {
   return add(y, (*mlp)((*ln_2)(y)));
 }
 
+Tensor GptBlock::forward_step(const Tensor& x, Tensor& key_cache, Tensor& value_cache) {
+  const int64_t d = x.size(1);
+  const Tensor y = add(x, attn->forward_step((*ln_1)(x), key_cache, value_cache));
+  return add(y, reshape((*mlp)(reshape((*ln_2)(y), {1, 1, d})), {1, d}));  // the MLP runs over [B, T, d]
+}
+
+void init_gpt2_block(GptBlock& block, int64_t layers) {
+  NoGradGuard no_grad;
+  fill_normal(block.attn->in_proj_weight, 0.02);
+  fill_normal(block.mlp->c_fc->weight, 0.02);
+  fill_normal(block.attn->out_proj->weight, 0.02 / std::sqrt(2.0 * double(layers)));
+  fill_normal(block.mlp->c_proj->weight, 0.02 / std::sqrt(2.0 * double(layers)));
+  for (Tensor* b : {&block.mlp->c_fc->bias, &block.mlp->c_proj->bias}) b->fill_(0.0);
+}
+
 Gpt::Gpt(int64_t context_, int64_t layers, int64_t d_model, int64_t heads, int64_t vocab) : context(context_) {
   if (context < 1 || layers < 1 || d_model < 1 || heads < 1 || vocab < 1 || d_model % heads != 0)
     throw Error(Status::invalid_argument("Gpt: context " + std::to_string(context) + ", layers " +
@@ -47,14 +62,7 @@ Gpt::Gpt(int64_t context_, int64_t layers, int64_t d_model, int64_t heads, int64
   // sqrt(2 layers) so the residual stream's variance does not grow with depth.
   fill_normal(wte->weight, 0.02);
   fill_normal(wpe->weight, 0.01);
-  for (const auto& [name, module] : h->children()) {
-    auto* block = static_cast<GptBlock*>(module.get());
-    fill_normal(block->attn->in_proj_weight, 0.02);
-    fill_normal(block->mlp->c_fc->weight, 0.02);
-    fill_normal(block->attn->out_proj->weight, 0.02 / std::sqrt(2.0 * double(layers)));
-    fill_normal(block->mlp->c_proj->weight, 0.02 / std::sqrt(2.0 * double(layers)));
-    for (Tensor* b : {&block->mlp->c_fc->bias, &block->mlp->c_proj->bias}) b->fill_(0.0);
-  }
+  for (const auto& [name, module] : h->children()) init_gpt2_block(static_cast<GptBlock&>(*module), layers);
 }
 
 Tensor Gpt::forward(const Tensor& tokens) {
@@ -84,11 +92,9 @@ Tensor Gpt::forward_step(int64_t token, KvCache& cache) {
   cache.keys.resize(size_t(layers));
   cache.values.resize(size_t(layers));
   Tensor x = add((*wte)(Tensor::from_vector_i64({token}, {1})), (*wpe)(Tensor::from_vector_i64({cache.length}, {1})));
-  const int64_t d = x.size(1);
   for (int64_t l = 0; l < layers; ++l) {
     auto* block = static_cast<GptBlock*>(h->children()[size_t(l)].second.get());
-    const Tensor y = add(x, block->attn->forward_step((*block->ln_1)(x), cache.keys[size_t(l)], cache.values[size_t(l)]));
-    x = add(y, reshape((*block->mlp)(reshape((*block->ln_2)(y), {1, 1, d})), {1, d}));
+    x = block->forward_step(x, cache.keys[size_t(l)], cache.values[size_t(l)]);
   }
   ++cache.length;
   return reshape(linear((*ln_f)(x), wte->weight), {vocab});

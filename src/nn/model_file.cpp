@@ -3,15 +3,25 @@
 
 #include "io/yaml_json.h"
 #include "mixprec/files.h"
+#include "mixprec/models.h"
 #include "mixprec/nn_attention.h"
+#include "nn/language_model_layers.h"
 #include "nn/model_plan.h"
+#include "nn/model_planner.h"
 
 namespace mixprec::nn {
 namespace {
 
-std::shared_ptr<Sequential> build_block(const std::vector<LayerPlan>& plans);
+// What the layers being built share: the decoder count (GPT-2's initialisation scales by it)
+// and the token table a tied lm_head reads.
+struct BuildState {
+  int64_t decoders = 0;
+  std::shared_ptr<Embedding> tokens;
+};
 
-std::shared_ptr<Module> build_layer(const LayerPlan& p) {
+std::shared_ptr<Sequential> build_block(const std::vector<LayerPlan>& plans, BuildState& state);
+
+std::shared_ptr<Module> build_layer(const LayerPlan& p, BuildState& state) {
   std::shared_ptr<Module> m;
   if (p.type == "conv2d") m = std::make_shared<Conv2d>(p.in, p.out, p.kernel, p.stride, p.padding, p.bias);
   else if (p.type == "linear") m = std::make_shared<Linear>(p.in, p.out, p.bias);
@@ -25,23 +35,64 @@ std::shared_ptr<Module> build_layer(const LayerPlan& p) {
   else if (p.type == "sequence") m = std::make_shared<Flatten>(1, 2);  // [N, C, H, W] -> [N, C*H, W]
   else if (p.type == "global_avgpool" && p.input_shape.size() == 2) m = std::make_shared<SequenceMeanPool>();
   else if (p.type == "global_avgpool") m = std::make_shared<GlobalAvgPool>();
-  else if (p.type == "embedding") m = std::make_shared<TokenEmbedding>(256, p.in, p.out);
+  else if (p.type == "embedding") {
+    auto e = std::make_shared<TokenEmbedding>(256, p.in, p.out);
+    state.tokens = e->tokens;
+    m = e;
+  } else if (p.type == "decoder") {
+    auto block = std::make_shared<GptBlock>(p.in, p.heads);
+    init_gpt2_block(*block, state.decoders);
+    m = block;
+  } else if (p.type == "lm_head") {
+    m = p.tied ? std::make_shared<LmHead>(state.tokens) : std::make_shared<LmHead>(p.out, p.in);
+  }
   else if (p.type == "encoder")
     m = std::make_shared<TransformerEncoderLayer>(p.in, p.heads, p.out, p.p, Activation::gelu, p.eps);
   else if (p.type == "residual")
-    m = std::make_shared<Residual>(build_block(p.body), p.shortcut.empty() ? nullptr : build_block(p.shortcut));
+    m = std::make_shared<Residual>(build_block(p.body, state),
+                                   p.shortcut.empty() ? nullptr : build_block(p.shortcut, state));
   else throw Error(Status::internal("model file: a planned layer of unknown type '" + p.type + "'"));
   if (p.precision == "fp32") m->set_autocast(false);  // and its input cast to f32 (Module::operator())
   return m;
 }
 
-std::shared_ptr<Sequential> build_block(const std::vector<LayerPlan>& plans) {
+std::shared_ptr<Sequential> build_block(const std::vector<LayerPlan>& plans, BuildState& state) {
   auto seq = std::make_shared<Sequential>();
-  for (const LayerPlan& p : plans) seq->add(p.name, build_layer(p));
+  for (const LayerPlan& p : plans) seq->add(p.name, build_layer(p, state));
   return seq;
 }
 
+int64_t count_decoders(const std::vector<LayerPlan>& plans) {
+  int64_t n = 0;
+  for (const LayerPlan& p : plans) n += (p.type == "decoder") + count_decoders(p.body) + count_decoders(p.shortcut);
+  return n;
+}
+
 }  // namespace
+
+std::optional<int64_t> model_file_context(const std::string& text) {
+  auto doc = io::yaml_to_json(text, "model file", nullptr);
+  if (!doc.is_ok() || !doc->is_object() || !doc->contains("layers")) return std::nullopt;
+  const auto& layers = (*doc)["layers"];
+  if (!layers.is_array() || layers.empty() || plan_detail::entry_type(layers.back()) != "lm_head") return std::nullopt;
+  const auto& first = layers[0];
+  if (first.is_object() && first.contains("embedding") && first["embedding"].is_object()) {
+    const auto& context = first["embedding"].value("context", nlohmann::json(kDefaultLanguageModelContext));
+    // An out-of-range value is the planner's to report, at its line and column.
+    if (context.is_number_integer() && context.get<int64_t>() >= 1 && context.get<int64_t>() <= 65536)
+      return context.get<int64_t>();
+  }
+  return kDefaultLanguageModelContext;
+}
+
+ModelSpec model_file_spec(const std::string& name, const std::string& text) {
+  if (auto context = model_file_context(text)) {
+    return ModelSpec{name, 1, 1, *context + 1, 256, /*language_model=*/true, text};  // reads bytes, as gpt
+  }
+  ModelSpec spec{name, 1, 28, 28, 10, false, text};
+  if (model_file_reads_text(text)) spec.height = 1, spec.width = 128, spec.token_input = true;
+  return spec;
+}
 
 bool model_file_reads_text(const std::string& text) {
   auto doc = io::yaml_to_json(text, "model file", nullptr);
@@ -62,7 +113,14 @@ StatusOr<std::shared_ptr<Module>> build_model_file(const std::string& text, cons
                                                    bool token_input) {
   auto plan = plan_model_file(text, source, channels, height, width, classes, layers, max_parameters, token_input);
   if (!plan.is_ok()) return plan.status();
-  return std::shared_ptr<Module>(build_block(*plan));
+  BuildState state;
+  state.decoders = count_decoders(*plan);
+  if (!plan->empty() && plan->back().type == "lm_head") {  // a language model: also steps token by token
+    auto lm = std::make_shared<FileLanguageModel>(plan->front().in);  // the embedding's positions
+    for (const LayerPlan& p : *plan) lm->add(p.name, build_layer(p, state));
+    return std::shared_ptr<Module>(lm);
+  }
+  return std::shared_ptr<Module>(build_block(*plan, state));
 }
 
 }  // namespace mixprec::nn

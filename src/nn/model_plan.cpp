@@ -34,6 +34,15 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
+std::string entry_type(const json& entry) {
+  if (entry.is_string()) return entry.get<std::string>();
+  if (!entry.is_object()) return "";
+  if (entry.contains("repeat")) return "repeat";
+  for (auto it = entry.begin(); it != entry.end(); ++it)
+    if (it.key() != "name" && it.key() != "precision") return it.key();
+  return "";
+}
+
 int64_t product(const std::vector<int64_t>& s) {
   int64_t p = 1;
   for (int64_t d : s) p *= d;
@@ -144,6 +153,7 @@ Status Planner::layer(const json& entry, const std::string& at, std::vector<Laye
   m.precision = precision;
   m.input_shape = in;
   if (type == "residual") {
+    MIXPREC_RETURN_IF_ERROR(fits_language_model(type, at));
     const size_t row = rows_ ? rows_->size() : 0;
     if (rows_) rows_->push_back({full, type, {}, 0, precision, nesting});
     // residual: [layers] is x + f(x); residual: {layers: [...], shortcut: [...]} is
@@ -240,14 +250,21 @@ StatusOr<std::vector<LayerPlan>> plan_model_file(const std::string& text, const 
                                       did_you_mean(it.key(), {"layers", "name"}) + " (expected layers and name)");
   if (!doc->contains("layers"))
     return Status::invalid_argument(source + ": expected a mapping with layers: [...] (and optionally name: ...)");
-  plan_detail::Planner planner(source, positions, classes, layers, max_parameters, token_input);
+  const nlohmann::json& list = (*doc)["layers"];
+  // A file ending in lm_head is a language model: byte ids in, the next byte's logits out.
+  const bool language_model = list.is_array() && !list.empty() && plan_detail::entry_type(list.back()) == "lm_head";
+  if (language_model && !token_input)
+    return Status::invalid_argument(source + ": ends in lm_head, a language model of text: train it on "
+                                    "--dataset kjv or --dataset text");
+  plan_detail::Planner planner(source, positions, classes, layers, max_parameters, token_input, language_model);
   std::vector<LayerPlan> plan;
   // Per sample: [C, H, W] images, [F] table columns, or [T] byte ids.
   std::vector<int64_t> shape = token_input                  ? std::vector<int64_t>{width}
                                : height == 1 && width == 1 ? std::vector<int64_t>{channels}
                                                            : std::vector<int64_t>{channels, height, width};
   if (layers) layers->clear();
-  MIXPREC_RETURN_IF_ERROR(planner.block((*doc)["layers"], "/layers", plan, shape, "", 0));
+  MIXPREC_RETURN_IF_ERROR(planner.block(list, "/layers", plan, shape, "", 0));
+  if (language_model) return plan;  // lm_head gave [T, 256]
   if (shape != std::vector<int64_t>{classes})
     return Status::invalid_argument(source + ": the last layer outputs " + plan_detail::shape_text(shape) + " per sample; a "
                                     "classifier of " + std::to_string(classes) + " classes must end in [" +

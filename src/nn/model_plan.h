@@ -14,9 +14,10 @@ namespace mixprec::nn {
 struct LayerPlan {
   std::string type, name, precision;  // "conv2d", "conv1" or "3", "auto" / "fp32"
   // What the type takes. embedding: in = positions, out = width; encoder: in = width,
-  // out = feed-forward width, heads.
+  // out = feed-forward width, heads; decoder: in = width, heads; lm_head: in = width, out = 256.
   int64_t in = 0, out = 0, kernel = 0, stride = 0, padding = 0, heads = 0;
   bool bias = true;
+  bool tied = true;  // lm_head: its weight is the embedding's token table
   double eps = 1e-5, momentum = 0.1, p = 0.5;
   std::vector<int64_t> input_shape, output_shape;  // per sample
   int64_t parameters = 0;                          // trainable (batch norm's statistics not counted)

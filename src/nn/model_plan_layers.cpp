@@ -23,9 +23,11 @@ const std::vector<LayerType>& layer_types() {
       {"sequence", {}},
       {"global_avgpool", {}},
       {"residual", {}},
-      {"embedding", {{"dim", Param::integer}}},
+      {"embedding", {{"dim", Param::integer}, {"context", Param::integer}}},
       {"encoder", {{"heads", Param::integer}, {"ffn", Param::integer}, {"dropout", Param::number},
                    {"eps", Param::number}}},
+      {"decoder", {{"heads", Param::integer}}},
+      {"lm_head", {{"tied", Param::boolean}}},
   };
   return types;
 }
@@ -82,15 +84,33 @@ Status Planner::needs_image(const std::string& type, const std::string& at, cons
   return error(at, type + " takes images [C, H, W]; its input here is " + shape_text(shape));
 }
 
+Status Planner::fits_language_model(const std::string& type, const std::string& at) {
+  if (ended_) return error(at, type + " after lm_head: lm_head is a language model's last layer");
+  if (!language_model_) {
+    if (type == "lm_head")
+      return error(at, "lm_head ends a language model: it must be the file's last layer (a classifier ends in "
+                       "[classes], e.g. global_avgpool then linear: {out: classes})");
+    return Status::ok();
+  }
+  static const char* const per_position[] = {"embedding", "decoder", "layernorm", "gelu", "relu", "dropout", "lm_head"};
+  for (const char* t : per_position)
+    if (type == t) return Status::ok();
+  return error(at, type + " in a language model (a file ending in lm_head): each position may only see itself and "
+                          "the ones before it, so its layers are embedding, decoder (causal attention), layernorm, "
+                          "gelu, relu, dropout and lm_head" +
+                          std::string(type == "encoder" ? "; encoder attends to later positions too: use decoder" : ""));
+}
+
 Status Planner::make_layer(const std::string& type, const std::map<std::string, json>& p, const std::string& at,
                   std::vector<int64_t>& shape, LayerPlan& m) {
 #define MIXPREC_TAKE(var, expr)          \
 auto var##_or = (expr);                \
 if (!var##_or.is_ok()) return var##_or.status(); \
 const auto var = *var##_or
+  MIXPREC_RETURN_IF_ERROR(fits_language_model(type, at));
   if (ids_ && type != "embedding")
     return error(at, type + ": the input is text as byte ids " + shape_text(shape) +
-                         "; a text classifier starts with embedding: {dim: N}");
+                         "; a text classifier or language model starts with embedding: {dim: N}");
   if (!ids_ && type == "embedding")
     return error(at, "embedding takes byte ids (--dataset csv --text-column NAME); its input here is " +
                          shape_text(shape));
@@ -165,11 +185,43 @@ const auto var = *var##_or
   } else if (type == "embedding") {  // byte ids [T] -> [T, dim]: tokens + learned positions
     MIXPREC_TAKE(dim, integer(p, "dim", at, std::nullopt, 1, kMaxWidth));
     const int64_t T = shape[0];
-    m.parameters = (256 + T) * dim;  // T <= 65536: no overflow
+    // Learned positions: `context` of them (a language model's window), else the input's T.
+    MIXPREC_TAKE(context, integer(p, "context", at, T, 1, kMaxWidth));
+    if (context < T)
+      return error(at + "/context", "context: " + std::to_string(context) + " positions, but the texts here have " +
+                                        std::to_string(T) + " bytes (--max-tokens)");
+    m.parameters = (256 + context) * dim;  // both <= 65536: no overflow
     MIXPREC_RETURN_IF_ERROR(budget(at, m.parameters));
-    m.in = T, m.out = dim;
+    m.in = context, m.out = dim;
     shape = {T, dim};
     ids_ = false;
+    embedding_dim_ = dim;
+  } else if (type == "decoder") {  // [T, E] -> [T, E]: GPT-2's pre-norm block, causal attention
+    if (shape.size() != 2)
+      return error(at, "decoder takes a sequence [T, E] (after an embedding); its input here is " + shape_text(shape));
+    const int64_t E = shape[1];
+    MIXPREC_TAKE(heads, integer(p, "heads", at, 4, 1, E));
+    if (E % heads != 0)
+      return error(at + "/heads", "heads: " + std::to_string(heads) + " does not divide the width " +
+                                      std::to_string(E) + " (each head gets E / heads values)");
+    // Two norms 4E, attention in_proj 3E x E + 3E and out_proj E x E + E, MLP 4E x E + 4E and
+    // E x 4E + E. E <= 65536: below 2^56.
+    m.parameters = 12 * E * E + 13 * E;
+    MIXPREC_RETURN_IF_ERROR(budget(at, m.parameters));
+    m.in = E, m.heads = heads;
+  } else if (type == "lm_head") {  // [T, E] -> [T, 256]: the next byte's logits at every position
+    if (shape.size() != 2)
+      return error(at, "lm_head takes a sequence [T, E]; its input here is " + shape_text(shape));
+    MIXPREC_TAKE(tied, boolean(p, "tied", at, true));
+    const int64_t E = shape[1];
+    if (tied && E != embedding_dim_)
+      return error(at, "lm_head: tied to the embedding's token table of width " + std::to_string(embedding_dim_) +
+                           ", but its input is " + shape_text(shape) + " (tied: false gives it a weight of its own)");
+    m.parameters = tied ? 0 : 256 * E;
+    MIXPREC_RETURN_IF_ERROR(budget(at, m.parameters));
+    m.in = E, m.out = 256, m.tied = tied;
+    shape = {shape[0], 256};
+    ended_ = true;
   } else if (type == "encoder") {  // [T, E] -> [T, E]: BERT's post-norm transformer encoder layer
     if (shape.size() != 2)
       return error(at, "encoder takes a sequence [T, E] (after an embedding); its input here is " +

@@ -37,11 +37,12 @@ int64_t product(const std::vector<int64_t>& s);
 
 class Planner {
  public:
-  // token_input: the model's input is byte ids [T] (a text classifier) until an embedding.
+  // token_input: the model's input is byte ids [T] (a text classifier or a language model)
+  // until an embedding. language_model: the file ends in lm_head (entry_type).
   Planner(const std::string& source, const io::Positions& positions, int64_t classes,
-          std::vector<ModelFileLayer>* rows, int64_t max_parameters, bool token_input)
+          std::vector<ModelFileLayer>* rows, int64_t max_parameters, bool token_input, bool language_model)
       : source_(source), positions_(positions), classes_(classes), rows_(rows), max_parameters_(max_parameters),
-        ids_(token_input) {}
+        ids_(token_input), language_model_(language_model) {}
 
   // Appends the layers of the list at `pointer` to `seq`; `shape` flows through them.
   Status block(const json& list, const std::string& pointer, std::vector<LayerPlan>& seq, std::vector<int64_t>& shape,
@@ -69,8 +70,8 @@ class Planner {
   StatusOr<bool> boolean(const std::map<std::string, json>& p, const char* key, const std::string& at, bool fallback);
   Status budget(const std::string& at, int64_t layer_parameters);
   Status needs_image(const std::string& type, const std::string& at, const std::vector<int64_t>& shape);
-  // The input is still byte ids: only an embedding takes it.
-  Status needs_numbers(const std::string& type, const std::string& at);
+  // A language model's layers: each position sees itself and the ones before it only.
+  Status fits_language_model(const std::string& type, const std::string& at);
 
   const std::string& source_;
   const io::Positions& positions_;
@@ -79,6 +80,13 @@ class Planner {
   int64_t max_parameters_;
   int64_t count_ = 0, parameters_ = 0;
   bool ids_;  // the shape flowing is [T] byte ids, not numbers
+  bool language_model_;
+  int64_t embedding_dim_ = 0;  // the token table's width, for a tied lm_head
+  bool ended_ = false;         // lm_head seen: nothing may follow
 };
+
+// The type of a layer entry: "relu" for relu, "conv2d" for {conv2d: {...}, name: c1},
+// "repeat" for a repeat block; "" when it names none.
+std::string entry_type(const json& entry);
 
 }  // namespace mixprec::nn::plan_detail

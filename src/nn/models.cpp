@@ -83,6 +83,9 @@ StatusOr<std::shared_ptr<Module>> build_model(const ModelSpec& spec) {
     return m;
   }
   if (spec.file_text.empty()) return make_model(spec);
+  if (spec.language_model)  // windows of context + 1 bytes: the model reads the first context
+    return build_model_file(spec.file_text, spec.name, 1, 1, spec.width - 1, spec.classes, nullptr,
+                            kMaxModelFileParameters, /*token_input=*/true);
   return build_model_file(spec.file_text, spec.name, spec.channels, spec.height, spec.width, spec.classes, nullptr,
                           kMaxModelFileParameters, spec.token_input);
 }

@@ -42,4 +42,8 @@ Tensor TokenEmbedding::forward(const Tensor& ids) {
   return add((*tokens)(ids), (*positions)(Tensor::from_vector_i64(at, {S})));  // [B, S, d] + [S, d]
 }
 
+Tensor TokenEmbedding::forward_at(int64_t token, int64_t position) {
+  return add((*tokens)(Tensor::from_vector_i64({token}, {1})), (*positions)(Tensor::from_vector_i64({position}, {1})));
+}
+
 }  // namespace mixprec::nn

@@ -34,7 +34,7 @@ StatusOr<ImageDataset> load_split(const TrainConfig& c, const nn::ModelSpec& spe
     // A byte-level language model reads windows of its context + 1 bytes.
     if (spec.height != 1 || spec.channels != 1)
       return Status::invalid_argument("--dataset " + c.dataset + " is text, for a language model (--model gpt-tiny, "
-                                      "gpt); model " + spec.name + " reads images");
+                                      "gpt, or a model file ending in lm_head); model " + spec.name + " reads images");
     std::string file = dir;
     if (c.dataset == "kjv") {
       file = dir + "/kjv.txt";
@@ -250,8 +250,9 @@ StatusOr<nn::ModelSpec> model_spec_of(const TrainConfig& config) {
       if (!read.is_ok()) return Status::invalid_argument("--model " + config.model + ": " + read.status().message());
       text = *read;
     }
-    // Until the data says otherwise, the Fashion-MNIST geometry (what --dataset synthetic makes).
-    spec = nn::ModelSpec{config.model, 1, 28, 28, 10, false, text};
+    // Until the data says otherwise, the Fashion-MNIST geometry (what --dataset synthetic
+    // makes), or a language model's window.
+    spec = nn::model_file_spec(config.model, text);
   } else {
     spec = nn::model_spec(config.model);
   }
@@ -305,9 +306,10 @@ StatusOr<DataSplits> load_data(const TrainConfig& config, const nn::ModelSpec& m
       if (!fitted.is_ok()) return fitted.status();
       spec = *fitted;
     }
-    if (!spec.file_text.empty() && train->text)
-      return Status::invalid_argument("--model " + spec.name + ": model files describe classifiers of images or "
-                                      "tables; --dataset " + config.dataset + " is text (use --model gpt-tiny or gpt)");
+    if (!spec.file_text.empty() && train->text && !spec.language_model)
+      return Status::invalid_argument("--model " + spec.name + ": a classifier; --dataset " + config.dataset +
+                                      " is text for a language model: a model file for it ends in lm_head "
+                                      "(models/gpt.yaml), or use --model gpt-tiny or gpt");
     test = load_split(config, spec, Split::test);
     if (!test.is_ok()) return test.status();
   }

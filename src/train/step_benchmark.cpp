@@ -80,9 +80,11 @@ StatusOr<nn::ModelSpec> benchmark_spec(const StepBenchmarkOptions& o) {
   }
   auto text = nn::read_model_file(o.model);
   if (!text.is_ok()) return Status::invalid_argument("--model " + o.model + ": " + text.status().message());
-  nn::ModelSpec spec{o.model, 1, 28, 28, o.classes, false, *text};
-  spec.token_input = nn::model_file_reads_text(*text);
-  if (spec.token_input) spec.height = 1, spec.width = 128;
+  nn::ModelSpec spec = nn::model_file_spec(o.model, *text);
+  if (!spec.language_model) spec.classes = o.classes;
+  if (!o.input.empty() && spec.language_model)
+    return Status::invalid_argument("--input: " + o.model + " is a language model of context " +
+                                    std::to_string(spec.width - 1) + " (set in its embedding: context: N)");
   if (!o.input.empty()) {
     const bool ok = spec.token_input ? o.input.size() == 1 && o.input[0] >= 1 && o.input[0] <= 4096
                                      : o.input.size() == 3 && o.input[0] >= 1 && o.input[0] <= 4096 &&
@@ -116,7 +118,8 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
 
   StepBenchmarkResult result;
   result.model = o.model;
-  result.batch_size = o.batch_size > 0 ? o.batch_size : default_benchmark_batch(o.model);
+  // A language model from a file: sequences, as the built-in GPTs (default_benchmark_batch).
+  result.batch_size = o.batch_size > 0 ? o.batch_size : spec->language_model ? 16 : default_benchmark_batch(o.model);
   result.threads = omp_get_max_threads();
 
   const int64_t n = result.batch_size;

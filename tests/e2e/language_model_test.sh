@@ -3,7 +3,9 @@
 # (issue 14): --dataset text reads any file as bytes, the loss falls well below the uniform
 # 8 bits/byte within 40 steps in fp32 and amp-bf16, evaluation reports bits per byte, a
 # resume continues exactly, and a missing corpus or a text model on image data is a clear
-# error. Args: BUILD_DIR SOURCE_DIR.
+# error. A language model from a model file (ending in lm_head) goes the same way: it learns,
+# `eval` reports bits per byte, generate and predict use it, export refuses it clearly.
+# Args: BUILD_DIR SOURCE_DIR.
 set -uo pipefail
 BUILD_DIR=$(cd "$1" && pwd)
 SOURCE_DIR=$(cd "$2" && pwd)
@@ -54,7 +56,7 @@ g3=$("$BIN" generate run-fp32 --prompt "And the lord" --max-tokens 60 --seed 8 2
 expect generate-stats 0 "generated 30 bytes .* model gpt-tiny, precision amp-bf16" -- \
   "$BIN" generate run-amp-bf16 --max-tokens 30 --temperature 0
 "$BIN" train --model cnn --dataset synthetic --batch-size 4 --max-steps 1 --no-eval --no-self-check --run-dir img > /dev/null 2>&1
-expect generate-needs-lm 2 "reads images; generate needs a language model" -- "$BIN" generate img --prompt x
+expect generate-needs-lm 2 "a classifier; generate needs a language model" -- "$BIN" generate img --prompt x
 expect generate-bad-top-k 2 "top-k" -- "$BIN" generate run-fp32 --top-k 300
 
 # predict: the next byte's top-k after a prompt (--prompt or a .txt file), the same
@@ -80,6 +82,38 @@ expect predict-lm-table 0 "prompt 1 +'.' \\([0-9.]+\\)" -- "$BIN" predict run-fp
 expect predict-lm-empty 2 "prompt 1 is empty" -- "$BIN" predict run-fp32 --prompt ""
 expect predict-lm-npy 2 "a language model reads text" -- "$BIN" predict run-fp32 x.npy
 expect predict-image-prompt 2 "--prompt is for a language model" -- "$BIN" predict img --prompt "x"
+
+expect lm-eval-command 0 "[0-9.]+ bits/byte \\(loss" -- "$BIN" eval run-fp32
+
+# A language model from a model file: models/gpt-tiny.yaml's layers, smaller.
+cat > tiny-lm.yaml <<'YAML'
+name: tiny-lm
+layers:
+  - embedding: {dim: 128, context: 64}
+  - repeat: 2
+    layers:
+      - decoder: {heads: 4}
+  - layernorm
+  - lm_head
+YAML
+"$BIN" train --model tiny-lm.yaml --dataset text --data-dir corpus.txt --batch-size 8 --test-subset 16 --no-self-check \
+  --max-steps 40 --eval-every 40 --run-dir run-file > file.log 2>&1 || fail "lm-file-train: exit $? $(tail -3 file.log)"
+bits=$(grep -o 'test [0-9.]* bits/byte' file.log | tail -1 | awk '{print $2}')
+python3 -c "import sys; sys.exit(0 if '$bits' and float('$bits') < 3.5 else 1)" \
+  && echo "ok   lm-file-learns (test $bits bits/byte after 40 steps)" || fail "lm-file-learns: test '$bits' bits/byte"
+expect lm-file-eval 0 "bits/byte" -- "$BIN" eval run-file
+g=$("$BIN" generate run-file --prompt "And the lord" --max-tokens 20 --seed 7 2>/dev/null)
+[[ $g == "And the lord"* && $(printf '%s' "$g" | wc -c) -eq 32 ]] && echo "ok   lm-file-generate" || fail "lm-file-generate: '$g'"
+expect lm-file-predict 0 "prompt 1 +'.' \\([0-9.]+\\)" -- "$BIN" predict run-file --prompt "And the lord"
+expect lm-file-export 2 "a language model from a model file; ONNX export" -- "$BIN" export run-file -o x.onnx
+expect lm-file-summary 0 "lm_head +\\[64, 256\\] +0 " -- "$BIN" summary --model tiny-lm.yaml
+expect lm-file-shipped 0 "gpt-tiny.yaml: 842496 parameters" -- "$BIN" summary --model "$SOURCE_DIR/models/gpt-tiny.yaml"
+expect lm-file-on-images 2 "is a language model" -- "$BIN" train --model tiny-lm.yaml --dataset synthetic --max-steps 1
+printf 'layers:\n  - embedding: {dim: 8}\n  - encoder: {heads: 2}\n  - lm_head\n' > peeks.yaml
+expect lm-file-encoder 2 "peeks.yaml:3:[0-9]+: encoder in a language model.*use decoder" -- \
+  "$BIN" train --model peeks.yaml --dataset text --data-dir corpus.txt
+expect classifier-file-on-text 2 "a model file for it ends in lm_head" -- \
+  "$BIN" train --model "$SOURCE_DIR/models/text-encoder.yaml" --dataset text --data-dir corpus.txt --max-steps 1
 
 expect lm-kjv-missing 3 "scripts/prepare-kjv" -- "$BIN" train --model gpt-tiny --dataset kjv --data-dir "$TMP/nowhere"
 expect lm-on-images 2 "is text, for a language model" -- "$BIN" train --model cnn --dataset text --data-dir corpus.txt

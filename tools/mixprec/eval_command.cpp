@@ -4,6 +4,7 @@
 // for amp-*, 16-bit weights for o2-*/pure-*. --save-predictions lets an outside tool (the
 // PyTorch cross-check in tests/golden/check_checkpoint_torch.py) compare logits.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -95,16 +96,29 @@ int run_eval(const EvalFlags& f, const std::string& given) {
         return kExitRuntime;
       }
     }
-    loss_sum += cross_entropy(logits, b->labels, Reduction::sum).item();
-    const Tensor pred = argmax(logits);
+    // A language model predicts the next byte at every position: each is one prediction.
+    const int64_t classes = logits.size(logits.dim() - 1);
+    const Tensor flat = reshape(logits, {logits.numel() / classes, classes});
+    const Tensor labels = reshape(b->labels, {b->labels.numel()});
+    loss_sum += cross_entropy(flat, labels, Reduction::sum).item();
+    const Tensor pred = argmax(flat);
     const int64_t* p = pred.data_ptr<int64_t>();
-    const int64_t* y = b->labels.data_ptr<int64_t>();
+    const int64_t* y = labels.data_ptr<int64_t>();
     for (int64_t i = 0; i < pred.numel(); ++i) correct += p[i] == y[i];
     samples += pred.numel();
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!loaded->opened.weights_only)
     std::printf("checkpoint %s (model %s, step %lld)\n", path->c_str(), spec->name.c_str(), (long long)st.global_step);
+  if (data->test->text) {  // bytes predicted, in bits per byte as training reports them
+    std::printf("eval: %s test set, %lld bytes predicted, precision %s\n", data->test->name.c_str(),
+                (long long)samples, preset->name.c_str());
+    const double loss = samples ? loss_sum / double(samples) : 0.0;
+    std::printf("next-byte accuracy %.2f%% | %.4f bits/byte (loss %.4f) | %.0f bytes/s\n",
+                samples ? 100.0 * double(correct) / double(samples) : 0.0, loss / std::log(2.0), loss,
+                secs > 0 ? double(samples) / secs : 0.0);
+    return kExitOk;
+  }
   std::printf("eval: %s test set, %lld images, precision %s\n", data->test->name.c_str(), (long long)samples,
               preset->name.c_str());
   std::printf("normalisation: %s (%s)\n", normalisation_text(*data->test).c_str(),

@@ -53,6 +53,13 @@ int run_export(const ExportFlags& f, const std::string& checkpoint) {
                  checkpoint.c_str());
     return kExitUsage;
   }
+  if (loaded.spec.language_model && !loaded.spec.file_text.empty()) {
+    std::fprintf(stderr, "mixprec: usage error: export: %s is a language model from a model file; ONNX export of its "
+                         "embedding, decoder and lm_head layers is not supported yet (the built-in gpt and gpt-tiny "
+                         "export; use predict or generate)\n",
+                 checkpoint.c_str());
+    return kExitUsage;
+  }
   onnx_export::ExportOptions options;
   options.precision = export_dtype(f.precision);
   options.producer_version = "0.1.0";

@@ -1,6 +1,6 @@
 // generate_command.cpp: `mixprec generate CHECKPOINT --prompt TEXT`: text from a trained
-// byte-level language model (--model gpt-tiny / gpt), one byte at a time with the model's
-// key/value cache (nn::Gpt::forward_step), sampled with a temperature and top-k from a
+// byte-level language model (--model gpt-tiny / gpt, or a model file ending in lm_head), one
+// byte at a time with the model's key/value cache (nn::StepwiseLanguageModel::forward_step), sampled with a temperature and top-k from a
 // seeded generator (the same seed gives the same text), under the checkpoint's precision.
 #include <algorithm>
 #include <chrono>
@@ -58,10 +58,10 @@ int64_t sample(const std::vector<double>& logits, double temperature, int64_t to
 int run_generate(const GenerateFlags& f, const std::string& given) {
   auto loaded = load_model(given, f.precision);
   if (!loaded.is_ok()) return report_load_error(loaded.status());
-  auto* gpt = dynamic_cast<nn::Gpt*>(loaded->model.get());
+  auto* gpt = dynamic_cast<nn::StepwiseLanguageModel*>(loaded->model.get());
   if (!loaded->spec.language_model || gpt == nullptr) {
-    std::fprintf(stderr, "mixprec: usage error: %s holds model %s, which reads images; generate needs a language "
-                 "model (train one with --model gpt-tiny or gpt --dataset kjv)\n",
+    std::fprintf(stderr, "mixprec: usage error: %s holds model %s, a classifier; generate needs a language "
+                 "model (train one with --model gpt-tiny, gpt or models/gpt.yaml --dataset kjv)\n",
                  loaded->opened.path.c_str(), loaded->spec.name.c_str());
     return kExitUsage;
   }
@@ -76,16 +76,16 @@ int run_generate(const GenerateFlags& f, const std::string& given) {
   // half of the text (a sliding window, recomputed once per context/2 bytes).
   auto read = [&](size_t from) {
     for (size_t i = from; i < history.size(); ++i) {
-      if (cache.length == gpt->context) {
+      if (cache.length == gpt->context_length()) {
         cache = nn::KvCache{};
-        const size_t keep = size_t(gpt->context / 2);
+        const size_t keep = size_t(gpt->context_length() / 2);
         for (size_t j = i - std::min(i, keep); j < i; ++j) gpt->forward_step(history[j], cache);
       }
       logits = gpt->forward_step(history[i], cache).to(DType::f64).to_vector_f64();
     }
   };
   const auto t0 = std::chrono::steady_clock::now();
-  read(history.size() > size_t(gpt->context) ? history.size() - size_t(gpt->context) : 0);
+  read(history.size() > size_t(gpt->context_length()) ? history.size() - size_t(gpt->context_length()) : 0);
   std::fwrite(f.prompt.data(), 1, f.prompt.size(), stdout);
   for (int64_t k = 0; k < f.max_tokens; ++k) {
     const int64_t next = sample(logits, f.temperature, f.top_k, gen);

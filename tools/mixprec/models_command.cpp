@@ -55,15 +55,19 @@ int run_models() {
       if (!any) std::printf("\n%-40s %-12s %12s\n", "model file (--model FILE)", "input", "parameters");
       any = true;
       auto text = nn::read_model_file(file);
-      // Shown for Fashion-MNIST's images, or for texts of 128 bytes (--max-tokens' default).
-      const bool reads_text = text.is_ok() && nn::model_file_reads_text(*text);
-      auto model = !text.is_ok() ? text.status()
-                   : reads_text  ? nn::build_model_file(*text, file, 1, 1, 128, 10, nullptr,
-                                                        nn::kMaxModelFileParameters, /*token_input=*/true)
-                                 : nn::build_model_file(*text, file, 1, 28, 28, 10);
+      // Shown for Fashion-MNIST's images, for texts of 128 bytes (--max-tokens' default), or
+      // for a language model's own context.
+      StatusOr<std::shared_ptr<nn::Module>> model = text.status();
+      std::string input;
+      if (text.is_ok()) {
+        const nn::ModelSpec spec = nn::model_file_spec(file, *text);
+        input = spec.language_model ? "text, ctx " + std::to_string(spec.width - 1)
+                : spec.token_input  ? "text, 128 B"
+                                    : "1x28x28";
+        model = nn::build_model(spec);
+      }
       if (model.is_ok())
-        std::printf("%-40s %-12s %12lld\n", file.c_str(), reads_text ? "text, 128 B" : "1x28x28",
-                    (long long)(*model)->num_parameters());
+        std::printf("%-40s %-12s %12lld\n", file.c_str(), input.c_str(), (long long)(*model)->num_parameters());
       else
         std::printf("%-40s %s\n", file.c_str(), model.status().message().c_str());
     }

@@ -1,4 +1,4 @@
-// predict_text.cpp: see predict_text.h. The same forward pass as training's (Gpt::forward on
+// predict_text.cpp: see predict_text.h. The same forward pass as training's (the model on
 // the whole prompt, under the checkpoint's preset), its last position's logits as
 // probabilities: the distribution `generate` samples from with its key/value cache.
 #include "predict_text.h"
@@ -37,7 +37,7 @@ std::string byte_name(int64_t b) {
 
 int run_predict_text(const LoadedModel& loaded, const std::vector<std::string>& given_prompts,
                      const std::vector<std::string>& files, int64_t top_k, const std::string& format) {
-  auto* gpt = dynamic_cast<nn::Gpt*>(loaded.model.get());
+  auto* gpt = dynamic_cast<nn::StepwiseLanguageModel*>(loaded.model.get());
   if (gpt == nullptr) {
     std::fprintf(stderr, "mixprec: usage error: predict: %s holds a %s, not a language model\n", loaded.opened.path.c_str(),
                  loaded.spec.name.c_str());
@@ -67,7 +67,7 @@ int run_predict_text(const LoadedModel& loaded, const std::vector<std::string>& 
   if (format == "table") std::printf("%-40s %s\n", "input", "next byte (probability)");
   if (format == "csv") std::printf("input,rank,class,name,probability\n");
   for (const auto& [source, text] : prompts) {
-    const size_t t = std::min(text.size(), size_t(gpt->context));
+    const size_t t = std::min(text.size(), size_t(gpt->context_length()));
     std::vector<int64_t> tokens;
     for (size_t i = text.size() - t; i < text.size(); ++i) tokens.push_back(int64_t(static_cast<unsigned char>(text[i])));
     std::vector<float> p;
@@ -75,7 +75,7 @@ int run_predict_text(const LoadedModel& loaded, const std::vector<std::string>& 
       NoGradGuard no_grad;
       std::optional<amp::AutocastGuard> autocast;
       if (loaded.preset.autocast_dtype) autocast.emplace(*loaded.preset.autocast_dtype);
-      const Tensor logits = gpt->forward(Tensor::from_vector_i64(tokens, {1, int64_t(t)})).to(DType::f32);
+      const Tensor logits = loaded.model->forward(Tensor::from_vector_i64(tokens, {1, int64_t(t)})).to(DType::f32);
       const Tensor last = reshape(narrow(reshape(logits, {int64_t(t), logits.size(2)}), int64_t(t) - 1, 1), {logits.size(2)});
       p = softmax(last, 0).to_vector();  // in f32 whatever the preset
     }

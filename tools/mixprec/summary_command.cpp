@@ -29,8 +29,9 @@ std::optional<amp::OpId> op_of(const std::string& type) {
       {"maxpool2d", amp::OpId::max_pool2d}, {"dropout", amp::OpId::dropout}, {"flatten", amp::OpId::flatten}, {"sequence", amp::OpId::flatten},
       {"global_avgpool", amp::OpId::mean},  {"residual", amp::OpId::add},
       {"embedding", amp::OpId::embedding},
-      // A transformer encoder layer ends in its layer norm: that row decides its output.
-      {"encoder", amp::OpId::layer_norm}};
+      // A transformer encoder layer ends in its layer norm: that row decides its output; a
+      // decoder block in its residual add (the stream keeps its dtype); lm_head is a linear.
+      {"encoder", amp::OpId::layer_norm}, {"decoder", amp::OpId::add}, {"lm_head", amp::OpId::linear}};
   auto it = ops.find(type);
   if (it == ops.end()) return std::nullopt;
   return it->second;
@@ -133,9 +134,24 @@ int run_summary(const SummaryFlags& f) {
     std::fprintf(stderr, "mixprec: usage error: --model %s: %s\n", f.model.c_str(), text.status().message().c_str());
     return kExitUsage;
   }
-  // A text classifier reads T byte ids (--input T, default 128: --max-tokens' default).
-  const bool reads_text = nn::model_file_reads_text(*text);
-  if (reads_text) c = 1, h = 1, w = 128;
+  // A text classifier reads T byte ids (--input T, default 128: --max-tokens' default); a
+  // language model its context.
+  const nn::ModelSpec file_spec = nn::model_file_spec(f.model, *text);
+  const bool language_model = file_spec.language_model, reads_text = file_spec.token_input || language_model;
+  if (reads_text) c = 1, h = 1, w = language_model ? file_spec.width - 1 : 128;
+  if (language_model) {
+    if (f.classes > 0 && f.classes != 256) {
+      std::fprintf(stderr, "mixprec: usage error: --classes: %s is a language model over the 256 byte values\n",
+                   f.model.c_str());
+      return kExitUsage;
+    }
+    classes = 256;
+    if (!f.input.empty()) {
+      std::fprintf(stderr, "mixprec: usage error: --input: %s is a language model of context %lld (its embedding's "
+                           "context: N sets it)\n", f.model.c_str(), (long long)w);
+      return kExitUsage;
+    }
+  }
   if (!f.input.empty()) {
     long long a = 0, b = 0, d = 0;
     char tail = 0;

@@ -214,9 +214,11 @@ inline Violation csv_text(const uint8_t* data, size_t size, bool* accepted = nul
 }
 
 // A model file (YAML or JSON) planned for 1x8x8 inputs and 3 classes, or (token_input) as a
-// text classifier over 8 byte ids, with a budget of 2^20 parameters (plan_model_file: every
-// check build_model_file makes, no allocation): refusals are invalid_argument; an accepted
-// plan stays within the budget, ends in [3], and a text classifier starts with an embedding.
+// text classifier or language model over 8 byte ids, with a budget of 2^20 parameters
+// (plan_model_file: every check build_model_file makes, no allocation): refusals are
+// invalid_argument; an accepted plan stays within the budget and ends in [3] (a language
+// model, which only the text reading accepts, in [8, 256] from its lm_head), and a text
+// model starts with an embedding.
 inline Violation model_file_plan(const uint8_t* data, size_t size, bool* accepted, bool token_input) {
   set(accepted, false);
   const char* what = token_input ? "plan_model_file (text)" : "plan_model_file";
@@ -228,8 +230,12 @@ inline Violation model_file_plan(const uint8_t* data, size_t size, bool* accepte
   int64_t total = 0;
   for (const nn::LayerPlan& p : *plan) total += p.parameters;
   if (total > (int64_t(1) << 20)) return std::string(what) + ": accepted " + std::to_string(total) + " parameters";
-  if (plan->empty() || plan->back().output_shape != std::vector<int64_t>{3})
-    return std::string(what) + ": accepted a model whose last layer does not output [3]";
+  const bool language_model = !plan->empty() && plan->back().type == "lm_head";
+  if (language_model && !token_input) return std::string(what) + ": accepted a language model over images";
+  const std::vector<int64_t> out = language_model ? std::vector<int64_t>{8, 256} : std::vector<int64_t>{3};
+  if (plan->empty() || plan->back().output_shape != out)
+    return std::string(what) + ": accepted a model whose last layer does not output " +
+           (language_model ? "[8, 256]" : "[3]");
   if (token_input && plan->front().type != "embedding")
     return std::string(what) + ": accepted a text classifier that does not start with an embedding";
   return {};

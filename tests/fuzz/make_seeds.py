@@ -175,6 +175,13 @@ def model_file_seeds():
         write("model_file", "valid_transformer_rows", f.read())
     write("model_file", "text_heads_do_not_divide",
           b"layers: [{embedding: {dim: 6}}, {encoder: {heads: 4}}, global_avgpool, {linear: {out: classes}}]\n")
+    # Language models (a file ending in lm_head; the text reading plans them).
+    with open(os.path.join(HERE, "..", "..", "models", "gpt-tiny.yaml"), "rb") as f:
+        write("model_file", "valid_language_model", f.read())
+    write("model_file", "valid_language_model_untied",
+          b"layers: [{embedding: {dim: 8, context: 16}}, {decoder: {heads: 2}}, gelu, {lm_head: {tied: false}}]\n")
+    write("model_file", "language_model_encoder_peeks",
+          b"layers: [{embedding: {dim: 8}}, {encoder: {heads: 2}}, lm_head]\n")
 
 
 # ---------------------------------------------------------------- serve request bodies

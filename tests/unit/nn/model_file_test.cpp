@@ -54,6 +54,25 @@ TEST(ModelFile, TheCnnFileIsTheBuiltInCnnAndSeedCnn) {
   }
 }
 
+TEST(ModelFile, TheWideMlpFileIsTheBuiltInMlp) {
+  const ModelSpec spec = model_spec("mlp").value();
+  manual_seed(6);
+  auto file = build_model_file(repo_file("models/wide-mlp.yaml"), "wide-mlp.yaml", spec.channels, spec.height,
+                               spec.width, spec.classes);
+  ASSERT_TRUE(file.is_ok()) << file.status().message();
+  manual_seed(6);
+  auto builtin = make_model(spec);
+  const auto a = (*file)->named_parameters(), b = builtin->named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_EQ(a[i].second.to_vector_f64(), b[i].second.to_vector_f64()) << a[i].first;
+  }
+  manual_seed(9);
+  const Tensor x = Tensor::normal({3, 1, 28, 28}, 0, 1);
+  EXPECT_EQ((**file)(x).to_vector_f64(), (*builtin)(x).to_vector_f64());
+}
+
 TEST(ModelFile, ExampleFilesBuildForImagesAndTables) {
   for (const char* name : {"models/cnn.yaml", "models/small-resnet.yaml", "models/mlp.yaml"}) {
     SCOPED_TRACE(name);

@@ -28,7 +28,7 @@ Status check_options(const nn::ModelSpec& spec, const ExportOptions& options) {
   if (options.precision != DType::f32 && options.precision != DType::f16 && options.precision != DType::bf16)
     return Status::invalid_argument(std::string("ONNX export: precision ") + dtype_name(options.precision) +
                                     " (expected f32, f16 or bf16)");
-  if (spec.language_model) return Status::ok();
+  if (spec.language_model || spec.token_input) return Status::ok();  // byte ids in: no normalisation
   const size_t c = size_t(spec.channels);
   if (options.mean.size() != c || options.stddev.size() != c)
     return Status::invalid_argument("ONNX export: the input normalisation has " + std::to_string(options.mean.size()) +
@@ -70,6 +70,9 @@ StatusOr<std::string> export_onnx(nn::Module& model, const nn::ModelSpec& spec, 
   try {
     if (spec.language_model) {
       g.input("tokens", TensorProto::INT64, {-1, 0}, {"T"});
+      logits = layers.module(model, "", Value{"tokens", 2});
+    } else if (spec.token_input) {  // a text classifier: `width` byte ids per text, 0-padded
+      g.input("tokens", TensorProto::INT64, {-1, spec.width});
       logits = layers.module(model, "", Value{"tokens", 2});
     } else {
       g.input("input", TensorProto::FLOAT, {-1, spec.channels, spec.height, spec.width});

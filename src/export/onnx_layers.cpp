@@ -6,6 +6,9 @@
 #include <cmath>
 #include <limits>
 
+#include "mixprec/nn_attention.h"
+#include "nn/language_model_layers.h"
+
 namespace mixprec::onnx_export {
 
 using onnx::TensorProto;
@@ -38,6 +41,18 @@ StatusOr<Value> LayerEmitter::dispatch(const nn::Module& m, const std::string& p
   if (dynamic_cast<const nn::Dropout*>(&m)) return x;  // eval mode: the identity
   if (auto* p = dynamic_cast<const nn::MaxPool2d*>(&m)) return max_pool(x, p->kernel(), p->stride(), p->padding(), path);
   if (auto* f = dynamic_cast<const nn::Flatten*>(&m)) {
+    if (f->start_dim() == 1 && f->end_dim() == 2 && x.rank == 4) {
+      // A model file's `sequence`: [B, C, H, W] -> [B, C*H, W], the image's rows as tokens;
+      // the target shape [B, -1, W] read off the input, so the batch stays dynamic.
+      const std::string shape = g_.node("Shape", {x.name}, join(path, "shape"));
+      const std::string b = g_.node("Slice", {shape, g_.ints(join(path, "b_from"), {0}), g_.ints(join(path, "b_to"), {1})},
+                                    join(path, "batch"));
+      const std::string w = g_.node("Slice", {shape, g_.ints(join(path, "w_from"), {3}), g_.ints(join(path, "w_to"), {4})},
+                                    join(path, "width"));
+      const std::string target = g_.node("Concat", {b, g_.ints(join(path, "rows"), {-1}), w}, join(path, "target"),
+                                         {{"axis", int64_t(0)}});
+      return Value{g_.node("Reshape", {x.name, target}, join(path, "tokens")), 3};
+    }
     if (f->start_dim() != 1 || !(f->end_dim() == -1 || f->end_dim() == x.rank - 1))
       return Status::unimplemented("ONNX export: " + path + " flattens dims " + std::to_string(f->start_dim()) +
                                    ".." + std::to_string(f->end_dim()) + "; only Flatten(1, -1) is exported");
@@ -98,11 +113,15 @@ StatusOr<Value> LayerEmitter::dispatch(const nn::Module& m, const std::string& p
     return linear(*r->fc, "fc", Value{g_.node("Flatten", {pooled}, "pooled", {{"axis", int64_t(1)}}), 2});
   }
   if (auto* gpt_model = dynamic_cast<const nn::Gpt*>(&m)) return gpt(*gpt_model, x);
+  if (auto* e = dynamic_cast<const nn::TokenEmbedding*>(&m)) return token_embedding(*e, path, x);
+  if (dynamic_cast<const nn::SequenceMeanPool*>(&m))  // [B, T, E] -> [B, E], as mean_over_positions
+    return Value{g_.node("ReduceMean", {x.name}, join(path, "mean"), {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t(0)}}), 2};
+  if (dynamic_cast<const nn::LmHead*>(&m)) return lm_head(m, path, x);
   return Status::unimplemented("ONNX export: module '" + (path.empty() ? std::string("(the model)") : path) +
                                "' is a " + m.type_name() +
                                ", which the exporter does not know (it exports the built-in models and model-file "
                                "layers: Linear, Conv2d, ReLU, GELU, MaxPool2d, Flatten, GlobalAvgPool, LayerNorm, "
-                               "BatchNorm2d, Dropout, Residual, Sequential)");
+                               "BatchNorm2d, Dropout, Residual, Sequential, embedding, encoder, decoder, lm_head)");
 }
 
 StatusOr<Value> LayerEmitter::sequence(const nn::Module& m, const std::string& path, Value x) {
@@ -274,6 +293,34 @@ Value LayerEmitter::gpt(const nn::Gpt& m, const Value& tokens) {
   x = layer_norm(*m.ln_f, "ln_f", x);
   const std::string head = g_.node("Transpose", {wte}, "wte_t", {{"perm", std::vector<int64_t>{1, 0}}});
   return {g_.node("MatMul", {x.name, head}, "head"), 3};
+}
+
+Value LayerEmitter::token_embedding(const nn::TokenEmbedding& m, const std::string& path, const Value& ids) {
+  // ids [B, T] i64 -> tokens[ids] + positions[0..T) (TokenEmbedding::forward); a causal
+  // attention after it sees at most as many positions as the table has.
+  causal_context_ = m.positions->weight.size(0);
+  const std::string table = g_.weight(join(path, "tokens.weight"), m.tokens->weight);
+  token_tables_[m.tokens.get()] = table;
+  const std::string tok = g_.node("Gather", {table, ids.name}, join(path, "tok_emb"), {{"axis", int64_t(0)}});
+  const std::string t = g_.node("Shape", {ids.name}, join(path, "seq_len"), {{"start", int64_t(1)}, {"end", int64_t(2)}});
+  const std::string pos = g_.node("Slice", {g_.weight(join(path, "positions.weight"), m.positions->weight),
+                                            g_.ints(join(path, "pos_start"), {0}), t},
+                                  join(path, "pos_emb"));
+  return {g_.node("Add", {tok, pos}, join(path, "embedded")), 3};
+}
+
+StatusOr<Value> LayerEmitter::lm_head(const nn::Module& m, const std::string& path, const Value& x) {
+  const auto& head = static_cast<const nn::LmHead&>(m);
+  std::string w_t;  // [E, vocab]
+  if (head.tied()) {
+    auto it = token_tables_.find(head.tied());
+    if (it == token_tables_.end())
+      return Status::unimplemented("ONNX export: " + path + " is tied to a token table the graph has not emitted");
+    w_t = g_.node("Transpose", {it->second}, join(path, "tied_t"), {{"perm", std::vector<int64_t>{1, 0}}});
+  } else {
+    w_t = g_.weight(join(path, "weight"), head.weight, true);
+  }
+  return Value{g_.node("MatMul", {x.name, w_t}, join(path, "logits")), 3};
 }
 
 }  // namespace mixprec::onnx_export

@@ -2,6 +2,7 @@
 // eval mode (dropout the identity, batch norm with its running statistics). Values carry
 // their rank: image layers see [B, C, H, W] or [B, F], token layers [B, S, E].
 #pragma once
+#include <map>
 #include <string>
 
 #include "export/onnx_graph.h"
@@ -40,11 +41,17 @@ class LayerEmitter {
   Value basic_block(const nn::BasicBlock& m, const std::string& path, const Value& x);
   Value gpt_block(const nn::GptBlock& m, const std::string& path, const Value& x);
   Value gpt(const nn::Gpt& m, const Value& tokens);
+  // A model file's text layers: byte ids [B, T] -> tokens + positions; [B, T, E] -> [B, E];
+  // the language model's head, reading the embedding's initializer when tied.
+  Value token_embedding(const nn::TokenEmbedding& m, const std::string& path, const Value& ids);
+  StatusOr<Value> lm_head(const nn::Module& m, const std::string& path, const Value& x);
 
   OnnxGraph& g_;
   // The longest sequence a causal attention can see (the Gpt's context): the size of the
   // mask constant that each causal layer slices to its input's length.
   int64_t causal_context_ = 0;
+  // Each emitted token table's initializer (a tied lm_head reads the same one).
+  std::map<const nn::Embedding*, std::string> token_tables_;
 };
 
 }  // namespace mixprec::onnx_export

@@ -19,6 +19,7 @@ class LmHead : public Module {
   LmHead(int64_t vocab, int64_t dim);                 // untied: weight [vocab, E], N(0, 0.02)
   Tensor forward(const Tensor& x) override;
   const char* type_name() const override { return "LmHead"; }
+  const Embedding* tied() const { return tied_.get(); }  // null: untied, `weight` is its own
   Tensor weight;  // untied only
 
  private:

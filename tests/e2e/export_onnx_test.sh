@@ -8,7 +8,8 @@
 #   bf16 files (bf16 weights, f32 compute) within 1e-2 of `predict --precision bf16` (which
 #   also rounds activations to bf16: docs/cli.md);
 #   a GPT's file runs on token input of any length and gives `predict --prompt`'s next-byte
-#   probabilities;
+#   probabilities; models/transformer.yaml (rows as tokens) through the numpy interpreter
+#   (text classifiers and language-model files: text_classifier_test, language_model_test);
 # the metadata carries the class names and normalisation; bad use gives the documented codes.
 # Args: BUILD_DIR SOURCE_DIR.
 set -uo pipefail
@@ -95,6 +96,12 @@ expect export-model-file 0 "wrote file.onnx" -- "$BIN" export file -o file.onnx
 predict_probs file fp32 wantfile.npy && check model-file-fp32-opencv file.onnx opencv wantfile.npy 1e-4 1e-5
 expect export-model-file-fp16 0 "fp16 weights" -- "$BIN" export file -o file16.onnx --precision fp16
 predict_probs file fp16 wantfile16.npy && check model-file-fp16-numpy file16.onnx numpy wantfile16.npy 2e-3 2e-3
+
+# ---- models/transformer.yaml: image rows as tokens (`sequence`), an encoder, the mean ----
+"$BIN" train --model "$SRC_DIR/models/transformer.yaml" --dataset synthetic --batch-size 8 --max-steps 2 --no-eval \
+  --run-dir rows --no-self-check > rows.log 2>&1 || fail "train transformer.yaml: $(tail -3 rows.log)"
+expect export-sequence-file 0 "wrote rows.onnx" -- "$BIN" export rows -o rows.onnx
+predict_probs rows fp32 wantrows.npy && check sequence-file-fp32-numpy rows.onnx numpy wantrows.npy 1e-4 1e-5
 
 # ---- a GPT: token input of any length up to the context ----
 "$PY" -c "print('In the beginning God created the heaven and the earth. ' * 400)" > corpus.txt

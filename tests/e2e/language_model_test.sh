@@ -4,7 +4,8 @@
 # 8 bits/byte within 40 steps in fp32 and amp-bf16, evaluation reports bits per byte, a
 # resume continues exactly, and a missing corpus or a text model on image data is a clear
 # error. A language model from a model file (ending in lm_head) goes the same way: it learns,
-# `eval` reports bits per byte, generate and predict use it, export refuses it clearly.
+# `eval` reports bits per byte, generate and predict use it, its ONNX export gives predict's
+# probabilities.
 # Args: BUILD_DIR SOURCE_DIR.
 set -uo pipefail
 BUILD_DIR=$(cd "$1" && pwd)
@@ -105,7 +106,20 @@ expect lm-file-eval 0 "bits/byte" -- "$BIN" eval run-file
 g=$("$BIN" generate run-file --prompt "And the lord" --max-tokens 20 --seed 7 2>/dev/null)
 [[ $g == "And the lord"* && $(printf '%s' "$g" | wc -c) -eq 32 ]] && echo "ok   lm-file-generate" || fail "lm-file-generate: '$g'"
 expect lm-file-predict 0 "prompt 1 +'.' \\([0-9.]+\\)" -- "$BIN" predict run-file --prompt "And the lord"
-expect lm-file-export 2 "a language model from a model file; ONNX export" -- "$BIN" export run-file -o x.onnx
+expect lm-file-export 0 "tokens i64 \[batch, T <= 64\]" -- "$BIN" export run-file -o file.onnx
+"$BIN" predict run-file --prompt "And the lord" --top-k 256 --json --precision fp32 > file_pred.json 2>&1 ||
+  fail "lm-file-predict-json: $(tail -2 file_pred.json)"
+/usr/bin/python3 - "$SOURCE_DIR/tests/e2e" <<'PY' || fail "lm-file-onnx-vs-predict"
+import json, sys
+import numpy as np, onnx
+sys.path.insert(0, sys.argv[1])
+import onnx_run
+tokens = np.array([list(b"And the lord")], dtype=np.int64)
+p = onnx_run.run_numpy(onnx.load("file.onnx"), {"tokens": tokens})["probabilities"][0, -1]
+err = max(abs(p[t["class"]] - t["probability"]) for t in json.load(open("file_pred.json"))["predictions"][0]["top"])
+assert err < 1e-4, err
+print("ok   lm-file-onnx-vs-predict: next-byte probabilities equal within %.2g" % err)
+PY
 expect lm-file-summary 0 "lm_head +\\[64, 256\\] +0 " -- "$BIN" summary --model tiny-lm.yaml
 expect lm-file-shipped 0 "gpt-tiny.yaml: 842496 parameters" -- "$BIN" summary --model "$SOURCE_DIR/models/gpt-tiny.yaml"
 expect lm-file-on-images 2 "is a language model" -- "$BIN" train --model tiny-lm.yaml --dataset synthetic --max-steps 1

@@ -4,7 +4,8 @@
 # (make_texts.py: quoted fields, an id column that is not read, named labels) reaches >= 90%
 # test accuracy in amp-bf16; config.json records the text column and length; eval repeats the
 # accuracy; predict classifies --prompt texts and a CSV's rows (table, --json); serve answers
-# JSON strings with predict's classes and refuses numbers; --skip-bad leaves out bad rows
+# JSON strings with predict's classes and refuses numbers; its ONNX export gives predict's
+# probabilities; --skip-bad leaves out bad rows
 # that otherwise stop the run; a resume
 # continues; misuse is refused naming the flag, the file or the column.
 # Args: BUILD_DIR SOURCE_DIR.
@@ -79,6 +80,26 @@ PY
   kill "$server"
   wait "$server" 2> /dev/null
 fi
+
+# export: the classifier as ONNX (byte ids in, 0-padded to --max-tokens), run by the numpy
+# reference interpreter (tests/e2e/onnx_run.py): predict's probabilities.
+expect "export a text classifier" 0 "tokens i64 \[batch, 64\]" -- "$BIN" export run -o text.onnx
+"$BIN" predict run --prompt "server and network code for the cloud" --json --precision fp32 > text_pred.json 2>&1 ||
+  fail "predict --json: $(tail -2 text_pred.json)"
+"$PY" - "$SRC/tests/e2e" <<'PY' && echo "ok   text classifier ONNX = predict" || fail "text classifier ONNX vs predict"
+import json, sys
+import numpy as np, onnx
+sys.path.insert(0, sys.argv[1])
+import onnx_run
+text = b"server and network code for the cloud"
+ids = np.zeros((1, 64), dtype=np.int64)
+ids[0, :len(text)] = list(text)
+p = onnx_run.run_numpy(onnx.load("text.onnx"), {"tokens": ids})["probabilities"][0]
+top = json.load(open("text_pred.json"))["predictions"][0]["top"]
+assert len(top) >= 3
+for t in top:
+    assert abs(p[t["class"]] - t["probability"]) < 1e-4, (t, p)
+PY
 
 # infer: the model file's run cast to bf16 beside f32 (random byte ids as input).
 expect "infer on a text model file" 0 "predictions agree on" -- "$BIN" infer run --dtype bf16 --batch-size 8 --repeats 2

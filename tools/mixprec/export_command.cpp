@@ -32,6 +32,9 @@ DType export_dtype(const std::string& precision) {
 
 std::string shape_text(const nn::ModelSpec& spec) {
   if (spec.language_model) return "tokens i64 [batch, T <= " + std::to_string(spec.width - 1) + "]";
+  if (spec.token_input)
+    return "tokens i64 [batch, " + std::to_string(spec.width) + "]: each text's first " + std::to_string(spec.width) +
+           " bytes, 0-padded (as predict reads them)";
   return "input f32 [batch, " + std::to_string(spec.channels) + ", " + std::to_string(spec.height) + ", " +
          std::to_string(spec.width) + "]";
 }
@@ -47,24 +50,11 @@ int run_export(const ExportFlags& f, const std::string& checkpoint) {
   auto predictor = Predictor::open(checkpoint, "fp32");
   if (!predictor.is_ok()) return report_predictor_error(predictor.status());
   const LoadedModel& loaded = predictor->loaded();
-  if (loaded.spec.token_input) {
-    std::fprintf(stderr, "mixprec: usage error: export: %s is a text classifier (--text-column); ONNX export of its "
-                         "embedding and encoder layers is not supported yet (use predict or serve)\n",
-                 checkpoint.c_str());
-    return kExitUsage;
-  }
-  if (loaded.spec.language_model && !loaded.spec.file_text.empty()) {
-    std::fprintf(stderr, "mixprec: usage error: export: %s is a language model from a model file; ONNX export of its "
-                         "embedding, decoder and lm_head layers is not supported yet (the built-in gpt and gpt-tiny "
-                         "export; use predict or generate)\n",
-                 checkpoint.c_str());
-    return kExitUsage;
-  }
   onnx_export::ExportOptions options;
   options.precision = export_dtype(f.precision);
   options.producer_version = "0.1.0";
   const std::vector<std::string>& class_names = predictor->class_names();
-  if (!loaded.spec.language_model) {
+  if (!loaded.spec.language_model && !loaded.spec.token_input) {
     options.mean = predictor->mean();
     options.stddev = predictor->stddev();
     options.metadata["mixprec.normalization"] =

@@ -73,6 +73,8 @@ struct ImageDataset {
   const uint8_t* image(int64_t i) const { return images.data() + i * sample_bytes(); }
   // The first min(first_n, count) samples (negative first_n gives an empty dataset).
   ImageDataset subset(int64_t first_n) const;
+  // Samples [begin, end) (clamped to [0, count]), with everything else of this dataset.
+  ImageDataset slice(int64_t begin, int64_t end) const;
   // Internal consistency: vector sizes, label range, and when mean/stddev are set, one
   // finite value per channel with stddev > 0.
   Status validate() const;

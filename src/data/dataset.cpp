@@ -49,21 +49,26 @@ bool looks_like_fashion(const std::string& dir) {
 
 const char* split_name(Split split) { return split == Split::train ? "train" : "test"; }
 
-ImageDataset ImageDataset::subset(int64_t first_n) const {
-  int64_t n = std::clamp<int64_t>(first_n, 0, count);
+ImageDataset ImageDataset::subset(int64_t first_n) const { return slice(0, first_n); }
+
+ImageDataset ImageDataset::slice(int64_t begin, int64_t end) const {
+  const int64_t b = std::clamp<int64_t>(begin, 0, count), e = std::clamp<int64_t>(end, b, count), n = e - b;
   ImageDataset out;
   out.count = n;
   out.channels = channels;
   out.height = height;
   out.width = width;
-  out.images.assign(images.begin(), images.begin() + (tabular ? 0 : n * sample_bytes()));
-  out.features.assign(features.begin(), features.begin() + (tabular ? n * sample_bytes() : 0));
+  const int64_t per = sample_bytes();  // bytes per image, or values per table row
+  if (tabular) out.features.assign(features.begin() + b * per, features.begin() + e * per);
+  else out.images.assign(images.begin() + b * per, images.begin() + e * per);
   out.tabular = tabular;
   out.feature_names = feature_names;
-  out.labels.assign(labels.begin(), labels.begin() + n);
+  out.labels.assign(labels.begin() + b, labels.begin() + e);
   out.num_classes = num_classes;
   out.name = name;
-  out.source = n == count ? source : fmt::format("{} (first {} of {})", source, n, count);
+  out.source = n == count ? source
+               : b == 0   ? fmt::format("{} (first {} of {})", source, n, count)
+                          : fmt::format("{} (samples {}..{} of {})", source, b, e - 1, count);
   out.mean = mean;
   out.stddev = stddev;
   out.text = text;

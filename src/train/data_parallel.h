@@ -18,6 +18,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -66,6 +67,8 @@ class DataParallel {
   // --sync-bn: BatchNorm statistics summed over the ranks (batch_norm_sync.h); the gradient
   // sums weighted by this rank's share of the step's samples, as its gradients are.
   std::shared_ptr<const BatchNormSync> batch_norm_sync();
+  // values := their element-wise sum over the ranks (the evaluation's counts and losses).
+  Status sum_over_ranks(std::span<double> values, const std::string& what) { return comm_.allreduce_sum(values, what); }
   // True on every rank when it is true on any.
   StatusOr<bool> any(bool flag, const std::string& what);
   // Every buffer (BatchNorm running statistics) := rank 0's.

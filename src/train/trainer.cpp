@@ -21,16 +21,21 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-EvalReport evaluate(PrecisionStep& step, const std::shared_ptr<const ImageDataset>& test, int64_t batch_size) {
+// What an evaluation adds up: a data-parallel run sums these over the ranks' shards.
+struct EvalSums {
+  int64_t correct = 0, samples = 0;
+  double loss_sum = 0.0;
+  bool next_byte = false;
+};
+
+EvalSums evaluate(PrecisionStep& step, const std::shared_ptr<const ImageDataset>& test, int64_t batch_size) {
   step.model().eval();
   DataLoader loader(test, {.batch_size = batch_size, .shuffle = false, .prefetch = 1});
-  EvalReport r;
-  int64_t correct = 0;
-  double loss_sum = 0.0;
+  EvalSums r;
   while (auto batch = loader.next()) {
     Tensor logits = step.predict(batch->images);
     NoGradGuard ng;
-    loss_sum += classification_loss(logits, batch->labels, Reduction::sum).item();
+    r.loss_sum += classification_loss(logits, batch->labels, Reduction::sum).item();
     // Every position of a sequence is one prediction (a language model's next byte).
     if (logits.dim() > 2) {
       r.next_byte = true;
@@ -39,12 +44,19 @@ EvalReport evaluate(PrecisionStep& step, const std::shared_ptr<const ImageDatase
     const Tensor pred = argmax(logits);
     const int64_t* p = pred.data_ptr<int64_t>();
     const int64_t* y = batch->labels.data_ptr<int64_t>();
-    for (int64_t i = 0; i < pred.numel(); ++i) correct += p[i] == y[i];
+    for (int64_t i = 0; i < pred.numel(); ++i) r.correct += p[i] == y[i];
     r.samples += pred.numel();
   }
   step.model().train();
-  r.accuracy = r.samples ? double(correct) / double(r.samples) : 0.0;
-  r.loss = r.samples ? loss_sum / double(r.samples) : 0.0;
+  return r;
+}
+
+EvalReport report_of(const EvalSums& s) {
+  EvalReport r;
+  r.samples = s.samples;
+  r.next_byte = s.next_byte;
+  r.accuracy = s.samples ? double(s.correct) / double(s.samples) : 0.0;
+  r.loss = s.samples ? s.loss_sum / double(s.samples) : 0.0;
   return r;
 }
 
@@ -80,7 +92,23 @@ Status TrainingRun::save(const Position& at, bool is_best) {
 
 StatusOr<bool> TrainingRun::evaluate_now(int64_t epoch) {
   const auto t0 = Clock::now();
-  EvalReport e = evaluate(*step_, data_.test, config_.batch_size);
+  EvalSums sums;
+  if (dp_ && dp_->ranks() > 1) {
+    // Each rank evaluates its contiguous share of the test set (the same weights everywhere:
+    // the replicas are checked) and the sums are added over the ranks, so every rank gets
+    // the whole test set's figures for 1/N of the work.
+    if (!eval_shard_) {
+      const int64_t n = data_.test->count, r = dp_->rank(), k = dp_->ranks();
+      eval_shard_ = std::make_shared<ImageDataset>(data_.test->slice(n * r / k, n * (r + 1) / k));
+    }
+    sums = evaluate(*step_, eval_shard_, config_.batch_size);
+    double v[4] = {double(sums.correct), double(sums.samples), sums.loss_sum, sums.next_byte ? 1.0 : 0.0};
+    MIXPREC_RETURN_IF_ERROR(dp_->sum_over_ranks(v, "the evaluation sums at step " + std::to_string(global_step_)));
+    sums = {int64_t(v[0]), int64_t(v[1]), v[2], v[3] > 0};
+  } else {
+    sums = evaluate(*step_, data_.test, config_.batch_size);
+  }
+  EvalReport e = report_of(sums);
   const double eval_seconds = seconds_since(t0);
   e.epoch = epoch;
   e.step = global_step_;

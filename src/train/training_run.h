@@ -91,6 +91,7 @@ class TrainingRun {
   amp::Preset preset_;
   std::unique_ptr<PrecisionStep> step_;
   std::unique_ptr<DataParallel> dp_;  // null in one process
+  std::shared_ptr<const ImageDataset> eval_shard_;  // data-parallel: this rank's share of the test set
 
   Position pos_;  // where the next step starts
   // Checkpoints a rollback may return to, oldest first: only finite, resumable ones.

@@ -8,6 +8,8 @@
 #  - --allreduce-dtype bf16 stays within 2e-2 of one process and differs from the f32 wire;
 #  - --sync-bn: a BatchNorm model on 2 ranks x 32 matches 1 process x 64 within 1e-5 (and
 #    does not without it);
+#  - evaluation sharded over the ranks gives one process's accuracy and loss on all 512
+#    test samples;
 #  - found-inf consensus: an overflow injected on rank 0 only makes both ranks skip that step
 #    and halves the scale once, as in one process;
 #  - BatchNorm: running statistics stay identical on the ranks (the replica check passes);
@@ -119,6 +121,26 @@ for precision in fp32 o2-bf16; do
     echo "ok   $precision: buckets started during backward give the weights of one reduction after it, bit for bit"
   else fail "$precision: --bucket-mb 0.02 and --bucket-mb 0 end with different weights"; fi
 done
+
+# ---- evaluation: each rank evaluates its half of the test set, the sums are added ----
+EV=("${COMMON[@]}" --batch-size 64 --precision fp32 --max-steps 20 --eval-every 10)
+"$BIN" train "${EV[@]}" --run-dir eval-one > eval-one.log 2>&1 || fail "1 process with eval: exit $?"
+"${MPI[@]}" "$BIN" train "${EV[@]}" --run-dir eval-two > eval-two.log 2>&1 || fail "2 ranks with eval: exit $?"
+"$PY" - <<'PY' && echo "ok   sharded evaluation: the whole test set's accuracy and loss, as one process" ||
+import json
+def evals(d):
+    return [r for r in map(json.loads, open(d + "/metrics.jsonl")) if r.get("type") == "eval"]
+a, b = evals("eval-one"), evals("eval-two")
+assert [r["step"] for r in a] == [10, 20] == [r["step"] for r in b], (a, b)
+for x, y in zip(a, b):
+    # Equal up to the f32 rounding of the training steps (1e-6 per step, above) and of the
+    # evaluation's batch boundaries: a sample's logits do not depend on its batch.
+    assert abs(x["accuracy"] - y["accuracy"]) <= 1 / 512, (x, y)
+    assert abs(x["loss"] - y["loss"]) <= 1e-5 * abs(x["loss"]), (x, y)
+PY
+  fail "sharded evaluation differs from one process's: $(grep -h '"type":"eval"' eval-one/metrics.jsonl eval-two/metrics.jsonl)"
+grep -q "(512 examples)" eval-two.log && echo "ok   sharded evaluation reports all 512 test samples" ||
+  fail "sharded evaluation: $(grep -m1 'test accuracy' eval-two.log)"
 
 # ---- bf16 on the wire: close to one process, but not the f32 wire's bits ----
 expect "2 ranks, --allreduce-dtype bf16" 0 "gradients averaged in bf16" -- \

@@ -158,16 +158,21 @@ Status DataParallel::check_same(const std::vector<std::pair<std::string, uint64_
   return Status::ok();
 }
 
+StatusOr<std::string> DataParallel::broadcast_text(const std::string& text, const std::string& what) {
+  uint64_t size = text.size();
+  MIXPREC_RETURN_IF_ERROR(comm_.broadcast(std::span<uint8_t>(reinterpret_cast<uint8_t*>(&size), sizeof size), what));
+  std::string root(size_t(size), '\0');
+  if (comm_.rank() == 0) root = text;
+  MIXPREC_RETURN_IF_ERROR(comm_.broadcast(std::span<uint8_t>(reinterpret_cast<uint8_t*>(root.data()), root.size()), what));
+  return root;
+}
+
 Status DataParallel::check_same_text(const std::string& name, const std::string& json_text, const std::string& when) {
   if (check_same({{name, hash_text(json_text)}}, when).is_ok()) return Status::ok();
   // Every rank takes this branch (the allgather gave all the same answer): rank 0's text to all.
-  uint64_t size = json_text.size();
-  MIXPREC_RETURN_IF_ERROR(comm_.broadcast(std::span<uint8_t>(reinterpret_cast<uint8_t*>(&size), sizeof size),
-                                          "sending rank 0's " + name));
-  std::string root(size_t(size), '\0');
-  if (comm_.rank() == 0) root = json_text;
-  MIXPREC_RETURN_IF_ERROR(
-      comm_.broadcast(std::span<uint8_t>(reinterpret_cast<uint8_t*>(root.data()), root.size()), "sending rank 0's " + name));
+  auto sent = broadcast_text(json_text, "sending rank 0's " + name);
+  if (!sent.is_ok()) return sent.status();
+  const std::string root = std::move(sent).value();
   std::string keys;
   const auto mine = nlohmann::json::parse(json_text, nullptr, false);
   const auto theirs = nlohmann::json::parse(root, nullptr, false);

@@ -69,6 +69,8 @@ class DataParallel {
   std::shared_ptr<const BatchNormSync> batch_norm_sync();
   // values := their element-wise sum over the ranks (the evaluation's counts and losses).
   Status sum_over_ranks(std::span<double> values, const std::string& what) { return comm_.allreduce_sum(values, what); }
+  // Rank 0's `text` on every rank (the others' argument is ignored).
+  StatusOr<std::string> broadcast_text(const std::string& text, const std::string& what);
   // True on every rank when it is true on any.
   StatusOr<bool> any(bool flag, const std::string& what);
   // Every buffer (BatchNorm running statistics) := rank 0's.

@@ -122,13 +122,28 @@ StatusOr<bool> TrainingRun::evaluate_now(int64_t epoch) {
 }
 
 Status TrainingRun::roll_back(int64_t epoch, int64_t batch, const std::string& why) {
-  // The newest checkpoint that still loads, is resumable and holds no inf/NaN.
-  auto usable = first_usable_checkpoint({rollback_candidates_.rbegin(), rollback_candidates_.rend()});
+  // The newest checkpoint that still loads, is resumable and holds no inf/NaN. In a
+  // data-parallel run the ranks decided alike (the guard reads the all-reduced loss); rank 0,
+  // which wrote the checkpoints, picks one and every rank restores that file (the run
+  // directory is shared, as for --resume).
+  const bool picks = !dp_ || dp_->rank() == 0;
+  StatusOr<UsableCheckpoint> usable = Status::internal("rollback: no checkpoint chosen");
+  if (picks) usable = first_usable_checkpoint({rollback_candidates_.rbegin(), rollback_candidates_.rend()});
+  if (dp_) {
+    auto chosen = dp_->broadcast_text(usable.is_ok() ? usable->file : std::string(),
+                                      "the rollback checkpoint at step " + std::to_string(global_step_));
+    if (!chosen.is_ok()) return chosen.status();
+    if (chosen->empty() && !picks)
+      return Status(StatusCode::bad_checkpoint, "rollback: rank 0 found no usable checkpoint (its message says why)");
+    if (!picks) usable = first_usable_checkpoint({*chosen});
+  }
   if (!usable.is_ok()) return Status(StatusCode::bad_checkpoint, "rollback: " + usable.status().message());
   const std::string file = usable->file;
   for (const std::string& skipped : usable->skipped)
     if (cb_.on_warning) cb_.on_warning("rollback: passed over " + skipped);
-  while (rollback_candidates_.back() != file) rollback_candidates_.pop_back();  // the abandoned timeline
+  // The abandoned timeline (rank 0's list; another rank's holds at most its resume file).
+  while (!rollback_candidates_.empty() && rollback_candidates_.back() != file) rollback_candidates_.pop_back();
+  if (rollback_candidates_.empty()) rollback_candidates_.push_back(file);
   if (run_dir_ && file != result_.last_checkpoint && file.rfind(run_dir_->path + "/", 0) == 0) {
     // last.json named one that proved unusable (or none yet): point it at the target.
     MIXPREC_RETURN_IF_ERROR(update_pointer(run_dir_->path, "last", file.substr(run_dir_->path.size() + 1)));

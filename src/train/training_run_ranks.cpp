@@ -27,9 +27,6 @@ Status TrainingRun::join_ranks() {
                                     " ranks (try " + (down > 0 ? std::to_string(down) + " or " : "") +
                                     std::to_string(up) + ")");
   }
-  if (config_.on_divergence == "rollback")
-    return Status::invalid_argument("--on-divergence rollback: not supported with " + std::to_string(n) +
-                                    " ranks yet (use stop, and --resume from the last checkpoint)");
   ReducerOptions reducer;
   reducer.bucket_bytes = int64_t(config_.bucket_mb * double(1 << 20));
   reducer.first_bucket_bytes = std::min(reducer.first_bucket_bytes, reducer.bucket_bytes);

@@ -10,6 +10,8 @@
 #    does not without it);
 #  - evaluation sharded over the ranks gives one process's accuracy and loss on all 512
 #    test samples;
+#  - --on-divergence rollback: a NaN loss rolls every rank back to the same checkpoint and the
+#    run ends with one process's losses;
 #  - found-inf consensus: an overflow injected on rank 0 only makes both ranks skip that step
 #    and halves the scale once, as in one process;
 #  - BatchNorm: running statistics stay identical on the ranks (the replica check passes);
@@ -141,6 +143,18 @@ PY
   fail "sharded evaluation differs from one process's: $(grep -h '"type":"eval"' eval-one/metrics.jsonl eval-two/metrics.jsonl)"
 grep -q "(512 examples)" eval-two.log && echo "ok   sharded evaluation reports all 512 test samples" ||
   fail "sharded evaluation: $(grep -m1 'test accuracy' eval-two.log)"
+
+# ---- --on-divergence rollback: every rank restores the checkpoint rank 0 picks ----
+# An inf gradient at step 5 (fp32 Adam: NaN weights, so step 6's loss is NaN on every rank,
+# the inf having travelled in the gradient sum): back to step 3, batch 6 skipped, the run
+# completes with one process's losses.
+RB=("${COMMON[@]}" --batch-size 64 --precision fp32 --max-steps 12 --save-every 3 --inject-nonfinite 5
+    --on-divergence rollback --no-eval)
+"$BIN" train "${RB[@]}" --run-dir rollback-one > rollback-one.log 2>&1 || fail "1 process rollback: exit $?"
+expect "2 ranks roll back together" 0 "rolled back to .*rollback-two/step-00000003.safetensors \(step 3\) and skipping batch 6" -- \
+  "${MPI[@]}" "$BIN" train "${RB[@]}" --run-dir rollback-two
+if out=$(compare rollback-one rollback-two 1e-6); then echo "ok   rollback on 2 ranks vs 1 process: $out"
+else fail "rollback on 2 ranks: $out"; fi
 
 # ---- bf16 on the wire: close to one process, but not the f32 wire's bits ----
 expect "2 ranks, --allreduce-dtype bf16" 0 "gradients averaged in bf16" -- \

@@ -61,6 +61,8 @@ struct ConvBwdWeightsEntry : CacheEntry {
   dnnl::convolution_backward_weights prim;
   dnnl_md diff_weights_md;  // oneDNN's choice; reordered to OIHW f32 when it differs
   bool direct = false;      // diff_weights_md is already plain OIHW f32
+  dnnl_md src_md, diff_dst_md;  // the activations' layouts the kernel reads
+  bool reorder_src = false, reorder_dd = false;  // they differ from channels-last
   dnnl::memory src, diff_dst, diff_weights, diff_bias;
   std::unordered_map<int, dnnl::memory> args;
 };
@@ -264,21 +266,37 @@ WeightGrads conv2d_backward_weights(const Tensor& src, const Tensor& diff_dst,
       auto hint = conv_forward_pd(g, src_md, dd_md, dt, with_bias);
       using bwd = dnnl::convolution_backward_weights;
       const dnnl_md dw_any = md_any(weights_shape, kGradDType);
-      auto desc = with_bias ? bwd::desc(dnnl::algorithm::convolution_direct, src_md, dw_any,
-                                        md_of(Shape{g.O}, kGradDType, MemoryFormat::contiguous),
-                                        dd_md, g.strides, g.pad_l, g.pad_r)
-                            : bwd::desc(dnnl::algorithm::convolution_direct, src_md, dw_any,
-                                        dd_md, g.strides, g.pad_l, g.pad_r);
-      bwd::primitive_desc pd(desc, cpu_engine(), hint);
+      auto make_pd = [&](const dnnl_md& s_md, const dnnl_md& d_md) {
+        auto desc = with_bias ? bwd::desc(dnnl::algorithm::convolution_direct, s_md, dw_any,
+                                          md_of(Shape{g.O}, kGradDType, MemoryFormat::contiguous),
+                                          d_md, g.strides, g.pad_l, g.pad_r)
+                              : bwd::desc(dnnl::algorithm::convolution_direct, s_md, dw_any,
+                                          d_md, g.strides, g.pad_l, g.pad_r);
+        return bwd::primitive_desc(desc, cpu_engine(), hint);
+      };
+      bwd::primitive_desc pd = make_pd(src_md, dd_md);
+      // oneDNN 2.6 has no brgemm weight gradient for f32 channels-last activations on
+      // AVX-512: its jit fallback ran the seed CNN's conv2 at 56% of the f32 peak (8.5 ms),
+      // the blocked layout it prefers at 90% (5.2 ms) plus 2 ms of reorders into it (Zen5,
+      // 2026-11-26; docs/benchmarks.md). So an f32 weight gradient without a brgemm kernel
+      // lets oneDNN pick the activations' layout and reorders them into it.
+      if (dt == DType::f32 && std::string(pd.impl_info_str()).rfind("brg", 0) != 0) {
+        bwd::primitive_desc free = make_pd(md_any(x.shape(), dt), md_any(dd.shape(), dt));
+        if (!(free.src_desc() == src_md && free.diff_dst_desc() == dd_md)) pd = free;
+      }
       entry->prim = make_primitive<bwd>(pd);
       entry->impl = pd.impl_info_str();
       entry->diff_weights_md = pd.diff_weights_desc();
       entry->direct = entry->diff_weights_md == dw_plain;
+      entry->src_md = pd.src_desc();
+      entry->diff_dst_md = pd.diff_dst_desc();
+      entry->reorder_src = !(entry->src_md == src_md);
+      entry->reorder_dd = !(entry->diff_dst_md == dd_md);
     } catch (const dnnl::error& err) {
       rethrow_dnnl(err, kind_name(op, dt) + " src " + describe(x) + " diff_dst " + describe(dd));
     }
-    entry->src = unbound_memory(src_md);
-    entry->diff_dst = unbound_memory(dd_md);
+    entry->src = unbound_memory(entry->src_md);
+    entry->diff_dst = unbound_memory(entry->diff_dst_md);
     entry->diff_weights = unbound_memory(entry->diff_weights_md);
     entry->args = {{DNNL_ARG_SRC, entry->src},
                    {DNNL_ARG_DIFF_DST, entry->diff_dst},
@@ -298,10 +316,19 @@ WeightGrads conv2d_backward_weights(const Tensor& src, const Tensor& diff_dst,
   if (!e->direct)
     blocked = Tensor::empty({static_cast<int64_t>(e->diff_weights_md.get_size())}, DType::u8);
   void* dw_ptr = e->direct ? out.diff_weights.data() : blocked.data();
+  Tensor src_blocked, dd_blocked;
+  if (e->reorder_src) {
+    src_blocked = Tensor::empty({static_cast<int64_t>(e->src_md.get_size())}, DType::u8);
+    execute_reorder(src_md, handle_of(x), e->src_md, src_blocked.data());
+  }
+  if (e->reorder_dd) {
+    dd_blocked = Tensor::empty({static_cast<int64_t>(e->diff_dst_md.get_size())}, DType::u8);
+    execute_reorder(dd_md, handle_of(dd), e->diff_dst_md, dd_blocked.data());
+  }
   {
     std::lock_guard<std::mutex> lock(e->mu);
-    e->src.set_data_handle(handle_of(x));
-    e->diff_dst.set_data_handle(handle_of(dd));
+    e->src.set_data_handle(e->reorder_src ? src_blocked.data() : handle_of(x));
+    e->diff_dst.set_data_handle(e->reorder_dd ? dd_blocked.data() : handle_of(dd));
     e->diff_weights.set_data_handle(dw_ptr);
     if (with_bias) e->diff_bias.set_data_handle(out.diff_bias.data());
     e->prim.execute(cpu_stream(), e->args);

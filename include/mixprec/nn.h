@@ -2,6 +2,7 @@
 // are named hierarchically ("conv1.weight", "features.0.bias") and initialised as PyTorch
 // does by default (kaiming_uniform with a = sqrt(5), bias U(-1/sqrt(fan_in), 1/sqrt(fan_in))).
 #pragma once
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +20,9 @@ class Module {
   virtual Tensor forward(const Tensor& input) = 0;
   // Runs forward, honouring this module's autocast override.
   Tensor operator()(const Tensor& input);
+  // Runs body(input) with operator()'s handling of the autocast override: for a forward that
+  // takes more than the input (an encoder layer given a padding mask).
+  Tensor with_precision(const Tensor& input, const std::function<Tensor(const Tensor&)>& body);
   virtual const char* type_name() const = 0;
 
   // Depth-first, in registration order: "conv1.weight", "conv1.bias", "fc1.weight", ...

@@ -25,6 +25,11 @@ class MultiheadAttention : public Module {
   MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool bias = true,
                      bool causal = false);
   Tensor forward(const Tensor& input) override;  // [B, S, E] -> [B, S, E]
+  // With a key padding mask (PyTorch's key_padding_mask as an additive float mask): [B, S],
+  // 0 where a position may be attended to and kPaddingScore where it is padding
+  // (key_padding_mask(): no query sees a padded key). Undefined: no mask. A masked call
+  // takes the matmul-softmax-matmul route at every length.
+  Tensor forward(const Tensor& input, const Tensor& key_padding);
   // One new position of one sequence (text generation with a key/value cache): x [1, E] is
   // the position's input; its key and value are appended to k_cache / v_cache ([H, t, D],
   // undefined when empty) and it attends to every cached position, itself included: the
@@ -58,6 +63,8 @@ class TransformerEncoderLayer : public Module {
                           double dropout = 0.0, Activation activation = Activation::gelu,
                           double layer_norm_eps = 1e-5);
   Tensor forward(const Tensor& input) override;  // [B, S, E] -> [B, S, E]
+  // Its self-attention given a key padding mask (MultiheadAttention::forward).
+  Tensor forward(const Tensor& input, const Tensor& key_padding);
   const char* type_name() const override { return "TransformerEncoderLayer"; }
   std::shared_ptr<MultiheadAttention> self_attn;
   std::shared_ptr<Linear> linear1, linear2;
@@ -76,6 +83,18 @@ Tensor linear_over_tokens(Linear& linear, const Tensor& input);
 // 2.6 reduces a middle axis with its slow reference kernel), autocast off so that it keeps
 // mean's fp32 policy (an f32 input stays f32; O2's bf16 stays bf16, as mean would).
 Tensor mean_over_positions(const Tensor& x);
+// The mean over the positions that are not padding: weights [B, S] (f32) are 1 / count at a
+// text's real positions and 0 at its padding (padding_weights()); [B, S, E] -> [B, E].
+Tensor mean_over_positions(const Tensor& x, const Tensor& weights);
+
+// From byte ids [B, S] (i64, 0 = padding): the additive key mask MultiheadAttention takes
+// (f32: 0, or kPaddingScore at padding) and the masked mean's weights (f32).
+// kPaddingScore: added to a padded key's scores. Its exp underflows to 0 in every dtype's
+// softmax, and unlike -inf (or f32's lowest, which is -inf in bf16) it stays finite in f16,
+// bf16 and f32 scores, so a text of padding only attends uniformly instead of giving NaN.
+inline constexpr double kPaddingScore = -30000.0;
+Tensor key_padding_mask(const Tensor& ids);
+Tensor padding_weights(const Tensor& ids);
 
 // Token ids [B, S] (i64, each < vocab, S <= positions) -> [B, S, dim]: a token embedding plus
 // a learned embedding of each position (BERT's and GPT-2's input layer). Parameters:

@@ -8,6 +8,7 @@
 
 #include "mixprec/nn_attention.h"
 #include "nn/language_model_layers.h"
+#include "nn/text_classifier.h"
 
 namespace mixprec::onnx_export {
 
@@ -64,6 +65,7 @@ StatusOr<Value> LayerEmitter::dispatch(const nn::Module& m, const std::string& p
   }
   if (auto* n = dynamic_cast<const nn::LayerNorm*>(&m)) return layer_norm(*n, path, x);
   if (auto* n = dynamic_cast<const nn::BatchNorm2d*>(&m)) return batch_norm(*n, path, x);
+  if (dynamic_cast<const nn::FileTextClassifier*>(&m)) return text_classifier(m, path, x);  // a Sequential too
   if (dynamic_cast<const nn::Sequential*>(&m)) return sequence(m, path, x);
   if (auto* r = dynamic_cast<const nn::Residual*>(&m)) {
     auto body = module(*r->body, join(path, "body"), x);
@@ -114,8 +116,13 @@ StatusOr<Value> LayerEmitter::dispatch(const nn::Module& m, const std::string& p
   }
   if (auto* gpt_model = dynamic_cast<const nn::Gpt*>(&m)) return gpt(*gpt_model, x);
   if (auto* e = dynamic_cast<const nn::TokenEmbedding*>(&m)) return token_embedding(*e, path, x);
-  if (dynamic_cast<const nn::SequenceMeanPool*>(&m))  // [B, T, E] -> [B, E], as mean_over_positions
-    return Value{g_.node("ReduceMean", {x.name}, join(path, "mean"), {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t(0)}}), 2};
+  if (dynamic_cast<const nn::SequenceMeanPool*>(&m)) {  // [B, T, E] -> [B, E], as mean_over_positions
+    if (pool_weights_.empty())
+      return Value{g_.node("ReduceMean", {x.name}, join(path, "mean"), {{"axes", std::vector<int64_t>{1}}, {"keepdims", int64_t(0)}}), 2};
+    // The masked mean: [B, 1, S] weights x [B, S, E].
+    const std::string pooled = g_.node("MatMul", {g_.to_compute(pool_weights_), x.name}, join(path, "masked_mean"));
+    return Value{g_.node("Reshape", {pooled, g_.ints(join(path, "pooled_shape"), {0, -1})}, join(path, "pooled")), 2};
+  }
   if (dynamic_cast<const nn::LmHead*>(&m)) return lm_head(m, path, x);
   return Status::unimplemented("ONNX export: module '" + (path.empty() ? std::string("(the model)") : path) +
                                "' is a " + m.type_name() +
@@ -230,6 +237,7 @@ Value LayerEmitter::attention(const nn::MultiheadAttention& m, const std::string
   const std::string k_t = project(1, "k", {0, 2, 3, 1});  // [B, H, D, S]
   const std::string v = project(2, "v", {0, 2, 1, 3});    // [B, H, S, D]
   std::string scores = g_.to_f32(g_.node("MatMul", {q, k_t}, join(path, "scores")));  // [B, H, S, S], softmax in f32
+  if (!key_mask_.empty()) scores = g_.node("Add", {scores, key_mask_}, join(path, "padding_masked"));
   if (m.causal) {
     // -inf above the diagonal: a [C, C] constant for the longest sequence the model takes,
     // sliced to [S, S] with S read off the input (so one graph serves every length).
@@ -321,6 +329,28 @@ StatusOr<Value> LayerEmitter::lm_head(const nn::Module& m, const std::string& pa
     w_t = g_.weight(join(path, "weight"), head.weight, true);
   }
   return Value{g_.node("MatMul", {x.name, w_t}, join(path, "logits")), 3};
+}
+
+StatusOr<Value> LayerEmitter::text_classifier(const nn::Module& m, const std::string& path, const Value& ids) {
+  // keep [B, S]: 1 at a text's bytes, 0 at its padding (byte 0), as nn::padding_weights reads it.
+  const std::string nonzero = g_.node("Cast", {ids.name}, join(path, "nonpadding"), {{"to", int64_t(TensorProto::BOOL)}});
+  const std::string keep = g_.node("Cast", {nonzero}, join(path, "keep"), {{"to", int64_t(TensorProto::FLOAT)}});
+  // (keep - 1) x -kPaddingScore: 0, or kPaddingScore at padding; [B, 1, 1, S] over the scores.
+  const std::string off = g_.node("Sub", {keep, g_.constant_f32(join(path, "one"), {1.0f}, {})}, join(path, "keep_minus_one"));
+  const std::string mask = g_.node("Mul", {off, g_.constant_f32(join(path, "padding_score"), {float(-nn::kPaddingScore)}, {})},
+                                   join(path, "key_mask_flat"));
+  key_mask_ = g_.node("Reshape", {mask, g_.ints(join(path, "key_mask_shape"), {0, 1, 1, -1})}, join(path, "key_mask"));
+  // Pooling weights keep / count, count = keep . keep (0/1 values); a text of padding only
+  // gets 0 weights (0 / tiny), as padding_weights gives.
+  const std::string keep3 = g_.node("Reshape", {keep, g_.ints(join(path, "keep_shape"), {0, 1, -1})}, join(path, "keep3"));
+  const std::string keep3_t = g_.node("Transpose", {keep3}, join(path, "keep3_t"), {{"perm", std::vector<int64_t>{0, 2, 1}}});
+  const std::string count = g_.node("MatMul", {keep3, keep3_t}, join(path, "count"));  // [B, 1, 1]
+  const std::string safe = g_.node("Add", {count, g_.constant_f32(join(path, "tiny"), {1e-30f}, {})}, join(path, "count_safe"));
+  pool_weights_ = g_.node("Div", {keep3, safe}, join(path, "pool_weights"));
+  auto out = sequence(m, path, ids);
+  key_mask_.clear();
+  pool_weights_.clear();
+  return out;
 }
 
 }  // namespace mixprec::onnx_export

@@ -45,6 +45,9 @@ class LayerEmitter {
   // the language model's head, reading the embedding's initializer when tied.
   Value token_embedding(const nn::TokenEmbedding& m, const std::string& path, const Value& ids);
   StatusOr<Value> lm_head(const nn::Module& m, const std::string& path, const Value& x);
+  // A text classifier with its padding masked (nn::FileTextClassifier): the key mask and the
+  // pooling weights from the ids, then its layers with them.
+  StatusOr<Value> text_classifier(const nn::Module& m, const std::string& path, const Value& ids);
 
   OnnxGraph& g_;
   // The longest sequence a causal attention can see (the Gpt's context): the size of the
@@ -52,6 +55,9 @@ class LayerEmitter {
   int64_t causal_context_ = 0;
   // Each emitted token table's initializer (a tied lm_head reads the same one).
   std::map<const nn::Embedding*, std::string> token_tables_;
+  // While a masked text classifier is emitted: its additive key mask [B, 1, 1, S] (f32) that
+  // attention adds to its scores, and its pooling weights [B, 1, S] (f32); else empty.
+  std::string key_mask_, pool_weights_;
 };
 
 }  // namespace mixprec::onnx_export

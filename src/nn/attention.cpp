@@ -52,7 +52,9 @@ MultiheadAttention::MultiheadAttention(int64_t embed_dim_, int64_t num_heads_, d
   if (bias) out_proj->bias.fill_(0.0);  // PyTorch's _reset_parameters: constant_(out_proj.bias, 0)
 }
 
-Tensor MultiheadAttention::forward(const Tensor& x) {
+Tensor MultiheadAttention::forward(const Tensor& x) { return forward(x, Tensor()); }
+
+Tensor MultiheadAttention::forward(const Tensor& x, const Tensor& key_padding) {
   if (x.dim() != 3 || x.size(2) != embed_dim)
     bad("MultiheadAttention: input " + shape_str(x.shape()) + " does not fit (expected [B, S, " +
         std::to_string(embed_dim) + "])");
@@ -71,7 +73,10 @@ Tensor MultiheadAttention::forward(const Tensor& x) {
                            {B * H, S, D});
   const Tensor v = reshape(permute(project(2), {0, 2, 1, 3}), {B * H, S, D});
   const bool dropping = dropout > 0.0 && is_training();
-  if (S >= tiled_from() && !dropping) {
+  if (key_padding.defined() && (key_padding.dim() != 2 || key_padding.size(0) != B || key_padding.size(1) != S))
+    bad("MultiheadAttention: key padding mask " + shape_str(key_padding.shape()) + " is not [" + std::to_string(B) +
+        ", " + std::to_string(S) + "]");
+  if (S >= tiled_from() && !dropping && !key_padding.defined()) {
     // Long sequences: the tiled route, whose memory grows with S instead of S^2 (the scores
     // of `block` query rows at a time). Q is scaled already.
     const Tensor k = reshape(permute(project(1), {0, 2, 1, 3}), {B * H, S, D});
@@ -80,7 +85,10 @@ Tensor MultiheadAttention::forward(const Tensor& x) {
     return reshape((*out_proj)(merged), {B, S, E});
   }
   const Tensor k_t = reshape(permute(project(1), {0, 2, 3, 1}), {B * H, D, S});
-  const Tensor scores = matmul(q, k_t);  // [B*H, S, S]
+  Tensor scores = matmul(q, k_t);  // [B*H, S, S]
+  if (key_padding.defined())  // + [B, 1, 1, S]: a padded key's column at the dtype's lowest value
+    scores = reshape(add(reshape(scores, {B, H, S, S}), reshape(key_padding.to(scores.dtype()), {B, 1, 1, S})),
+                     {B * H, S, S});
   // 16-bit scores, and every causal mask, go through attention_softmax (its own kernel);
   // f32 scores without a mask through softmax, as PyTorch.
   Tensor weights = causal || scores.dtype() == DType::bf16 || scores.dtype() == DType::f16

@@ -6,6 +6,7 @@
 #include "mixprec/models.h"
 #include "mixprec/nn_attention.h"
 #include "nn/language_model_layers.h"
+#include "nn/text_classifier.h"
 #include "nn/model_plan.h"
 #include "nn/model_planner.h"
 
@@ -119,6 +120,11 @@ StatusOr<std::shared_ptr<Module>> build_model_file(const std::string& text, cons
     auto lm = std::make_shared<FileLanguageModel>(plan->front().in);  // the embedding's positions
     for (const LayerPlan& p : *plan) lm->add(p.name, build_layer(p, state));
     return std::shared_ptr<Module>(lm);
+  }
+  if (!plan->empty() && plan->front().type == "embedding" && plan->front().mask_padding) {
+    auto classifier = std::make_shared<FileTextClassifier>();  // padding masked in attention and pooling
+    for (const LayerPlan& p : *plan) classifier->add(p.name, build_layer(p, state));
+    return std::shared_ptr<Module>(classifier);
   }
   return std::shared_ptr<Module>(build_block(*plan, state));
 }

@@ -18,6 +18,7 @@ struct LayerPlan {
   int64_t in = 0, out = 0, kernel = 0, stride = 0, padding = 0, heads = 0;
   bool bias = true;
   bool tied = true;  // lm_head: its weight is the embedding's token table
+  bool mask_padding = false;  // embedding: byte 0 is padding that attention and pooling skip
   double eps = 1e-5, momentum = 0.1, p = 0.5;
   std::vector<int64_t> input_shape, output_shape;  // per sample
   int64_t parameters = 0;                          // trainable (batch norm's statistics not counted)

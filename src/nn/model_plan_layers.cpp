@@ -23,7 +23,7 @@ const std::vector<LayerType>& layer_types() {
       {"sequence", {}},
       {"global_avgpool", {}},
       {"residual", {}},
-      {"embedding", {{"dim", Param::integer}, {"context", Param::integer}}},
+      {"embedding", {{"dim", Param::integer}, {"context", Param::integer}, {"mask_padding", Param::boolean}}},
       {"encoder", {{"heads", Param::integer}, {"ffn", Param::integer}, {"dropout", Param::number},
                    {"eps", Param::number}}},
       {"decoder", {{"heads", Param::integer}}},
@@ -190,6 +190,11 @@ const auto var = *var##_or
     if (context < T)
       return error(at + "/context", "context: " + std::to_string(context) + " positions, but the texts here have " +
                                         std::to_string(T) + " bytes (--max-tokens)");
+    MIXPREC_TAKE(mask_padding, boolean(p, "mask_padding", at, false));
+    if (mask_padding && language_model_)
+      return error(at + "/mask_padding", "mask_padding: a language model's windows of text have no padding (it is for "
+                                         "text classifiers, whose texts are 0-padded to --max-tokens)");
+    m.mask_padding = mask_padding;
     m.parameters = (256 + context) * dim;  // both <= 65536: no overflow
     MIXPREC_RETURN_IF_ERROR(budget(at, m.parameters));
     m.in = context, m.out = dim;

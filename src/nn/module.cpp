@@ -11,7 +11,12 @@
 namespace mixprec::nn {
 
 Tensor Module::operator()(const Tensor& input) {
-  if (!autocast_override_) return forward(input);
+  if (!autocast_override_) return forward(input);  // the common case, without the std::function
+  return with_precision(input, [this](const Tensor& x) { return forward(x); });
+}
+
+Tensor Module::with_precision(const Tensor& input, const std::function<Tensor(const Tensor&)>& body) {
+  if (!autocast_override_) return body(input);
   if (!*autocast_override_) {
     // Without autocast (the O2 and O3 presets, 16-bit weights and activations) the output
     // goes back to the input's dtype, which is what the next layer's weights are in; under
@@ -19,11 +24,11 @@ Tensor Module::operator()(const Tensor& input) {
     const bool hand_back = !amp::is_autocast_enabled() && is_half(input.dtype());
     amp::AutocastGuard off(false);
     const bool cast = is_floating(input.dtype()) && input.dtype() != DType::f64;
-    const Tensor out = forward(cast ? input.to(DType::f32) : input);
+    const Tensor out = body(cast ? input.to(DType::f32) : input);
     return hand_back && is_floating(out.dtype()) ? out.to(input.dtype()) : out;
   }
   amp::AutocastGuard on(amp::autocast_dtype(), true);
-  return forward(input);
+  return body(input);
 }
 
 Tensor& Module::register_parameter(const std::string& name, Tensor value) {

@@ -21,6 +21,48 @@ Tensor mean_over_positions(const Tensor& x) {
   return reshape(pooled, {x.size(0), x.size(2)});
 }
 
+Tensor mean_over_positions(const Tensor& x, const Tensor& weights) {
+  if (x.dim() != 3 || weights.dim() != 2 || weights.size(0) != x.size(0) || weights.size(1) != x.size(1))
+    throw Error(Status::invalid_argument("masked mean over positions: input " + shape_str(x.shape()) + ", weights " +
+                                         shape_str(weights.shape()) + ": expected [B, S, E] and [B, S]"));
+  amp::AutocastGuard fp32_mean(false);
+  const Tensor w = reshape(weights.to(x.dtype()), {x.size(0), 1, x.size(1)});
+  return reshape(matmul(w, x), {x.size(0), x.size(2)});  // [B, 1, S] x [B, S, E]
+}
+
+namespace {
+
+std::vector<bool> kept_positions(const Tensor& ids) {
+  if (ids.dim() != 2 || ids.dtype() != DType::i64 || !ids.is_contiguous())
+    throw Error(Status::invalid_argument("padding mask: ids " + ids.str() + " are not contiguous [B, S] i64"));
+  const int64_t* p = ids.data_ptr<int64_t>();
+  std::vector<bool> keep(size_t(ids.numel()));
+  for (size_t i = 0; i < keep.size(); ++i) keep[i] = p[i] != 0;
+  return keep;
+}
+
+}  // namespace
+
+Tensor key_padding_mask(const Tensor& ids) {
+  const std::vector<bool> keep = kept_positions(ids);
+  std::vector<double> v(keep.size());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = keep[i] ? 0.0 : kPaddingScore;
+  return Tensor::from_vector_f64(v, ids.shape(), DType::f32);
+}
+
+Tensor padding_weights(const Tensor& ids) {
+  const std::vector<bool> keep = kept_positions(ids);
+  const int64_t B = ids.size(0), S = ids.size(1);
+  std::vector<double> w(keep.size(), 0.0);
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t count = 0;
+    for (int64_t s = 0; s < S; ++s) count += keep[size_t(b * S + s)];
+    for (int64_t s = 0; s < S; ++s)
+      if (keep[size_t(b * S + s)]) w[size_t(b * S + s)] = 1.0 / double(count);  // a text of padding only: all 0
+  }
+  return Tensor::from_vector_f64(w, ids.shape(), DType::f32);
+}
+
 TokenEmbedding::TokenEmbedding(int64_t vocab, int64_t positions_, int64_t dim) {
   tokens = register_module("tokens", std::make_shared<Embedding>(vocab, dim));
   positions = register_module("positions", std::make_shared<Embedding>(positions_, dim));

@@ -27,10 +27,13 @@ TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead,
   dropout2 = register_module("dropout2", std::make_shared<Dropout>(dropout_p));
 }
 
-Tensor TransformerEncoderLayer::forward(const Tensor& x) {
+Tensor TransformerEncoderLayer::forward(const Tensor& x) { return forward(x, Tensor()); }
+
+Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& key_padding) {
   // Residual sums follow the promote policy: under autocast the f32 stream plus a bf16
   // branch is summed in f32, and the LayerNorms (fp32 policy) keep the stream in f32.
-  Tensor h = (*norm1)(add(x, (*dropout1)((*self_attn)(x))));  // [B, S, E]
+  const Tensor attended = self_attn->with_precision(x, [&](const Tensor& in) { return self_attn->forward(in, key_padding); });
+  Tensor h = (*norm1)(add(x, (*dropout1)(attended)));  // [B, S, E]
   Tensor ff = linear_over_tokens(*linear1, h);                 // [B, S, F]
   ff = activation == Activation::gelu ? gelu(ff) : relu(ff);
   ff = linear_over_tokens(*linear2, (*dropout)(ff));           // [B, S, E]

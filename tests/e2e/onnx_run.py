@@ -34,7 +34,8 @@ def tensor_value(t):
 
 
 NP_TYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16,
-            onnx.TensorProto.INT64: np.int64, onnx.TensorProto.DOUBLE: np.float64}
+            onnx.TensorProto.INT64: np.int64, onnx.TensorProto.DOUBLE: np.float64,
+            onnx.TensorProto.BOOL: np.bool_}
 
 
 def attrs_of(node):

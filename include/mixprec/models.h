@@ -131,6 +131,10 @@ class StepwiseLanguageModel {
   virtual Tensor forward_step(int64_t token, KvCache& cache) = 0;
 };
 
+// forward_step's checks, the same for every StepwiseLanguageModel: `token` is one of the
+// `vocab` values and the cache has room for it within `context` positions.
+void check_next_token(int64_t token, int64_t vocab, const KvCache& cache, int64_t context);
+
 // GPT-2's initialisation of a block in a stack of `layers`: weights N(0, 0.02), the output
 // projections (attn.out_proj, mlp.c_proj) N(0, 0.02 / sqrt(2 layers)) so that the residual
 // stream's variance does not grow with depth, the MLP's biases 0.

@@ -79,14 +79,18 @@ Tensor Gpt::forward(const Tensor& tokens) {
   return reshape(linear(reshape(x, {B * T, d}), wte->weight), {B, T, wte->weight.size(0)});
 }
 
-Tensor Gpt::forward_step(int64_t token, KvCache& cache) {
-  const int64_t vocab = wte->weight.size(0);
+void check_next_token(int64_t token, int64_t vocab, const KvCache& cache, int64_t context) {
   if (token < 0 || token >= vocab)
-    throw Error(Status::invalid_argument("Gpt::forward_step: token " + std::to_string(token) + " is not in [0, " +
+    throw Error(Status::invalid_argument("forward_step: token " + std::to_string(token) + " is not in [0, " +
                                          std::to_string(vocab) + ")"));
   if (cache.length >= context)
-    throw Error(Status::invalid_argument("Gpt::forward_step: the cache holds " + std::to_string(cache.length) +
+    throw Error(Status::invalid_argument("forward_step: the cache holds " + std::to_string(cache.length) +
                                          " positions, the model's whole context: start a new cache"));
+}
+
+Tensor Gpt::forward_step(int64_t token, KvCache& cache) {
+  const int64_t vocab = wte->weight.size(0);
+  check_next_token(token, vocab, cache, context);
   NoGradGuard no_grad;
   const int64_t layers = int64_t(h->children().size());
   cache.keys.resize(size_t(layers));

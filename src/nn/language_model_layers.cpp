@@ -30,13 +30,7 @@ Tensor FileLanguageModel::forward_step(int64_t token, KvCache& cache) {
   auto* embedding = layers.empty() ? nullptr : dynamic_cast<TokenEmbedding*>(layers.front().second.get());
   if (embedding == nullptr)
     throw Error(Status::internal("FileLanguageModel: its first layer is not a token embedding"));
-  const int64_t vocab = embedding->tokens->weight.size(0);
-  if (token < 0 || token >= vocab)
-    throw Error(Status::invalid_argument("forward_step: token " + std::to_string(token) + " is not in [0, " +
-                                         std::to_string(vocab) + ")"));
-  if (cache.length >= context_)
-    throw Error(Status::invalid_argument("forward_step: the cache holds " + std::to_string(cache.length) +
-                                         " positions, the model's whole context: start a new cache"));
+  check_next_token(token, embedding->tokens->weight.size(0), cache, context_);
   NoGradGuard no_grad;
   Tensor x = embedding->forward_at(token, cache.length);  // [1, E]
   size_t block = 0;

@@ -6,6 +6,8 @@
 // let a position see the future, or misplaces lm_head, is refused at its line and column.
 #include <gtest/gtest.h>
 
+#include "common/source_file.h"
+
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -17,12 +19,7 @@
 namespace mixprec::nn {
 namespace {
 
-std::string repo_file(const std::string& name) {
-  std::ifstream f(std::string(MIXPREC_SOURCE_DIR) + "/" + name);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+std::string repo_file(const std::string& name) { return test::source_file(name); }
 
 const char* const kTinyLm =
     "layers:\n"
@@ -150,25 +147,18 @@ TEST(LanguageModelFile, NoPositionSeesALaterOneAndStepsEqualTheFullForward) {
 }
 
 TEST(LanguageModelFile, FutureSeeingOrMisplacedLayersAreRefusedWhereTheyAre) {
-  EXPECT_NE(error_of("layers:\n  - embedding: {dim: 8}\n  - encoder: {heads: 2}\n  - lm_head\n")
-                .find("lm.yaml:3:14: encoder in a language model"),  // at its parameters
-            std::string::npos);
-  EXPECT_NE(error_of("layers:\n  - embedding: {dim: 8}\n  - encoder: {heads: 2}\n  - lm_head\n").find("use decoder"),
-            std::string::npos);
-  EXPECT_NE(error_of("layers:\n  - embedding: {dim: 8}\n  - global_avgpool\n  - lm_head\n")
-                .find("global_avgpool in a language model"),
-            std::string::npos);
-  EXPECT_NE(error_of("layers:\n  - embedding: {dim: 8}\n  - residual: [gelu]\n  - lm_head\n")
-                .find("residual in a language model"),
-            std::string::npos);
-  EXPECT_NE(error_of("layers:\n  - embedding: {dim: 8}\n  - lm_head\n  - lm_head\n").find("lm_head after lm_head"),
-            std::string::npos);
-  EXPECT_NE(error_of("layers:\n  - decoder\n  - lm_head\n").find("starts with embedding"), std::string::npos);
-  EXPECT_NE(error_of("layers:\n  - embedding: {dim: 8}\n  - decoder: {heads: 3}\n  - lm_head\n")
-                .find("heads: 3 does not divide the width 8"),
-            std::string::npos);
-  EXPECT_NE(error_of("layers:\n  - embedding: {dim: 8}\n  - lm_head: {tide: false}\n").find("did you mean 'tied'"),
-            std::string::npos);
+  const std::pair<const char*, const char*> cases[] = {
+      {"layers:\n  - embedding: {dim: 8}\n  - encoder: {heads: 2}\n  - lm_head\n",
+       "lm.yaml:3:14: encoder in a language model"},  // at its parameters
+      {"layers:\n  - embedding: {dim: 8}\n  - encoder: {heads: 2}\n  - lm_head\n", "use decoder"},
+      {"layers:\n  - embedding: {dim: 8}\n  - global_avgpool\n  - lm_head\n", "global_avgpool in a language model"},
+      {"layers:\n  - embedding: {dim: 8}\n  - residual: [gelu]\n  - lm_head\n", "residual in a language model"},
+      {"layers:\n  - embedding: {dim: 8}\n  - lm_head\n  - lm_head\n", "lm_head after lm_head"},
+      {"layers:\n  - decoder\n  - lm_head\n", "starts with embedding"},
+      {"layers:\n  - embedding: {dim: 8}\n  - decoder: {heads: 3}\n  - lm_head\n", "heads: 3 does not divide the width 8"},
+      {"layers:\n  - embedding: {dim: 8}\n  - lm_head: {tide: false}\n", "did you mean 'tied'"},
+  };
+  for (const auto& [file, message] : cases) EXPECT_NE(error_of(file).find(message), std::string::npos) << file;
   // lm_head in a classifier (not its last layer), and a language model given images.
   auto classifier = build_model_file("layers:\n  - embedding: {dim: 8}\n  - lm_head\n  - global_avgpool\n  - linear: {out: classes}\n",
                                      "c.yaml", 1, 1, 16, 3, nullptr, kMaxModelFileParameters, true);

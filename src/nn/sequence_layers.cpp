@@ -32,35 +32,27 @@ Tensor mean_over_positions(const Tensor& x, const Tensor& weights) {
 
 namespace {
 
-std::vector<bool> kept_positions(const Tensor& ids) {
-  if (ids.dim() != 2 || ids.dtype() != DType::i64 || !ids.is_contiguous())
-    throw Error(Status::invalid_argument("padding mask: ids " + ids.str() + " are not contiguous [B, S] i64"));
-  const int64_t* p = ids.data_ptr<int64_t>();
-  std::vector<bool> keep(size_t(ids.numel()));
-  for (size_t i = 0; i < keep.size(); ++i) keep[i] = p[i] != 0;
-  return keep;
+// Each byte id looked up in a 256-entry table: `padding` for byte 0, `text` for the others
+// ([B, S] i64 -> [B, S] f32), composed from the embedding op.
+Tensor per_byte(const Tensor& ids, double padding, double text) {
+  if (ids.dim() != 2 || ids.dtype() != DType::i64)
+    throw Error(Status::invalid_argument("padding mask: ids " + ids.str() + " are not [B, S] i64"));
+  std::vector<double> table(256, text);
+  table[0] = padding;
+  NoGradGuard constant;
+  return reshape(embedding(ids, Tensor::from_vector_f64(table, {256, 1}, DType::f32)), ids.shape());
 }
 
 }  // namespace
 
-Tensor key_padding_mask(const Tensor& ids) {
-  const std::vector<bool> keep = kept_positions(ids);
-  std::vector<double> v(keep.size());
-  for (size_t i = 0; i < v.size(); ++i) v[i] = keep[i] ? 0.0 : kPaddingScore;
-  return Tensor::from_vector_f64(v, ids.shape(), DType::f32);
-}
+Tensor key_padding_mask(const Tensor& ids) { return per_byte(ids, kPaddingScore, 0.0); }
 
 Tensor padding_weights(const Tensor& ids) {
-  const std::vector<bool> keep = kept_positions(ids);
-  const int64_t B = ids.size(0), S = ids.size(1);
-  std::vector<double> w(keep.size(), 0.0);
-  for (int64_t b = 0; b < B; ++b) {
-    int64_t count = 0;
-    for (int64_t s = 0; s < S; ++s) count += keep[size_t(b * S + s)];
-    for (int64_t s = 0; s < S; ++s)
-      if (keep[size_t(b * S + s)]) w[size_t(b * S + s)] = 1.0 / double(count);  // a text of padding only: all 0
-  }
-  return Tensor::from_vector_f64(w, ids.shape(), DType::f32);
+  NoGradGuard constant;
+  const Tensor keep = per_byte(ids, 0.0, 1.0);
+  // keep / count; the tiny term leaves every count >= 1 exact in f32 and gives a text of
+  // padding only 0 weights instead of 0 / 0.
+  return div(keep, add(sum(keep, {1}, true), 1e-30));
 }
 
 TokenEmbedding::TokenEmbedding(int64_t vocab, int64_t positions_, int64_t dim) {

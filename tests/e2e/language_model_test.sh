@@ -83,6 +83,9 @@ expect predict-lm-table 0 "prompt 1 +'.' \\([0-9.]+\\)" -- "$BIN" predict run-fp
 expect predict-lm-empty 2 "prompt 1 is empty" -- "$BIN" predict run-fp32 --prompt ""
 expect predict-lm-npy 2 "a language model reads text" -- "$BIN" predict run-fp32 x.npy
 expect predict-image-prompt 2 "--prompt is for a language model" -- "$BIN" predict img --prompt "x"
+# serve answers classifiers: a language model is refused at start, naming predict and
+# generate (a numeric request to it used to crash the server).
+expect serve-lm-refused 2 "holds a language model .*predict .* --prompt TEXT" -- "$BIN" serve run-fp32 --port 0
 
 expect lm-eval-command 0 "[0-9.]+ bits/byte \\(loss" -- "$BIN" eval run-fp32
 
@@ -103,6 +106,7 @@ bits=$(grep -o 'test [0-9.]* bits/byte' file.log | tail -1 | awk '{print $2}')
 python3 -c "import sys; sys.exit(0 if '$bits' and float('$bits') < 3.5 else 1)" \
   && echo "ok   lm-file-learns (test $bits bits/byte after 40 steps)" || fail "lm-file-learns: test '$bits' bits/byte"
 expect lm-file-eval 0 "bits/byte" -- "$BIN" eval run-file
+expect serve-lm-file-refused 2 "holds a language model" -- "$BIN" serve run-file --port 0
 g=$("$BIN" generate run-file --prompt "And the lord" --max-tokens 20 --seed 7 2>/dev/null)
 [[ $g == "And the lord"* && $(printf '%s' "$g" | wc -c) -eq 32 ]] && echo "ok   lm-file-generate" || fail "lm-file-generate: '$g'"
 expect lm-file-predict 0 "prompt 1 +'.' \\([0-9.]+\\)" -- "$BIN" predict run-file --prompt "And the lord"

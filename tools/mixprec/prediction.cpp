@@ -88,6 +88,11 @@ serve::InputLayout Predictor::layout() const {
 
 std::vector<std::vector<float>> Predictor::probabilities(const std::vector<float>& samples, int64_t n) const {
   const nn::ModelSpec& s = spec();
+  // A language model's prompts go through predict_text.cpp; an image or table needs its
+  // normalisation per channel. Refused rather than read out of bounds.
+  if (s.language_model || (!s.token_input && (mean_.size() != size_t(s.channels) || stddev_.size() != size_t(s.channels))))
+    throw Error(Status::invalid_argument("predict: model " + s.name + " does not take fixed-size samples of " +
+                                         std::to_string(s.channels) + " normalised channels"));
   Tensor input;
   if (s.token_input) {  // a text classifier: each sample is `width` byte ids (as floats, exact)
     input = Tensor::from_vector_i64(std::vector<int64_t>(samples.begin(), samples.end()), {n, s.width});

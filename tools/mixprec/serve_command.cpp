@@ -57,6 +57,16 @@ int run_serve(const ServeFlags& f, const std::string& checkpoint) {
   auto opened = Predictor::open(checkpoint, f.precision);
   if (!opened.is_ok()) return report_predictor_error(opened.status());
   const Predictor predictor = std::move(opened).value();
+  if (predictor.spec().language_model) {
+    // A request would be a prompt of any length whose next byte is asked for; the batcher
+    // serves fixed-size samples of a classifier. (Before this check, a numeric request made
+    // the server read a normalisation a language model does not have: a crash.)
+    std::fprintf(stderr, "mixprec: usage error: serve: %s holds a language model (%s); serve answers classifiers "
+                         "(images, tables, texts): use `mixprec predict %s --prompt TEXT` for the next byte's "
+                         "probabilities or `mixprec generate` for text\n",
+                 checkpoint.c_str(), predictor.spec().name.c_str(), checkpoint.c_str());
+    return kExitUsage;
+  }
   const serve::InputLayout layout = predictor.layout();
   const nn::ModelSpec& spec = predictor.spec();
   const std::string precision = predictor.loaded().preset.name;

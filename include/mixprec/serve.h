@@ -30,7 +30,10 @@ struct InputLayout {
   // A text classifier (--text-column): each input is a text, its first `width` bytes the
   // sample's byte ids (0-padded), as floats.
   bool text = false;
-  int64_t values_per_sample() const { return channels * height * width; }
+  // A language model (text too): each input is a prompt; its sample is [its length n, its last
+  // n <= `width` bytes, 0-padded to `width`] (the model answers the byte after the last).
+  bool next_byte = false;
+  int64_t values_per_sample() const { return next_byte ? width + 1 : channels * height * width; }
 };
 
 // The samples of one request, each values_per_sample() floats ready for the model's

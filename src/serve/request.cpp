@@ -112,11 +112,21 @@ StatusOr<std::vector<float>> json_sample(const json& input, const std::string& w
                                          Scale scale) {
   std::vector<float> out;
   if (l.text != input.is_string())
-    return refuse(where + ": " + (l.text ? std::string("got ") + input.type_name() + "; this model classifies texts: "
-                                                                                  "send a JSON string"
+    return refuse(where + ": " + (l.text ? std::string("got ") + input.type_name() +
+                                               (l.next_byte ? "; this language model continues texts: send a JSON string"
+                                                            : "; this model classifies texts: send a JSON string")
                                          : "a string; this model takes " +
                                                (l.feature_names.empty() ? "images: an array of shape " + expected_shapes(l)
                                                                         : std::string("a table row"))));
+  if (l.next_byte) {  // a prompt: its length, then its last `width` bytes (0 is a byte like any other here)
+    const std::string& text = input.get_ref<const std::string&>();
+    if (text.empty()) return refuse(where + ": an empty prompt (a language model continues at least one byte)");
+    const size_t n = std::min(text.size(), size_t(l.width)), from = text.size() - n;
+    out.assign(size_t(l.width) + 1, 0.0f);
+    out[0] = float(n);  // exact: width <= 65536
+    for (size_t j = 0; j < n; ++j) out[1 + j] = float(uint8_t(text[from + j]));
+    return out;
+  }
   if (l.text) {  // its bytes as ids, cut or 0-padded to the model's length
     const std::string& text = input.get_ref<const std::string&>();
     if (text.find('\0') != std::string::npos) return refuse(where + ": the text holds a NUL character");
@@ -308,7 +318,9 @@ StatusOr<DecodedRequest> decode_predict_request(std::string_view body, std::stri
   }
   if (type == "application/json" || type == "text/json") return decode_json(body, layout, max_samples);
   if (layout.text)
-    return refuse("Content-Type " + type + ": this model classifies texts: send JSON {\"inputs\": [\"a text\", ...]}");
+    return refuse("Content-Type " + type + (layout.next_byte ? ": this language model continues texts"
+                                                              : ": this model classifies texts") +
+                  ": send JSON {\"inputs\": [\"a text\", ...]}");
   if (type == "application/x-npy" || type == "application/npy") return decode_npy(body, layout, max_samples);
   if (type == "image/png" || type == "image/jpeg" || type == "image/jpg") return decode_image(body, layout);
   return refuse("Content-Type '" + std::string(content_type) +

@@ -83,9 +83,48 @@ expect predict-lm-table 0 "prompt 1 +'.' \\([0-9.]+\\)" -- "$BIN" predict run-fp
 expect predict-lm-empty 2 "prompt 1 is empty" -- "$BIN" predict run-fp32 --prompt ""
 expect predict-lm-npy 2 "a language model reads text" -- "$BIN" predict run-fp32 x.npy
 expect predict-image-prompt 2 "--prompt is for a language model" -- "$BIN" predict img --prompt "x"
-# serve answers classifiers: a language model is refused at start, naming predict and
-# generate (a numeric request to it used to crash the server).
-expect serve-lm-refused 2 "holds a language model .*predict .* --prompt TEXT" -- "$BIN" serve run-fp32 --port 0
+# serve: prompts as JSON strings get predict's next-byte probabilities, several prompts of
+# different lengths in one request (one batch, 0-padded after each prompt: the attention is
+# causal); numbers, an empty prompt and other bodies are a 400, never a crash (a numeric
+# request to a served GPT used to segfault the server).
+"$BIN" predict run-fp32 --prompt "And the lord" --prompt "In" --top-k 256 --json > serve_want.json 2>&1 ||
+  fail "predict two prompts: $(tail -2 serve_want.json)"
+"$BIN" serve run-fp32 --port 0 > serve.log 2>&1 &
+server=$!
+port=""
+for _ in $(seq 1 300); do
+  port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' serve.log)
+  [[ -n $port ]] && break
+  sleep 0.1
+done
+if [[ -z $port ]]; then
+  fail "serve-lm did not start: $(tail -3 serve.log)"
+else
+  PORT=$port /usr/bin/python3 - <<'PY' && echo "ok   serve-lm: next-byte probabilities = predict's; bad inputs are 400s" || fail "serve-lm"
+import http.client, json, os
+c = http.client.HTTPConnection("127.0.0.1", int(os.environ["PORT"]), timeout=60)
+def post(body):
+    c.request("POST", "/v1/predict?top_k=256", json.dumps(body), {"Content-Type": "application/json"})
+    r = c.getresponse()
+    return r.status, json.loads(r.read())
+s, r = post({"inputs": ["And the lord", "In"]})
+assert s == 200, (s, r)
+want = json.load(open("serve_want.json"))["predictions"]
+for got, exp in zip(r["predictions"], want):
+    e = {t["class"]: t["probability"] for t in exp["top"]}
+    assert len(got["top"]) == 256
+    assert max(abs(t["probability"] - e[t["class"]]) for t in got["top"]) < 1e-5
+    assert got["top"][0]["name"] == exp["top"][0]["name"]
+for bad, words in (([[1.0] * 129], "continues texts"), ([""], "empty prompt"), ([{"x": 1}], "continues texts")):
+    s, r = post({"inputs": bad})
+    assert s == 400 and words in r["error"], (bad, s, r)
+c.request("GET", "/v1/model")
+m = json.loads(c.getresponse().read())
+assert m["task"] == "next-byte" and m["max_text_bytes"] == 128 and m["classes"] == 256, m
+PY
+  kill "$server"
+  wait "$server" 2> /dev/null
+fi
 
 expect lm-eval-command 0 "[0-9.]+ bits/byte \\(loss" -- "$BIN" eval run-fp32
 
@@ -106,7 +145,6 @@ bits=$(grep -o 'test [0-9.]* bits/byte' file.log | tail -1 | awk '{print $2}')
 python3 -c "import sys; sys.exit(0 if '$bits' and float('$bits') < 3.5 else 1)" \
   && echo "ok   lm-file-learns (test $bits bits/byte after 40 steps)" || fail "lm-file-learns: test '$bits' bits/byte"
 expect lm-file-eval 0 "bits/byte" -- "$BIN" eval run-file
-expect serve-lm-file-refused 2 "holds a language model" -- "$BIN" serve run-file --port 0
 g=$("$BIN" generate run-file --prompt "And the lord" --max-tokens 20 --seed 7 2>/dev/null)
 [[ $g == "And the lord"* && $(printf '%s' "$g" | wc -c) -eq 32 ]] && echo "ok   lm-file-generate" || fail "lm-file-generate: '$g'"
 expect lm-file-predict 0 "prompt 1 +'.' \\([0-9.]+\\)" -- "$BIN" predict run-file --prompt "And the lord"

@@ -266,10 +266,11 @@ inline Violation model_file(const uint8_t* data, size_t size, bool* accepted = n
 
 // A POST /v1/predict body (serve::decode_predict_request). The first byte picks the
 // Content-Type (JSON, .npy, PNG, none: sniffed) and the model's input (1x4x3 pixels, 3x4x3
-// pixels, a table of 3 named features, or with the top bit a text classifier of 6 bytes); the
-// rest is the body. Refusals are
+// pixels, a table of 3 named features, or with the top bit a text classifier of 6 bytes, and
+// with the next bit too a language model of context 6); the rest is the body. Refusals are
 // invalid_argument; an accepted request holds 1..8 samples of exactly the model's size,
-// finite, and pixels scaled into [0, 1].
+// finite, and pixels scaled into [0, 1]; a language model's sample is a prompt length 1..6,
+// then that many bytes and zeros after them.
 inline Violation serve_request(const uint8_t* data, size_t size, bool* accepted = nullptr) {
   set(accepted, false);
   if (size == 0) return {};
@@ -281,6 +282,7 @@ inline Violation serve_request(const uint8_t* data, size_t size, bool* accepted 
   if (shape == 1) layout.channels = 3;
   if (shape == 2) layout = {3, 1, 1, {"a", "b", "c"}};
   if (data[0] & 0x80) layout = {1, 1, 6, {}, /*text=*/true};  // a text classifier of 6 bytes
+  if ((data[0] & 0xc0) == 0xc0) layout.next_byte = true;       // a language model of context 6
   const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
   auto r = serve::decode_predict_request(body, kTypes[data[0] & 3], layout, 8);
   if (!r.is_ok()) return expect_code(r.status(), StatusCode::invalid_argument, "decode_predict_request");
@@ -290,6 +292,13 @@ inline Violation serve_request(const uint8_t* data, size_t size, bool* accepted 
   for (const auto& sample : r->samples) {
     if (int64_t(sample.size()) != layout.values_per_sample())
       return "decode_predict_request: a sample of " + std::to_string(sample.size()) + " values";
+    if (layout.next_byte) {
+      const float n = sample[0];
+      if (!(n >= 1.f && n <= float(layout.width) && n == std::floor(n)))
+        return "decode_predict_request: a prompt length of " + std::to_string(n);
+      for (size_t j = 1 + size_t(n); j < sample.size(); ++j)
+        if (sample[j] != 0.f) return "decode_predict_request: a value after the prompt's end";
+    }
     for (float v : sample)
       if (!std::isfinite(v) || (layout.text ? !(v >= 0.f && v <= 255.f && v == std::floor(v))
                                             : layout.feature_names.empty() && !(v >= 0.f && v <= 1.f)))

@@ -220,6 +220,9 @@ def serve_request_seeds():
     # Top bit: a text classifier reading 6 bytes per text.
     write("serve_request", "valid_text_strings", b'\x80{"inputs": ["a text", "another, longer text than six bytes", ""]}')
     write("serve_request", "text_numbers_refused", b'\x80{"inputs": [[1, 2, 3]]}')
+    # Top two bits: a language model of context 6 (prompts; their last 6 bytes).
+    write("serve_request", "valid_prompts", b'\xc0{"inputs": ["In the beginning", "a", "\\u0000x"]}')
+    write("serve_request", "empty_prompt_refused", b'\xc0{"inputs": [""]}')
     write("serve_request", "png_too_wide", b"\x02" + png(300, 1, [[0] * 300]))
     write("serve_request", "npy_wrong_shape", b"\x01" + npy_bytes("<f4", "(3, 4)", b"\x00" * 48))
 

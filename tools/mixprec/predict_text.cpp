@@ -21,18 +21,6 @@ namespace mixprec::cli {
 
 namespace {
 
-// A byte as a reader would name it: 'e', ' ', '\n', or 0xc3 for a byte that is not printable
-// ASCII (part of a UTF-8 sequence).
-std::string byte_name(int64_t b) {
-  if (b == '\n') return "'\\n'";
-  if (b == '\t') return "'\\t'";
-  if (b == '\'') return "'\\''";
-  if (b >= 32 && b < 127) return std::string("'") + char(b) + "'";
-  char buf[8];
-  std::snprintf(buf, sizeof buf, "0x%02llx", static_cast<long long>(b));
-  return buf;
-}
-
 }  // namespace
 
 int run_predict_text(const LoadedModel& loaded, const std::vector<std::string>& given_prompts,

@@ -83,14 +83,63 @@ serve::InputLayout Predictor::layout() const {
   l.width = spec().width;
   l.feature_names = config().feature_names;
   l.text = spec().token_input;
+  if (spec().language_model) {  // prompts of up to its context
+    l.channels = l.height = 1;
+    l.width = spec().width - 1;
+    l.text = l.next_byte = true;
+  }
   return l;
 }
 
+std::string byte_name(int64_t b) {
+  if (b == '\n') return "'\\n'";
+  if (b == '\t') return "'\\t'";
+  if (b == '\'') return "'\\''";
+  if (b >= 32 && b < 127) return std::string("'") + char(b) + "'";
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "0x%02llx", static_cast<long long>(b));
+  return buf;
+}
+
+namespace {
+
+// A language model's samples ([length, bytes...], Predictor::layout): one forward over the
+// longest prompt's positions (shorter ones 0-padded after their end: the attention is causal,
+// so the padding changes nothing before it) and each prompt's last position's softmax.
+std::vector<std::vector<float>> next_byte_probabilities(const LoadedModel& loaded, const std::vector<float>& samples,
+                                                        int64_t n, int64_t context) {
+  const int64_t per = context + 1;
+  int64_t longest = 1;
+  for (int64_t i = 0; i < n; ++i) longest = std::max(longest, int64_t(samples[size_t(i * per)]));
+  std::vector<int64_t> ids(size_t(n * longest), 0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < longest; ++j) ids[size_t(i * longest + j)] = int64_t(samples[size_t(i * per + 1 + j)]);
+  Tensor logits;
+  {
+    NoGradGuard no_grad;
+    logits = run_model(loaded, Tensor::from_vector_i64(ids, {n, longest}));  // [n, longest, 256], f32
+  }
+  const int64_t vocab = logits.size(2);
+  const std::vector<float> all = logits.to_vector();
+  std::vector<std::vector<float>> rows(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t last = int64_t(samples[size_t(i * per)]) - 1;
+    const Tensor row = Tensor::from_vector(
+        std::vector<float>(all.begin() + (i * longest + last) * vocab, all.begin() + (i * longest + last + 1) * vocab),
+        {vocab});
+    rows[size_t(i)] = softmax(row, 0).to_vector();  // in f32 whatever the preset, as predict's
+  }
+  return rows;
+}
+
+}  // namespace
+
 std::vector<std::vector<float>> Predictor::probabilities(const std::vector<float>& samples, int64_t n) const {
   const nn::ModelSpec& s = spec();
-  // A language model's prompts go through predict_text.cpp; an image or table needs its
-  // normalisation per channel. Refused rather than read out of bounds.
-  if (s.language_model || (!s.token_input && (mean_.size() != size_t(s.channels) || stddev_.size() != size_t(s.channels))))
+  if (s.language_model) return next_byte_probabilities(loaded_, samples, n, s.width - 1);
+  // An image or table needs its normalisation per channel: refused rather than read out of
+  // bounds.
+  if (!s.token_input && (mean_.size() != size_t(s.channels) || stddev_.size() != size_t(s.channels)))
     throw Error(Status::invalid_argument("predict: model " + s.name + " does not take fixed-size samples of " +
                                          std::to_string(s.channels) + " normalised channels"));
   Tensor input;
@@ -130,7 +179,10 @@ std::vector<int64_t> top_indices(const std::vector<float>& row, int64_t k) {
 std::vector<TopClass> Predictor::top(const std::vector<float>& row, int64_t k) const {
   std::vector<TopClass> out;
   for (const int64_t cls : top_indices(row, k))
-    out.push_back({cls, size_t(cls) < class_names_.size() ? class_names_[size_t(cls)] : std::to_string(cls),
+    out.push_back({cls,
+                   spec().language_model                  ? byte_name(cls)
+                   : size_t(cls) < class_names_.size()   ? class_names_[size_t(cls)]
+                                                         : std::to_string(cls),
                    double(row[size_t(cls)])});
   return out;
 }

@@ -50,11 +50,13 @@ class Predictor {
   // As the run named its classes; empty when it did not (classes are then numbers).
   const std::vector<std::string>& class_names() const { return class_names_; }
 
-  // Class probabilities of n samples (values_per_sample floats each, back to back). Not
+  // Class probabilities of n samples (values_per_sample floats each, back to back; a
+  // language model's: its prompt as layout() encodes it, the next byte's probabilities). Not
   // thread-safe: one caller at a time (serve's batcher thread).
   std::vector<std::vector<float>> probabilities(const std::vector<float>& samples, int64_t n) const;
 
-  // The k most probable classes of one row of probabilities, named as the run named them.
+  // The k most probable classes of one row of probabilities, named as the run named them (a
+  // language model's: byte_name).
   std::vector<TopClass> top(const std::vector<float>& probabilities, int64_t k) const;
 
   int64_t parameter_count() const;
@@ -65,5 +67,9 @@ class Predictor {
   std::vector<double> mean_, stddev_;
   std::vector<std::string> class_names_;
 };
+
+// A byte as a reader would name it: 'e', ' ', '\n', or 0xc3 for a byte that is not printable
+// ASCII (part of a UTF-8 sequence): a language model's classes.
+std::string byte_name(int64_t b);
 
 }  // namespace mixprec::cli

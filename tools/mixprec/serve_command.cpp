@@ -57,16 +57,6 @@ int run_serve(const ServeFlags& f, const std::string& checkpoint) {
   auto opened = Predictor::open(checkpoint, f.precision);
   if (!opened.is_ok()) return report_predictor_error(opened.status());
   const Predictor predictor = std::move(opened).value();
-  if (predictor.spec().language_model) {
-    // A request would be a prompt of any length whose next byte is asked for; the batcher
-    // serves fixed-size samples of a classifier. (Before this check, a numeric request made
-    // the server read a normalisation a language model does not have: a crash.)
-    std::fprintf(stderr, "mixprec: usage error: serve: %s holds a language model (%s); serve answers classifiers "
-                         "(images, tables, texts): use `mixprec predict %s --prompt TEXT` for the next byte's "
-                         "probabilities or `mixprec generate` for text\n",
-                 checkpoint.c_str(), predictor.spec().name.c_str(), checkpoint.c_str());
-    return kExitUsage;
-  }
   const serve::InputLayout layout = predictor.layout();
   const nn::ModelSpec& spec = predictor.spec();
   const std::string precision = predictor.loaded().preset.name;
@@ -86,7 +76,9 @@ int run_serve(const ServeFlags& f, const std::string& checkpoint) {
       // What an input is: "image", "table" (features by name) or "text" (strings; the model
       // reads the first max_text_bytes bytes of each).
       {"input", layout.text ? "text" : layout.feature_names.empty() ? "image" : "table"},
-      {"max_text_bytes", layout.text ? spec.width : 0},
+      // A language model answers the byte after each prompt (its last max_text_bytes bytes).
+      {"task", layout.next_byte ? "next-byte" : "classify"},
+      {"max_text_bytes", layout.text ? layout.width : 0},
       {"classes", spec.classes},
       {"class_names", predictor.class_names()},
       {"precision", precision},

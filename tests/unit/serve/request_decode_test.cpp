@@ -246,5 +246,30 @@ TEST(RequestDecode, TextClassifiersTakeStringsAsPaddedByteIds) {
             std::string::npos);
 }
 
+// A language model's prompt: its length, then its last `width` bytes, 0-padded (0 is a byte
+// like any other in a prompt, hence the explicit length).
+TEST(RequestDecode, LanguageModelsTakePromptsAsLengthAndLastBytes) {
+  InputLayout l;
+  l.channels = l.height = 1;
+  l.width = 4;
+  l.text = l.next_byte = true;
+  EXPECT_EQ(l.values_per_sample(), 5);
+  auto r = decode_predict_request(R"({"inputs": ["ab", "hello", "x\u0000"]})", "application/json", l, 8);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  ASSERT_EQ(r->samples.size(), 3u);
+  EXPECT_EQ(r->samples[0], (std::vector<float>{2, 97, 98, 0, 0}));
+  EXPECT_EQ(r->samples[1], (std::vector<float>{4, 101, 108, 108, 111}));  // "ello": the last 4 bytes
+  EXPECT_EQ(r->samples[2], (std::vector<float>{2, 120, 0, 0, 0}));        // a NUL byte is part of the prompt
+  EXPECT_NE(decode_predict_request(R"({"inputs": [""]})", "application/json", l, 8).status().message().find(
+                "an empty prompt"),
+            std::string::npos);
+  EXPECT_NE(decode_predict_request(R"({"inputs": [[1, 2, 3, 4]]})", "application/json", l, 8)
+                .status().message().find("this language model continues texts: send a JSON string"),
+            std::string::npos);
+  EXPECT_NE(decode_predict_request("\x93NUMPY", "application/x-npy", l, 8).status().message().find(
+                "this language model continues texts"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace mixprec::serve

@@ -59,6 +59,19 @@ struct DecodedRequest {
 StatusOr<DecodedRequest> decode_predict_request(std::string_view body, std::string_view content_type,
                                                 const InputLayout& layout, int64_t max_samples);
 
+// A POST /v1/generate body for a language model: {"prompt": "text" (required; "" starts from
+// a new line), "max_tokens": 1..max_tokens_limit (default 200, or the limit if lower),
+// "temperature": finite >= 0 (0.8; 0 = the most likely byte), "top_k": 0..256 (40; 0 = all),
+// "seed": 0..2^64-1 (0)}. Unknown keys, wrong types and values out of range are
+// invalid_argument naming the key and the range; never an exception or a crash.
+struct GenerateRequest {
+  std::string prompt;
+  int64_t max_tokens = 200, top_k = 40;
+  double temperature = 0.8;
+  uint64_t seed = 0;
+};
+StatusOr<GenerateRequest> decode_generate_request(std::string_view body, int64_t max_tokens_limit);
+
 // ---- dynamic batching -------------------------------------------------------------------
 
 struct BatcherOptions {

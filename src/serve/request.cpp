@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "io/json_limits.h"
+#include "mixprec/names.h"
 #include "mixprec/image.h"
 #include "mixprec/npy.h"
 #include "mixprec/serve.h"
@@ -325,6 +326,64 @@ StatusOr<DecodedRequest> decode_predict_request(std::string_view body, std::stri
   if (type == "image/png" || type == "image/jpeg" || type == "image/jpg") return decode_image(body, layout);
   return refuse("Content-Type '" + std::string(content_type) +
                 "' is not one of application/json, application/x-npy, image/png, image/jpeg");
+}
+
+StatusOr<GenerateRequest> decode_generate_request(std::string_view body, int64_t max_tokens_limit) {
+  if (!io::json_depth_within(body, 4)) return refuse("JSON body: nested deeper than 4 levels (expected a flat object)");
+  json doc;
+  try {
+    doc = json::parse(body.begin(), body.end());
+  } catch (const json::exception& e) {
+    std::string what = e.what();
+    const auto pos = what.find("] ");
+    return refuse("malformed JSON: " + (pos == std::string::npos ? what : what.substr(pos + 2)));
+  }
+  if (!doc.is_object())
+    return refuse("JSON body: expected an object {\"prompt\": \"text\", ...}, got " + std::string(doc.type_name()));
+  GenerateRequest r;
+  r.max_tokens = std::min<int64_t>(r.max_tokens, max_tokens_limit);
+  bool has_prompt = false;
+  for (auto it = doc.begin(); it != doc.end(); ++it) {
+    const std::string& k = it.key();
+    const json& v = it.value();
+    auto integer = [&](int64_t lo, int64_t hi) -> StatusOr<int64_t> {
+      // A non-negative integer is stored unsigned: compare it as one (a value past 2^63 stays
+      // out of range instead of wrapping), then the range's lower end.
+      const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(hi) && int64_t(v.get<uint64_t>()) >= lo
+                            : v.is_number_integer() && v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+      if (!in_range)
+        return refuse("\"" + k + "\": " + v.dump().substr(0, 40) + ", expected an integer in " + std::to_string(lo) +
+                      ".." + std::to_string(hi));
+      return v.get<int64_t>();
+    };
+    if (k == "prompt") {
+      if (!v.is_string()) return refuse("\"prompt\": a " + std::string(v.type_name()) + ", expected a string");
+      r.prompt = v.get<std::string>();
+      has_prompt = true;
+    } else if (k == "max_tokens") {
+      auto n = integer(1, max_tokens_limit);
+      if (!n.is_ok()) return n.status();
+      r.max_tokens = *n;
+    } else if (k == "top_k") {
+      auto n = integer(0, 256);
+      if (!n.is_ok()) return n.status();
+      r.top_k = *n;
+    } else if (k == "temperature") {
+      if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+        return refuse("\"temperature\": " + v.dump().substr(0, 40) + ", expected a finite number >= 0");
+      r.temperature = v.get<double>();
+    } else if (k == "seed") {
+      if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
+        return refuse("\"seed\": " + v.dump().substr(0, 40) + ", expected an integer in 0..18446744073709551615");
+      r.seed = v.get<uint64_t>();
+    } else {
+      return refuse("JSON body: unknown key '" + k + "'" +
+                    did_you_mean(k, {"prompt", "max_tokens", "temperature", "top_k", "seed"}) +
+                    " (expected prompt, max_tokens, temperature, top_k, seed)");
+    }
+  }
+  if (!has_prompt) return refuse("JSON body: no \"prompt\" (expected {\"prompt\": \"text\", ...})");
+  return r;
 }
 
 }  // namespace mixprec::serve

@@ -100,8 +100,8 @@ done
 if [[ -z $port ]]; then
   fail "serve-lm did not start: $(tail -3 serve.log)"
 else
-  PORT=$port /usr/bin/python3 - <<'PY' && echo "ok   serve-lm: next-byte probabilities = predict's; bad inputs are 400s" || fail "serve-lm"
-import http.client, json, os
+  PORT=$port BIN=$BIN /usr/bin/python3 - <<'PY' && echo "ok   serve-lm: next-byte probabilities = predict's, /v1/generate = generate's bytes; bad inputs are 400s" || fail "serve-lm"
+import http.client, json, os, subprocess
 c = http.client.HTTPConnection("127.0.0.1", int(os.environ["PORT"]), timeout=60)
 def post(body):
     c.request("POST", "/v1/predict?top_k=256", json.dumps(body), {"Content-Type": "application/json"})
@@ -121,6 +121,20 @@ for bad, words in (([[1.0] * 129], "continues texts"), ([""], "empty prompt"), (
 c.request("GET", "/v1/model")
 m = json.loads(c.getresponse().read())
 assert m["task"] == "next-byte" and m["max_text_bytes"] == 128 and m["classes"] == 256, m
+# /v1/generate: the bytes `mixprec generate` prints for the same prompt, length and seed.
+c.request("POST", "/v1/generate", json.dumps({"prompt": "And the lord", "max_tokens": 30, "seed": 7}))
+r = c.getresponse()
+assert r.status == 200, r.status
+g = json.loads(r.read())
+cli = subprocess.run([os.environ["BIN"], "generate", "run-fp32", "--prompt", "And the lord", "--max-tokens", "30",
+                      "--seed", "7"], capture_output=True, check=True).stdout
+assert bytes(g["bytes"]) == cli[len("And the lord"):len("And the lord") + 30], (g, cli)
+for bad, words in (({"prompt": "x", "max_tokens": 0}, "expected an integer in 1..4096"),
+                   ({"promt": "x"}, "did you mean 'prompt'"), ({"prompt": "x", "temperature": -1}, ">= 0")):
+    c.request("POST", "/v1/generate", json.dumps(bad))
+    r = c.getresponse()
+    body = json.loads(r.read())
+    assert r.status == 400 and words in body["error"], (bad, r.status, body)
 PY
   kill "$server"
   wait "$server" 2> /dev/null

@@ -76,6 +76,9 @@ assert s == 400 and "this model classifies texts" in r["error"], (s, r)
 c.request("GET", "/v1/model")
 m = json.loads(c.getresponse().read())
 assert m["input"] == "text" and m["max_text_bytes"] == 64, m
+c.request("POST", "/v1/generate", json.dumps({"prompt": "x"}))
+r = c.getresponse()
+assert r.status == 404 and "is a classifier" in json.loads(r.read())["error"]
 PY
   kill "$server"
   wait "$server" 2> /dev/null

@@ -270,7 +270,8 @@ inline Violation model_file(const uint8_t* data, size_t size, bool* accepted = n
 // with the next bit too a language model of context 6); the rest is the body. Refusals are
 // invalid_argument; an accepted request holds 1..8 samples of exactly the model's size,
 // finite, and pixels scaled into [0, 1]; a language model's sample is a prompt length 1..6,
-// then that many bytes and zeros after them.
+// then that many bytes and zeros after them. The body is also decoded as a POST /v1/generate
+// request, whose accepted settings must lie in their ranges.
 inline Violation serve_request(const uint8_t* data, size_t size, bool* accepted = nullptr) {
   set(accepted, false);
   if (size == 0) return {};
@@ -284,6 +285,15 @@ inline Violation serve_request(const uint8_t* data, size_t size, bool* accepted 
   if (data[0] & 0x80) layout = {1, 1, 6, {}, /*text=*/true};  // a text classifier of 6 bytes
   if ((data[0] & 0xc0) == 0xc0) layout.next_byte = true;       // a language model of context 6
   const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
+  // The same bytes as a POST /v1/generate body (a language model's), limit 64 bytes: an
+  // accepted request stays within every range.
+  if (auto g = serve::decode_generate_request(body, 64); g.is_ok()) {
+    if (g->max_tokens < 1 || g->max_tokens > 64 || g->top_k < 0 || g->top_k > 256 || !std::isfinite(g->temperature) ||
+        g->temperature < 0)
+      return "decode_generate_request: accepted settings out of range";
+  } else if (g.status().code() != StatusCode::invalid_argument) {
+    return expect_code(g.status(), StatusCode::invalid_argument, "decode_generate_request");
+  }
   auto r = serve::decode_predict_request(body, kTypes[data[0] & 3], layout, 8);
   if (!r.is_ok()) return expect_code(r.status(), StatusCode::invalid_argument, "decode_predict_request");
   set(accepted, true);

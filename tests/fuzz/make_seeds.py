@@ -223,6 +223,9 @@ def serve_request_seeds():
     # Top two bits: a language model of context 6 (prompts; their last 6 bytes).
     write("serve_request", "valid_prompts", b'\xc0{"inputs": ["In the beginning", "a", "\\u0000x"]}')
     write("serve_request", "empty_prompt_refused", b'\xc0{"inputs": [""]}')
+    # A POST /v1/generate body (every input is also decoded as one).
+    write("serve_request", "generate_settings", b'\xc0{"prompt": "And God", "max_tokens": 64, "temperature": 0.5, '
+          b'"top_k": 0, "seed": 18446744073709551615}')
     write("serve_request", "png_too_wide", b"\x02" + png(300, 1, [[0] * 300]))
     write("serve_request", "npy_wrong_shape", b"\x01" + npy_bytes("<f4", "(3, 4)", b"\x00" * 48))
 

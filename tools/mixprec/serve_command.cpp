@@ -4,6 +4,7 @@
 // the same top-k JSON as `predict --json`. This is the only file that includes httplib.h.
 //
 //   POST /v1/predict   JSON, .npy, PNG or JPEG body -> {"predictions": [{"input": i, "top": [...]}]}
+//   POST /v1/generate  a language model's text: {"prompt": ...} -> {"text": ..., "bytes": [...]}
 //   GET  /v1/model     name, input shape, classes, precision, parameters, weight bytes
 //   GET  /healthz      {"status": "ok"}
 //   GET  /metrics      Prometheus text: requests, errors, latency and batch-size histograms, queue
@@ -16,6 +17,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -25,6 +27,7 @@
 #include "mixprec/serve.h"
 #include "prediction.h"
 #include "suggest.h"
+#include "text_generation.h"
 
 namespace mixprec::cli {
 
@@ -35,6 +38,10 @@ struct ServeFlags {
   int64_t port = 8080, max_batch = 64, max_wait_us = 2000, max_queue = 1024, workers = 64, top_k = 3;
   int64_t max_body_bytes = 16 << 20, timeout_s = 10, max_inputs = 256;
 };
+
+// POST /v1/generate makes at most this many bytes per request (a request holds the model
+// for its whole generation).
+constexpr int64_t kMaxGenerateTokens = 4096;
 
 std::atomic<bool> g_stop_requested{false};
 void request_stop(int) { g_stop_requested.store(true); }
@@ -48,7 +55,7 @@ std::string json_error(const std::string& message) { return nlohmann::json({{"er
 
 // The route label of the metrics: fixed names only, so a client's path cannot make new series.
 std::string route_of(const std::string& path) {
-  for (const char* r : {"/v1/predict", "/v1/model", "/healthz", "/metrics"})
+  for (const char* r : {"/v1/predict", "/v1/generate", "/v1/model", "/healthz", "/metrics"})
     if (path == r) return r;
   return "other";
 }
@@ -62,9 +69,12 @@ int run_serve(const ServeFlags& f, const std::string& checkpoint) {
   const std::string precision = predictor.loaded().preset.name;
 
   serve::ServeMetrics metrics(f.max_batch);
+  // One model, used by one caller at a time: the batcher's thread, or a generation.
+  std::mutex model_mutex;
   serve::DynamicBatcher batcher(
       {f.max_batch, f.max_wait_us, f.max_queue}, layout.values_per_sample(),
-      [&predictor](const std::vector<float>& x, int64_t n) -> StatusOr<std::vector<std::vector<float>>> {
+      [&predictor, &model_mutex](const std::vector<float>& x, int64_t n) -> StatusOr<std::vector<std::vector<float>>> {
+        std::lock_guard<std::mutex> lock(model_mutex);
         return predictor.probabilities(x, n);
       });
   batcher.set_batch_observer([&metrics](int64_t n) { metrics.record_batch(n); });
@@ -135,7 +145,7 @@ int run_serve(const ServeFlags& f, const std::string& checkpoint) {
       [&f](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     std::string message = "HTTP " + std::to_string(res.status);
-    if (res.status == 404) message = "no route " + req.method + " " + req.path + " (routes: POST /v1/predict, GET /v1/model, GET /healthz, GET /metrics)";
+    if (res.status == 404) message = "no route " + req.method + " " + req.path + " (routes: POST /v1/predict, POST /v1/generate, GET /v1/model, GET /healthz, GET /metrics)";
     if (res.status == 413) message = "the body is larger than --max-body-bytes (" + std::to_string(f.max_body_bytes) + " bytes)";
     if (res.status == 400) message = "a malformed HTTP request";
     res.set_content(json_error(message), "application/json");
@@ -202,6 +212,36 @@ int run_serve(const ServeFlags& f, const std::string& checkpoint) {
                     "application/json");
   });
 
+  // A language model's text, made in the request's thread under the model's lock (a
+  // generation is a sequence of one-token steps: there is nothing to batch).
+  server.Post("/v1/generate", [&](const httplib::Request& req, httplib::Response& res) {
+    auto fail = [&res](int status, const std::string& message) {
+      res.status = status;
+      res.set_content(json_error(message), "application/json");
+    };
+    auto* lm = dynamic_cast<nn::StepwiseLanguageModel*>(predictor.loaded().model.get());
+    if (!spec.language_model || lm == nullptr)
+      return fail(404, "POST /v1/generate is for a language model; model " + spec.name + " is a classifier (POST /v1/predict)");
+    auto decoded = serve::decode_generate_request(req.body, kMaxGenerateTokens);
+    if (!decoded.is_ok()) return fail(400, decoded.status().message());
+    const auto t0 = Clock::now();
+    std::string text;
+    {
+      std::lock_guard<std::mutex> lock(model_mutex);
+      text = generate_text(*lm, predictor.loaded().preset.autocast_dtype, decoded->prompt,
+                           {decoded->max_tokens, decoded->temperature, decoded->top_k, decoded->seed});
+    }
+    nlohmann::json bytes = nlohmann::json::array();
+    for (unsigned char c : text) bytes.push_back(int(c));
+    const nlohmann::json answer = {{"model", spec.name},
+                                   {"precision", precision},
+                                   {"text", text},
+                                   {"bytes", bytes},
+                                   {"seconds", std::chrono::duration<double>(Clock::now() - t0).count()}};
+    // Bytes that are not UTF-8 (a model may emit any byte) become U+FFFD in "text"; "bytes" is exact.
+    res.set_content(answer.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", "application/json");
+  });
+
   const int port = f.port == 0 ? server.bind_to_any_port(f.host) : (server.bind_to_port(f.host, int(f.port)) ? int(f.port) : -1);
   if (port < 0) {
     std::fprintf(stderr, "mixprec: serve: cannot listen on %s:%lld (in use, or not an address of this machine)\n",
@@ -236,8 +276,8 @@ int run_serve(const ServeFlags& f, const std::string& checkpoint) {
               (long long)spec.width, (long long)spec.classes);
   std::printf("mixprec serve: batches of up to %lld samples, waiting up to %lld us; queue %lld samples; %lld HTTP threads\n",
               (long long)f.max_batch, (long long)f.max_wait_us, (long long)f.max_queue, (long long)f.workers);
-  std::printf("mixprec serve: listening on http://%s:%d (POST /v1/predict, GET /v1/model, /healthz, /metrics)\n",
-              f.host.c_str(), port);
+  std::printf("mixprec serve: listening on http://%s:%d (POST /v1/predict%s, GET /v1/model, /healthz, /metrics)\n",
+              f.host.c_str(), port, spec.language_model ? ", POST /v1/generate" : "");
   std::fflush(stdout);
   const bool listened = server.listen_after_bind();
   done.store(true);

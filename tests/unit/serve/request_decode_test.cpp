@@ -271,5 +271,42 @@ TEST(RequestDecode, LanguageModelsTakePromptsAsLengthAndLastBytes) {
             std::string::npos);
 }
 
+TEST(RequestDecode, GenerateRequestsTakeTheirSettingsInRange) {
+  auto d = decode_generate_request(R"({"prompt": "In the"})", 4096);
+  ASSERT_TRUE(d.is_ok()) << d.status().message();
+  EXPECT_EQ(d->prompt, "In the");
+  EXPECT_EQ(d->max_tokens, 200);  // the defaults: generate's
+  EXPECT_EQ(d->top_k, 40);
+  EXPECT_EQ(d->temperature, 0.8);
+  EXPECT_EQ(d->seed, 0u);
+  EXPECT_EQ(decode_generate_request(R"({"prompt": ""})", 100)->max_tokens, 100);  // a default above the limit
+  auto all = decode_generate_request(
+      R"({"prompt": "x", "max_tokens": 4096, "top_k": 0, "temperature": 0, "seed": 18446744073709551615})", 4096);
+  ASSERT_TRUE(all.is_ok()) << all.status().message();
+  EXPECT_EQ(all->seed, UINT64_MAX);
+  EXPECT_EQ(all->top_k, 0);
+  const std::pair<const char*, const char*> refused[] = {
+      {R"({"prompt": "x", "max_tokens": 0})", "\"max_tokens\": 0, expected an integer in 1..4096"},
+      {R"({"prompt": "x", "max_tokens": 4097})", "expected an integer in 1..4096"},
+      {R"({"prompt": "x", "max_tokens": 18446744073709551615})", "expected an integer in 1..4096"},
+      {R"({"prompt": "x", "max_tokens": 2.5})", "expected an integer in 1..4096"},
+      {R"({"prompt": "x", "top_k": 257})", "expected an integer in 0..256"},
+      {R"({"prompt": "x", "top_k": -1})", "expected an integer in 0..256"},
+      {R"({"prompt": "x", "temperature": -0.5})", "expected a finite number >= 0"},
+      {R"({"prompt": "x", "seed": -1})", "expected an integer in 0..18446744073709551615"},
+      {R"({"prompt": 3})", "\"prompt\": a number, expected a string"},
+      {R"({"max_tokens": 3})", "no \"prompt\""},
+      {R"({"prompt": "x", "temprature": 1})", "unknown key 'temprature' (did you mean 'temperature'?)"},
+      {R"(["x"])", "expected an object"},
+      {R"({"prompt": "x",)", "malformed JSON"},
+  };
+  for (const auto& [body, message] : refused) {
+    auto r = decode_generate_request(body, 4096);
+    ASSERT_FALSE(r.is_ok()) << body;
+    EXPECT_EQ(r.status().code(), StatusCode::invalid_argument) << body;
+    EXPECT_NE(r.status().message().find(message), std::string::npos) << body << ": " << r.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace mixprec::serve

@@ -2,6 +2,10 @@
 #   expect NAME CODE PATTERN -- command...   run it; its exit code must be CODE and its
 #                                            output (stdout+stderr) must match PATTERN
 #   fail MESSAGE                             count a failure
+#   serve_started LOG -- command...          start a server (mixprec serve ... --port 0) in the
+#                                            background, output in LOG; once it listens,
+#                                            SERVER_PID and PORT are set (return 0), else a
+#                                            counted failure (return 1)
 # Each script ends with: finish
 fails=0
 fail() { echo "FAIL $*"; fails=$((fails + 1)); }
@@ -22,4 +26,19 @@ expect() {
 finish() {
   echo "$fails failed"
   [[ $fails -eq 0 ]]
+}
+serve_started() {
+  local log=$1
+  shift 2  # LOG --
+  "$@" > "$log" 2>&1 &
+  SERVER_PID=$!
+  PORT=""
+  for _ in $(seq 1 300); do
+    PORT=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$log")
+    [[ -n $PORT ]] && return 0
+    kill -0 "$SERVER_PID" 2> /dev/null || break
+    sleep 0.1
+  done
+  fail "server did not start: $(tail -3 "$log")"
+  return 1
 }

@@ -89,18 +89,8 @@ expect predict-image-prompt 2 "--prompt is for a language model" -- "$BIN" predi
 # request to a served GPT used to segfault the server).
 "$BIN" predict run-fp32 --prompt "And the lord" --prompt "In" --top-k 256 --json > serve_want.json 2>&1 ||
   fail "predict two prompts: $(tail -2 serve_want.json)"
-"$BIN" serve run-fp32 --port 0 > serve.log 2>&1 &
-server=$!
-port=""
-for _ in $(seq 1 300); do
-  port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' serve.log)
-  [[ -n $port ]] && break
-  sleep 0.1
-done
-if [[ -z $port ]]; then
-  fail "serve-lm did not start: $(tail -3 serve.log)"
-else
-  PORT=$port BIN=$BIN /usr/bin/python3 - <<'PY' && echo "ok   serve-lm: next-byte probabilities = predict's, /v1/generate = generate's bytes; bad inputs are 400s" || fail "serve-lm"
+if serve_started serve.log -- "$BIN" serve run-fp32 --port 0; then
+  PORT=$PORT BIN=$BIN /usr/bin/python3 - <<'PY' && echo "ok   serve-lm: next-byte probabilities = predict's, /v1/generate = generate's bytes; bad inputs are 400s" || fail "serve-lm"
 import http.client, json, os, subprocess
 c = http.client.HTTPConnection("127.0.0.1", int(os.environ["PORT"]), timeout=60)
 def post(body):
@@ -136,8 +126,8 @@ for bad, words in (({"prompt": "x", "max_tokens": 0}, "expected an integer in 1.
     body = json.loads(r.read())
     assert r.status == 400 and words in body["error"], (bad, r.status, body)
 PY
-  kill "$server"
-  wait "$server" 2> /dev/null
+  kill "$SERVER_PID"
+  wait "$SERVER_PID" 2> /dev/null
 fi
 
 expect lm-eval-command 0 "[0-9.]+ bits/byte \\(loss" -- "$BIN" eval run-fp32

@@ -43,18 +43,10 @@ PY
 start_server() {
   local log=$1
   shift
-  "$BIN" serve run --port 0 "$@" > "$log" 2>&1 &
-  SERVER_PID=$!
+  serve_started "$log" -- "$BIN" serve run --port 0 "$@"
+  local started=$?
   pids+=("$SERVER_PID")
-  PORT=""
-  for _ in $(seq 1 300); do
-    PORT=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$log")
-    [[ -n $PORT ]] && return 0
-    kill -0 "$SERVER_PID" 2>/dev/null || break
-    sleep 0.1
-  done
-  fail "server did not start: $(tail -3 "$log")"
-  return 1
+  return $started
 }
 
 # ---- the main server: predictions, concurrency, errors, metrics ----------------------------

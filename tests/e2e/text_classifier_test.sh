@@ -51,18 +51,8 @@ expect "predict refuses an image for a text model" 2 "this model classifies text
   "$BIN" predict run "$SRC/README.md"
 
 # serve: texts as JSON strings give predict's classes; other bodies are refused with a 400.
-"$BIN" serve run --port 0 > serve.log 2>&1 &
-server=$!
-port=""
-for _ in $(seq 1 300); do
-  port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' serve.log)
-  [[ -n $port ]] && break
-  sleep 0.1
-done
-if [[ -z $port ]]; then
-  fail "serve did not start: $(tail -3 serve.log)"
-else
-  PORT=$port "$PY" - <<'PY' && echo "ok   serve answers texts" || fail "serve on texts"
+if serve_started serve.log -- "$BIN" serve run --port 0; then
+  PORT=$PORT "$PY" - <<'PY' && echo "ok   serve answers texts" || fail "serve on texts"
 import http.client, json, os
 c = http.client.HTTPConnection("127.0.0.1", int(os.environ["PORT"]), timeout=30)
 def post(body, kind="application/json"):
@@ -80,8 +70,8 @@ c.request("POST", "/v1/generate", json.dumps({"prompt": "x"}))
 r = c.getresponse()
 assert r.status == 404 and "is a classifier" in json.loads(r.read())["error"]
 PY
-  kill "$server"
-  wait "$server" 2> /dev/null
+  kill "$SERVER_PID"
+  wait "$SERVER_PID" 2> /dev/null
 fi
 
 # export: the classifier as ONNX (byte ids in, 0-padded to --max-tokens), run by the numpy

@@ -24,11 +24,10 @@ import sys
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 sys.dont_write_bytecode = True  # no __pycache__ beside the committed scripts
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_reference import write_and_verify  # noqa: E402
+from torch_reference import record_forward_backward, write_and_verify  # noqa: E402
 
 SEED = 0
 CONTEXT, DIM, HEADS, FFN, CLASSES = 8, 16, 2, 32, 5
@@ -77,16 +76,7 @@ def main():
         ids[i, :n] = torch.randint(1, 256, (n,))
     target = torch.randint(0, CLASSES, (len(LENGTHS),), dtype=torch.int64)
 
-    out = {name: p.detach().clone() for name, p in model.named_parameters()}
-    out["ids"] = ids
-    out["target"] = target
-    logits = forward(model, ids)
-    loss = F.cross_entropy(logits, target)
-    loss.backward()
-    out["logits"] = logits.detach().clone()
-    out["loss"] = loss.detach().clone()
-    for name, p in model.named_parameters():
-        out["grad." + name] = p.grad.detach().clone()
+    out, loss = record_forward_backward(model, ids, target, forward=forward, input_name="ids")
 
     metadata = {
         "generator": "tests/golden/gen_text_classifier.py",

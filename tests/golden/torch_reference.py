@@ -93,14 +93,15 @@ def write_and_verify(path, tensors, metadata):
         assert torch.equal(back[name], t), name
 
 
-def record_forward_backward(model, x, target):
+def record_forward_backward(model, x, target, forward=None, input_name="x"):
     """One cross-entropy forward + backward. Returns (tensors, loss): the parameters before,
     the input, target, logits, loss and every parameter's gradient, named as the golden
-    tests read them (name, "x", "target", "logits", "loss", "grad.<name>")."""
+    tests read them (name, input_name, "target", "logits", "loss", "grad.<name>"). forward:
+    forward(model, x) -> logits when the model's own call is not the forward (default model(x))."""
     out = {name: p.detach().clone() for name, p in model.named_parameters()}
-    out["x"] = x.detach().clone()
+    out[input_name] = x.detach().clone()
     out["target"] = target
-    logits = model(x)
+    logits = forward(model, x) if forward else model(x)
     loss = F.cross_entropy(logits, target)
     loss.backward()
     out["logits"] = logits.detach().clone()

@@ -58,7 +58,7 @@ int run_generate(const GenerateFlags& f, const std::string& given) {
 
 Runner add_generate_command(CLI::App& app) {
   auto f = std::make_shared<GenerateFlags>();
-  CLI::App* cmd = app.add_subcommand("generate", "Sample text from a trained language model (--model gpt-tiny, gpt)");
+  CLI::App* cmd = app.add_subcommand("generate", "Sample text from a trained language model (--model gpt-tiny, gpt, or a model file ending in lm_head)");
   add_checkpoint_argument(cmd, f->checkpoint, f->checkpoint_flag,
                           "A language model's checkpoint or run directory (its last checkpoint)");
   cmd->add_option("--prompt", f->prompt, "Text to continue (default: a new line)");

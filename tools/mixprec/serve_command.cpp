@@ -295,7 +295,7 @@ int run_serve(const ServeFlags& f, const std::string& checkpoint) {
 
 Runner add_serve_command(CLI::App& app) {
   auto f = std::make_shared<ServeFlags>();
-  CLI::App* cmd = app.add_subcommand("serve", "Serve a checkpoint's model over HTTP with dynamic batching (POST /v1/predict)");
+  CLI::App* cmd = app.add_subcommand("serve", "Serve a checkpoint's model over HTTP with dynamic batching (POST /v1/predict; a language model also POST /v1/generate)");
   add_checkpoint_argument(cmd, f->checkpoint_positional, f->checkpoint_flag,
                           "A .safetensors checkpoint, a run directory or a plain weights file");
   cmd->add_option("--precision", f->precision, inference_precision_help())->check(inference_precision());

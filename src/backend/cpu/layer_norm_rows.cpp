@@ -3,6 +3,8 @@
 // choice is made once per process from the CPU's features.
 #include "backend/cpu/layer_norm_rows.h"
 
+#include <immintrin.h>
+
 #include <cmath>
 
 #include "core/convert.h"
@@ -120,11 +122,114 @@ void backward_baseline(const void* x, DType dt, const void* dy, DType gdt, int64
   backward_body(x, dt, dy, gdt, r, d, w, mean, rstd, dx, dw, db, s);
 }
 
+
+// The f32 case (every layer_norm under autocast: its policy row is fp32), written out with
+// AVX-512: a row is read as floats and widened to doubles 8 at a time in registers, with no
+// row buffers and no conversion calls; three passes forward (the mean, the squared
+// deviations, the output), two backward (the row sums, then dx and the weight/bias shares),
+// all over a row that stays in L1. The same arithmetic in double as the general bodies,
+// with 8-lane partial sums added in a fixed order, rounded once to f32.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#define MIXPREC_LN_AVX512 __attribute__((target("avx512f")))
+
+MIXPREC_LN_AVX512 inline double lanes_sum(__m512d v) {
+  alignas(64) double l[8];
+  _mm512_store_pd(l, v);
+  return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+// Values j .. j+7 of a float row as doubles (lanes past d read as 0).
+MIXPREC_LN_AVX512 inline __m512d load8(const float* row, int64_t j, int64_t d) {
+  const __mmask8 k = d - j >= 8 ? __mmask8(0xff) : __mmask8((1u << (d - j)) - 1u);
+  return _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(__mmask16(k), row + j)));
+}
+
+// 8 doubles rounded to f32 into dst[j ..], the lanes of k only (AVX-512F alone: no VL).
+MIXPREC_LN_AVX512 inline void store8(float* dst, int64_t j, __mmask8 k, __m512d v) {
+  _mm512_mask_storeu_ps(dst + j, __mmask16(k), _mm512_castps256_ps512(_mm512_cvtpd_ps(v)));
+}
+MIXPREC_LN_AVX512 inline __mmask8 mask8(int64_t j, int64_t d) {
+  return d - j >= 8 ? __mmask8(0xff) : __mmask8((1u << (d - j)) - 1u);
+}
+
+MIXPREC_LN_AVX512 void forward_f32_avx512(const float* x, int64_t d, const double* w, const double* b, double eps,
+                                          float* y, double& mean_out, double& rstd_out) {
+  __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
+  int64_t j = 0;
+  for (; j + 16 <= d; j += 16) {
+    s0 = _mm512_add_pd(s0, load8(x, j, d));
+    s1 = _mm512_add_pd(s1, load8(x, j + 8, d));
+  }
+  for (; j < d; j += 8) s0 = _mm512_add_pd(s0, load8(x, j, d));
+  const double mean = lanes_sum(_mm512_add_pd(s0, s1)) / double(d);
+  const __m512d mv = _mm512_set1_pd(mean);
+  __m512d q0 = _mm512_setzero_pd(), q1 = _mm512_setzero_pd();
+  for (j = 0; j + 16 <= d; j += 16) {
+    const __m512d a = _mm512_sub_pd(load8(x, j, d), mv), c = _mm512_sub_pd(load8(x, j + 8, d), mv);
+    q0 = _mm512_fmadd_pd(a, a, q0);
+    q1 = _mm512_fmadd_pd(c, c, q1);
+  }
+  for (; j < d; j += 8) {  // lanes past d: (0 - mean)^2 must not count
+    const __m512d a = _mm512_maskz_sub_pd(mask8(j, d), load8(x, j, d), mv);
+    q0 = _mm512_fmadd_pd(a, a, q0);
+  }
+  const double rstd = 1.0 / std::sqrt(lanes_sum(_mm512_add_pd(q0, q1)) / double(d) + eps);
+  const __m512d rv = _mm512_set1_pd(rstd);
+  for (j = 0; j < d; j += 8) {
+    const __mmask8 k = mask8(j, d);
+    const __m512d xhat = _mm512_mul_pd(_mm512_sub_pd(load8(x, j, d), mv), rv);
+    const __m512d out = _mm512_fmadd_pd(xhat, _mm512_maskz_loadu_pd(k, w + j), _mm512_maskz_loadu_pd(k, b + j));
+    store8(y, j, k, out);
+  }
+  mean_out = mean;
+  rstd_out = rstd;
+}
+
+MIXPREC_LN_AVX512 void backward_f32_avx512(const float* x, const float* dy, int64_t d, const double* w, double mean,
+                                           double rstd, float* dx, double* dw_acc, double* db_acc) {
+  const __m512d mv = _mm512_set1_pd(mean), rv = _mm512_set1_pd(rstd);
+  if (dx != nullptr) {
+    // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w.
+    __m512d sg = _mm512_setzero_pd(), sgx = _mm512_setzero_pd();
+    for (int64_t j = 0; j < d; j += 8) {
+      const __m512d g = _mm512_mul_pd(load8(dy, j, d), _mm512_maskz_loadu_pd(mask8(j, d), w + j));
+      sg = _mm512_add_pd(sg, g);
+      sgx = _mm512_fmadd_pd(g, _mm512_mul_pd(_mm512_sub_pd(load8(x, j, d), mv), rv), sgx);
+    }
+    const __m512d mg = _mm512_set1_pd(lanes_sum(sg) / double(d)), mgx = _mm512_set1_pd(lanes_sum(sgx) / double(d));
+    for (int64_t j = 0; j < d; j += 8) {
+      const __mmask8 k = mask8(j, d);
+      const __m512d g = _mm512_mul_pd(load8(dy, j, d), _mm512_maskz_loadu_pd(k, w + j));
+      const __m512d xhat = _mm512_mul_pd(_mm512_sub_pd(load8(x, j, d), mv), rv);
+      const __m512d v = _mm512_mul_pd(rv, _mm512_sub_pd(_mm512_sub_pd(g, mg), _mm512_mul_pd(xhat, mgx)));
+      store8(dx, j, k, v);
+    }
+  }
+  if (dw_acc != nullptr || db_acc != nullptr)
+    for (int64_t j = 0; j < d; j += 8) {
+      const __mmask8 k = mask8(j, d);
+      const __m512d g = load8(dy, j, d);
+      if (dw_acc != nullptr) {
+        const __m512d xhat = _mm512_mul_pd(_mm512_sub_pd(load8(x, j, d), mv), rv);
+        _mm512_mask_storeu_pd(dw_acc + j, k, _mm512_fmadd_pd(g, xhat, _mm512_maskz_loadu_pd(k, dw_acc + j)));
+      }
+      if (db_acc != nullptr)
+        _mm512_mask_storeu_pd(db_acc + j, k, _mm512_add_pd(_mm512_maskz_loadu_pd(k, db_acc + j), g));
+    }
+}
+#undef MIXPREC_LN_AVX512
+#pragma GCC diagnostic pop
+
 }  // namespace
 
 void forward_row(const void* x_base, DType dt, int64_t r, int64_t d, const double* w,
                  const double* b, double eps, void* y_base, double& mean, double& rstd,
                  Scratch& s) {
+  if (dt == DType::f32 && cpu_features().avx512f)
+    return forward_f32_avx512(static_cast<const float*>(x_base) + r * d, d, w, b, eps,
+                              static_cast<float*>(y_base) + r * d, mean, rstd);
   (cpu_features().avx512f ? forward_avx512 : forward_baseline)(x_base, dt, r, d, w, b, eps, y_base, mean,
                                                      rstd, s);
 }
@@ -132,6 +237,10 @@ void forward_row(const void* x_base, DType dt, int64_t r, int64_t d, const doubl
 void backward_row(const void* x_base, DType dt, const void* dy_base, DType gdt, int64_t r,
                   int64_t d, const double* w, double mean, double rstd, void* dx_base,
                   double* dw_acc, double* db_acc, Scratch& s) {
+  if (dt == DType::f32 && gdt == DType::f32 && cpu_features().avx512f)
+    return backward_f32_avx512(static_cast<const float*>(x_base) + r * d, static_cast<const float*>(dy_base) + r * d,
+                               d, w, mean, rstd, dx_base ? static_cast<float*>(dx_base) + r * d : nullptr, dw_acc,
+                               db_acc);
   (cpu_features().avx512f ? backward_avx512 : backward_baseline)(x_base, dt, dy_base, gdt, r, d, w, mean,
                                                        rstd, dx_base, dw_acc, db_acc, s);
 }

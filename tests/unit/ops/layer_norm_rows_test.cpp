@@ -82,6 +82,8 @@ TEST(LayerNormRows, MatchesNaiveFloat64) {
   check(DType::bf16, 300, 256);
   check(DType::f32, 7, 37);     // serial, d not a multiple of the vector width
   check(DType::bf16, 5, 3);
+  check(DType::f32, 4, 3);      // the f32 AVX-512 kernel: a row shorter than one vector,
+  check(DType::f32, 9, 24);     // one 16-value step and an 8-value tail
 }
 
 TEST(LayerNormRows, ForwardSameBitsForOneAndTwoThreads) {

@@ -20,6 +20,7 @@
 
 #include "mixprec/checkpoint.h"
 #include "mixprec/data.h"
+#include "mixprec/image.h"
 #include "nn/model_plan.h"
 #include "mixprec/npy.h"
 #include "mixprec/safetensors.h"
@@ -164,6 +165,27 @@ inline Violation npy(const uint8_t* data, size_t size, bool* accepted = nullptr)
   for (int64_t d : a->shape) count *= uint64_t(d);
   if (count != a->values.size())
     return "parse_npy: shape says " + std::to_string(count) + " elements, got " + std::to_string(a->values.size());
+  return {};
+}
+
+// A PNG or JPEG in memory (decode_image_bytes: what predict, serve and an image-folder
+// dataset decode), at most 64 pixels a side: data_loss for anything else; an accepted image
+// is 1..64 pixels a side, gray or RGB, holds exactly width x height x channels pixels, and
+// converts to 1 and to 3 channels (to_chw) at the sizes those say.
+inline Violation image(const uint8_t* data, size_t size, bool* accepted = nullptr) {
+  set(accepted, false);
+  auto img = decode_image_bytes(std::string(reinterpret_cast<const char*>(data), size), "fuzz.img", 64);
+  if (!img.is_ok()) return expect_code(img.status(), StatusCode::data_loss, "decode_image_bytes");
+  set(accepted, true);
+  const int64_t w = img->width, h = img->height, c = img->channels;
+  if (w < 1 || w > 64 || h < 1 || h > 64 || (c != 1 && c != 3))
+    return "decode_image_bytes: accepted " + std::to_string(w) + "x" + std::to_string(h) + " with " +
+           std::to_string(c) + " channels";
+  if (img->pixels.size() != size_t(w * h * c))
+    return "decode_image_bytes: " + std::to_string(img->pixels.size()) + " pixel bytes for " + std::to_string(w) +
+           "x" + std::to_string(h) + "x" + std::to_string(c);
+  for (int64_t channels : {1, 3})
+    if (to_chw(*img, channels).size() != size_t(channels * w * h)) return "to_chw: wrong size";
   return {};
 }
 

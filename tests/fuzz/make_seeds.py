@@ -6,6 +6,7 @@ a few edge cases each). Standard library only; run from anywhere:
 
 Files named valid_* must be accepted by the parser; fuzz_corpus_replay_test checks that, so
 the seeds really reach the code past validation. Every other seed must be refused cleanly."""
+import base64
 import gzip
 import json
 import os
@@ -230,7 +231,61 @@ def serve_request_seeds():
     write("serve_request", "npy_wrong_shape", b"\x01" + npy_bytes("<f4", "(3, 4)", b"\x00" * 48))
 
 
+# ---------------------------------------------------------------- images (PNG, JPEG)
+
+# Two JPEGs written once with OpenCV's encoder (libjpeg-turbo; /usr/bin/python3 with
+# python3-opencv: cv2.imencode(".jpg", pixels, [cv2.IMWRITE_JPEG_QUALITY, 90] + the progressive
+# flag for the second)) and kept here as base64, so that this script needs nothing but the
+# standard library: a baseline 3x4 gray image and a progressive 3x4 RGB one.
+JPEG_GRAY_3X4 = base64.b64decode(
+        "/9j/4AAQSkZJRgABAQAAAQABAAD/2wBDAAMCAgMCAgMDAwMEAwMEBQgFBQQEBQoHBwYIDAoMDAsKCwsNDhIQDQ4R"
+        "DgsLEBYQERMUFRUVDA8XGBYUGBIUFRT/wAALCAAEAAMBAREA/8QAHwAAAQUBAQEBAQEAAAAAAAAAAAECAwQFBgcI"
+        "CQoL/8QAtRAAAgEDAwIEAwUFBAQAAAF9AQIDAAQRBRIhMUEGE1FhByJxFDKBkaEII0KxwRVS0fAkM2JyggkKFhcY"
+        "GRolJicoKSo0NTY3ODk6Q0RFRkdISUpTVFVWV1hZWmNkZWZnaGlqc3R1dnd4eXqDhIWGh4iJipKTlJWWl5iZmqKj"
+        "pKWmp6ipqrKztLW2t7i5usLDxMXGx8jJytLT1NXW19jZ2uHi4+Tl5ufo6erx8vP09fb3+Pn6/9oACAEBAAA/APaf"
+        "C/7Enwm/4R+x/wCKf/5Z/wB5f/ia/9k=")
+JPEG_RGB_PROGRESSIVE_3X4 = base64.b64decode(
+        "/9j/4AAQSkZJRgABAQAAAQABAAD/2wBDAAMCAgMCAgMDAwMEAwMEBQgFBQQEBQoHBwYIDAoMDAsKCwsNDhIQDQ4R"
+        "DgsLEBYQERMUFRUVDA8XGBYUGBIUFRT/2wBDAQMEBAUEBQkFBQkUDQsNFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQU"
+        "FBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBT/wgARCAAEAAMDASIAAhEBAxEB/8QAFQABAQAAAAAAAAAAAAAAAAAA"
+        "AAb/xAAVAQEBAAAAAAAAAAAAAAAAAAAEBv/aAAwDAQACEAMQAAABlBdG/8QAFxAAAwEAAAAAAAAAAAAAAAAAAgMF"
+        "Ev/aAAgBAQABBQI6L9f/xAAaEQACAgMAAAAAAAAAAAAAAAABAgAEEiOR/9oACAEDAQE/AUp1sRrXgn//xAAbEQAB"
+        "BAMAAAAAAAAAAAAAAAABAAIDBBIjkv/aAAgBAgEBPwGOhTwGlvIX/8QAFhAAAwAAAAAAAAAAAAAAAAAAAAEi/9oA"
+        "CAEBAAY/AnR//8QAFBABAAAAAAAAAAAAAAAAAAAAAP/aAAgBAQABPyEr/9oADAMBAAIAAwAAABAH/8QAGBEAAgMA"
+        "AAAAAAAAAAAAAAAAAAERYfD/2gAIAQMBAT8QoEtQf//EABgRAAIDAAAAAAAAAAAAAAAAAAABYXGR/9oACAECAQE/"
+        "EISrCj//xAAXEAADAQAAAAAAAAAAAAAAAAAAYXHR/9oACAEBAAE/EKQ9P//Z")
+
+
+def png_chunks(width, height, depth, color_type, raw, extra=()):
+    """A PNG from already filtered scanlines `raw` (each row: a filter byte, then pixels)."""
+    import zlib
+
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xffffffff)
+    ihdr = struct.pack(">IIBBBBB", width, height, depth, color_type, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + b"".join(chunk(k, b) for k, b in extra) +
+            chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def image_seeds():
+    write("image", "valid_png_gray", png(3, 4, [[0, 100, 200]] * 4))
+    write("image", "valid_png_rgb", png(3, 2, [[10, 20, 30] * 3] * 2, color=True))
+    # 16-bit RGBA (alpha dropped, 16 -> 8 bits) and a 2-entry palette with transparency.
+    rgba16 = b"".join(b"\x00" + b"\x12\x34\x56\x78\x9a\xbc\xff\xff" * 2 for _ in range(2))
+    write("image", "valid_png_rgba16", png_chunks(2, 2, 16, 6, rgba16))
+    write("image", "valid_png_palette", png_chunks(2, 2, 8, 3, b"\x00\x00\x01" * 2,
+                                                   [(b"PLTE", b"\xff\x00\x00\x00\x00\xff"), (b"tRNS", b"\x80")]))
+    write("image", "valid_jpeg_gray", JPEG_GRAY_3X4)
+    write("image", "valid_jpeg_rgb_progressive", JPEG_RGB_PROGRESSIVE_3X4)
+    write("image", "png_too_wide", png(65, 1, [[0] * 65]))
+    write("image", "png_truncated", png(3, 4, [[0, 100, 200]] * 4)[:60])
+    write("image", "jpeg_truncated", JPEG_GRAY_3X4[:200])
+    write("image", "jpeg_header_only", JPEG_GRAY_3X4[:20])
+    write("image", "neither", b"GIF89a\x01\x00\x01\x00")
+
+
 if __name__ == "__main__":
+    image_seeds()
     serve_request_seeds()
     model_file_seeds()
     csv_seeds()

@@ -29,6 +29,7 @@ const Harness kHarnesses[] = {{"safetensors", fuzz::safetensors},
                               {"idx", fuzz::idx},
                               {"cifar", fuzz::cifar},
                               {"npy", fuzz::npy},
+                              {"image", fuzz::image},
                               {"csv", fuzz::csv},
                               {"model_file", fuzz::model_file},
                               {"serve_request", fuzz::serve_request}};

@@ -22,6 +22,19 @@ Tensor transpose(const Tensor& src, int64_t dim0, int64_t dim1);  // returns a c
 Tensor permute(const Tensor& src, const std::array<int, 4>& dims, double scale = 1.0);
 // Rows [start, start + length) of dim 0 as a contiguous copy. Autocast: reshape's row.
 Tensor narrow(const Tensor& src, int64_t start, int64_t length);
+// Self-attention's operands out of one fused input projection: qkv [B*S, 3E] holds Q | K | V
+// as column blocks (PyTorch's in_proj layout), E = heads x D. Returns q [B*H, S, D] times
+// q_scale, k as [B*H, D, S] (k_transposed, for q k^T by matmul) or [B*H, S, D], and v
+// [B*H, S, D]: the permuting copies read straight from qkv's columns, so the projection is
+// one [B*S, E] x [E, 3E] GEMM instead of three narrow ones. Backward gives qkv one
+// gradient, its column blocks the three parts' gradients (zeros for a part that got none),
+// as PyTorch's multi-output split does: nothing zero-padded is built or added per part.
+// Autocast: transpose's row (keep).
+struct AttentionOperands {
+  Tensor q, k, v;
+};
+AttentionOperands split_attention_heads(const Tensor& qkv, int64_t batch, int64_t heads, double q_scale = 1.0,
+                                        bool k_transposed = true);
 
 // ---- elementwise (promote: mixed dtypes compute in the widest) ----
 Tensor add(const Tensor& a, const Tensor& b);

@@ -64,6 +64,59 @@ Tensor narrow(const Tensor& src_in, int64_t start, int64_t length) {
   return dst;
 }
 
+AttentionOperands split_attention_heads(const Tensor& qkv_in, int64_t B, int64_t H, double q_scale,
+                                        bool k_transposed) {
+  const Tensor qkv = ops_detail::autocast_input(amp::OpId::transpose, qkv_in);
+  if (!qkv.defined() || qkv.dim() != 2 || !is_floating(qkv.dtype()) || B <= 0 || H <= 0 ||
+      qkv.size(0) % B != 0 || qkv.size(1) % (3 * H) != 0)
+    throw Error(Status::invalid_argument(
+        "split_attention_heads: expects a floating [batch x S, 3 x heads x D] tensor for batch " +
+        std::to_string(B) + " and " + std::to_string(H) + " heads, got " +
+        (qkv.defined() ? qkv.str() : std::string("undefined"))));
+  const int64_t S = qkv.size(0) / B, E = qkv.size(1) / 3, D = E / H;
+  const DType dt = qkv.dtype();
+  const Tensor src = qkv.is_contiguous() ? qkv.detach() : qkv.detach().contiguous();
+  // Part p's columns seen as [B, S, H, D]; its operand is a permuting copy of that view.
+  auto part_view = [&](int64_t p) {
+    return src.as_strided({B, S, H, D}, {S * 3 * E, 3 * E, D, 1}, src.storage_offset() + p * E);
+  };
+  constexpr std::array<int, 4> kHeadsFirst{0, 2, 1, 3}, kKeysLast{0, 2, 3, 1};
+  const std::array<std::array<int, 4>, 3> perms{kHeadsFirst, k_transposed ? kKeysLast : kHeadsFirst, kHeadsFirst};
+  const std::array<double, 3> scales{q_scale, 1.0, 1.0};
+  std::array<Tensor, 3> parts;
+  for (int p = 0; p < 3; ++p) {
+    const Tensor four = cpu::permute_forward(part_view(p), perms[size_t(p)], scales[size_t(p)]);
+    parts[size_t(p)] = four.reshape({B * H, four.size(2), four.size(3)});
+  }
+  if (any_requires_grad({&qkv})) {
+    // A multi-output node on the single-output engine: each part's node turns its gradient
+    // into its [B*S, E] column block and leaves it in `blocks`, then passes a one-element
+    // token on to the join node, which the engine runs after every part (it is their
+    // common input); the join concatenates the blocks into qkv's gradient.
+    auto blocks = std::make_shared<std::array<Tensor, 3>>();
+    Tensor join = Tensor::empty({1}, dt);
+    record_op(join, "split_attention_heads", {&qkv}, [blocks, B, S, E, dt](const Tensor&) {
+      std::vector<Tensor> cols;
+      for (auto& b : *blocks) cols.push_back(b.defined() ? b : Tensor::zeros({B * S, E}, dt));
+      *blocks = {};
+      return std::vector<Tensor>{cpu::cat_forward(cols, 1)};
+    });
+    for (int p = 0; p < 3; ++p) {
+      std::array<int, 4> inverse{};
+      for (int k = 0; k < 4; ++k) inverse[size_t(perms[size_t(p)][size_t(k)])] = k;
+      const Shape four{B, H, parts[size_t(p)].size(1), parts[size_t(p)].size(2)};
+      const double scale = scales[size_t(p)];
+      record_op(parts[size_t(p)], "split_attention_heads_part", {&join},
+                [blocks, p, inverse, four, scale, B, S, E, dt](const Tensor& diff_dst) {
+                  const Tensor g = diff_dst.is_contiguous() ? diff_dst : diff_dst.contiguous();
+                  (*blocks)[size_t(p)] = cpu::permute_forward(g.reshape(four), inverse, scale).reshape({B * S, E});
+                  return std::vector<Tensor>{Tensor::zeros({1}, dt)};
+                });
+    }
+  }
+  return AttentionOperands{parts[0], parts[1], parts[2]};
+}
+
 Tensor attention_softmax(const Tensor& scores_in, bool causal) {
   const Tensor scores = ops_detail::autocast_input(amp::OpId::attention_softmax, scores_in);
   if (!scores.defined() || scores.dim() < 1 || !is_floating(scores.dtype()))

@@ -59,6 +59,34 @@ std::vector<OpEntry> make_registry() {
   add({"permute", OpId::transpose, {in({2, 3, 4, 5})},
        [](V x) { return permute(x[0], {0, 2, 3, 1}, 0.5); },
        [](V x) { return ref::linear_scale(ref::permute_reference(x[0], {0, 2, 3, 1}), 0.5, 0.0); }});
+  // split_attention_heads, one entry per output: qkv [B*S, 3E] = [4, 12] for batch 2 and 2
+  // heads (S 2, E 4, D 2); the reference takes part p's columns as [B, S, H, D] and permutes
+  // them in f64. Checking one output also checks that the others' column blocks get zeros.
+  auto heads_reference = [](int64_t part, std::vector<int64_t> perm, double scale) {
+    return [part, perm, scale](V x) {
+      const Tensor cols = w(x[0]).as_strided({2, 2, 2, 2}, {24, 12, 2, 1}, part * 4).contiguous();
+      const Tensor p = ref::linear_scale(ref::permute_reference(cols, perm), scale, 0.0);
+      return p.reshape({4, p.size(2), p.size(3)});
+    };
+  };
+  add({"split_attention_heads_q", OpId::transpose, {in({4, 12})},
+       [](V x) { return split_attention_heads(x[0], 2, 2, 0.5).q; }, heads_reference(0, {0, 2, 1, 3}, 0.5)});
+  add({"split_attention_heads_k", OpId::transpose, {in({4, 12})},
+       [](V x) { return split_attention_heads(x[0], 2, 2, 0.5).k; }, heads_reference(1, {0, 2, 3, 1}, 1.0)});
+  add({"split_attention_heads_v_untransposed_k", OpId::transpose, {in({4, 12})},
+       [](V x) {
+         const AttentionOperands o = split_attention_heads(x[0], 2, 2, 0.5, /*k_transposed=*/false);
+         return mixprec::add(o.v, mixprec::mul(o.k, 2.0));  // both parts reach the gradient
+       },
+       [](V x) {
+         const Tensor cols_v = w(x[0]).as_strided({2, 2, 2, 2}, {24, 12, 2, 1}, 8).contiguous();
+         const Tensor cols_k = w(x[0]).as_strided({2, 2, 2, 2}, {24, 12, 2, 1}, 4).contiguous();
+         const std::vector<double> v = ref::permute_reference(cols_v, {0, 2, 1, 3}).to_vector_f64();
+         const std::vector<double> k = ref::permute_reference(cols_k, {0, 2, 1, 3}).to_vector_f64();
+         std::vector<double> sum(v.size());
+         for (size_t i = 0; i < v.size(); ++i) sum[i] = v[i] + 2.0 * k[i];
+         return Tensor::from_vector_f64(sum, {4, 2, 2}, DType::f64);
+       }});
   add({"narrow", OpId::reshape, {in({5, 3})}, [](V x) { return narrow(x[0], 1, 3); },
        [](V x) { return w(x[0]).reshape({15}).as_strided({3, 3}, {3, 1}, 3).contiguous(); }});
   add({"attention_softmax", OpId::attention_softmax, {in({2, 3, 5}, -2.0, 2.0)},

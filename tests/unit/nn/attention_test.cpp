@@ -354,8 +354,8 @@ TEST(AttentionAutocast, Bf16ProductsAndSoftmaxLayerNormInF32) {
   // Q K^T and P V: both operands of both products in bf16.
   ASSERT_EQ(count_nodes("matmul", 2), 2u);
   for (DType d : ops.at("matmul")) EXPECT_EQ(d, DType::bf16);
-  // Q, K, V projections, out_proj, linear1, linear2: src, weight and bias in bf16.
-  ASSERT_EQ(count_nodes("linear", 3), 6u);
+  // The fused Q|K|V projection, out_proj, linear1, linear2: src, weight and bias in bf16.
+  ASSERT_EQ(count_nodes("linear", 3), 4u);
   for (DType d : ops.at("linear")) EXPECT_EQ(d, DType::bf16);
   // The softmax reads the bf16 scores as they are (f32 arithmetic inside, bf16
   // probabilities for the next bf16 product: attention_softmax), no f32 copy of them;

@@ -45,9 +45,9 @@ std::vector<fs::path> sources_in(const fs::path& dir) {
   return files;
 }
 
-// The functions returning a Tensor declared in the public op headers.
+// The functions returning a Tensor (or attention's operands) declared in the public op headers.
 std::set<std::string> public_ops() {
-  const std::regex decl(R"(^Tensor\s+([a-z_0-9]+)\s*\()");
+  const std::regex decl(R"(^(?:Tensor|AttentionOperands)\s+([a-z_0-9]+)\s*\()");
   std::set<std::string> names;
   for (const char* h : {"ops.h", "ops_fused.h"})
     for (const auto& line : lines_of(kSource / "include/mixprec" / h)) {

@@ -112,6 +112,32 @@ TEST(FusedConvReluPool, RandomInputsAgreeToF32Rounding) {
   EXPECT_LT(diff / scale, 1e-4);
 }
 
+// bf16 (the seed CNN's first layer under autocast): on a CPU with AVX512-BF16 the products
+// go in tap pairs through vdpbf16ps, summed in another order than oneDNN's: the f32 sums
+// agree to f32 rounding, so the stored bf16 outputs are the composition's bits except where
+// a sum lands next to a bf16 rounding boundary (then one bf16 ulp apart).
+TEST(FusedConvReluPool, RandomBf16InputsAgreeToBf16Rounding) {
+  if (!fused_available()) GTEST_SKIP() << "no AVX-512: the fused kernel does not run on this CPU";
+  manual_seed(4);
+  for (int64_t c : {1, 3}) {
+    const Tensor src = Tensor::normal({4, c, 32, 30}, 0, 1).to(DType::bf16);
+    const Tensor w = Tensor::normal({32, c, 3, 3}, 0, 0.3).to(DType::bf16), b = Tensor::normal({32}, 0, 0.1).to(DType::bf16);
+    const Tensor g = Tensor::normal({4, 32, 16, 15}, 0, 1).to(DType::bf16);
+    const Outcome f = run(fused, src, w, b, g), ref = run(composed, src, w, b, g);
+    const auto x = f.out.to_vector_f64(), y = ref.out.to_vector_f64();
+    size_t same = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_LE(std::abs(x[i] - y[i]), 0x1p-7 * std::abs(y[i]) + 1e-30) << "C=" << c << " element " << i;
+      same += x[i] == y[i];
+    }
+    EXPECT_GT(double(same) / double(x.size()), 0.99) << "C=" << c;
+    const auto dw = f.dw.to_vector_f64(), dw_ref = ref.dw.to_vector_f64();
+    double scale = 0, diff = 0;
+    for (size_t i = 0; i < dw.size(); ++i) scale = std::max(scale, std::abs(dw_ref[i])), diff = std::max(diff, std::abs(dw[i] - dw_ref[i]));
+    EXPECT_LT(diff / scale, 1e-2) << "C=" << c;  // through outputs that may differ by a bf16 ulp
+  }
+}
+
 // A non-finite pixel: the composition's weight gradient is NaN wherever a zero gradient meets
 // it (0 x inf), so the fused op takes the composition's backward for such a batch.
 class FusedConvReluPoolNonFinite : public ::testing::TestWithParam<float> {};

@@ -1,6 +1,7 @@
 // ops/attention.cpp: the ops self-attention needs besides matmul, softmax and dropout:
-// permute (split and merge heads, with Q's 1/sqrt(D) folded into the copy), narrow (the Q,
-// K and V row blocks of in_proj_weight), attention_softmax (16-bit scores, f32 arithmetic)
+// split_attention_heads (q, k, v out of the fused projection's column blocks, Q's 1/sqrt(D)
+// folded into the copy), permute (merging heads), narrow (the Q, K and V row blocks of
+// in_proj_weight, for generation's one-token step), attention_softmax (16-bit scores, f32 arithmetic)
 // and scaled_dot_product_attention (the tiled route for long sequences: no [S, S] tensor),
 // forward and backward. Kernels: backend/cpu/layout.h, softmax_rows.h, attention_tiles.h and
 // the backends' matmul.

@@ -12,10 +12,7 @@
 // position the argmax names, and each tap's 16 weight gradients accumulate it times the
 // input value under the tap at that position (picked per lane by a permute): C*9 vector
 // accumulators held in registers along the row; per-thread partial sums, added in thread
-// order (the result depends on the thread count only, as oneDNN's does). bf16 on a CPU with
-// AVX512-BF16 runs the forward's products in tap pairs (forward_row_bf16).
-// Longer than 400 lines on purpose: the forward (f32 FMAs and bf16 pairs), the backward and
-// the helpers they share (rounding, packed argmax) are one kernel with one set of rules.
+// order (the result depends on the thread count only, as oneDNN's does).
 #include "backend/cpu/conv_relu_pool.h"
 
 #include <immintrin.h>
@@ -121,13 +118,6 @@ float* scratch(size_t n) {
   return buf.data();
 }
 
-// The bf16 route's tap pairs, per thread, also only growing.
-uint32_t* pair_scratch(size_t n) {
-  static thread_local std::vector<uint32_t> buf;
-  if (buf.size() < n) buf.resize(n);
-  return buf.data();
-}
-
 // f32 -> dtype (round to nearest even, NaN kept quiet as half.h does) -> f32: the value the
 // composition's convolution would have stored.
 MIXPREC_AVX512 inline __m512 round_to(__m512 v, DType dt) {
@@ -222,81 +212,6 @@ MIXPREC_AVX512 void forward_row(const float* xr, int64_t Wp, int64_t OW, const f
   }
 }
 
-// bf16 inputs on a CPU with AVX512-BF16: the taps go in pairs through vdpbf16ps (two bf16
-// products added into an f32 lane per instruction, half the FMAs of forward_row). Tap pair q
-// is taps 2q and 2q + 1 (t = 27 for C = 3 is a zero pad); the input is first laid out as
-// pairs, xp[(r * Q + q) * Wp + X] = the two taps' inputs for conv row r (0 or 1 of the pooled
-// row) and column X, as the low and high bf16 of one u32, so each product's input is one
-// 32-bit broadcast; the weights as pairs too, wp[q * O + o]. The products of bf16 values are
-// exact in f32 and each addition is rounded, as in forward_row, in another order (and with
-// vdpbf16ps's denormal flush): results agree with forward_row's to f32 rounding.
-#define MIXPREC_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,f16c")))
-
-// xr (f32 rows, bf16-exact) -> xp (tap pairs per conv row and column).
-template <int C>
-MIXPREC_AVX512_BF16 void pair_rows(const float* xr, int64_t Wp, int64_t W, uint32_t* xp) {
-  constexpr int T = C * 9, Q = (T + 1) / 2;
-  for (int r = 0; r < 2; ++r)
-    for (int q = 0; q < Q; ++q) {
-      const int ta = 2 * q, tb = 2 * q + 1;
-      const float* a = xr + ((ta / 9) * 4 + r + (ta % 9) / 3) * Wp + ta % 3;
-      const float* b = tb < T ? xr + ((tb / 9) * 4 + r + (tb % 9) / 3) * Wp + tb % 3 : nullptr;
-      uint32_t* dst = xp + (r * Q + q) * Wp;
-      for (int64_t x = 0; x < W; x += 16) {
-        const __mmask16 m = W - x >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (W - x)) - 1);
-        const __m512i lo = _mm512_srli_epi32(_mm512_castps_si512(_mm512_maskz_loadu_ps(m, a + x)), 16);
-        const __m512i hi = b ? _mm512_and_si512(_mm512_castps_si512(_mm512_maskz_loadu_ps(m, b + x)),
-                                                _mm512_set1_epi32(int(0xffff0000u)))
-                             : _mm512_setzero_si512();
-        _mm512_mask_storeu_epi32(dst + x, m, _mm512_or_si512(lo, hi));
-      }
-    }
-}
-
-template <int C, int OV>
-MIXPREC_AVX512_BF16 void forward_row_bf16(const uint32_t* xp, int64_t Wp, int64_t OW, const uint32_t* wp,
-                                          const float* bias, void* dst, int64_t dst_at, uint8_t* arg) {
-  constexpr int64_t O = 16 * OV;
-  constexpr int Q = (C * 9 + 1) / 2;
-  for (int64_t ow = 0; ow < OW; ++ow) {
-    __m512 acc[4][OV];  // window positions (0,0) (0,1) (1,0) (1,1) x channel vectors
-    for (int v = 0; v < OV; ++v) {
-      const __m512 b = _mm512_loadu_ps(bias + 16 * v);
-      for (int p = 0; p < 4; ++p) acc[p][v] = b;
-    }
-    for (int q = 0; q < Q; ++q) {
-      const uint32_t* row0 = xp + q * Wp + 2 * ow;        // conv row 0 of the pooled row
-      const uint32_t* row1 = xp + (Q + q) * Wp + 2 * ow;  // conv row 1
-      const __m512i x0 = _mm512_set1_epi32(int(row0[0])), x1 = _mm512_set1_epi32(int(row0[1]));
-      const __m512i x2 = _mm512_set1_epi32(int(row1[0])), x3 = _mm512_set1_epi32(int(row1[1]));
-      for (int v = 0; v < OV; ++v) {
-        const __m512bh wv = (__m512bh)_mm512_loadu_si512(wp + q * O + 16 * v);
-        acc[0][v] = _mm512_dpbf16_ps(acc[0][v], wv, (__m512bh)x0);
-        acc[1][v] = _mm512_dpbf16_ps(acc[1][v], wv, (__m512bh)x1);
-        acc[2][v] = _mm512_dpbf16_ps(acc[2][v], wv, (__m512bh)x2);
-        acc[3][v] = _mm512_dpbf16_ps(acc[3][v], wv, (__m512bh)x3);
-      }
-    }
-    for (int v = 0; v < OV; ++v) {
-      __m512 m = _mm512_setzero_ps();  // the same epilogue as forward_row's
-      __m512i code = _mm512_set1_epi32(255);
-      __mmask16 nan_seen = 0;
-      for (int p = 0; p < 4; ++p) {
-        const __m512 y = round_to(acc[p][v], DType::bf16);
-        const __mmask16 isnan = _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q) & __mmask16(~nan_seen);
-        const __mmask16 gt = _mm512_cmp_ps_mask(y, m, _CMP_GT_OQ) & __mmask16(~nan_seen);
-        const __mmask16 take = isnan | gt;
-        m = _mm512_mask_mov_ps(m, take, y);
-        code = _mm512_mask_mov_epi32(code, take, _mm512_set1_epi32(p));
-        nan_seen |= isnan;
-      }
-      const int64_t e = ow * O + 16 * v;
-      store_as(dst, dst_at + e, m, DType::bf16);
-      store_codes(arg + e / 2, code);
-    }
-  }
-}
-
 // The 4x4 input neighbourhood of pooled column ow in channel c (rows 0..3 of xr, padded
 // columns 2ow .. 2ow+3), as one vector: element r * 4 + j.
 MIXPREC_AVX512 inline __m512 neighbourhood(const float* xr, int64_t Wp, int c, int64_t ow) {
@@ -345,15 +260,11 @@ MIXPREC_AVX512 void backward_row(const float* xr, int64_t Wp, int64_t OW, int64_
 
 #pragma GCC diagnostic pop
 
-// Returns false when src holds inf or NaN (in the rows the pooled output reads). wp: the
-// weights as bf16 tap pairs when the bf16 route runs (bf16 src on a CPU with AVX512-BF16),
-// else null.
+// Returns false when src holds inf or NaN (in the rows the pooled output reads).
 template <int C>
-bool forward_all(const Tensor& src, const float* wt, const uint32_t* wp, const float* bias, Tensor& dst,
-                 uint8_t* arg) {
+bool forward_all(const Tensor& src, const float* wt, const float* bias, Tensor& dst, uint8_t* arg) {
   const int64_t N = src.size(0), W = src.size(3), Wp = W + 2, O = dst.size(1), OH = dst.size(2), OW = dst.size(3);
   const DType dt = src.dtype();
-  constexpr int64_t Q = (C * 9 + 1) / 2;
   void* out = dst.data();
   std::atomic<bool> nonfinite{false};
 #pragma omp parallel for schedule(static)
@@ -361,17 +272,6 @@ bool forward_all(const Tensor& src, const float* wt, const uint32_t* wp, const f
     float* xr = scratch(size_t(C * 4 * Wp + C * W));  // rows + a channels-last row
     if (!load_rows(src, row / OH, row % OH, xr)) nonfinite.store(true, std::memory_order_relaxed);
     uint8_t* codes = arg + row * OW * O / 2;
-    if (wp != nullptr) {
-      uint32_t* xp = pair_scratch(size_t(2 * Q * Wp));
-      pair_rows<C>(xr, Wp, W, xp);
-      switch (O / 16) {
-        case 1: forward_row_bf16<C, 1>(xp, Wp, OW, wp, bias, out, row * OW * O, codes); break;
-        case 2: forward_row_bf16<C, 2>(xp, Wp, OW, wp, bias, out, row * OW * O, codes); break;
-        case 3: forward_row_bf16<C, 3>(xp, Wp, OW, wp, bias, out, row * OW * O, codes); break;
-        default: forward_row_bf16<C, 4>(xp, Wp, OW, wp, bias, out, row * OW * O, codes); break;
-      }
-      continue;
-    }
     switch (O / 16) {
       case 1: forward_row<C, 1>(xr, Wp, OW, wt, bias, dt, out, row * OW * O, codes); break;
       case 2: forward_row<C, 2>(xr, Wp, OW, wt, bias, dt, out, row * OW * O, codes); break;
@@ -412,20 +312,6 @@ std::vector<float>& transposed_weights(const Tensor& weights) {
   return wt;
 }
 
-// weights [O, C, 3, 3] of bf16 -> u32 [q][O]: taps 2q (low half) and 2q + 1 (high; 0 past
-// the last tap) of output channel o.
-std::vector<uint32_t>& paired_weights(const Tensor& weights) {
-  static thread_local std::vector<uint32_t> wp;
-  const int64_t O = weights.size(0), T = weights.size(1) * 9, Q = (T + 1) / 2;
-  wp.assign(size_t(Q * O), 0u);
-  const Tensor w = weights.contiguous();
-  const uint16_t* bits = static_cast<const uint16_t*>(w.data());
-  for (int64_t o = 0; o < O; ++o)
-    for (int64_t t = 0; t < T; ++t)
-      wp[size_t((t / 2) * O + o)] |= uint32_t(bits[o * T + t]) << (t % 2 ? 16 : 0);
-  return wp;
-}
-
 }  // namespace
 
 bool conv_relu_max_pool_applies(const Tensor& src, const Tensor& weights, const Tensor& bias, int64_t stride,
@@ -447,8 +333,6 @@ ConvReluPoolResult conv_relu_max_pool_forward(const Tensor& src, const Tensor& w
     bad("conv_relu_max_pool_forward: src " + src.str() + " and weights " + weights.str() + " are not a fused case");
   const int64_t N = src.size(0), C = src.size(1), O = weights.size(0), OH = src.size(2) / 2, OW = src.size(3) / 2;
   const std::vector<float>& wt = transposed_weights(weights);
-  const bool bf16_pairs = src.dtype() == DType::bf16 && cpu_features().avx512_bf16;
-  const uint32_t* wp = bf16_pairs ? paired_weights(weights).data() : nullptr;
   std::vector<float> b(size_t(O), 0.f);
   if (bias.defined())
     for (int64_t o = 0; o < O; ++o) b[size_t(o)] = float(bias.at(o));
@@ -457,9 +341,9 @@ ConvReluPoolResult conv_relu_max_pool_forward(const Tensor& src, const Tensor& w
   r.argmax = Tensor::empty({(r.dst.numel() + 1) / 2}, DType::u8);
   uint8_t* arg = r.argmax.data_ptr<uint8_t>();
   switch (C) {
-    case 1: r.src_finite = forward_all<1>(src, wt.data(), wp, b.data(), r.dst, arg); break;
-    case 2: r.src_finite = forward_all<2>(src, wt.data(), wp, b.data(), r.dst, arg); break;
-    default: r.src_finite = forward_all<3>(src, wt.data(), wp, b.data(), r.dst, arg); break;
+    case 1: r.src_finite = forward_all<1>(src, wt.data(), b.data(), r.dst, arg); break;
+    case 2: r.src_finite = forward_all<2>(src, wt.data(), b.data(), r.dst, arg); break;
+    default: r.src_finite = forward_all<3>(src, wt.data(), b.data(), r.dst, arg); break;
   }
   // (Pooled row oh reads input rows 2oh-1 .. 2oh+2, all columns: every input value is
   // checked, an odd H's last row included.)

@@ -112,10 +112,9 @@ TEST(FusedConvReluPool, RandomInputsAgreeToF32Rounding) {
   EXPECT_LT(diff / scale, 1e-4);
 }
 
-// bf16 (the seed CNN's first layer under autocast): on a CPU with AVX512-BF16 the products
-// go in tap pairs through vdpbf16ps, summed in another order than oneDNN's: the f32 sums
-// agree to f32 rounding, so the stored bf16 outputs are the composition's bits except where
-// a sum lands next to a bf16 rounding boundary (then one bf16 ulp apart).
+// bf16 (the seed CNN's first layer under autocast): the products are summed in f32 in
+// another order than oneDNN's, so the stored bf16 outputs are the composition's bits except
+// where a sum lands next to a bf16 rounding boundary (then one bf16 ulp apart).
 TEST(FusedConvReluPool, RandomBf16InputsAgreeToBf16Rounding) {
   if (!fused_available()) GTEST_SKIP() << "no AVX-512: the fused kernel does not run on this CPU";
   manual_seed(4);

@@ -126,9 +126,9 @@ void backward_baseline(const void* x, DType dt, const void* dy, DType gdt, int64
 // The f32 case (every layer_norm under autocast: its policy row is fp32), written out with
 // AVX-512: a row is read as floats and widened to doubles 8 at a time in registers, with no
 // row buffers and no conversion calls; three passes forward (the mean, the squared
-// deviations, the output), two backward (the row sums, then dx and the weight/bias shares),
-// all over a row that stays in L1. The same arithmetic in double as the general bodies,
-// with 8-lane partial sums added in a fixed order, rounded once to f32.
+// deviations, the output), two backward (the row sums, then dx and the weight/bias shares
+// together), all over a row that stays in L1. The same arithmetic in double as the general
+// bodies, with 8-lane partial sums added in a fixed order, rounded once to f32.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -190,34 +190,38 @@ MIXPREC_LN_AVX512 void forward_f32_avx512(const float* x, int64_t d, const doubl
 MIXPREC_LN_AVX512 void backward_f32_avx512(const float* x, const float* dy, int64_t d, const double* w, double mean,
                                            double rstd, float* dx, double* dw_acc, double* db_acc) {
   const __m512d mv = _mm512_set1_pd(mean), rv = _mm512_set1_pd(rstd);
+  // x was written by the forward long before and dy by the layer above: both come from
+  // memory, not cache. Ask for the rows two ahead (this thread's next rows) while these run.
+  for (int64_t j = 0; j < d; j += 16) {
+    _mm_prefetch(reinterpret_cast<const char*>(x + 2 * d + j), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(dy + 2 * d + j), _MM_HINT_T0);
+  }
+  __m512d mg = _mm512_setzero_pd(), mgx = _mm512_setzero_pd();
   if (dx != nullptr) {
-    // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w.
+    // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w: the two means first.
     __m512d sg = _mm512_setzero_pd(), sgx = _mm512_setzero_pd();
     for (int64_t j = 0; j < d; j += 8) {
       const __m512d g = _mm512_mul_pd(load8(dy, j, d), _mm512_maskz_loadu_pd(mask8(j, d), w + j));
       sg = _mm512_add_pd(sg, g);
       sgx = _mm512_fmadd_pd(g, _mm512_mul_pd(_mm512_sub_pd(load8(x, j, d), mv), rv), sgx);
     }
-    const __m512d mg = _mm512_set1_pd(lanes_sum(sg) / double(d)), mgx = _mm512_set1_pd(lanes_sum(sgx) / double(d));
-    for (int64_t j = 0; j < d; j += 8) {
-      const __mmask8 k = mask8(j, d);
-      const __m512d g = _mm512_mul_pd(load8(dy, j, d), _mm512_maskz_loadu_pd(k, w + j));
-      const __m512d xhat = _mm512_mul_pd(_mm512_sub_pd(load8(x, j, d), mv), rv);
-      const __m512d v = _mm512_mul_pd(rv, _mm512_sub_pd(_mm512_sub_pd(g, mg), _mm512_mul_pd(xhat, mgx)));
-      store8(dx, j, k, v);
-    }
+    mg = _mm512_set1_pd(lanes_sum(sg) / double(d));
+    mgx = _mm512_set1_pd(lanes_sum(sgx) / double(d));
   }
-  if (dw_acc != nullptr || db_acc != nullptr)
-    for (int64_t j = 0; j < d; j += 8) {
-      const __mmask8 k = mask8(j, d);
-      const __m512d g = load8(dy, j, d);
-      if (dw_acc != nullptr) {
-        const __m512d xhat = _mm512_mul_pd(_mm512_sub_pd(load8(x, j, d), mv), rv);
-        _mm512_mask_storeu_pd(dw_acc + j, k, _mm512_fmadd_pd(g, xhat, _mm512_maskz_loadu_pd(k, dw_acc + j)));
-      }
-      if (db_acc != nullptr)
-        _mm512_mask_storeu_pd(db_acc + j, k, _mm512_add_pd(_mm512_maskz_loadu_pd(k, db_acc + j), g));
+  // One pass for dx and the weight/bias shares: each reads dy and xhat once.
+  for (int64_t j = 0; j < d; j += 8) {
+    const __mmask8 k = mask8(j, d);
+    const __m512d g0 = load8(dy, j, d);
+    const __m512d xhat = _mm512_mul_pd(_mm512_sub_pd(load8(x, j, d), mv), rv);
+    if (dx != nullptr) {
+      const __m512d g = _mm512_mul_pd(g0, _mm512_maskz_loadu_pd(k, w + j));
+      store8(dx, j, k, _mm512_mul_pd(rv, _mm512_sub_pd(_mm512_sub_pd(g, mg), _mm512_mul_pd(xhat, mgx))));
     }
+    if (dw_acc != nullptr)
+      _mm512_mask_storeu_pd(dw_acc + j, k, _mm512_fmadd_pd(g0, xhat, _mm512_maskz_loadu_pd(k, dw_acc + j)));
+    if (db_acc != nullptr)
+      _mm512_mask_storeu_pd(db_acc + j, k, _mm512_add_pd(_mm512_maskz_loadu_pd(k, db_acc + j), g0));
+  }
 }
 #undef MIXPREC_LN_AVX512
 #pragma GCC diagnostic pop

@@ -76,6 +76,10 @@ MIXPREC_AVX512 bool load_rows(const Tensor& src, int64_t n, int64_t oh, float* x
   bool finite = true;
   if (st[1] == 1 && st[3] == C && C > 1) {  // channels-last: a row's channels interleaved
     float* tmp = xr + C * 4 * Wp;              // scratch past the rows (see the callers' sizes)
+    // The next pooled row's two new input rows (this thread's next call), from memory.
+    for (int64_t y = 2 * oh + 3; y <= 2 * oh + 4 && y < H; ++y)
+      for (int64_t b = 0; b < W * C * int64_t(es); b += 64)
+        _mm_prefetch(base + (n * st[0] + y * st[2]) * int64_t(es) + b, _MM_HINT_T0);
     for (int64_t r = 0; r < 4; ++r) {
       const int64_t y = 2 * oh - 1 + r;
       if (y >= 0 && y < H) finite &= widen_row(base + (n * st[0] + y * st[2]) * int64_t(es), dt, W * C, tmp) == 0;

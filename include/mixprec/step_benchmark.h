@@ -45,6 +45,9 @@ struct StepBenchmarkResult {
   int64_t batch_size = 0;
   int threads = 0;
   int64_t parameters = 0;
+  // Tokens per sample for a language model or a text classifier (0 for images and tables):
+  // what turns samples/s into the tokens/s text models are compared by.
+  int64_t tokens_per_sample = 0;
   std::vector<PresetTiming> presets;
 };
 

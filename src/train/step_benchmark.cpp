@@ -121,6 +121,7 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
   // A language model from a file: sequences, as the built-in GPTs (default_benchmark_batch).
   result.batch_size = o.batch_size > 0 ? o.batch_size : spec->language_model ? 16 : default_benchmark_batch(o.model);
   result.threads = omp_get_max_threads();
+  result.tokens_per_sample = spec->language_model ? spec->width - 1 : spec->token_input ? spec->width : 0;
 
   const int64_t n = result.batch_size;
   manual_seed(o.seed);

@@ -27,6 +27,9 @@ expect compare 0 "amp-bf16 .*x" -- "$BIN" compare --presets fp32,amp-bf16 --data
 expect compare-bad-preset 2 "--presets" -- "$BIN" compare --presets fp32,fp7 --dataset synthetic --max-steps 1
 expect bench 0 "amp-bf16 .*x" -- "$BIN" bench --model cnn --batch-size 16 --steps 2 --warmup 1
 expect bench-json 0 '"heap_allocations": 0' -- "$BIN" bench --model cnn --batch-size 16 --steps 2 --warmup 1 --json
+# A language model is measured in tokens/s: 2 sequences of gpt-tiny's 128 tokens per step.
+expect bench-tokens 0 "tokens/s" -- "$BIN" bench --model gpt-tiny --batch-size 2 --steps 1 --warmup 0
+expect bench-tokens-json 0 '"tokens_per_sample": 128' -- "$BIN" bench --model gpt-tiny --batch-size 2 --steps 1 --warmup 0 --json
 expect bench-bad-model 2 "--model" -- "$BIN" bench --model resnet
 expect bench-bad-preset 2 "--precision" -- "$BIN" bench --precision fp32,fp7
 expect bench-bad-steps 2 "--steps: must be >= 1" -- "$BIN" bench --steps 0

@@ -31,6 +31,7 @@ nlohmann::json to_json(const train::StepBenchmarkResult& r) {
   j["batch_size"] = r.batch_size;
   j["threads"] = r.threads;
   j["parameters"] = r.parameters;
+  j["tokens_per_sample"] = r.tokens_per_sample;
   j["cpu_features"] = cpu_feature_list();
   const double base = r.presets.front().median_ms;
   for (const train::PresetTiming& t : r.presets) {
@@ -38,6 +39,7 @@ nlohmann::json to_json(const train::StepBenchmarkResult& r) {
                             {"median_ms", t.median_ms},
                             {"min_ms", t.min_ms},
                             {"images_per_second", t.images_per_second},
+                            {"tokens_per_second", t.images_per_second * double(r.tokens_per_sample)},
                             {"forward_ms", t.forward_ms},
                             {"backward_ms", t.backward_ms},
                             {"update_ms", t.update_ms},
@@ -54,9 +56,11 @@ nlohmann::json to_json(const train::StepBenchmarkResult& r) {
 void print_table(const train::StepBenchmarkResult& r, int64_t steps) {
   std::printf("\n%s, batch %lld, %d threads, %lld parameters, %lld timed steps per preset (interleaved)\n",
               r.model.c_str(), (long long)r.batch_size, r.threads, (long long)r.parameters, (long long)steps);
+  // Text models are compared by tokens a second (a language model's sample: its context).
+  const bool text = r.tokens_per_sample > 0;
   std::printf("%-10s | %9s | %9s | %20s | %9s | %8s | %12s | %8s | %6s | %6s | %7s\n", "preset", "median ms",
-              "min ms", "fwd / bwd / upd ms", "images/s", "speed-up", "act. memory", "% first", "allocs", "prims",
-              "loss");
+              "min ms", "fwd / bwd / upd ms", text ? "tokens/s" : "images/s", "speed-up", "act. memory", "% first",
+              "allocs", "prims", "loss");
   const train::PresetTiming& first = r.presets.front();
   for (const train::PresetTiming& t : r.presets) {
     const double speedup = t.median_ms > 0 ? first.median_ms / t.median_ms : 0.0;
@@ -66,7 +70,8 @@ void print_table(const train::StepBenchmarkResult& r, int64_t steps) {
     char phases[64];
     std::snprintf(phases, sizeof phases, "%.1f / %.1f / %.1f", t.forward_ms, t.backward_ms, t.update_ms);
     std::printf("%-10s | %9.2f | %9.2f | %20s | %9.0f | %7.2fx | %12s | %7.0f%% | %6lld | %6lld | %7.4f\n",
-                t.preset.c_str(), t.median_ms, t.min_ms, phases, t.images_per_second, speedup,
+                t.preset.c_str(), t.median_ms, t.min_ms, phases,
+                text ? t.images_per_second * double(r.tokens_per_sample) : t.images_per_second, speedup,
                 format_bytes(t.peak_activation_bytes).c_str(), mem_share, (long long)t.heap_allocations,
                 (long long)t.primitive_creations, t.last_loss);
   }

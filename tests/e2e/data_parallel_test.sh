@@ -116,6 +116,14 @@ for precision in fp32 amp-bf16; do
   if out=$(compare one-$precision two-$precision $tol); then echo "ok   $precision losses: $out"; else fail "$precision losses: $out"; fi
 done
 
+# ---- a hostfile, as on several machines: the same launch path (one host here, named with
+# two slots), the same losses as one process ----
+printf 'localhost slots=2\n' > hosts
+expect "2 ranks from --hostfile: banner says global batch 64 = 2 x 32" 0 "global batch 64 = 2 x 32 per rank" -- \
+  mpirun --oversubscribe --hostfile hosts -np 2 "$BIN" train "${COMMON[@]}" --batch-size 64 --precision fp32 \
+  --max-steps 50 --run-dir hosts-fp32
+if out=$(compare one-fp32 hosts-fp32 1e-6); then echo "ok   --hostfile losses: $out"; else fail "--hostfile losses: $out"; fi
+
 # ---- gradient buckets reduced during backward: the same bits as one reduction after it ----
 # (20 KB buckets: the MLP's output layer and first bias in one, its 200 KB first weight in
 # another; two ranks add a + b in either order, so bucketing cannot change a bit.)

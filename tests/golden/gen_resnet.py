@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_reference import record_forward_backward, write_and_verify  # noqa: E402
+from torch_reference import record_forward_backward, write_golden  # noqa: E402
 
 SEED = 0
 BATCH, CHANNELS, SIZE, CLASSES, WIDTH = 4, 1, 8, 3, 4
@@ -98,9 +98,7 @@ def main():
         "loss": "cross_entropy, mean reduction",
         "num_threads": "1",
     }
-    write_and_verify(OUT, out, metadata)
-    print("wrote %s (%d bytes, %d tensors), torch %s, loss %.6f"
-          % (OUT, os.path.getsize(OUT), len(out), torch.__version__, loss.item()))
+    write_golden(OUT, out, metadata, loss.item())
     return 0
 
 

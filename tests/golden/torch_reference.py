@@ -93,6 +93,14 @@ def write_and_verify(path, tensors, metadata):
         assert torch.equal(back[name], t), name
 
 
+def write_golden(path, tensors, metadata, loss):
+    """write_and_verify, then the line every generator prints: the file, its size and tensor
+    count, the torch version and the loss the golden recorded."""
+    write_and_verify(path, tensors, metadata)
+    print("wrote %s (%d bytes, %d tensors), torch %s, loss %.6f"
+          % (path, os.path.getsize(path), len(tensors), torch.__version__, loss))
+
+
 def record_forward_backward(model, x, target, forward=None, input_name="x"):
     """One cross-entropy forward + backward. Returns (tensors, loss): the parameters before,
     the input, target, logits, loss and every parameter's gradient, named as the golden

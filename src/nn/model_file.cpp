@@ -71,11 +71,20 @@ int64_t count_decoders(const std::vector<LayerPlan>& plans) {
 
 }  // namespace
 
-std::optional<int64_t> model_file_context(const std::string& text) {
+namespace {
+
+// The file's non-empty `layers` list; nullopt for a text too malformed to tell (the planner
+// reports what is wrong, at its line).
+std::optional<nlohmann::json> layers_of(const std::string& text) {
   auto doc = io::yaml_to_json(text, "model file", nullptr);
   if (!doc.is_ok() || !doc->is_object() || !doc->contains("layers")) return std::nullopt;
-  const auto& layers = (*doc)["layers"];
-  if (!layers.is_array() || layers.empty() || plan_detail::entry_type(layers.back()) != "lm_head") return std::nullopt;
+  nlohmann::json layers = std::move((*doc)["layers"]);
+  if (!layers.is_array() || layers.empty()) return std::nullopt;
+  return layers;
+}
+
+std::optional<int64_t> context_of(const nlohmann::json& layers) {
+  if (plan_detail::entry_type(layers.back()) != "lm_head") return std::nullopt;
   const auto& first = layers[0];
   if (first.is_object() && first.contains("embedding") && first["embedding"].is_object()) {
     const auto& context = first["embedding"].value("context", nlohmann::json(kDefaultLanguageModelContext));
@@ -86,22 +95,31 @@ std::optional<int64_t> model_file_context(const std::string& text) {
   return kDefaultLanguageModelContext;
 }
 
-ModelSpec model_file_spec(const std::string& name, const std::string& text) {
-  if (auto context = model_file_context(text)) {
-    return ModelSpec{name, 1, 1, *context + 1, 256, /*language_model=*/true, text};  // reads bytes, as gpt
-  }
-  ModelSpec spec{name, 1, 28, 28, 10, false, text};
-  if (model_file_reads_text(text)) spec.height = 1, spec.width = 128, spec.token_input = true;
-  return spec;
+bool reads_text(const nlohmann::json& layers) {
+  const auto& first = layers[0];
+  return (first.is_string() && first == "embedding") || (first.is_object() && first.contains("embedding"));
+}
+
+}  // namespace
+
+std::optional<int64_t> model_file_context(const std::string& text) {
+  const auto layers = layers_of(text);
+  return layers ? context_of(*layers) : std::nullopt;
 }
 
 bool model_file_reads_text(const std::string& text) {
-  auto doc = io::yaml_to_json(text, "model file", nullptr);
-  if (!doc.is_ok() || !doc->is_object() || !doc->contains("layers")) return false;
-  const auto& layers = (*doc)["layers"];
-  if (!layers.is_array() || layers.empty()) return false;
-  const auto& first = layers[0];
-  return (first.is_string() && first == "embedding") || (first.is_object() && first.contains("embedding"));
+  const auto layers = layers_of(text);
+  return layers && reads_text(*layers);
+}
+
+ModelSpec model_file_spec(const std::string& name, const std::string& text) {
+  const auto layers = layers_of(text);  // parsed once for both questions
+  if (auto context = layers ? context_of(*layers) : std::nullopt) {
+    return ModelSpec{name, 1, 1, *context + 1, 256, /*language_model=*/true, text};  // reads bytes, as gpt
+  }
+  ModelSpec spec{name, 1, 28, 28, 10, false, text};
+  if (layers && reads_text(*layers)) spec.height = 1, spec.width = 128, spec.token_input = true;
+  return spec;
 }
 
 StatusOr<std::string> read_model_file(const std::string& path) {

@@ -140,18 +140,19 @@ MIXPREC_LN_AVX512 inline double lanes_sum(__m512d v) {
   return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
 }
 
+// The lanes of values j .. j+7 that lie inside a row of d.
+MIXPREC_LN_AVX512 inline __mmask8 mask8(int64_t j, int64_t d) {
+  return d - j >= 8 ? __mmask8(0xff) : __mmask8((1u << (d - j)) - 1u);
+}
+
 // Values j .. j+7 of a float row as doubles (lanes past d read as 0).
 MIXPREC_LN_AVX512 inline __m512d load8(const float* row, int64_t j, int64_t d) {
-  const __mmask8 k = d - j >= 8 ? __mmask8(0xff) : __mmask8((1u << (d - j)) - 1u);
-  return _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(__mmask16(k), row + j)));
+  return _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(__mmask16(mask8(j, d)), row + j)));
 }
 
 // 8 doubles rounded to f32 into dst[j ..], the lanes of k only (AVX-512F alone: no VL).
 MIXPREC_LN_AVX512 inline void store8(float* dst, int64_t j, __mmask8 k, __m512d v) {
   _mm512_mask_storeu_ps(dst + j, __mmask16(k), _mm512_castps256_ps512(_mm512_cvtpd_ps(v)));
-}
-MIXPREC_LN_AVX512 inline __mmask8 mask8(int64_t j, int64_t d) {
-  return d - j >= 8 ? __mmask8(0xff) : __mmask8((1u << (d - j)) - 1u);
 }
 
 MIXPREC_LN_AVX512 void forward_f32_avx512(const float* x, int64_t d, const double* w, const double* b, double eps,

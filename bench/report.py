@@ -6,7 +6,7 @@ Plain python3, no dependencies.
   report.py [--env env.txt] ROUND_LOG [ROUND_LOG ...]
 
 Every RESULT line carries the allocator configuration its process ran under (alloc=glibc,
-tuned, jemalloc, tcmalloc). The PyTorch peer's figure for a model and precision is its
+tuned, tuned-thp, jemalloc, tcmalloc). The PyTorch peer's figure for a model and precision is its
 fastest configuration (lowest median over rounds): the strongest peer. Ours is mixprec under
 glibc's defaults (what a user gets); the table of configurations shows whether the
 allocator changes it. Ratios are computed per round (the programs of one round ran back to
@@ -16,10 +16,11 @@ import statistics
 import sys
 
 OURS_DEFAULT_ALLOC = "glibc"
-ALLOC_ORDER = ["glibc", "tuned", "jemalloc", "tcmalloc", "default"]
+ALLOC_ORDER = ["glibc", "tuned", "tuned-thp", "jemalloc", "tcmalloc", "default"]
 ALLOC_TEXT = {
     "glibc": "glibc malloc, defaults",
     "tuned": "glibc malloc, GLIBC_TUNABLES mmap/trim thresholds 2^31-1",
+    "tuned-thp": "glibc malloc, tuned + glibc.malloc.hugetlb=1 (transparent huge pages)",
     "jemalloc": "jemalloc (LD_PRELOAD)",
     "tcmalloc": "tcmalloc-minimal (LD_PRELOAD)",
     "default": "not recorded: untuned (log from before the allocator matrix)",

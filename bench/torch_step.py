@@ -195,6 +195,7 @@ ENV_KNOBS = ("LD_LIBRARY_PATH", "LD_PRELOAD", "GLIBC_TUNABLES", "OMP_NUM_THREADS
 def malloc_in_use():
     """The allocator this process really uses: a preloaded jemalloc/tcmalloc if one is mapped,
     else glibc, marked 'glibc-tuned' when GLIBC_TUNABLES fixes the mmap and trim thresholds
+    (and 'glibc-tuned-thp' when it also asks for transparent huge pages)
     (glibc reads the variable at start-up; a typo in it is silently ignored, so the effect
     shows only in the step times)."""
     with open("/proc/self/maps") as maps:
@@ -203,7 +204,9 @@ def malloc_in_use():
         if any(lib in n for n in names):
             return lib
     tun = os.environ.get("GLIBC_TUNABLES", "")
-    return "glibc-tuned" if "mmap_threshold" in tun and "trim_threshold" in tun else "glibc"
+    if "mmap_threshold" in tun and "trim_threshold" in tun:
+        return "glibc-tuned-thp" if "hugetlb=1" in tun else "glibc-tuned"
+    return "glibc"
 
 
 def blas_in_use(torch):

@@ -2,6 +2,11 @@
 // allocator (a steady-state training step makes no heap allocation for tensor buffers).
 #include <gtest/gtest.h>
 
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
 #include "mixprec/amp.h"
 #include "mixprec/autograd.h"
 #include "mixprec/data.h"
@@ -45,6 +50,37 @@ TEST(Memory, FreedBlocksAreReusedWithoutHeapAllocation) {
   EXPECT_EQ(allocation_count(), before);
   Tensor distinct = Tensor::empty({99991}, DType::f32);  // a new size does allocate
   EXPECT_EQ(allocation_count(), before + 1);
+}
+
+// The VmFlags line of the mapping in /proc/self/smaps that holds `addr` ("" if none).
+std::string vm_flags_of(uintptr_t addr) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR " ", &lo, &hi) == 2 && line.find(' ') > line.find('-')) {
+      inside = lo <= addr && addr < hi;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+TEST(Memory, LargeBlocksStartOnAHugePageAndAskForTransparentHugePages) {
+  constexpr uintptr_t kHugePage = uintptr_t(2) << 20;
+  Tensor big = Tensor::empty({(3 << 20) + 17}, DType::f32);  // 12 MiB and a bit: not a multiple
+  Tensor small = Tensor::empty({1000}, DType::f32);
+  const auto at = reinterpret_cast<uintptr_t>(big.data());
+  EXPECT_EQ(at % kHugePage, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small.data()) % 64, 0u);
+  if (!std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled"))
+    GTEST_SKIP() << "this kernel has no transparent huge pages (no /sys/kernel/mm/transparent_hugepage)";
+  // madvise(MADV_HUGEPAGE) marks the mapping "hg" whatever the system's THP mode.
+  const std::string flags = vm_flags_of(at);
+  ASSERT_FALSE(flags.empty()) << "no mapping in /proc/self/smaps holds the block";
+  EXPECT_NE(flags.find(" hg"), std::string::npos) << flags;
 }
 
 TEST(Memory, SteadyStateTrainingStepMakesNoHeapAllocation) {

@@ -48,8 +48,8 @@ def main():
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     try:
         import torch
-        import torch.nn as nn
         import torch.nn.functional as F
+        from torch_models import make  # the same seed CNN as torch_step.py
     except ImportError as e:
         print(f"torch_profile: PyTorch not available ({e})")
         return 0
@@ -58,11 +58,9 @@ def main():
           f"GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '(unset)')} LD_PRELOAD={os.environ.get('LD_PRELOAD', '(unset)')}")
     for prec in args.precision.split(","):
         torch.manual_seed(0)
-        model = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                              nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                              nn.Linear(64 * 8 * 8, 256), nn.ReLU(), nn.Linear(256, 10))
+        model, shape = make("seed-cnn")
         model = model.to(memory_format=torch.channels_last)
-        x = torch.randn(args.batch, 3, 32, 32).contiguous(memory_format=torch.channels_last)
+        x = torch.randn(args.batch, *shape).contiguous(memory_format=torch.channels_last)
         y = torch.randint(0, 10, (args.batch,))
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 

@@ -56,8 +56,8 @@ def main():
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     import numpy as np
     import torch
-    import torch.nn as nn
     import torch.nn.functional as F
+    from torch_models import make  # bench/torch_models.py: the cnn, shared with torch_step.py
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
 
@@ -78,9 +78,7 @@ def main():
         sys.exit(f"tta_torch: {args.order} holds {order.size // n} epochs of order, need {args.epochs}")
     order = torch.from_numpy(order[: args.epochs * n].reshape(args.epochs, n).copy())
 
-    model = nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                          nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                          nn.Linear(64 * 7 * 7, 256), nn.ReLU(), nn.Linear(256, 10))
+    model, _ = make("cnn")
     channels_last = args.memory_format == "channels_last"
     if channels_last:  # oneDNN's convolutions without layout conversions
         model = model.to(memory_format=torch.channels_last)

@@ -22,11 +22,14 @@ void GradientReducer::prepare(const std::vector<int64_t>& numels) {
     // No bucket size: one bucket, reduced after backward.
     const int64_t cap = options_.bucket_bytes <= 0                             ? INT64_MAX
                         : buckets_.size() <= 1 ? options_.first_bucket_bytes : options_.bucket_bytes;
-    if (buckets_.empty() ||
+    // (No bucket size means one bucket after backward: nothing is alone then.)
+    const bool alone = options_.in_place_bytes > 0 && options_.bucket_bytes > 0 && bytes >= options_.in_place_bytes;
+    if (buckets_.empty() || alone || buckets_.back().alone >= 0 ||
         ((buckets_.back().end - buckets_.back().begin) * int64_t(sizeof(float)) + bytes > cap &&
          buckets_.back().end > buckets_.back().begin)) {
       buckets_.emplace_back();
       buckets_.back().begin = buckets_.back().end = at;
+      if (alone) buckets_.back().alone = int(k);
     }
     offset_[k] = at;
     at += numels[k];
@@ -46,6 +49,7 @@ void GradientReducer::begin(double weight, int64_t step) {
   std::fill(is_ready_.begin(), is_ready_.end(), false);
   for (Bucket& b : buckets_) {
     b.missing = 0;
+    b.in_place = nullptr;
     b.running.reset();
   }
   for (int b : bucket_of_) ++buckets_[size_t(b)].missing;
@@ -72,6 +76,16 @@ void GradientReducer::copy_in(size_t index, const Tensor& grad) {
     for (int64_t i = 0; i < n; ++i) dst[i] = float(double(dst[i]) * weight_);
 }
 
+void GradientReducer::take(size_t index, const Tensor& grad) {
+  Bucket& b = buckets_[size_t(bucket_of_[index])];
+  if (b.alone == int(index) && options_.wire == WireDType::f32 && weight_ == 1.0 && grad.defined() &&
+      grad.dtype() == DType::f32 && grad.is_contiguous() && grad.numel() == numels_[index]) {
+    b.in_place = static_cast<float*>(const_cast<Tensor&>(grad).data());
+    return;
+  }
+  copy_in(index, grad);
+}
+
 Status GradientReducer::start_ready_buckets() {
   while (next_to_start_ < buckets_.size() && buckets_[next_to_start_].missing == 0) {
     Bucket& b = buckets_[next_to_start_];
@@ -79,6 +93,7 @@ Status GradientReducer::start_ready_buckets() {
                              std::to_string(buckets_.size()) + ") at step " + std::to_string(step_);
     const size_t len = size_t(b.end - b.begin);
     auto started = [&] {
+      if (b.in_place != nullptr) return comm_.start_allreduce_sum(std::span<float>(b.in_place, len), what);
       if (options_.wire == WireDType::f32)
         return comm_.start_allreduce_sum(std::span<float>(flat_.data() + b.begin, len), what);
       uint16_t* w = wire_.data() + b.begin;
@@ -95,7 +110,7 @@ Status GradientReducer::start_ready_buckets() {
 Status GradientReducer::ready(size_t index, const Tensor& grad) {
   MIXPREC_CHECK(index < numels_.size(), "gradient reducer: no parameter " + std::to_string(index));
   if (is_ready_[index]) return Status::ok();
-  copy_in(index, grad);
+  take(index, grad);
   is_ready_[index] = true;
   --buckets_[size_t(bucket_of_[index])].missing;
   MIXPREC_RETURN_IF_ERROR(start_ready_buckets());
@@ -110,7 +125,7 @@ Status GradientReducer::finish(const std::vector<Tensor>& grads) {
   started_early_ = int(next_to_start_);
   for (size_t i = 0; i < grads.size(); ++i)
     if (!is_ready_[i]) {
-      copy_in(i, grads[i]);
+      take(i, grads[i]);
       is_ready_[i] = true;
       --buckets_[size_t(bucket_of_[i])].missing;
     }
@@ -129,7 +144,12 @@ Status GradientReducer::finish(const std::vector<Tensor>& grads) {
     MIXPREC_CHECK(g.is_contiguous(), "gradient reducer: a parameter's gradient is not contiguous");
     float* sum = flat_.data() + offset_[i];
     const int64_t n = g.numel();
-    if (g.dtype() == DType::f32) {
+    if (float* where = buckets_[size_t(bucket_of_[i])].in_place; where != nullptr) {
+      MIXPREC_CHECK(where == g.data(), "gradient reducer: parameter " + std::to_string(i) +
+                                           "'s gradient was replaced while it was being reduced");
+#pragma omp simd
+      for (int64_t k = 0; k < n; ++k) where[k] *= inv;
+    } else if (g.dtype() == DType::f32) {
       float* out = static_cast<float*>(const_cast<Tensor&>(g).data());
 #pragma omp simd
       for (int64_t k = 0; k < n; ++k) out[k] = sum[k] * inv;

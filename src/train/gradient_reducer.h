@@ -4,7 +4,9 @@
 //
 // The parameters are laid out in reverse order (backward produces the last layers' gradients
 // first) into buckets of about `bucket_bytes` of f32 (the first one smaller, so that the wire
-// is busy early). Per step:
+// is busy early); a parameter of `in_place_bytes` or more is a bucket of its own and, when it
+// can be, is reduced where its gradient is (no copy in and out: the large weight matrices are
+// most of the bytes). Per step:
 //   begin(weight, step)     forget the last step's readiness
 //   ready(i, grad)          parameter i's gradient is final: copied into its bucket as
 //                           f32 x weight; every complete bucket is started, in bucket order
@@ -33,6 +35,11 @@ struct ReducerOptions {
   int64_t bucket_bytes = int64_t(25) << 20;      // of f32 values (DDP's bucket_cap_mb = 25)
   int64_t first_bucket_bytes = int64_t(1) << 20;  // DDP's first bucket: 1 MB
   WireDType wire = WireDType::f32;
+  // A parameter with at least this many bytes of f32 gradient is a bucket of its own, reduced
+  // in place in its gradient when it can be (f32 on the wire, f32 contiguous gradient, step
+  // weight 1): no copy into the bucket and back, only the division by the number of ranks.
+  // 0: every parameter goes through the buckets.
+  int64_t in_place_bytes = int64_t(1) << 20;
 };
 
 class GradientReducer {
@@ -57,8 +64,13 @@ class GradientReducer {
   struct Bucket {
     int64_t begin = 0, end = 0;  // its range of flat_
     int missing = 0;             // parameters not yet ready this step
+    int alone = -1;              // the parameter that has this bucket to itself (in_place_bytes), or -1
+    float* in_place = nullptr;   // this step: alone's gradient, reduced where it is
     std::unique_ptr<dist::PendingCollective> running;
   };
+  // Makes parameter index's gradient ready for its bucket: in place (bucket alone, see
+  // ReducerOptions::in_place_bytes) or copied into flat_.
+  void take(size_t index, const Tensor& grad);
   void copy_in(size_t index, const Tensor& grad);
   Status start_ready_buckets();
 

@@ -2,7 +2,8 @@
 // against a recording two-rank communicator whose other rank contributes known values: the
 // bucket layout (reverse parameter order, the small first bucket), that a bucket starts as
 // soon as its last gradient is ready and never before an earlier bucket, that the result is
-// the same whichever gradients were reported early, and the bf16 wire's rounding.
+// the same whichever gradients were reported early, large gradients reduced where they are
+// (and when they cannot be), and the bf16 wire's rounding.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,6 +21,7 @@ class RecordingComm final : public dist::Communicator {
   struct Started {
     size_t elements;
     std::string what;
+    const void* where;  // the buffer reduced
   };
   std::vector<Started> started;
   int completed = 0;
@@ -42,14 +44,14 @@ class RecordingComm final : public dist::Communicator {
 
   StatusOr<std::unique_ptr<dist::PendingCollective>> start_allreduce_sum(std::span<float> data,
                                                                          const std::string& what) override {
-    started.push_back({data.size(), what});
+    started.push_back({data.size(), what, data.data()});
     return std::unique_ptr<dist::PendingCollective>(std::make_unique<Pending>(this, [data, this] {
       for (float& v : data) v += other_;
     }));
   }
   StatusOr<std::unique_ptr<dist::PendingCollective>> start_allreduce_sum_bf16(std::span<uint16_t> data,
                                                                               const std::string& what) override {
-    started.push_back({data.size(), what});
+    started.push_back({data.size(), what, data.data()});
     return std::unique_ptr<dist::PendingCollective>(std::make_unique<Pending>(this, [data, this] {
       for (uint16_t& b : data)
         b = detail::float_to_bfloat16_bits(detail::bfloat16_bits_to_float(b) + other_);
@@ -154,6 +156,58 @@ TEST(GradientReducer, NoBucketSizeMeansOneBucketAfterBackward) {
   GradientReducer r(comm, ReducerOptions{.bucket_bytes = 0, .first_bucket_bytes = 0});
   r.prepare({1000000, 1000000, 7});
   EXPECT_EQ(r.buckets(), 1);
+}
+
+// Parameter 1 (300 values, 1200 bytes) is at least in_place_bytes: a bucket of its own,
+// between the buckets of 2 and of 0.
+std::vector<Tensor> large_middle_grads() { return {filled(10, 1.0f), filled(300, 5.0f), filled(20, 3.0f)}; }
+
+TEST(GradientReducer, LargeGradientsAreReducedWhereTheyAre) {
+  RecordingComm comm(1.0f);
+  GradientReducer r(comm, ReducerOptions{.in_place_bytes = 1024});
+  r.prepare({10, 300, 20});
+  ASSERT_EQ(r.buckets(), 3);
+  std::vector<Tensor> grads = large_middle_grads();
+  const void* large = grads[1].data();
+  r.begin(1.0, 1);
+  ASSERT_TRUE(r.ready(2, grads[2]).is_ok());
+  ASSERT_TRUE(r.ready(1, grads[1]).is_ok());
+  ASSERT_EQ(comm.started.size(), 2u);  // the large one starts as soon as it is ready
+  EXPECT_EQ(comm.started[1].elements, 300u);
+  EXPECT_EQ(comm.started[1].where, large);  // its own buffer, not a bucket copy
+  EXPECT_NE(comm.started[0].where, grads[2].data());
+  ASSERT_TRUE(r.finish(grads).is_ok());
+  EXPECT_EQ(grads[1].data(), large);
+  EXPECT_EQ(grads[0].to_vector(), std::vector<float>(10, 1.0f));  // (1 + 1) / 2
+  EXPECT_EQ(grads[1].to_vector(), std::vector<float>(300, 3.0f));  // (5 + 1) / 2
+  EXPECT_EQ(grads[2].to_vector(), std::vector<float>(20, 2.0f));
+}
+
+TEST(GradientReducer, LargeGradientsGoThroughTheBucketWhenTheyCannotStayInPlace) {
+  // A step weight other than 1 (a rank's uneven share) scales as the gradient is copied; a
+  // bf16 wire converts; a bf16 gradient is not f32. The values are those of the bucket path.
+  struct Case {
+    const char* name;
+    double weight;
+    WireDType wire;
+    DType dtype;
+    float expected;  // parameter 1's value after the reduction: (5 w + 1) / 2
+  };
+  for (const Case& c : {Case{"weight 0.5", 0.5, WireDType::f32, DType::f32, 1.75f},
+                        Case{"bf16 wire", 1.0, WireDType::bf16, DType::f32, 3.0f},
+                        Case{"bf16 gradient", 1.0, WireDType::f32, DType::bf16, 3.0f}}) {
+    SCOPED_TRACE(c.name);
+    RecordingComm comm(1.0f);
+    GradientReducer r(comm, ReducerOptions{.wire = c.wire, .in_place_bytes = 1024});
+    r.prepare({10, 300, 20});
+    std::vector<Tensor> grads = large_middle_grads();
+    grads[1] = grads[1].to(c.dtype);
+    r.begin(c.weight, 1);
+    ASSERT_TRUE(r.finish(grads).is_ok());
+    ASSERT_EQ(comm.started.size(), 3u);
+    EXPECT_NE(comm.started[1].where, grads[1].data());
+    EXPECT_EQ(grads[1].to(DType::f32).to_vector(), std::vector<float>(300, c.expected));
+  }
 }
 
 TEST(GradientReducer, Bf16WireRoundsWhatTravelsAndTheSum) {

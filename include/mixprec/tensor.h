@@ -106,6 +106,9 @@ class Tensor {
 
   // Identity of the underlying impl (for caches keyed by parameter).
   const TensorImpl* impl() const { return impl_.get(); }
+  // True when no other Tensor (handle or view) shares this one's buffer: backward then takes
+  // a leaf's first gradient over instead of copying it, as PyTorch's AccumulateGrad does.
+  bool owns_buffer_alone() const;
   bool same(const Tensor& other) const { return impl_ == other.impl_; }
 
   // Low-level: a view with explicit geometry over this tensor's storage.

@@ -39,7 +39,7 @@ std::vector<Node*> topological_order(Node* root) {
 // The gradient for an input must have the input's dtype and shape, except where the
 // receiving node converts it itself (Node::takes_any_float_grad). A leaf's gradient is
 // charged to gradients, as accumulate_leaf charges it.
-Tensor conform(const Tensor& g, const Edge& e, const char* node_name) {
+Tensor conform(Tensor g, const Edge& e, const char* node_name) {
   if (g.dtype() == e.dtype) return g;
   if (e.fn && e.fn->takes_any_float_grad() && is_floating(g.dtype())) return g;
   NoGradGuard ng;
@@ -48,10 +48,28 @@ Tensor conform(const Tensor& g, const Edge& e, const char* node_name) {
   return g.to(e.dtype);
 }
 
-void accumulate_leaf(Tensor leaf, const Tensor& g) {
+// True when g can become leaf's .grad as it is: nothing else holds its buffer, and it is laid
+// out as a fresh gradient buffer would be (the parameter's dtype, shape and memory format,
+// dense from the buffer's start).
+bool adoptable(const Tensor& leaf, const Tensor& g) {
+  if (!g.owns_buffer_alone() || g.dtype() != leaf.dtype() || g.shape() != leaf.shape() || g.storage_offset() != 0)
+    return false;
+  const bool nhwc = leaf.suggest_memory_format() == MemoryFormat::channels_last && leaf.dim() == 4;
+  return g.strides() == (nhwc ? channels_last_strides(leaf.shape()) : contiguous_strides(leaf.shape())) &&
+         g.storage()->bytes() == size_t(g.numel()) * dtype_size(g.dtype());
+}
+
+void accumulate_leaf(Tensor leaf, Tensor g) {
   MemoryCategoryGuard mg(MemoryCategory::gradients);
   Tensor& slot = leaf.mutable_grad();
   if (!slot.defined()) {
+    if (adoptable(leaf, g)) {
+      // The op's fresh result becomes the gradient: one copy of every weight gradient less
+      // per step. It was charged to the category in force when backward made it.
+      g.storage()->recharge(MemoryCategory::gradients);
+      slot = std::move(g);
+      return;
+    }
     // A fresh buffer laid out like the parameter, so optimizers walk both linearly.
     Tensor fresh = Tensor::empty(leaf.shape(), leaf.dtype(), leaf.suggest_memory_format());
     fresh.copy_(g);
@@ -150,14 +168,15 @@ void Tensor::backward(const Tensor& gradient) const {
     Tensor diff_dst = std::move(it->second);
     pending.erase(it);
     std::vector<Tensor> grads = node->backward(diff_dst);
+    diff_dst = Tensor();  // a pass-through node's result is then held by grads alone (adoptable)
     const auto& edges = node->edges();
     MIXPREC_CHECK(grads.size() == edges.size(),
                   std::string(node->name()) + " backward returned the wrong number of gradients");
     for (size_t i = 0; i < edges.size(); ++i) {
       if (!edges[i].active() || !grads[i].defined()) continue;
-      Tensor g = conform(grads[i], edges[i], node->name());
+      Tensor g = conform(std::move(grads[i]), edges[i], node->name());
       if (edges[i].leaf.defined()) {
-        accumulate_leaf(edges[i].leaf, g);
+        accumulate_leaf(edges[i].leaf, std::move(g));
       } else {
         auto [slot, inserted] = pending.try_emplace(edges[i].fn.get(), g);
         if (!inserted) slot->second = add(slot->second, g);

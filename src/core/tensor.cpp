@@ -179,6 +179,10 @@ const void* Tensor::data() const {
 }
 const std::shared_ptr<Storage>& Tensor::storage() const { return impl_of(*this).storage; }
 
+bool Tensor::owns_buffer_alone() const {
+  return impl_ != nullptr && impl_.use_count() == 1 && impl_->storage != nullptr && impl_->storage.use_count() == 1;
+}
+
 double Tensor::at(int64_t flat_index) const {
   const auto& im = impl_of(*this);
   if (flat_index < 0 || flat_index >= im.numel)

@@ -1,7 +1,11 @@
 // autograd_engine_test.cpp: the backward engine's contract: accumulation across calls,
-// shared subexpressions, graph freeing, grad mode, and its error messages.
+// shared subexpressions, graph freeing, grad mode, a leaf's first gradient taken over only
+// when nothing else holds it, and its error messages.
 #include <gtest/gtest.h>
 
+#include <memory>
+
+#include "autograd/node.h"
 #include "mixprec/autograd.h"
 #include "mixprec/ops.h"
 
@@ -12,6 +16,46 @@ Tensor leaf(std::vector<double> v, Shape s) {
   Tensor t = Tensor::from_vector_f64(v, s, DType::f64);
   t.requires_grad_(true);
   return t;
+}
+
+// out = x (values), with a backward that hands over `grad_for_x` (made by the test), as an
+// op hands over the gradient it has just computed.
+Tensor through(const Tensor& x, std::shared_ptr<Tensor> grad_for_x) {
+  Tensor out = x.detach().contiguous();
+  record_op(out, "through", {&x},
+            [grad_for_x](const Tensor&) { return std::vector<Tensor>{std::move(*grad_for_x)}; });
+  return out;
+}
+
+TEST(AutogradEngine, LeafTakesOverAGradientNothingElseHolds) {
+  Tensor x = Tensor::from_vector({1.0f, 2.0f, 3.0f}, {3});
+  x.requires_grad_(true);
+  auto g = std::make_shared<Tensor>(Tensor::from_vector({0.5f, -1.0f, 4.0f}, {3}));
+  const void* buffer = g->data();
+  Tensor y = through(x, g);
+  g.reset();  // the node's handle is now the only one
+  y.backward(Tensor::ones({3}));
+  EXPECT_EQ(x.grad().data(), buffer);  // no copy
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{0.5f, -1.0f, 4.0f}));
+}
+
+TEST(AutogradEngine, LeafCopiesAGradientSomethingElseStillHolds) {
+  // Held by the test (as a node's saved state or a second edge would hold it): the leaf gets
+  // its own buffer, so a later in-place update of one does not change the other.
+  for (bool view : {false, true}) {
+    SCOPED_TRACE(view ? "a view shares the buffer" : "a second handle");
+    Tensor x = Tensor::from_vector({1.0f, 2.0f}, {2});
+    x.requires_grad_(true);
+    auto g = std::make_shared<Tensor>(Tensor::from_vector({3.0f, 5.0f}, {2}));
+    const Tensor other = view ? g->as_strided({2}, {1}, 0) : *g;
+    if (view) *g = g->as_strided({2}, {1}, 0);  // the node's handle: another impl, same buffer
+    Tensor y = through(x, g);
+    g.reset();
+    y.backward(Tensor::ones({2}));
+    EXPECT_NE(x.grad().data(), other.data());
+    x.mutable_grad().fill_(0.0);
+    EXPECT_EQ(other.to_vector(), (std::vector<float>{3.0f, 5.0f}));
+  }
 }
 
 TEST(AutogradEngine, ScalarBackwardOfProduct) {

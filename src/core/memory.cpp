@@ -146,8 +146,10 @@ constexpr size_t kHugePage = size_t(2) << 20;
 
 void* allocate_block(size_t rounded) {
   if (rounded < kHugePage) return std::aligned_alloc(kAlignment, rounded);
-  void* p = std::aligned_alloc(kHugePage, (rounded + kAlignment - 1) / kAlignment * kAlignment);
-  if (p != nullptr) (void)madvise(p, rounded / kHugePage * kHugePage, MADV_HUGEPAGE);  // advice only
+  // posix_memalign: aligned_alloc may refuse a size that is not a multiple of the alignment.
+  void* p = nullptr;
+  if (posix_memalign(&p, kHugePage, rounded) != 0) return nullptr;
+  (void)madvise(p, rounded / kHugePage * kHugePage, MADV_HUGEPAGE);  // advice only: ignore a refusal
   return p;
 }
 

@@ -219,7 +219,7 @@ struct DataLoaderOptions {
   int prefetch = 2;        // batches built ahead by a background thread; 0 = synchronous
   bool normalize = true;   // (x/255 - mean)/std; false gives x/255 in [0, 1]
   // Images only: each sample augmented by augment_draw(augment, seed, epoch, its index).
-  Augmentation augment;
+  Augmentation augment{};
   // Data-parallel training: this loader serves shard `shard_rank` of `shard_count`, the
   // positions rank, rank + count, ... of each epoch's order (PyTorch's DistributedSampler),
   // batch_size samples per batch (the global batch is batch_size x shard_count). Global

@@ -23,16 +23,16 @@ struct ConfigField {
                               std::vector<double> TrainConfig::*, std::vector<std::string> TrainConfig::*>;
   static constexpr double kNone = std::numeric_limits<double>::infinity();
 
-  std::string key;   // config.json key: "batch_size"
+  std::string key{};  // config.json key: "batch_size"
   // Its command-line flag ("--batch-size"); for a switch that is on by default, the flag that
   // turns it off ("--no-shuffle"); "" when the setting has no flag (norm_mean: recorded only).
-  std::string flag;
-  Member member;
-  std::string help;
+  std::string flag{};
+  Member member{};
+  std::string help{};
   // Numbers: the accepted range. A bound is inclusive unless its *_open says otherwise.
   double min = -kNone, max = kNone;
   bool min_open = false, max_open = false;
-  std::vector<std::string> choices;  // text: the accepted values (empty: any text)
+  std::vector<std::string> choices{};  // text: the accepted values (empty: any text)
   bool saved = true;                 // written to config.json and every checkpoint
   // A resume continues the run as it was: a setting that shapes the model, the optimizer
   // state or the data order (model, precision, optimizer, batch size, seed, ...) cannot be

@@ -253,7 +253,7 @@ TEST(ConfigFile, BadYamlNamesFileLineAndColumn) {
       {"- 1\n- 2\n", "run.yaml: expected a mapping of settings"},
       {"lr: 0.1\n---\nlr: 0.2\n", "run.yaml:2: a second YAML document"},
       {"lr: fast\n", "field 'lr' has the wrong type"},
-      {"model: \"a\xe1\x9cb\"\n", "run.yaml:1:8: not UTF-8 text"},  // a truncated 3-byte sequence
+      {"model: \"a\xe1\x9c" "b\"\n", "run.yaml:1:8: not UTF-8 text"},  // a truncated 3-byte sequence
       {"\xc0\xaf: 1\n", "run.yaml:1:1: not UTF-8 text"},             // an overlong '/'
       {"model: \"\xed\xa0\x80\"\n", "not UTF-8 text"},            // a UTF-16 surrogate
       {"lerning_rate: 0.1\n", "'lerning_rate' is not a setting"},

@@ -86,6 +86,15 @@ AttentionOperands split_attention_heads(const Tensor& qkv_in, int64_t B, int64_t
   const std::array<double, 3> scales{q_scale, 1.0, 1.0};
   std::array<Tensor, 3> parts;
   for (int p = 0; p < 3; ++p) {
+    if (p == 1 && k_transposed) {
+      // K^T [B*H, D, S] as a transposed view of K [B*H, S, D]: the scores' matmul reads it
+      // with K's rows contiguous, which oneDNN's bf16 batched matmul runs ~1.7x faster at
+      // head sizes like 32 than a dense K^T (ONEDNN_VERBOSE, AMD Zen5); the view's values
+      // and shape are those of the dense K^T.
+      const Tensor k = cpu::permute_forward(part_view(p), kHeadsFirst, 1.0);
+      parts[1] = k.as_strided({B * H, D, S}, {S * D, 1, D}, k.storage_offset());
+      continue;
+    }
     const Tensor four = cpu::permute_forward(part_view(p), perms[size_t(p)], scales[size_t(p)]);
     parts[size_t(p)] = four.reshape({B * H, four.size(2), four.size(3)});
   }

@@ -23,6 +23,8 @@ enum class MemoryFormat : uint8_t { contiguous, channels_last };
 
 Shape contiguous_strides(const Shape& shape);
 Shape channels_last_strides(const Shape& shape);  // 4-D only: NHWC memory order
+// The strides of a fresh tensor of this shape in `format` (channels-last applies to 4-D only).
+Shape strides_for(const Shape& shape, MemoryFormat format);
 
 class Storage;
 class Node;

@@ -54,8 +54,7 @@ Tensor conform(Tensor g, const Edge& e, const char* node_name) {
 bool adoptable(const Tensor& leaf, const Tensor& g) {
   if (!g.owns_buffer_alone() || g.dtype() != leaf.dtype() || g.shape() != leaf.shape() || g.storage_offset() != 0)
     return false;
-  const bool nhwc = leaf.suggest_memory_format() == MemoryFormat::channels_last && leaf.dim() == 4;
-  return g.strides() == (nhwc ? channels_last_strides(leaf.shape()) : contiguous_strides(leaf.shape())) &&
+  return g.strides() == strides_for(leaf.shape(), leaf.suggest_memory_format()) &&
          g.storage()->bytes() == size_t(g.numel()) * dtype_size(g.dtype());
 }
 

@@ -40,6 +40,11 @@ Shape contiguous_strides(const Shape& shape) {
   return st;
 }
 
+Shape strides_for(const Shape& shape, MemoryFormat format) {
+  return format == MemoryFormat::channels_last && shape.size() == 4 ? channels_last_strides(shape)
+                                                                    : contiguous_strides(shape);
+}
+
 Shape channels_last_strides(const Shape& shape) {
   MIXPREC_CHECK(shape.size() == 4, "channels_last needs a 4-D shape, got " + shape_str(shape));
   const int64_t C = std::max<int64_t>(shape[1], 1), H = std::max<int64_t>(shape[2], 1),
@@ -67,9 +72,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, MemoryFormat format) {
   impl->shape = shape;
   impl->dtype = dtype;
   impl->numel = shape_numel(shape);
-  impl->strides = (format == MemoryFormat::channels_last && shape.size() == 4)
-                      ? channels_last_strides(shape)
-                      : contiguous_strides(shape);
+  impl->strides = strides_for(shape, format);
   impl->storage = std::make_shared<Storage>(size_t(impl->numel) * dtype_size(dtype),
                                             current_memory_category());
   return Tensor(std::move(impl));

@@ -79,11 +79,12 @@ void GradientReducer::copy_in(size_t index, const Tensor& grad) {
 void GradientReducer::take(size_t index, const Tensor& grad) {
   Bucket& b = buckets_[size_t(bucket_of_[index])];
   if (b.alone == int(index) && options_.wire == WireDType::f32 && weight_ == 1.0 && grad.defined() &&
-      grad.dtype() == DType::f32 && grad.is_contiguous() && grad.numel() == numels_[index]) {
+      grad.dtype() == DType::f32 && grad.is_contiguous() && grad.numel() == numels_[index])
     b.in_place = static_cast<float*>(const_cast<Tensor&>(grad).data());
-    return;
-  }
-  copy_in(index, grad);
+  else
+    copy_in(index, grad);
+  is_ready_[index] = true;
+  --b.missing;
 }
 
 Status GradientReducer::start_ready_buckets() {
@@ -111,8 +112,6 @@ Status GradientReducer::ready(size_t index, const Tensor& grad) {
   MIXPREC_CHECK(index < numels_.size(), "gradient reducer: no parameter " + std::to_string(index));
   if (is_ready_[index]) return Status::ok();
   take(index, grad);
-  is_ready_[index] = true;
-  --buckets_[size_t(bucket_of_[index])].missing;
   MIXPREC_RETURN_IF_ERROR(start_ready_buckets());
   for (size_t k = 0; k < next_to_start_; ++k) (void)buckets_[k].running->test();  // lets MPI progress
   return Status::ok();
@@ -124,11 +123,7 @@ Status GradientReducer::finish(const std::vector<Tensor>& grads) {
                                                     " parameters");
   started_early_ = int(next_to_start_);
   for (size_t i = 0; i < grads.size(); ++i)
-    if (!is_ready_[i]) {
-      take(i, grads[i]);
-      is_ready_[i] = true;
-      --buckets_[size_t(bucket_of_[i])].missing;
-    }
+    if (!is_ready_[i]) take(i, grads[i]);
   MIXPREC_RETURN_IF_ERROR(start_ready_buckets());
   const auto t0 = std::chrono::steady_clock::now();
   for (Bucket& b : buckets_) MIXPREC_RETURN_IF_ERROR(b.running->wait());

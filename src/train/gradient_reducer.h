@@ -68,8 +68,8 @@ class GradientReducer {
     float* in_place = nullptr;   // this step: alone's gradient, reduced where it is
     std::unique_ptr<dist::PendingCollective> running;
   };
-  // Makes parameter index's gradient ready for its bucket: in place (bucket alone, see
-  // ReducerOptions::in_place_bytes) or copied into flat_.
+  // Makes parameter index's gradient ready for its bucket, in place (bucket alone, see
+  // ReducerOptions::in_place_bytes) or copied into flat_, and counts it as ready.
   void take(size_t index, const Tensor& grad);
   void copy_in(size_t index, const Tensor& grad);
   Status start_ready_buckets();

@@ -1,5 +1,6 @@
 // backend/cpu/activation.cpp: see activation.h.
 #include "backend/cpu/activation.h"
+#include "backend/cpu/tail_mask.h"
 
 #include <immintrin.h>
 
@@ -112,7 +113,7 @@ __attribute__((target("avx512f"))) void gelu_block_avx512(float* x, const float*
     _mm512_storeu_ps(x + i + 16, rb);
   }
   for (; i < len; i += 16) {
-    const __mmask16 m = len - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (len - i)) - 1u);
+    const __mmask16 m = lanes16(i, len);
     const __m512 out = gelu_vector(_mm512_maskz_loadu_ps(m, x + i), g ? g + i : nullptr, m);
     _mm512_mask_storeu_ps(x + i, m, out);
   }

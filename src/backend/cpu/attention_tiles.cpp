@@ -3,6 +3,7 @@
 // each row is max, exp and sum with its sums in double, so a long row's normaliser does not
 // drift.
 #include "backend/cpu/attention_tiles.h"
+#include "backend/cpu/tail_mask.h"
 
 #include <immintrin.h>
 
@@ -24,6 +25,11 @@ int64_t visible(int64_t S, int64_t r0, int64_t i, bool causal) { return causal ?
 
 // The float rows' hot loops, 16 lanes at a time where the CPU has AVX-512 (core/vector_exp.h's
 // expf: ~1 ulp, the softmax kernel's), scalar elsewhere.
+// GCC 12's _mm512_reduce_* and masked loads build on _mm512_undefined_*(), which
+// -Wmaybe-uninitialized reports at each inlined use (a false positive, as in vector_exp.h).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 __attribute__((target("avx512f"))) float row_max_avx512(const float* x, int64_t n) {
   __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   int64_t j = 0;
@@ -37,13 +43,14 @@ __attribute__((target("avx512f"))) double scaled_exp_avx512(float* x, int64_t n,
   __m512 acc = _mm512_setzero_ps();
   const __m512 vs = _mm512_set1_ps(scale), vsub = _mm512_set1_ps(sub);
   for (int64_t j = 0; j < n; j += 16) {
-    const __mmask16 live = n - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - j)) - 1u);
+    const __mmask16 live = lanes16(j, n);
     const __m512 e = exp_avx512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(live, x + j), vs, vsub));
     _mm512_mask_storeu_ps(x + j, live, e);
     acc = _mm512_add_ps(acc, _mm512_maskz_mov_ps(live, e));
   }
   return double(_mm512_reduce_add_ps(acc));
 }
+#pragma GCC diagnostic pop
 
 bool use_avx512() {
   static const bool yes = cpu_features().avx512f;

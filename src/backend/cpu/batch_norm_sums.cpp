@@ -1,5 +1,6 @@
 // backend/cpu/batch_norm_sums.cpp: see batch_norm_sums.h.
 #include "backend/cpu/batch_norm_sums.h"
+#include "backend/cpu/tail_mask.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -156,7 +157,7 @@ template <SumKind K>
 __attribute__((target("avx512f"))) void row_avx512(double* lane, double* lane2, const float* x, const float* g,
                                                    int64_t C, const double* mu, const double* is) {
   for (int64_t c = 0; c < C; c += 8) {
-    const __mmask8 m = C - c >= 8 ? __mmask8(0xff) : __mmask8((1u << (C - c)) - 1u);
+    const __mmask8 m = lanes8(c, C);
     const __m512d xv = _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(__mmask16(m), x + c)));
     __m512d a = _mm512_maskz_loadu_pd(m, lane + c);
     if constexpr (K == SumKind::values) {

@@ -14,6 +14,7 @@
 // accumulators held in registers along the row; per-thread partial sums, added in thread
 // order (the result depends on the thread count only, as oneDNN's does).
 #include "backend/cpu/conv_relu_pool.h"
+#include "backend/cpu/tail_mask.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -49,7 +50,7 @@ bool has_avx512() {
 MIXPREC_AVX512 __mmask16 widen_row(const char* src, DType dt, int64_t W, float* row) {
   __mmask16 bad = 0;
   for (int64_t x = 0; x < W; x += 16) {
-    const __mmask16 m = W - x >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (W - x)) - 1);
+    const __mmask16 m = lanes16(x, W);
     __m512 v;
     if (dt == DType::f32) {
       v = _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(src) + x);

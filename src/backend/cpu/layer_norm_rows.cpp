@@ -2,6 +2,7 @@
 // (always_inline) and instantiated twice: for AVX-512 and for the baseline ISA; the
 // choice is made once per process from the CPU's features.
 #include "backend/cpu/layer_norm_rows.h"
+#include "backend/cpu/tail_mask.h"
 
 #include <immintrin.h>
 
@@ -140,14 +141,9 @@ MIXPREC_LN_AVX512 inline double lanes_sum(__m512d v) {
   return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
 }
 
-// The lanes of values j .. j+7 that lie inside a row of d.
-MIXPREC_LN_AVX512 inline __mmask8 mask8(int64_t j, int64_t d) {
-  return d - j >= 8 ? __mmask8(0xff) : __mmask8((1u << (d - j)) - 1u);
-}
-
 // Values j .. j+7 of a float row as doubles (lanes past d read as 0).
 MIXPREC_LN_AVX512 inline __m512d load8(const float* row, int64_t j, int64_t d) {
-  return _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(__mmask16(mask8(j, d)), row + j)));
+  return _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(__mmask16(lanes8(j, d)), row + j)));
 }
 
 // 8 doubles rounded to f32 into dst[j ..], the lanes of k only (AVX-512F alone: no VL).
@@ -173,13 +169,13 @@ MIXPREC_LN_AVX512 void forward_f32_avx512(const float* x, int64_t d, const doubl
     q1 = _mm512_fmadd_pd(c, c, q1);
   }
   for (; j < d; j += 8) {  // lanes past d: (0 - mean)^2 must not count
-    const __m512d a = _mm512_maskz_sub_pd(mask8(j, d), load8(x, j, d), mv);
+    const __m512d a = _mm512_maskz_sub_pd(lanes8(j, d), load8(x, j, d), mv);
     q0 = _mm512_fmadd_pd(a, a, q0);
   }
   const double rstd = 1.0 / std::sqrt(lanes_sum(_mm512_add_pd(q0, q1)) / double(d) + eps);
   const __m512d rv = _mm512_set1_pd(rstd);
   for (j = 0; j < d; j += 8) {
-    const __mmask8 k = mask8(j, d);
+    const __mmask8 k = lanes8(j, d);
     const __m512d xhat = _mm512_mul_pd(_mm512_sub_pd(load8(x, j, d), mv), rv);
     const __m512d out = _mm512_fmadd_pd(xhat, _mm512_maskz_loadu_pd(k, w + j), _mm512_maskz_loadu_pd(k, b + j));
     store8(y, j, k, out);
@@ -202,7 +198,7 @@ MIXPREC_LN_AVX512 void backward_f32_avx512(const float* x, const float* dy, int6
     // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w: the two means first.
     __m512d sg = _mm512_setzero_pd(), sgx = _mm512_setzero_pd();
     for (int64_t j = 0; j < d; j += 8) {
-      const __m512d g = _mm512_mul_pd(load8(dy, j, d), _mm512_maskz_loadu_pd(mask8(j, d), w + j));
+      const __m512d g = _mm512_mul_pd(load8(dy, j, d), _mm512_maskz_loadu_pd(lanes8(j, d), w + j));
       sg = _mm512_add_pd(sg, g);
       sgx = _mm512_fmadd_pd(g, _mm512_mul_pd(_mm512_sub_pd(load8(x, j, d), mv), rv), sgx);
     }
@@ -211,7 +207,7 @@ MIXPREC_LN_AVX512 void backward_f32_avx512(const float* x, const float* dy, int6
   }
   // One pass for dx and the weight/bias shares: each reads dy and xhat once.
   for (int64_t j = 0; j < d; j += 8) {
-    const __mmask8 k = mask8(j, d);
+    const __mmask8 k = lanes8(j, d);
     const __m512d g0 = load8(dy, j, d);
     const __m512d xhat = _mm512_mul_pd(_mm512_sub_pd(load8(x, j, d), mv), rv);
     if (dx != nullptr) {

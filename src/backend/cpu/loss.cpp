@@ -1,5 +1,6 @@
 // backend/cpu/loss.cpp: see loss.h.
 #include "backend/cpu/loss.h"
+#include "backend/cpu/tail_mask.h"
 
 #include <cmath>
 #include <limits>
@@ -46,16 +47,11 @@ double row_max(const double* row, int64_t C) {  // a NaN makes the whole row NaN
   return m;
 }
 
-// The lanes of values j .. j+7 that lie inside a row of C.
-inline __mmask8 lanes_in_row(int64_t j, int64_t C) {
-  return C - j >= 8 ? __mmask8(0xff) : __mmask8((1u << (C - j)) - 1u);
-}
-
 __attribute__((target("avx512f"))) double sum_exp_avx512(const double* row, int64_t C, double m) {
   __m512d acc = _mm512_setzero_pd();
   const __m512d mv = _mm512_set1_pd(m);
   for (int64_t j = 0; j < C; j += 8) {
-    const __mmask8 k = lanes_in_row(j, C);
+    const __mmask8 k = lanes8(j, C);
     const __m512d e = exp_f64_avx512(_mm512_sub_pd(_mm512_maskz_loadu_pd(k, row + j), mv));
     acc = _mm512_mask_add_pd(acc, k, acc, e);
   }
@@ -77,7 +73,7 @@ __attribute__((target("avx512f"))) void gradient_row_avx512(const double* row, i
                                                              int64_t target, double* g) {
   const __m512d lv = _mm512_set1_pd(lse), sv = _mm512_set1_pd(scale);
   for (int64_t j = 0; j < C; j += 8) {
-    const __mmask8 k = lanes_in_row(j, C);
+    const __mmask8 k = lanes8(j, C);
     __m512d p = exp_f64_avx512(_mm512_sub_pd(_mm512_maskz_loadu_pd(k, row + j), lv));
     if (target >= j && target < j + 8)
       p = _mm512_mask_sub_pd(p, __mmask8(1u << (target - j)), p, _mm512_set1_pd(1.0));

@@ -28,6 +28,7 @@
 // compared line by line (tests/unit/ops/fused_relu_pool_test.cpp checks every path against
 // relu + max_pool2d).
 #include "backend/cpu/relu_max_pool.h"
+#include "backend/cpu/tail_mask.h"
 
 #include <immintrin.h>
 
@@ -279,7 +280,7 @@ MIXPREC_AVX512 void forward_nhwc_row(const T* x, T* dst, uint8_t* codes, int64_t
     const int64_t o = (r * OW + ow) * C;
     const T* win = x + ((n * H + oh * k) * W + ow * k) * C;  // window's top-left pixel
     for (int64_t c0 = 0; c0 < C; c0 += 16) {
-      const __mmask16 m = C - c0 >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (C - c0)) - 1);
+      const __mmask16 m = lanes16(c0, C);
       __m512 best = _mm512_setzero_ps();
       __m512i pos = _mm512_set1_epi32(kPacked ? kNoArgmaxPacked : kNoArgmax);
       for (int64_t i = 0; i < k; ++i)

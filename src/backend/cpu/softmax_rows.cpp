@@ -3,6 +3,7 @@
 // widened to f32 in a stack buffer (the library's vectorised conversion), processed 16
 // lanes at a time with AVX-512 when present (scalar f32 otherwise), and rounded back.
 #include "backend/cpu/softmax_rows.h"
+#include "backend/cpu/tail_mask.h"
 
 #include <immintrin.h>
 
@@ -49,16 +50,12 @@ void forward_scalar(float* a, int64_t n) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-__attribute__((target("avx512f"))) inline __mmask16 tail(int64_t n, int64_t i) {
-  return n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1u);
-}
-
 __attribute__((target("avx512f"))) void forward_avx512(float* a, int64_t n) {
   const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   __m512 vmax = neg_inf;
   __mmask16 nan = 0;
   for (int64_t i = 0; i < n; i += 16) {
-    const __m512 v = _mm512_mask_loadu_ps(neg_inf, tail(n, i), a + i);
+    const __m512 v = _mm512_mask_loadu_ps(neg_inf, lanes16(i, n), a + i);
     nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
     vmax = _mm512_max_ps(vmax, v);
   }
@@ -67,7 +64,7 @@ __attribute__((target("avx512f"))) void forward_avx512(float* a, int64_t n) {
   const __m512 vm = _mm512_set1_ps(m);
   __m512 acc = _mm512_setzero_ps();
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k = tail(n, i);
+    const __mmask16 k = lanes16(i, n);
     const __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, a + i), vm);
     const __mmask16 live = k & _mm512_cmp_ps_mask(d, _mm512_set1_ps(kExpUnderflow), _CMP_GE_OQ);
     const __m512 e = _mm512_maskz_mov_ps(live, exp_avx512(d));
@@ -76,7 +73,7 @@ __attribute__((target("avx512f"))) void forward_avx512(float* a, int64_t n) {
   }
   const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(acc));
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k = tail(n, i);
+    const __mmask16 k = lanes16(i, n);
     _mm512_mask_storeu_ps(a + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, a + i), inv));
   }
 }
@@ -91,12 +88,12 @@ void backward_scalar(const float* y, float* g, int64_t n) {
 __attribute__((target("avx512f"))) void backward_avx512(const float* y, float* g, int64_t n) {
   __m512 acc = _mm512_setzero_ps();
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k = tail(n, i);
+    const __mmask16 k = lanes16(i, n);
     acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, g + i), _mm512_maskz_loadu_ps(k, y + i), acc);
   }
   const __m512 s = _mm512_set1_ps(_mm512_reduce_add_ps(acc));
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k = tail(n, i);
+    const __mmask16 k = lanes16(i, n);
     const __m512 yv = _mm512_maskz_loadu_ps(k, y + i);
     _mm512_mask_storeu_ps(g + i, k, _mm512_mul_ps(yv, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, g + i), s)));
   }

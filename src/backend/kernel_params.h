@@ -23,6 +23,17 @@ enum class BinaryOp : uint8_t { add, sub, mul, div, max, min };
 enum class UnaryOp : uint8_t { exp, log, neg, sqrt, abs, tanh, sigmoid, square };
 enum class ReduceOp : uint8_t { sum, mean, max, min };
 
+// The op's name in error messages, the same from every backend.
+inline const char* reduce_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return "reduce_sum";
+    case ReduceOp::mean: return "reduce_mean";
+    case ReduceOp::max: return "reduce_max";
+    case ReduceOp::min: return "reduce_min";
+  }
+  return "reduce";
+}
+
 inline int64_t conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t pad) {
   return (in + 2 * pad - k) / stride + 1;
 }

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "autograd/node.h"
 #include "mixprec/batch_norm_sync.h"
@@ -20,6 +22,28 @@ namespace {
 std::vector<double> affine_values(const Tensor& t, int64_t n, double fill) {
   return t.defined() ? t.to_vector_f64() : std::vector<double>(size_t(n), fill);
 }
+
+// Which of (src, weight, bias) want a gradient, and the dtypes of the parameter gradients (a
+// missing weight or bias: src's): what both norms' backward closures decide the same way.
+struct AffineGrads {
+  bool x, w, b;
+  DType w_dtype, b_dtype;
+  AffineGrads(const Tensor& src, const Tensor& weight, const Tensor& bias)
+      : x(src.requires_grad()),
+        w(weight.defined() && weight.requires_grad()),
+        b(bias.defined() && bias.requires_grad()),
+        w_dtype(weight.defined() ? weight.dtype() : src.dtype()),
+        b_dtype(bias.defined() ? bias.dtype() : src.dtype()) {}
+  // {dsrc, dweight, dbias}, the parameters' from the kernel's double sums, shaped `shape`.
+  std::vector<Tensor> pack(Tensor dx, const std::vector<double>& dw, const std::vector<double>& db,
+                           const Shape& shape) const {
+    std::vector<Tensor> g(3);
+    g[0] = std::move(dx);
+    if (w) g[1] = Tensor::from_vector_f64(dw, shape, w_dtype);
+    if (b) g[2] = Tensor::from_vector_f64(db, shape, b_dtype);
+    return g;
+  }
+};
 
 void check_eps(const char* op, double eps) {
   if (!(eps >= 0.0) || !std::isfinite(eps))
@@ -70,23 +94,12 @@ Tensor layer_norm(const Tensor& src_in, const Shape& normalized_shape, const Ten
   auto stats = std::make_shared<backend::cpu::LayerNormStats>();
   Tensor dst = backend::cpu::layer_norm_forward(x, d, w, b, eps, *stats);
   if (any_requires_grad({&src, &weight, &bias})) {
-    const bool need_x = src.requires_grad();
-    const bool need_w = weight.defined() && weight.requires_grad();
-    const bool need_b = bias.defined() && bias.requires_grad();
-    const DType w_dtype = weight.defined() ? weight.dtype() : src.dtype();
-    const DType b_dtype = bias.defined() ? bias.dtype() : src.dtype();
+    const AffineGrads need(src, weight, bias);
     record_op(dst, "layer_norm", {&src, &weight, &bias},
-              [x, stats, w, d, normalized_shape, need_x, need_w, need_b, w_dtype,
-               b_dtype](const Tensor& diff_dst) {
+              [x, stats, w, d, normalized_shape, need](const Tensor& diff_dst) {
                 backend::cpu::LayerNormGrads lg = backend::cpu::layer_norm_backward(
-                    x, diff_dst.contiguous(), d, w, *stats, need_x, need_w || need_b);
-                std::vector<Tensor> g(3);
-                g[0] = lg.dx;
-                const std::vector<double>& dw = lg.dw;
-                const std::vector<double>& db = lg.db;
-                if (need_w) g[1] = Tensor::from_vector_f64(dw, normalized_shape, w_dtype);
-                if (need_b) g[2] = Tensor::from_vector_f64(db, normalized_shape, b_dtype);
-                return g;
+                    x, diff_dst.contiguous(), d, w, *stats, need.x, need.w || need.b);
+                return need.pack(lg.dx, lg.dw, lg.db, normalized_shape);
               });
   }
   return dst;
@@ -157,24 +170,12 @@ Tensor batch_norm(const Tensor& src_in, const Tensor& running_mean, const Tensor
   Tensor dst = r.dst;
   const auto stats = r.stats;
   if (any_requires_grad({&src, &weight, &bias})) {
-    const bool need_x = src.requires_grad();
-    const bool need_w = weight.defined() && weight.requires_grad();
-    const bool need_b = bias.defined() && bias.requires_grad();
-    const DType w_dtype = weight.defined() ? weight.dtype() : src.dtype();
-    const DType b_dtype = bias.defined() ? bias.dtype() : src.dtype();
+    const AffineGrads need(src, weight, bias);
     record_op(dst, "batch_norm", {&src, &weight, &bias},
-              [x, stats, w, batch_stats, need_x, need_w, need_b, w_dtype, b_dtype,
-               sync](const Tensor& diff_dst) {
+              [x, stats, w, batch_stats, need, sync](const Tensor& diff_dst) {
                 backend::cpu::BatchNormGrads bg =
-                    backend::cpu::batch_norm_backward(x, diff_dst, *stats, w, batch_stats, need_x, sync.get());
-                std::vector<Tensor> g(3);
-                g[0] = bg.dx;
-                const std::vector<double>& sum_dy = bg.sum_dy;
-                const std::vector<double>& sum_dy_xhat = bg.sum_dy_xhat;
-                const Shape cs{x.size(1)};
-                if (need_w) g[1] = Tensor::from_vector_f64(sum_dy_xhat, cs, w_dtype);
-                if (need_b) g[2] = Tensor::from_vector_f64(sum_dy, cs, b_dtype);
-                return g;
+                    backend::cpu::batch_norm_backward(x, diff_dst, *stats, w, batch_stats, need.x, sync.get());
+                return need.pack(bg.dx, bg.sum_dy_xhat, bg.sum_dy, Shape{x.size(1)});
               });
   }
   return dst;

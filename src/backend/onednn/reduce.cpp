@@ -20,16 +20,6 @@ struct ReduceEntry : CacheEntry {
   void bind(int arg, const void* p) { args.at(arg).set_data_handle(const_cast<void*>(p)); }
 };
 
-const char* reduce_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum: return "reduce_sum";
-    case ReduceOp::mean: return "reduce_mean";
-    case ReduceOp::max: return "reduce_max";
-    case ReduceOp::min: return "reduce_min";
-  }
-  return "reduce";
-}
-
 dnnl::algorithm algorithm_of(ReduceOp op) {
   switch (op) {
     case ReduceOp::sum: return dnnl::algorithm::reduction_sum;

@@ -12,16 +12,6 @@
 namespace mixprec::backend::ref {
 namespace {
 
-const char* reduce_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum: return "reduce_sum";
-    case ReduceOp::mean: return "reduce_mean";
-    case ReduceOp::max: return "reduce_max";
-    case ReduceOp::min: return "reduce_min";
-  }
-  return "reduce";
-}
-
 std::string axes_str(const std::vector<int64_t>& axes) { return shape_str(Shape(axes)); }
 
 }  // namespace

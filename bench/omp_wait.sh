@@ -9,11 +9,14 @@
 #
 #   bench/omp_wait.sh [--build-dir build-dev] [--models gpt-tiny,seed-cnn] [--precision amp-bf16]
 #       [--threads 2] [--rounds 3] [--steps 15] [--neighbours 0,1]
-#       [--settings default,GOMP_SPINCOUNT=30000,GOMP_SPINCOUNT=10000,OMP_WAIT_POLICY=passive]
+#       [--settings default,GOMP_SPINCOUNT=30000,GOMP_SPINCOUNT=10000,GOMP_SPINCOUNT=3000,OMP_WAIT_POLICY=passive]
+#
+# Settings: `default` (neither variable set: libgomp's own default) or an assignment of
+# GOMP_SPINCOUNT or OMP_WAIT_POLICY.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=build-dev MODELS=gpt-tiny,seed-cnn PRECISION=amp-bf16 THREADS=2 ROUNDS=3 STEPS=15 NEIGHBOURS=0,1
-SETTINGS=default,GOMP_SPINCOUNT=30000,GOMP_SPINCOUNT=10000,OMP_WAIT_POLICY=passive
+SETTINGS=default,GOMP_SPINCOUNT=30000,GOMP_SPINCOUNT=10000,GOMP_SPINCOUNT=3000,OMP_WAIT_POLICY=passive
 while [[ $# -gt 0 ]]; do
   case $1 in
     --build-dir) BUILD=$2; shift 2 ;;

@@ -33,6 +33,11 @@ expect bench-tokens-json 0 '"tokens_per_sample": 128' -- "$BIN" bench --model gp
 expect bench-bad-model 2 "--model" -- "$BIN" bench --model resnet
 expect bench-bad-preset 2 "--precision" -- "$BIN" bench --precision fp32,fp7
 expect bench-bad-steps 2 "--steps: must be >= 1" -- "$BIN" bench --steps 0
+# The OpenMP wait setting a benchmark ran under is in its header (tools/mixprec/omp_wait.h).
+expect omp-wait-bench-header 0 "OpenMP waits: libgomp's default" -- \
+  env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT "$BIN" bench --model cnn --batch-size 4 --steps 1 --warmup 0
+expect omp-wait-bench-json 0 '"omp_wait": "OMP_WAIT_POLICY=passive, GOMP_SPINCOUNT=0 \(environment\)"' -- \
+  env OMP_WAIT_POLICY=passive GOMP_SPINCOUNT=0 "$BIN" bench --model cnn --batch-size 4 --steps 1 --warmup 0 --json
 expect bad-on-divergence 2 "--on-divergence" -- "$BIN" train --on-divergence explode
 expect bad-loss-spike 2 "--loss-spike" -- "$BIN" train --loss-spike 0.5 --dataset synthetic --max-steps 1
 expect rollback-needs-run-dir 2 "--on-divergence" -- "$BIN" train --on-divergence rollback --run-dir none --dataset synthetic --max-steps 1

@@ -14,6 +14,7 @@
 #include "mixprec/precision.h"
 #include "mixprec/step_benchmark.h"
 #include "progress.h"
+#include "omp_wait.h"
 
 namespace mixprec::cli {
 
@@ -30,6 +31,7 @@ nlohmann::json to_json(const train::StepBenchmarkResult& r) {
   j["model"] = r.model;
   j["batch_size"] = r.batch_size;
   j["threads"] = r.threads;
+  j["omp_wait"] = omp_wait_description();
   j["parameters"] = r.parameters;
   j["tokens_per_sample"] = r.tokens_per_sample;
   j["cpu_features"] = cpu_feature_list();
@@ -54,8 +56,10 @@ nlohmann::json to_json(const train::StepBenchmarkResult& r) {
 }
 
 void print_table(const train::StepBenchmarkResult& r, int64_t steps) {
-  std::printf("\n%s, batch %lld, %d threads, %lld parameters, %lld timed steps per preset (interleaved)\n",
-              r.model.c_str(), (long long)r.batch_size, r.threads, (long long)r.parameters, (long long)steps);
+  std::printf("\n%s, batch %lld, %d threads, %lld parameters, %lld timed steps per preset (interleaved)\n"
+              "OpenMP waits: %s\n",
+              r.model.c_str(), (long long)r.batch_size, r.threads, (long long)r.parameters, (long long)steps,
+              omp_wait_description().c_str());
   // Text models are compared by tokens a second (a language model's sample: its context).
   const bool text = r.tokens_per_sample > 0;
   std::printf("%-10s | %9s | %9s | %20s | %9s | %8s | %12s | %8s | %6s | %6s | %7s\n", "preset", "median ms",

@@ -276,6 +276,16 @@ StatusOr<std::unique_ptr<Communicator>> make_mpi_communicator() {
     // step, cnn 12.5-12.7 -> 11.8-12.3, the GPTs unchanged (AMD EPYC Zen5, 2026-11-26). A
     // user's own setting (mpirun -x / --mca) wins: overwrite = 0.
     setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", /*overwrite=*/0);
+    // The gradient buckets are MPI_Iallreduce calls in place, for which OpenMPI's libnbc
+    // always takes its binomial schedule (as for fewer than 4 ranks): every buffer is summed
+    // on rank 0 while the others wait, then sent back whole. Reduce-scatter + all-gather
+    // (Rabenseifner's: each rank sums 1/N of the buffer, log N steps each way; libnbc's own
+    // choice for large commutative reductions that are not in place) took seed-cnn's 2-rank
+    // step from 9.1 to 8.35 ms in amp-bf16 and 14.1 to 13.7 ms in fp32 (the ring: 8.7, 13.7;
+    // AMD EPYC Zen5, 2026-11-26, bench/dp_scaling.sh). Each element is still summed once and
+    // the sum sent to every rank, so the ranks stay bit-identical; the small collectives
+    // (losses, flags) are blocking MPI_Allreduce calls, untouched. A user's setting wins.
+    setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "3", /*overwrite=*/0);
     int provided = 0;
     if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
       return Status(StatusCode::distributed, "MPI_Init_thread failed: is this process started by mpirun?");

@@ -1,8 +1,8 @@
 // mixprec/serve.h: the parts of serving a trained model that do not depend on HTTP (issue 17):
 // decoding a prediction request's body into the model's samples, the dynamic batcher that
 // stacks concurrent requests into one forward pass, and the server's Prometheus metrics.
-// `mixprec serve` (tools/mixprec/serve_command.cpp) puts them behind cpp-httplib; a C++ user
-// can put them behind any transport.
+// `mixprec serve` (tools/mixprec/serve_command.cpp) puts them behind mixprec/http.h; a C++
+// user can put them behind any transport.
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -54,6 +54,9 @@ struct DecodedRequest {
 //    .npy file: integer dtypes are pixels, float dtypes values in [0, 1]; [H, W], [C, H, W] or
 //    with a leading batch dimension.
 //  - image/png, image/jpeg: one image of the model's size (not resized).
+// A body without a Content-Type, or labelled application/octet-stream or
+// application/x-www-form-urlencoded (what `curl --data-binary` sends unless told otherwise), is
+// recognised by its first bytes (.npy, PNG, JPEG, or JSON's { or [).
 // At most `max_samples` samples. Errors are invalid_argument with a message naming the field
 // and the expected value (what a client gets in a 400); never an exception or a crash.
 StatusOr<DecodedRequest> decode_predict_request(std::string_view body, std::string_view content_type,
@@ -150,6 +153,8 @@ class ServeMetrics {
   void record_request(const std::string& route, int status, double seconds);
   void record_batch(int64_t samples);
   void set_queue_depth(int64_t samples);
+  // The HTTP server's connections (http::Server::stats()): open now, and shed since start.
+  void set_connections(int64_t open, int64_t shed);
   std::string prometheus_text() const;
   int64_t requests(int status) const;
 
@@ -159,7 +164,7 @@ class ServeMetrics {
   std::vector<double> latency_bounds_, batch_bounds_;
   std::vector<int64_t> latency_counts_, batch_counts_;  // per bucket, not cumulative
   double latency_sum_ = 0, batch_sum_ = 0;
-  int64_t latency_count_ = 0, batch_count_ = 0, queue_depth_ = 0;
+  int64_t latency_count_ = 0, batch_count_ = 0, queue_depth_ = 0, open_connections_ = 0, shed_connections_ = 0;
 };
 
 }  // namespace mixprec::serve

@@ -307,8 +307,9 @@ StatusOr<DecodedRequest> decode_predict_request(std::string_view body, std::stri
   type.erase(std::remove_if(type.begin(), type.end(), [](unsigned char c) { return std::isspace(c); }), type.end());
   std::transform(type.begin(), type.end(), type.begin(), [](unsigned char c) { return char(std::tolower(c)); });
   if (body.empty()) return refuse("an empty body (expected JSON, .npy, PNG or JPEG)");
-  // Unlabelled or generic bodies are recognised by their first bytes.
-  if (type.empty() || type == "application/octet-stream") {
+  // Unlabelled or generic bodies are recognised by their first bytes; so are curl's
+  // --data-binary bodies, which curl labels as a form unless told otherwise (issue 31).
+  if (type.empty() || type == "application/octet-stream" || type == "application/x-www-form-urlencoded") {
     if (starts_with(body, "\x93NUMPY")) type = "application/x-npy";
     else if (starts_with(body, "\x89PNG")) type = "image/png";
     else if (starts_with(body, "\xff\xd8\xff")) type = "image/jpeg";

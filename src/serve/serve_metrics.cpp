@@ -65,6 +65,12 @@ void ServeMetrics::set_queue_depth(int64_t samples) {
   queue_depth_ = samples;
 }
 
+void ServeMetrics::set_connections(int64_t open, int64_t shed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  open_connections_ = open;
+  shed_connections_ = shed;
+}
+
 int64_t ServeMetrics::requests(int status) const {
   std::lock_guard<std::mutex> lock(mu_);
   int64_t n = 0;
@@ -93,6 +99,11 @@ std::string ServeMetrics::prometheus_text() const {
             batch_counts_, batch_sum_, batch_count_);
   out += "# HELP mixprec_queue_depth Samples waiting for a forward pass.\n# TYPE mixprec_queue_depth gauge\n"
          "mixprec_queue_depth " + std::to_string(queue_depth_) + "\n";
+  out += "# HELP mixprec_open_connections Client connections open now.\n# TYPE mixprec_open_connections gauge\n"
+         "mixprec_open_connections " + std::to_string(open_connections_) + "\n";
+  out += "# HELP mixprec_connections_shed_total Connections closed to stay within --max-connections (idle ones) or "
+         "refused with 503 (when none was idle).\n# TYPE mixprec_connections_shed_total counter\n"
+         "mixprec_connections_shed_total " + std::to_string(shed_connections_) + "\n";
   return out;
 }
 

@@ -92,11 +92,19 @@ expect predict-image-prompt 2 "--prompt is for a language model" -- "$BIN" predi
 if serve_started serve.log -- "$BIN" serve run-fp32 --port 0; then
   PORT=$PORT BIN=$BIN /usr/bin/python3 - <<'PY' && echo "ok   serve-lm: next-byte probabilities = predict's, /v1/generate = generate's bytes; bad inputs are 400s" || fail "serve-lm"
 import http.client, json, os, subprocess
-c = http.client.HTTPConnection("127.0.0.1", int(os.environ["PORT"]), timeout=60)
-def post(body):
-    c.request("POST", "/v1/predict?top_k=256", json.dumps(body), {"Content-Type": "application/json"})
+port = int(os.environ["PORT"])
+# A connection per request: a kept-alive one could be closed by the server's keep-alive
+# timeout while `mixprec generate` runs below, and the test must not depend on timing.
+def request(method, path, body=None, headers=None):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c.request(method, path, body, headers or {})
     r = c.getresponse()
-    return r.status, json.loads(r.read())
+    data = r.read()
+    c.close()
+    return r.status, data
+def post(body):
+    s, data = request("POST", "/v1/predict?top_k=256", json.dumps(body), {"Content-Type": "application/json"})
+    return s, json.loads(data)
 s, r = post({"inputs": ["And the lord", "In"]})
 assert s == 200, (s, r)
 want = json.load(open("serve_want.json"))["predictions"]
@@ -108,23 +116,30 @@ for got, exp in zip(r["predictions"], want):
 for bad, words in (([[1.0] * 129], "continues texts"), ([""], "empty prompt"), ([{"x": 1}], "continues texts")):
     s, r = post({"inputs": bad})
     assert s == 400 and words in r["error"], (bad, s, r)
-c.request("GET", "/v1/model")
-m = json.loads(c.getresponse().read())
+s, data = request("GET", "/v1/model")
+m = json.loads(data)
 assert m["task"] == "next-byte" and m["max_text_bytes"] == 128 and m["classes"] == 256, m
 # /v1/generate: the bytes `mixprec generate` prints for the same prompt, length and seed.
-c.request("POST", "/v1/generate", json.dumps({"prompt": "And the lord", "max_tokens": 30, "seed": 7}))
-r = c.getresponse()
-assert r.status == 200, r.status
-g = json.loads(r.read())
+s, data = request("POST", "/v1/generate", json.dumps({"prompt": "And the lord", "max_tokens": 30, "seed": 7}))
+assert s == 200, s
+g = json.loads(data)
 cli = subprocess.run([os.environ["BIN"], "generate", "run-fp32", "--prompt", "And the lord", "--max-tokens", "30",
                       "--seed", "7"], capture_output=True, check=True).stdout
 assert bytes(g["bytes"]) == cli[len("And the lord"):len("And the lord") + 30], (g, cli)
 for bad, words in (({"prompt": "x", "max_tokens": 0}, "expected an integer in 1..4096"),
                    ({"promt": "x"}, "did you mean 'prompt'"), ({"prompt": "x", "temperature": -1}, ">= 0")):
-    c.request("POST", "/v1/generate", json.dumps(bad))
-    r = c.getresponse()
-    body = json.loads(r.read())
-    assert r.status == 400 and words in body["error"], (bad, r.status, body)
+    s, data = request("POST", "/v1/generate", json.dumps(bad))
+    body = json.loads(data)
+    assert s == 400 and words in body["error"], (bad, s, body)
+# A raw 0xFF byte inside a JSON string is malformed JSON: a 400 naming it, for both routes
+# (issue 31: it was a 500, the error message itself failing to serialise).
+for path in ("/v1/generate", "/v1/predict"):
+    s, data = request("POST", path, b'{"prompt": "a\xffb"}' if path == "/v1/generate" else b'{"inputs": ["a\xffb"]}',
+                      {"Content-Type": "application/json"})
+    body = json.loads(data)
+    assert s == 400 and "JSON" in body["error"], (path, s, body)
+s, _ = request("GET", "/healthz")
+assert s == 200, s
 PY
   kill "$SERVER_PID"
   wait "$SERVER_PID" 2> /dev/null

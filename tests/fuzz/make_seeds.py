@@ -284,6 +284,31 @@ def image_seeds():
     write("image", "neither", b"GIF89a\x01\x00\x01\x00")
 
 
+# ---------------------------------------------------------------- http_request
+
+def http_request_seeds():
+    """The first byte is the size of the pieces the request is fed in (1 + byte % 16)."""
+    post = (b"POST /v1/predict?top_k=3 HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 14\r\n\r\n{\"inputs\": []}")
+    write("http_request", "valid_get", b"\x00GET /healthz HTTP/1.1\r\nHost: localhost:8080\r\n\r\n")
+    write("http_request", "valid_post_json", b"\x03" + post)
+    write("http_request", "valid_chunked", b"\x05POST /v1/generate HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n"
+          b"\r\n4;x=y\r\n{\"a\"\r\n3\r\n: 1\r\n1\r\n}\r\n0\r\nX-Trailer: 1\r\n\r\n")
+    write("http_request", "valid_pipelined", b"\x07" + post + b"GET /metrics HTTP/1.1\r\nHost: h\r\n\r\n")
+    write("http_request", "valid_http10_absolute", b"\x01GET http://h/v1/model?a=%41&b HTTP/1.0\r\n\r\n")
+    write("http_request", "valid_expect_continue", b"\x0fPOST /p HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\n"
+          b"Content-Length: 2\r\n\r\nok")
+    write("http_request", "conflicting_lengths", b"\x02POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n"
+          b"Content-Length: 2\r\n\r\nab")
+    write("http_request", "te_and_length", b"\x02POST /p HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n"
+          b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+    write("http_request", "chunk_past_limit", b"\x04POST /p HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+          b"fffffff\r\n")
+    write("http_request", "invalid_utf8_path", b"\x00GET /x%FF?top_k=%FF HTTP/1.1\r\nHost: h\r\n\r\n")
+    write("http_request", "folded_header", b"\x00GET / HTTP/1.1\r\nHost: h\r\nX: a\r\n b\r\n\r\n")
+    write("http_request", "bare_cr", b"\x00GET / HTTP/1.1\r\nHost: h\rX: 1\r\n\r\n")
+
+
 if __name__ == "__main__":
     image_seeds()
     serve_request_seeds()
@@ -294,3 +319,4 @@ if __name__ == "__main__":
     config_seeds()
     idx_seeds()
     cifar_seeds()
+    http_request_seeds()

@@ -32,7 +32,8 @@ const Harness kHarnesses[] = {{"safetensors", fuzz::safetensors},
                               {"image", fuzz::image},
                               {"csv", fuzz::csv},
                               {"model_file", fuzz::model_file},
-                              {"serve_request", fuzz::serve_request}};
+                              {"serve_request", fuzz::serve_request},
+                              {"http_request", fuzz::http_request}};
 
 std::vector<uint8_t> read_all(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);

@@ -179,6 +179,10 @@ TEST(RequestDecode, PngBodiesMustHaveTheModelsSize) {
   auto rgb = decode_predict_request(png_of(3, 4, 200), "", image_layout(3), 8);
   ASSERT_TRUE(rgb.is_ok()) << rgb.status().message();
   EXPECT_EQ(rgb->samples[0].size(), 36u);
+  // curl --data-binary @image.png labels the body as a form unless told otherwise (issue 31).
+  auto curl_default = decode_predict_request(png_of(3, 4, 200), "application/x-www-form-urlencoded", image_layout(), 8);
+  ASSERT_TRUE(curl_default.is_ok()) << curl_default.status().message();
+  EXPECT_EQ(curl_default->samples[0], r->samples[0]);
   EXPECT_NE(error_of(decode_predict_request(png_of(4, 4, 1), "image/png", image_layout(), 8))
                 .find("image of 4x4 pixels, this model takes 3x4"),
             std::string::npos);

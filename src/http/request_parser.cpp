@@ -350,7 +350,6 @@ void RequestParser::finish_head() {
     state_ = State::chunk_size;
   } else {
     content_length_ = length;
-    request_.body.reserve(size_t(length));
     state_ = length > 0 ? State::body : State::complete;
   }
   if (state_ == State::complete) expects_continue_ = false;

@@ -62,6 +62,16 @@ expect summary-o2 0 "conv1 +conv2d +\[32, 28, 28\] +320 +bf16 +bf16" -- \
   "$BIN" summary --model "$SRC/models/cnn.yaml" --precision o2-bf16
 expect summary-bad-input 2 "--input: expected CxHxW" -- "$BIN" summary --model "$SRC/models/cnn.yaml" --input 3x32
 expect summary-builtin 0 "model resnet20 \(built in\): 272186 parameters" -- "$BIN" summary --model resnet20
+# A built-in's rows add up to its parameters (attention's fused input projection included:
+# issue 31), and the footer names the model file that is this built-in, not models/cnn.yaml.
+for m in gpt-tiny:842496:gpt-tiny.yaml transformer:792330:transformer.yaml cnn:824458:cnn.yaml; do
+  IFS=: read -r name total file <<< "$m"
+  out=$("$BIN" summary --model "$name" 2>&1)
+  sum=$(awk 'NR > 2 && $3 ~ /^[0-9]+$/ {s += $3} END {print s}' <<< "$out")
+  [[ $sum == "$total" ]] && echo "ok   summary-$name-rows-add-up" || fail "summary $name: rows sum to $sum, not $total"
+  grep -q "models/$file is this $name as one" <<< "$out" && echo "ok   summary-$name-footer" ||
+    fail "summary $name footer: $(tail -1 <<< "$out")"
+done
 # models: the built-ins and the files in ./models.
 expect models 0 "models/cnn.yaml +1x28x28 +824458" -- bash -c "cd '$SRC' && '$BIN' models"
 

@@ -117,16 +117,33 @@ int run_summary(const SummaryFlags& f) {
     std::printf("model %s (built in): %lld parameters, input %lldx%lldx%lld, %lld classes, precision %s\n",
                 f.model.c_str(), (long long)model->num_parameters(), (long long)c, (long long)h, (long long)w,
                 (long long)classes, preset->name.c_str());
-    std::printf("%-28s %-14s %12s  %s\n", "module", "type", "parameters", "weights");
+    std::printf("%-28s %-18s %12s  %s\n", "module", "type", "parameters", "weights");
+    int64_t listed = 0;
     for (const auto& [name, m] : model->named_modules()) {
-      if (!m->children().empty() || m->num_parameters() == 0) continue;
+      // A module's own parameters (not its children's): a leaf layer's, or those a container
+      // holds directly, such as attention's fused Q/K/V input projection beside its out_proj.
+      int64_t own = m->num_parameters();
+      for (const auto& child : m->children()) own -= child.second->num_parameters();
+      if (own == 0) continue;
+      listed += own;
       const bool norm = nn::is_normalization_layer(*m);
       const DType weights = norm && preset->keep_norm_fp32 ? DType::f32 : preset->param_dtype;
-      std::printf("%-28s %-14s %12lld  %s\n", name.c_str(), m->type_name(), (long long)m->num_parameters(),
-                  dtype_name(weights));
+      std::printf("%-28s %-18s %12lld  %s%s\n", (name.empty() ? "(model)" : name.c_str()), m->type_name(),
+                  (long long)own, dtype_name(weights), m->children().empty() ? "" : "  (its own, beside its children's)");
     }
-    std::printf("(layer by layer shapes and compute dtypes are shown for model files: models/cnn.yaml is this "
-                "cnn as one)\n");
+    MIXPREC_CHECK(listed == model->num_parameters(), "summary: the rows do not add up to the model's parameters");
+    // The model file that is this built-in, where there is one (same layers and names).
+    static const std::map<std::string, std::string> as_file = {{"cnn", "models/cnn.yaml"},
+                                                                {"gpt-tiny", "models/gpt-tiny.yaml"},
+                                                                {"gpt", "models/gpt.yaml"},
+                                                                {"resnet20", "models/resnet20.yaml"},
+                                                                {"transformer", "models/transformer.yaml"},
+                                                                {"mlp", "models/wide-mlp.yaml"}};
+    if (auto it = as_file.find(f.model); it != as_file.end())
+      std::printf("(layer by layer shapes and compute dtypes are shown for model files: %s is this %s as one)\n",
+                  it->second.c_str(), f.model.c_str());
+    else
+      std::printf("(layer by layer shapes and compute dtypes are shown for model files: docs/models.md)\n");
     return kExitOk;
   }
   auto text = nn::read_model_file(f.model);

@@ -119,6 +119,18 @@ for precision in fp32 amp-bf16; do
   if out=$(compare one-$precision two-$precision $tol); then echo "ok   $precision losses: $out"; else fail "$precision losses: $out"; fi
 done
 
+# ---- a log file of mpirun's output holds plain lines: the ranks' output is OpenMPI's
+# pseudo-terminal, but no \r progress line or terminal escape reaches the file (issue 31) ----
+"${MPI[@]}" "$BIN" train "${COMMON[@]}" --batch-size 64 --max-steps 30 --no-eval --run-dir plain-log > plain.log 2>&1 ||
+  fail "mpirun train into a log file: exit $?"
+if grep -q $'\r\|\033' plain.log; then
+  fail "mpirun log holds \\r or escapes: $(grep -c $'\r' plain.log) lines with \\r"
+elif grep -q "step 30" plain.log; then
+  echo "ok   mpirun-log-plain-lines"
+else
+  fail "mpirun log shows no progress: $(tail -3 plain.log)"
+fi
+
 # ---- a hostfile, as on several machines: the same launch path (one host here, named with
 # two slots), the same losses as one process ----
 printf 'localhost slots=2\n' > hosts

@@ -108,7 +108,7 @@ int run_bench(BenchFlags& f) {
     if (auto preset = amp::preset_by_name(p); !preset.is_ok())
       return usage_error("--precision", preset.status().message());
   // A self-updating count on a terminal; nothing in logs, where the table says it all.
-  const bool progress = isatty(fileno(stderr)) != 0;
+  const bool progress = is_terminal(stderr);
   auto result = train::benchmark_steps(f.options, [&](int64_t done, int64_t total) {
     if (progress) std::fprintf(stderr, "\rbench: %lld/%lld steps", (long long)done, (long long)total);
   });

@@ -30,9 +30,19 @@ std::string format_bytes(int64_t bytes) {
   return buf;
 }
 
+bool is_terminal(std::FILE* out) {
+  // Under mpirun every rank's output is a pseudo-terminal that OpenMPI forwards to wherever
+  // mpirun's own output goes, often a log file: there \r and escapes would be noise. A rank
+  // cannot see that end, so it prints plain lines (PMIX_RANK / OMPI_COMM_WORLD_SIZE: set by
+  // OpenMPI's launcher; PMI_RANK by other launchers).
+  for (const char* launcher_variable : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"})
+    if (std::getenv(launcher_variable) != nullptr) return false;
+  return isatty(fileno(out)) != 0;
+}
+
 int terminal_width(std::FILE* out) {
   const int fd = fileno(out);
-  if (!isatty(fd)) return 0;
+  if (!is_terminal(out)) return 0;
   winsize ws{};
   if (ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
   if (const char* c = std::getenv("COLUMNS"); c && std::atoi(c) > 0) return std::atoi(c);
@@ -76,7 +86,7 @@ std::string progress_line(const train::StepReport& r, int width) {
   return core.substr(0, limit);
 }
 
-Progress::Progress(std::FILE* out) : out_(out), tty_(isatty(fileno(out)) != 0) {}
+Progress::Progress(std::FILE* out) : out_(out), tty_(is_terminal(out)) {}
 
 void Progress::step(const train::StepReport& r) {
   if (r.skipped) {  // each skipped step is news: its own line, whatever the interval

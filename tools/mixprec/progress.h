@@ -27,7 +27,10 @@ class Progress {
 // The progress line of a step in at most `width` columns (0: no limit): the bar shrinks
 // first, then images/s, the epoch and the ETA are dropped.
 std::string progress_line(const train::StepReport& r, int width);
-// Columns of the terminal `out` is (TIOCGWINSZ; $COLUMNS if that fails; 80), 0 if not a TTY.
+// A terminal a person watches: a TTY, and not a rank started by mpirun (whose TTY is
+// OpenMPI's forwarding pseudo-terminal, usually ending in a log file).
+bool is_terminal(std::FILE* out);
+// Columns of the terminal `out` is (TIOCGWINSZ; $COLUMNS if that fails; 80), 0 if not one.
 int terminal_width(std::FILE* out);
 
 std::string format_duration(double seconds);  // "1:02:03" / "2:03"

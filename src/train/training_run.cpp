@@ -4,6 +4,8 @@
 
 #include <omp.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -228,9 +230,23 @@ Status TrainingRun::plan() {
   total_ = per_epoch_ * config_.epochs;
   if (config_.max_steps > 0) total_ = std::min(total_, config_.max_steps);
   result_.planned_steps = total_;
+  warn_about_small_run();
   result_.precision = preset_.name;
   result_.loss_scaling = step_->scaler().is_enabled();
   return Status::ok();
+}
+
+// Settings that make sense for a large run and quietly do little in this one (issue 31): the
+// run still goes ahead, as PyTorch's would, and the user is told why it may disappoint.
+void TrainingRun::warn_about_small_run() {
+  if (!cb_.on_warning) return;
+  const int64_t examples = data_.train->count;
+  if (config_.batch_size > examples)
+    cb_.on_warning("--batch-size " + std::to_string(config_.batch_size) + " is larger than the training set (" +
+                   std::to_string(examples) + " examples): every step takes the whole set, so an epoch is one step");
+  if (config_.warmup_steps > 0 && config_.warmup_steps >= total_)
+    cb_.on_warning("--warmup-steps " + std::to_string(config_.warmup_steps) + " is not shorter than the run (" +
+                   std::to_string(total_) + " steps): the learning rate never reaches --lr " + fmt::format("{:g}", config_.lr));
 }
 
 void TrainingRun::describe_finished_run() {

@@ -59,6 +59,7 @@ class TrainingRun {
   Status check_ranks_agree();
   TrainResult finish();       // timings, memory, scaler figures into the result
   // A resume of a run that had already done every planned step: described, nothing trained.
+  void warn_about_small_run();
   void describe_finished_run();
 
   // ---- the loop (trainer.cpp) ----

@@ -53,6 +53,11 @@ $PY "$SRC/tests/e2e/make_table.py" split/train.csv --rows 90 && $PY "$SRC/tests/
 sed -i '1s/species/label/' split/train.csv split/test.csv
 expect split-files 0 "csv \(90 train, 30 test; 3 classes, 4 feature columns\)" -- \
   "$BIN" train --dataset csv --data-dir split --max-steps 2 --run-dir none "${common[@]}"
+# A run too small for its settings trains, and says why it may disappoint (issue 31).
+expect batch-larger-than-data 0 "warning: --batch-size 256 is larger than the training set \(90 examples\): every step takes the whole set" -- \
+  "$BIN" train --dataset csv --data-dir split --model mlp --batch-size 256 --max-steps 2 --run-dir none --no-self-check --threads 2
+expect warmup-longer-than-run 0 "warning: --warmup-steps 10 is not shorter than the run \(2 steps\): the learning rate never reaches --lr" -- \
+  "$BIN" train --dataset csv --data-dir split --warmup-steps 10 --max-steps 2 --run-dir none "${common[@]}"
 
 # Misuse and bad tables.
 expect wrong-model 2 "--dataset csv is a table of 4 columns: use --model mlp" -- \

@@ -326,7 +326,8 @@ Runner add_train_command(CLI::App& app) {
   add_training_flags(cmd, *config);
   auto config_file = std::make_shared<std::string>();
   cmd->add_option("--config", *config_file,
-                  "Settings from a JSON file with config.json's keys (e.g. a run's config.json); flags given win");
+                  "Settings from a JSON file, or a YAML file (.yaml/.yml), with config.json's keys (e.g. a run's config.json, "
+                  "recipes/*.yaml); flags given win");
 
   return [config, cmd, config_file]() -> int {
     // Under mpirun this process is one rank of a data-parallel job (docs/distributed.md):

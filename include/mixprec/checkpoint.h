@@ -69,6 +69,15 @@ StatusOr<TrainingState> parse_checkpoint(const uint8_t* data, size_t size, const
 Status update_pointer(const std::string& run_dir, const std::string& which,
                       const std::string& checkpoint_filename);
 
+// The checkpoint run_dir/<which>.json names (its path), checked: not_found when there is no
+// pointer or its target is gone, data_loss for a malformed pointer.
+StatusOr<std::string> read_pointer(const std::string& run_dir, const std::string& which);
+
+// Deletes a run directory's older checkpoints, keeping the newest `keep` (none deleted for
+// keep < 1) and, whatever their age, the ones last.json and best.json name. Returns the files
+// removed. Diagnostic files (nonfinite-step-*) are not checkpoints and stay.
+StatusOr<std::vector<std::string>> prune_checkpoints(const std::string& run_dir, int64_t keep);
+
 // A checkpoint file as given, or for a run directory the file its "last" pointer names
 // (falling back to <dir>/last.safetensors). not_found / data_loss naming what is missing.
 StatusOr<std::string> resolve_checkpoint(const std::string& path_or_run_dir);

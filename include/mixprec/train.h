@@ -67,6 +67,8 @@ struct TrainConfig {
   // Run directory and checkpoints (empty run_dir: nothing is written).
   std::string run_dir;                     // e.g. "runs/train3": config.json, metrics.jsonl, checkpoints
   int64_t save_every = 0;                  // also checkpoint every N steps (0: after each epoch only)
+  // Checkpoints kept: the newest N, plus whatever last.json and best.json name (0: all).
+  int64_t keep_checkpoints = 3;
   int64_t eval_every = 0;                  // also evaluate every N steps (0: after each epoch only)
   std::string resume;                      // a run directory or checkpoint to continue exactly
   bool overwrite = false;                  // a new run may replace the run in run_dir (not with resume)

@@ -286,34 +286,60 @@ Status update_pointer(const std::string& run_dir, const std::string& which,
   return write_text_atomically(run_dir + "/" + which + ".json", j.dump() + "\n");
 }
 
+StatusOr<std::string> read_pointer(const std::string& run_dir, const std::string& which) {
+  const std::string pointer = run_dir + "/" + which + ".json";
+  if (!exists(pointer)) return Status::not_found("run directory '" + run_dir + "' has no " + which + ".json");
+  // A pointer is a few dozen bytes; anything past 64 KiB is not one of ours. A FIFO or
+  // device placed here is refused, not waited on (io/byte_source.h).
+  auto read = io::read_regular_file(pointer, "pointer", 65536);
+  if (!read.is_ok()) return read.status();
+  const std::string& text = *read;
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("checkpoint") || !j["checkpoint"].is_string())
+    return Status::data_loss("pointer '" + pointer +
+                             "': expected {\"checkpoint\": \"<file name>\"}, got '" + text.substr(0, 80) + "'");
+  const std::string name = j["checkpoint"].get<std::string>();
+  if (!safe_relative(name))
+    return Status::data_loss("pointer '" + pointer + "': field 'checkpoint' must be relative, got '" + name + "'");
+  const std::string target = run_dir + "/" + name;
+  if (!exists(target)) return Status::not_found("pointer '" + pointer + "' names '" + name + "', which does not exist");
+  return target;
+}
+
 StatusOr<std::string> resolve_checkpoint(const std::string& path) {
   bool is_dir = false;
   if (!exists(path, &is_dir))
     return Status::not_found("checkpoint '" + path + "': no such file or directory");
   if (!is_dir) return path;
-  const std::string pointer = path + "/last.json";
-  if (exists(pointer)) {
-    // A pointer is a few dozen bytes; anything past 64 KiB is not one of ours. A FIFO or
-    // device placed here is refused, not waited on (io/byte_source.h).
-    auto read = io::read_regular_file(pointer, "pointer", 65536);
-    if (!read.is_ok()) return read.status();
-    const std::string& text = *read;
-    json j = json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("checkpoint") || !j["checkpoint"].is_string())
-      return Status::data_loss("pointer '" + pointer +
-                               "': expected {\"checkpoint\": \"<file name>\"}, got '" + text.substr(0, 80) + "'");
-    const std::string name = j["checkpoint"].get<std::string>();
-    if (!safe_relative(name))
-      return Status::data_loss("pointer '" + pointer + "': field 'checkpoint' must be relative, got '" + name + "'");
-    const std::string target = path + "/" + name;
-    if (!exists(target))
-      return Status::not_found("pointer '" + pointer + "' names '" + name + "', which does not exist");
-    return target;
-  }
+  if (exists(path + "/last.json")) return read_pointer(path, "last");
   const std::string fallback = path + "/last.safetensors";
   if (exists(fallback)) return fallback;
   return Status::not_found("run directory '" + path + "': neither last.json nor last.safetensors exists "
                            "(no checkpoint saved yet?)");
+}
+
+StatusOr<std::vector<std::string>> prune_checkpoints(const std::string& run_dir, int64_t keep) {
+  std::vector<std::string> removed;
+  if (keep < 1) return removed;
+  auto listed = list_checkpoints(run_dir);
+  if (!listed.is_ok()) return listed.status();
+  // What a pointer names stays whatever its age: last.json is what a resume continues from,
+  // best.json what predict and serve may be pointed at.
+  std::vector<std::string> pinned;
+  for (const char* which : {"last", "best"})
+    if (auto target = read_pointer(run_dir, which); target.is_ok()) pinned.push_back(*target);
+  int64_t kept = 0;
+  for (const auto& [step, file] : *listed) {  // newest first
+    if (kept < keep) {
+      ++kept;
+      continue;
+    }
+    if (std::find(pinned.begin(), pinned.end(), file) != pinned.end()) continue;
+    if (std::remove(file.c_str()) != 0 && errno != ENOENT)
+      return Status::io_error("cannot remove old checkpoint '" + file + "': " + std::strerror(errno));
+    removed.push_back(file);
+  }
+  return removed;
 }
 
 std::string checkpoint_filename(int64_t global_step) {

@@ -126,16 +126,20 @@ StatusOr<TrainConfig> adopt_saved_config(const TrainConfig& given, const std::st
 
 // A --config file's settings: JSON, or YAML for a .yaml/.yml file (converted to the JSON it
 // denotes, then checked exactly as JSON is).
-static StatusOr<nlohmann::json> config_file_object(const std::string& text, const std::string& file) {
+static StatusOr<nlohmann::json> config_file_object(const std::string& text, const std::string& file,
+                                                   io::Positions* positions) {
   const auto ends_with = [&](const std::string& suffix) {
     return file.size() >= suffix.size() && file.compare(file.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
   if (!ends_with(".yaml") && !ends_with(".yml")) {
     auto j = parse_object(text);
     if (!j.is_ok()) return Status::invalid_argument(file + ": " + j.status().message());
+    // JSON is YAML's flow style: read again for the positions of the values (the checks above
+    // and the errors of a JSON file stay JSON's own).
+    if (auto located = io::yaml_to_json(text, file, positions); !located.is_ok()) positions->clear();
     return j;
   }
-  auto j = io::yaml_to_json(text, file);
+  auto j = io::yaml_to_json(text, file, positions);
   if (!j.is_ok()) return j.status();
   if (!j->is_object())
     return Status::invalid_argument(file + ": expected a mapping of settings (key: value lines), got " +
@@ -145,8 +149,14 @@ static StatusOr<nlohmann::json> config_file_object(const std::string& text, cons
 
 StatusOr<TrainConfig> apply_config_file(const TrainConfig& given, const std::string& text, const std::string& file,
                                         const std::function<bool(const std::string& key)>& explicitly_given) {
-  auto j = config_file_object(text, file);
+  io::Positions positions;
+  auto j = config_file_object(text, file, &positions);
   if (!j.is_ok()) return j.status();
+  // "run.yaml:3:5" where the file gives the key's value, else "run.yaml".
+  auto where = [&](const std::string& key) {
+    const auto it = positions.find("/" + key);
+    return it == positions.end() ? file : it->second;
+  };
   std::vector<std::string> keys;
   for (const ConfigField& f : config_fields())
     if (f.saved) keys.push_back(f.key);
@@ -154,13 +164,21 @@ StatusOr<TrainConfig> apply_config_file(const TrainConfig& given, const std::str
   for (auto it = j->begin(); it != j->end(); ++it) {
     const ConfigField* f = find_config_field(it.key());
     if (f == nullptr || !f->saved)
-      return Status::invalid_argument(file + ": '" + it.key() + "' is not a setting a configuration file holds" +
+      return Status::invalid_argument(where(it.key()) + ": '" + it.key() + "' is not a setting a configuration file holds" +
                                       did_you_mean(it.key(), keys) + " (the keys are config.json's: a flag's name " +
                                       "with _ for -, as `mixprec train --help` lists them)");
     if (!explicitly_given(it.key())) keep[it.key()] = it.value();
   }
   TrainConfig c = given;
-  if (Status s = apply_json(c, keep); !s.is_ok()) return Status::invalid_argument(file + ": " + s.message());
+  for (auto it = keep.begin(); it != keep.end(); ++it) {
+    // One key at a time, so that a wrong type or a value out of range names its line.
+    TrainConfig one = c;
+    if (Status s = apply_json(one, nlohmann::json{{it.key(), it.value()}}); !s.is_ok())
+      return Status::invalid_argument(where(it.key()) + ": " + s.message());
+    if (std::string why = check_field(*find_config_field(it.key()), one); !why.empty())
+      return Status::invalid_argument(where(it.key()) + ": " + it.key() + ": " + why);
+    c = std::move(one);
+  }
   return c;
 }
 

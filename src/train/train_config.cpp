@@ -106,6 +106,10 @@ const std::vector<ConfigField>& config_fields() {
        .help = "Also evaluate every N steps (0: after each epoch)", .min = 0},
       {.key = "save_every", .flag = "--save-every", .member = &C::save_every,
        .help = "Also checkpoint every N steps (0: after each epoch)", .min = 0},
+      {.key = "keep_checkpoints", .flag = "--keep-checkpoints", .member = &C::keep_checkpoints,
+       .help = "Checkpoints kept in the run directory: the newest N, plus the ones last.json and best.json name "
+               "(0: keep every one)",
+       .min = 0},
       {.key = "run_dir", .flag = "--run-dir", .member = &C::run_dir,
        .help = "Run directory for config.json, metrics.jsonl, checkpoints and plots "
                "(default: runs/train, runs/train2, ...; 'none': write nothing)",

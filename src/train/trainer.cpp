@@ -87,6 +87,9 @@ Status TrainingRun::save(const Position& at, bool is_best) {
   std::erase(rollback_candidates_, saved->file);  // a step saved again after a rollback
   rollback_candidates_.push_back(saved->file);
   result_.last_checkpoint = saved->file;
+  auto removed = prune_checkpoints(run_dir_->path, config_.keep_checkpoints);
+  if (!removed.is_ok()) return removed.status();
+  for (const std::string& gone : *removed) std::erase(rollback_candidates_, gone);
   return Status::ok();
 }
 

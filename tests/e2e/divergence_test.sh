@@ -59,9 +59,10 @@ finite_checkpoint() {  # NAME FILE: the file exists, inspect saw its tensors, no
   if [[ -f $2 && $rows -gt 0 && $bad -eq 0 ]]; then echo "ok   $1: $2 is finite ($rows tensors)"
   else fail "$1: $2 has $bad inf/NaN values in $rows tensors"; fi
 }
-# inf gradient at step 3 (fp32 Adam: NaN weights, inf moments) and a save at step 3.
+# inf gradient at step 3 (fp32 Adam: NaN weights, inf moments) and a save at step 3. Every
+# checkpoint is kept (--keep-checkpoints 0), so the rollback's target can be inspected after the run.
 out=$("$BIN" train "${COMMON[@]}" --max-steps 12 --save-every 3 --inject-nonfinite 3 --on-divergence rollback \
-  --run-dir nf 2>&1)
+  --keep-checkpoints 0 --run-dir nf 2>&1)
 code=$?
 [[ $code -eq 0 ]] && echo "ok   nonfinite: the run completes" || { fail "nonfinite: exit $code"; echo "$out" | tail -5; }
 grep -qE "state at step 3 holds inf/NaN: tensor 'conv1.weight' .*nf/nonfinite-step-00000003.safetensors" <<< "$out" \

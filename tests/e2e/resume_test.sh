@@ -179,5 +179,18 @@ code=$?
 [[ $code -eq 4 ]] && grep -q "o2-bf16" adopt2.log && echo "ok   resume: an explicit flag wins (and must fit)" \
   || { fail "resume: explicit --precision (exit $code)"; tail -3 adopt2.log; }
 
+# Old checkpoints are deleted as new ones are saved: the newest --keep-checkpoints (default 3)
+# stay, plus what best.json names; with 0, every one stays (issue 31).
+"$BIN" train "${COMMON[@]}" --precision fp32 --max-steps 8 --save-every 1 --run-dir keep3 > /dev/null 2>&1 \
+  || fail "keep: run with the default"
+kept=$(cd keep3 && ls step-*.safetensors | tr '\n' ' ')
+[[ $kept == "step-00000006.safetensors step-00000007.safetensors step-00000008.safetensors " ]] \
+  && echo "ok   keep: the newest 3 checkpoints stay by default" || fail "keep: left $kept"
+"$BIN" train "${COMMON[@]}" --precision fp32 --max-steps 4 --save-every 1 --keep-checkpoints 0 --run-dir keepall \
+  > /dev/null 2>&1 || fail "keep: run with --keep-checkpoints 0"
+n=$(ls keepall/step-*.safetensors | wc -l)
+[[ $n -eq 4 ]] && echo "ok   keep: --keep-checkpoints 0 keeps all 4" || fail "keep: --keep-checkpoints 0 left $n"
+"$BIN" train "${COMMON[@]}" --precision fp32 --max-steps 12 --resume keep3 > /dev/null 2>&1 || fail "keep: resume after pruning"
+
 echo "$fails failed"
 exit $((fails > 0))

@@ -785,6 +785,30 @@ TEST_F(CheckpointTest, ListCheckpointsIsNewestFirstAndSkipsDiagnosticsAndTemps) 
   EXPECT_EQ(list_checkpoints(path("nope")).status().code(), StatusCode::io_error);
 }
 
+TEST_F(CheckpointTest, PruneKeepsTheNewestAndWhatThePointersName) {
+  for (int64_t step : {1, 2, 3, 4, 5, 6}) ASSERT_TRUE(save_checkpoint(path(checkpoint_filename(step)), state_at(step)).is_ok());
+  ASSERT_TRUE(save_checkpoint(path(nonfinite_checkpoint_filename(7)), state_at(7, false)).is_ok());
+  ASSERT_TRUE(update_pointer(dir_, "last", checkpoint_filename(6)).is_ok());
+  ASSERT_TRUE(update_pointer(dir_, "best", checkpoint_filename(2)).is_ok());
+  auto removed = prune_checkpoints(dir_, 2);
+  ASSERT_TRUE(removed.is_ok()) << removed.status().message();
+  // Kept: 6 (newest, and last), 5 (second newest), 2 (best); removed: 4, 3, 1.
+  EXPECT_EQ(*removed, (std::vector<std::string>{path(checkpoint_filename(4)), path(checkpoint_filename(3)),
+                                                path(checkpoint_filename(1))}));
+  auto left = list_checkpoints(dir_);
+  ASSERT_TRUE(left.is_ok());
+  std::vector<int64_t> steps;
+  for (const auto& [step, file] : *left) steps.push_back(step);
+  EXPECT_EQ(steps, (std::vector<int64_t>{6, 5, 2}));
+  EXPECT_EQ(::access(path(nonfinite_checkpoint_filename(7)).c_str(), F_OK), 0);  // a diagnostic, not a checkpoint
+  EXPECT_TRUE(resolve_checkpoint(dir_).is_ok());
+  // keep 0: nothing is removed.
+  auto none = prune_checkpoints(dir_, 0);
+  ASSERT_TRUE(none.is_ok());
+  EXPECT_TRUE(none->empty());
+  EXPECT_EQ(list_checkpoints(dir_)->size(), 3u);
+}
+
 TEST_F(CheckpointTest, PointerRefusesANonFiniteOrUnresumableCheckpoint) {
   ASSERT_TRUE(save_checkpoint(path(checkpoint_filename(2)), state_at(2)).is_ok());
   ASSERT_TRUE(update_pointer(dir_, "last", checkpoint_filename(2)).is_ok());

@@ -50,6 +50,7 @@ TrainConfig unusual() {
   c.accumulate = 4;
   c.eval_every = 50;
   c.save_every = 25;
+  c.keep_checkpoints = 5;
   c.loss_spike_factor = 8;
   c.on_divergence = "rollback";
   c.max_rollbacks = 5;
@@ -252,7 +253,11 @@ TEST(ConfigFile, BadYamlNamesFileLineAndColumn) {
       {"lr: 0.1\nlr: 0.2\n", "run.yaml:2:1: key 'lr' appears twice"},
       {"- 1\n- 2\n", "run.yaml: expected a mapping of settings"},
       {"lr: 0.1\n---\nlr: 0.2\n", "run.yaml:2: a second YAML document"},
-      {"lr: fast\n", "field 'lr' has the wrong type"},
+      {"lr: fast\n", "run.yaml:1:5: configuration: field 'lr' has the wrong type"},
+      // A value out of its range names the line it is on (issue 31), not only the flag.
+      {"model: cnn\nlr: -1\nepochs: 2\n", "run.yaml:2:5: lr: must be > 0, got -1"},
+      {"epochs: 2\noptimizer: adan\n", "run.yaml:2:12: optimizer: "},
+      {"epochs: 2\n\nlerning_rate: 0.1\n", "run.yaml:3:15: 'lerning_rate' is not a setting"},
       {"model: \"a\xe1\x9c" "b\"\n", "run.yaml:1:8: not UTF-8 text"},  // a truncated 3-byte sequence
       {"\xc0\xaf: 1\n", "run.yaml:1:1: not UTF-8 text"},             // an overlong '/'
       {"model: \"\xed\xa0\x80\"\n", "not UTF-8 text"},            // a UTF-16 surrogate

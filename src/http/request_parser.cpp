@@ -337,8 +337,9 @@ void RequestParser::finish_head() {
       expects_continue_ = true;
     }
   }
-  if (http11_ && hosts != 1)
-    return fail(400, hosts == 0 ? "an HTTP/1.1 request without a Host header" : "more than one Host header");
+  // RFC 9112 3.2: more than one Host is refused whatever the version; none only in HTTP/1.1.
+  if (hosts > 1) return fail(400, "more than one Host header");
+  if (http11_ && hosts == 0) return fail(400, "an HTTP/1.1 request without a Host header");
   if (has_te && has_length) return fail(400, "both Transfer-Encoding and Content-Length (refused: request smuggling)");
   if (has_te && !http11_) return fail(400, "Transfer-Encoding in an HTTP/1.0 request");
   if (has_te && !chunked) return fail(400, "an empty Transfer-Encoding");

@@ -154,6 +154,7 @@ TEST(RequestParser, RefusesMalformedRequestLines) {
   EXPECT_EQ(parse("GET /p%zz HTTP/1.1\r\nHost: x\r\n\r\n").status, 400);
   EXPECT_EQ(parse("GET /p HTTP/1.1\r\n\r\n").status, 400);                              // no Host
   EXPECT_EQ(parse("GET /p HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n").status, 400);
+  EXPECT_EQ(parse("GET /p HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n").status, 400);  // found by the fuzzer
   EXPECT_EQ(parse("GET /p HTTP/1.1\r\nHost: x\r\nX: a\x01z\r\n\r\n").status, 400);      // control byte
   EXPECT_EQ(parse("GET /p HTTP/1.1\r\nHost: x\r\nExpect: magic\r\n\r\n").status, 417);
 }

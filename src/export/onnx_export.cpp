@@ -76,12 +76,19 @@ StatusOr<std::string> export_onnx(nn::Module& model, const nn::ModelSpec& spec, 
       logits = layers.module(model, "", Value{"tokens", 2});
     } else {
       g.input("input", TensorProto::FLOAT, {-1, spec.channels, spec.height, spec.width});
-      // (x - mean) / std per channel, in f32, as `predict` normalises before the model.
+      // (x - mean) / std per channel, in f32, as `predict` normalises before the model. Written
+      // as a BatchNormalization (unit scale, no shift, variance std^2, epsilon 0): the same
+      // arithmetic, which every runtime supports, where Sub/Div by a [1, C, 1, 1] constant made
+      // OpenCV 4.6's dnn fail on colour images at batch > 1 (issue 31).
       const int64_t c = spec.channels;
-      std::vector<float> mean(options.mean.begin(), options.mean.end());
-      std::vector<float> stddev(options.stddev.begin(), options.stddev.end());
-      const std::string centred = g.node("Sub", {"input", g.constant_f32("norm_mean", mean, {1, c, 1, 1})}, "centred");
-      const std::string normalised = g.node("Div", {centred, g.constant_f32("norm_std", stddev, {1, c, 1, 1})}, "normalised");
+      std::vector<float> mean(options.mean.begin(), options.mean.end()), variance;
+      for (double s : options.stddev) variance.push_back(float(s * s));
+      const std::string normalised = g.node(
+          "BatchNormalization",
+          {"input", g.constant_f32("norm_scale", std::vector<float>(size_t(c), 1.0f), {c}),
+           g.constant_f32("norm_shift", std::vector<float>(size_t(c), 0.0f), {c}), g.constant_f32("norm_mean", mean, {c}),
+           g.constant_f32("norm_variance", variance, {c})},
+          "normalised", {{"epsilon", 0.0f}});
       logits = layers.module(model, "", Value{g.to_compute(normalised), 4});
     }
   } catch (const std::exception& e) {  // a malformed model (a shape narrow() refuses)

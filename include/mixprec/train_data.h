@@ -24,6 +24,14 @@ std::string default_data_dir(const std::string& dataset);
 // (or, for --dataset folder, fits the model to the images).
 StatusOr<DataSplits> load_data(const TrainConfig& config, const nn::ModelSpec& spec);
 
+// The whole of a labelled set to evaluate a run on (`mixprec eval RUN --data-dir NEW`), read
+// with the run's classes, feature columns and normalisation, and checked against its model:
+// --dataset folder: DIR/test/ (or DIR/val/) when DIR has one, else every DIR/<class>/ image
+// (a DIR with train/ and no test/ is refused, naming DIR/train as the way to score it);
+// --dataset csv: FILE.csv whole, or DIR/test.csv. Other datasets: invalid_argument (they have
+// their own test split: load_data).
+StatusOr<std::shared_ptr<const ImageDataset>> load_labelled_set(const TrainConfig& config, const nn::ModelSpec& spec);
+
 // The run's model: model_spec(config.model) with the input and classes the run recorded
 // (input_channels, ..., num_classes), as eval, predict and a resume must build it.
 StatusOr<nn::ModelSpec> model_spec_of(const TrainConfig& config);

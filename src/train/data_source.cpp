@@ -277,6 +277,44 @@ void record_geometry(TrainConfig& config, const DataSplits& data) {
   config.feature_names = data.train->feature_names;
 }
 
+StatusOr<std::shared_ptr<const ImageDataset>> load_labelled_set(const TrainConfig& c, const nn::ModelSpec& spec) {
+  const std::string& path = c.data_dir;
+  StatusOr<ImageDataset> set = Status::internal("not loaded");
+  BadSamples bad{.skip = c.skip_bad};
+  if (c.dataset == "folder") {
+    if (!is_directory(path)) return Status::not_found("--data-dir " + path + ": no such folder");
+    // A train/test layout (or a folder holding only its test/) is scored on its test split;
+    // any other folder whole, one subfolder per class.
+    std::string dir = path;
+    for (const char* t : {"/test", "/val"})
+      if (dir == path && is_directory(path + t)) dir = path + t;
+    if (dir == path && is_directory(path + "/train"))
+      return Status::invalid_argument("--data-dir " + path + " holds train/ but no test/ (or val/): eval scores a "
+                                      "labelled set; pass --data-dir " + path + "/train to score the training images");
+    set = load_image_folder(dir, c.class_names, c.input_channels, &bad);
+  } else if (c.dataset == "csv") {
+    std::string file = path;
+    if (is_directory(path)) {
+      file = path + "/test.csv";
+      if (::access(file.c_str(), F_OK) != 0)
+        return Status::not_found("--data-dir " + path + ": no test.csv in it (or pass the CSV file itself)");
+    }
+    auto table = read_csv_table(file, c.label_column, c.feature_names, c.text_column, &bad);
+    if (!table.is_ok()) return table.status();
+    set = c.text_column.empty() ? table_dataset(*table, file, c.class_names, int(c.num_classes))
+                                : text_table_dataset(*table, file, c.max_tokens, c.class_names, int(c.num_classes));
+  } else {
+    return Status::invalid_argument("--dataset " + c.dataset + ": a whole labelled set is read for folder and csv; " +
+                                    "the other datasets have their own test split");
+  }
+  if (!set.is_ok()) return set.status();
+  set->skipped = bad;
+  MIXPREC_RETURN_IF_ERROR(check_fits(*set, spec));
+  MIXPREC_RETURN_IF_ERROR(apply_normalisation(*set, c));
+  if (set->count == 0) return Status::invalid_argument("--data-dir " + path + ": no labelled samples in it");
+  return std::make_shared<const ImageDataset>(std::move(set).value());
+}
+
 StatusOr<DataSplits> load_data(const TrainConfig& config, const nn::ModelSpec& model) {
   nn::ModelSpec spec = model;
   StatusOr<ImageDataset> train = Status::internal("not loaded"), test = Status::internal("not loaded");

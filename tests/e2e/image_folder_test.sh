@@ -44,6 +44,20 @@ PY
 expect eval 0 "folder test set, 24 images" -- "$BIN" eval run
 ev=$("$BIN" eval run 2>&1 | grep -oE "accuracy [0-9.]+" | grep -oE "[0-9.]+$")
 [[ "$ev" == "$acc" ]] && echo "ok   eval-equals-training" || fail "eval accuracy $ev, training said $acc"
+# eval on new labelled images scores all of them (issue 31): a flat folder of the run's classes,
+# a train/test layout on its test/, a folder holding only test/ on it (not as a class "test"),
+# and a train/ without test/ is refused, naming what to pass instead.
+$MAKE newimgs --size 20x16 --per-class 7 > /dev/null || fail "make_image_folder.py newimgs"
+expect eval-new-folder 0 "newimgs \(21 images in 3 classes\), all 21 labelled samples" -- "$BIN" eval run --data-dir newimgs
+$MAKE newsplit --size 20x16 --layout split > /dev/null || fail "make_image_folder.py newsplit"
+expect eval-split-layout 0 "newsplit/test \(30 images in 3 classes\), all 30 labelled samples" -- "$BIN" eval run --data-dir newsplit
+mkdir -p onlytest && cp -r newsplit/test onlytest/test
+expect eval-only-test 0 "onlytest/test \(30 images in 3 classes\), all 30 labelled samples" -- "$BIN" eval run --data-dir onlytest
+mkdir -p onlytrain && cp -r newsplit/train onlytrain/train
+expect eval-only-train 2 "holds train/ but no test/ \(or val/\).*--data-dir onlytrain/train" -- "$BIN" eval run --data-dir onlytrain
+new_acc=$("$BIN" eval run --data-dir newimgs 2>&1 | grep -oE "accuracy [0-9.]+" | grep -oE "[0-9.]+$")
+awk -v a="$new_acc" 'BEGIN { exit !(a >= 80) }' && echo "ok   eval-new-folder-accuracy $new_acc%" ||
+  fail "accuracy on new images '$new_acc' < 80%"
 # predict names the folder's classes.
 expect predict-names 0 "colour/rings/rings_001.png +rings \(" -- "$BIN" predict run colour/rings/rings_001.png
 expect predict-names-bars 0 "bars \(" -- "$BIN" predict run colour/bars/bars_002.png

@@ -37,6 +37,9 @@ assert c["label_column"] == "species" and len(c["norm_mean"]) == 4
 PY
 ev=$("$BIN" eval run 2>&1 | grep -oE "accuracy [0-9.]+" | grep -oE "[0-9.]+$")
 [[ "$ev" == "$acc" ]] && echo "ok   eval-equals-training" || fail "eval accuracy '$ev', training said $acc"
+# eval on a new labelled table scores every row of it (issue 31), not a --val-split share.
+$PY "$SRC/tests/e2e/make_table.py" new.csv --named --rows 50 --seed 5 || fail "make_table.py new.csv"
+expect eval-new-table 0 "new.csv \(50 rows of 4 features\), all 50 labelled samples" -- "$BIN" eval run --data-dir new.csv
 # predict: other column order, no label column; the blobs' centres are clear-cut.
 printf 'offset,ratio,weight,sepal\n-5,0.001,200,1.0\n5,0.002,320,3.0\n' > query.csv
 out=$("$BIN" predict run query.csv 2>&1)

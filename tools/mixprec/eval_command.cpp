@@ -73,13 +73,25 @@ int run_eval(const EvalFlags& f, const std::string& given) {
   if (!f.dataset.empty()) config.dataset = f.dataset;
   if (!f.data_dir.empty()) config.data_dir = f.data_dir;
   config.train_subset = 1;  // load_data reads both splits; eval needs only the test split
-  auto data = train::load_data(config, *spec);
-  if (!data.is_ok()) {
-    std::fprintf(stderr, "mixprec: data error: %s\n", data.status().message().c_str());
-    return exit_code_for(data.status());
+  // New labelled data (--data-dir given for a folder or CSV run) is scored whole; the run's own
+  // data on its test split (or the part --val-split held out in training).
+  const bool whole_set = !f.data_dir.empty() && (config.dataset == "folder" || config.dataset == "csv");
+  StatusOr<std::shared_ptr<const ImageDataset>> test = Status::internal("not loaded");
+  if (whole_set) {
+    config.val_split = 0;
+    test = train::load_labelled_set(config, *spec);
+  } else if (auto data = train::load_data(config, *spec); data.is_ok()) {
+    test = data->test;
+  } else {
+    test = data.status();
   }
+  if (!test.is_ok()) {
+    std::fprintf(stderr, "mixprec: data error: %s\n", test.status().message().c_str());
+    return exit_code_for(test.status());
+  }
+  const ImageDataset& test_set = **test;
   const int64_t batch = f.batch_size > 0 ? f.batch_size : std::max<int64_t>(config.batch_size, 1);
-  DataLoader loader(data->test, {.batch_size = batch, .shuffle = false, .prefetch = 1});
+  DataLoader loader(*test, {.batch_size = batch, .shuffle = false, .prefetch = 1});
 
   const auto t0 = std::chrono::steady_clock::now();
   int64_t correct = 0, samples = 0;
@@ -110,8 +122,8 @@ int run_eval(const EvalFlags& f, const std::string& given) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!loaded->opened.weights_only)
     std::printf("checkpoint %s (model %s, step %lld)\n", path->c_str(), spec->name.c_str(), (long long)st.global_step);
-  if (data->test->text) {  // bytes predicted, in bits per byte as training reports them
-    std::printf("eval: %s test set, %lld bytes predicted, precision %s\n", data->test->name.c_str(),
+  if (test_set.text) {  // bytes predicted, in bits per byte as training reports them
+    std::printf("eval: %s test set, %lld bytes predicted, precision %s\n", test_set.name.c_str(),
                 (long long)samples, preset->name.c_str());
     const double loss = samples ? loss_sum / double(samples) : 0.0;
     std::printf("next-byte accuracy %.2f%% | %.4f bits/byte (loss %.4f) | %.0f bytes/s\n",
@@ -119,9 +131,16 @@ int run_eval(const EvalFlags& f, const std::string& given) {
                 secs > 0 ? double(samples) / secs : 0.0);
     return kExitOk;
   }
-  std::printf("eval: %s test set, %lld images, precision %s\n", data->test->name.c_str(), (long long)samples,
-              preset->name.c_str());
-  std::printf("normalisation: %s (%s)\n", normalisation_text(*data->test).c_str(),
+  if (whole_set)
+    std::printf("eval: %s, all %lld labelled samples, precision %s\n", test_set.source.c_str(), (long long)samples,
+                preset->name.c_str());
+  else
+    std::printf("eval: %s test set, %lld images, precision %s\n", test_set.name.c_str(), (long long)samples,
+                preset->name.c_str());
+  if (test_set.skipped.count > 0)
+    std::printf("skipped %lld unreadable samples (--skip-bad): first: %s\n", (long long)test_set.skipped.count,
+                test_set.skipped.first.c_str());
+  std::printf("normalisation: %s (%s)\n", normalisation_text(test_set).c_str(),
               config.norm_mean.empty() ? "the dataset's" : "recorded by the run");
   std::printf("accuracy %.2f%% | loss %.4f | %.0f images/s\n", samples ? 100.0 * double(correct) / double(samples) : 0.0,
               samples ? loss_sum / double(samples) : 0.0, secs > 0 ? double(samples) / secs : 0.0);
@@ -140,7 +159,9 @@ Runner add_eval_command(CLI::App& app) {
       ->check(precision_name());
   cmd->add_option("--dataset", flags->dataset, "Dataset (default: the run's; for a weights-only file the model's usual one)")
       ->check(one_of({"fashion-mnist", "mnist", "cifar10", "synthetic"}));
-  cmd->add_option("--data-dir", flags->data_dir, "Dataset folder (default: the run's)");
+  cmd->add_option("--data-dir", flags->data_dir,
+                  "Dataset location (default: the run's). For a folder or CSV run, new labelled data scored whole: "
+                  "DIR/<class>/ images (or DIR/test/ of a train/test layout), FILE.csv (or DIR/test.csv)");
   cmd->add_option("--batch-size", flags->batch_size, "Images per batch (default: the run's)")
       ->check(at_least(1));
   cmd->add_option("--save-predictions", flags->save_predictions,

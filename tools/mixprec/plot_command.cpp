@@ -1,6 +1,8 @@
-// plot_command.cpp: `mixprec plot RUN_DIR...`: loss, test accuracy, loss scale and
-// throughput against step, drawn by gnuplot from metrics.jsonl, as PNG and SVG. Several
-// run directories go on one chart (what `mixprec compare` produces).
+// plot_command.cpp: `mixprec plot RUN_DIR...`: loss, test accuracy (bits/byte for a language
+// model), learning rate, throughput and, for runs with a loss scaler, the loss scale and the
+// skipped steps against step, drawn by gnuplot from metrics.jsonl, as PNG and SVG: a figure to
+// put in a report. Several run directories go on one chart (what `mixprec compare`
+// produces), each run in one colour on every panel.
 #include <nlohmann/json.hpp>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -31,6 +33,10 @@ struct RunInfo {
   fs::path dir;
   std::string label;               // legend: "train3 (amp-bf16)", or just "amp-bf16" in a compare
   double images_per_step = 256.0;  // batch_size x accumulate
+  // A language model's run: its samples are windows of `tokens_per_sample` bytes, its
+  // throughput is in tokens/s and its test metric bits/byte (no accuracy).
+  bool language_model = false;
+  double tokens_per_sample = 0;
   bool has_scaler = true;          // false: the preset has no GradScaler, its "scale" is a placeholder 1
   int64_t step_rows = 0;
   double min_step = 0, max_step = 0;
@@ -137,6 +143,12 @@ RunInfo run_info(const std::string& given) {
       const double batch = j.contains("batch_size") && j["batch_size"].is_number() ? j["batch_size"].get<double>() : 256.0;
       const double accumulate = j.contains("accumulate") && j["accumulate"].is_number() ? j["accumulate"].get<double>() : 1.0;
       info.images_per_step = batch * accumulate;
+      const std::string dataset = j.value("dataset", std::string());
+      const std::string model = j.value("model", std::string());
+      info.language_model = dataset == "text" || dataset == "kjv";
+      // The window: what the run recorded for a model file, else the built-in's context.
+      const double width = j.contains("input_width") && j["input_width"].is_number() ? j["input_width"].get<double>() : 0;
+      info.tokens_per_sample = width > 0 ? width : model == "gpt" ? 256 : model == "gpt-tiny" ? 128 : 0;
     }
   }
   if (auto p = amp::preset_by_name(precision); !precision.empty() && p.is_ok()) info.has_scaler = p->loss_scaling;
@@ -144,18 +156,25 @@ RunInfo run_info(const std::string& given) {
   return info;
 }
 
-// Writes RUN/plot_steps.dat (step loss scale images_per_s) and RUN/plot_evals.dat
-// (step accuracy). Lines that do not parse (a run killed mid-write) are skipped.
+// Writes RUN/plot_steps.dat (step loss scale rate lr skipped-so-far) and RUN/plot_evals.dat
+// (step accuracy% bits/byte). Lines that do not parse (a run killed mid-write) are skipped.
+// The rate (images/s, or tokens/s for a language model) is taken over windows of about a
+// hundredth of the run and leaves out the time spent evaluating, so evaluations and epoch
+// boundaries do not show as spikes that are not the training's speed.
 bool extract_series(const fs::path& run, RunInfo& info, std::string& error, int64_t& eval_rows) {
   std::ifstream in(run / "metrics.jsonl");
   if (!in) {
     error = (run / "metrics.jsonl").string() + ": cannot open (is this a run directory?)";
     return false;
   }
-  std::ofstream steps(run / "plot_steps.dat"), evals(run / "plot_evals.dat");
+  struct StepRow {
+    double step, loss, scale, lr, time;
+    bool skipped;
+  };
+  std::vector<StepRow> rows;
+  std::vector<std::pair<double, double>> eval_seconds;  // (after step, seconds spent)
+  std::ofstream evals(run / "plot_evals.dat");
   std::string line;
-  double last_time = -1, last_step = 0;
-  int64_t rows = 0;
   while (std::getline(in, line)) {
     auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object() || !j.contains("step")) continue;
@@ -163,40 +182,71 @@ bool extract_series(const fs::path& run, RunInfo& info, std::string& error, int6
     const double step = j["step"].get<double>();
     if (j.contains("accuracy")) {
       if (j["accuracy"].is_number()) {
-        evals << step << ' ' << 100.0 * j["accuracy"].get<double>() << '\n';
+        const double loss = j.contains("loss") && j["loss"].is_number() ? j["loss"].get<double>() : NAN;
+        evals << step << ' ' << 100.0 * j["accuracy"].get<double>() << ' ' << loss / std::log(2.0) << '\n';
         ++eval_rows;
       }
+      if (j.contains("seconds") && j["seconds"].is_number()) eval_seconds.emplace_back(step, j["seconds"].get<double>());
       continue;
     }
     if (!j.contains("loss") || !j["loss"].is_number()) continue;  // null: a non-finite loss
-    const double t = j.value("time", 0.0);
-    // images/s, the unit of the progress line (not steps/s, which depends on the batch size).
-    // The first record has no previous one: its rate is over the time since the run began
-    // (so a 1-step run still has a point, and gnuplot does not fail on an all-undefined column).
-    const double rate = last_time >= 0 ? (t > last_time ? (step - last_step) * info.images_per_step / (t - last_time) : NAN)
-                                       : (t > 0 ? step * info.images_per_step / t : NAN);
-    steps << step << ' ' << j["loss"].get<double>() << ' ' << j.value("scale", 1.0) << ' ' << rate << '\n';
-    last_time = t;
-    last_step = step;
-    if (rows == 0 || step < info.min_step) info.min_step = step;
-    if (rows == 0 || step > info.max_step) info.max_step = step;
-    ++rows;
+    rows.push_back({step, j["loss"].get<double>(), j.value("scale", 1.0), j.value("lr", NAN), j.value("time", 0.0),
+                    j.value("skipped", false)});
   }
-  if (rows == 0) {
+  if (rows.empty()) {
     error = (run / "metrics.jsonl").string() + ": no step records";
     return false;
   }
-  info.step_rows = rows;
+  // Wall time without evaluation: each eval's seconds are taken off the steps after it.
+  std::vector<double> train_time(rows.size());
+  double evaluating = 0;
+  size_t e = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    while (e < eval_seconds.size() && eval_seconds[e].first < rows[i].step) evaluating += eval_seconds[e++].second;
+    train_time[i] = rows[i].time - evaluating;
+  }
+  const double per_sample = info.language_model && info.tokens_per_sample > 0 ? info.tokens_per_sample : 1.0;
+  const size_t window = std::max<size_t>(1, rows.size() / 100);
+  std::ofstream steps(run / "plot_steps.dat");
+  int64_t skipped = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    skipped += rows[i].skipped;
+    // The rate over the last `window` steps (from the run's start for the first ones).
+    const size_t from = i >= window ? i - window : 0;
+    const double dt = i >= window ? train_time[i] - train_time[from] : train_time[i];
+    const double ds = i >= window ? rows[i].step - rows[from].step : rows[i].step;
+    const double rate = dt > 0 ? ds * info.images_per_step * per_sample / dt : NAN;
+    steps << rows[i].step << ' ' << rows[i].loss << ' ' << rows[i].scale << ' ' << rate << ' ' << rows[i].lr << ' '
+          << skipped << '\n';
+    if (i == 0 || rows[i].step < info.min_step) info.min_step = rows[i].step;
+    if (i == 0 || rows[i].step > info.max_step) info.max_step = rows[i].step;
+  }
+  info.step_rows = int64_t(rows.size());
   return true;
+}
+
+// One colour per run, the same on every panel (gnuplot's automatic colours restart on each
+// plot command, so a run could be drawn in another run's colour).
+const char* run_colour(size_t i) {
+  static const char* const kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                                         "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+  return kColours[i % (sizeof kColours / sizeof kColours[0])];
 }
 
 std::string gnuplot_script(const std::vector<RunInfo>& runs, const fs::path& out_base, const char* terminal,
                            bool have_evals) {
+  const bool any_scaler = std::any_of(runs.begin(), runs.end(), [](const RunInfo& r) { return r.has_scaler; });
+  const bool all_text = std::all_of(runs.begin(), runs.end(), [](const RunInfo& r) { return r.language_model; });
+  const bool any_text = std::any_of(runs.begin(), runs.end(), [](const RunInfo& r) { return r.language_model; });
+  // Panels: loss, the test metric, learning rate, throughput; with a loss scaler also the scale
+  // and the skipped steps. Only panels with something to draw: no empty quadrant.
+  const int panels = 3 + (have_evals ? 1 : 0) + (any_scaler ? 2 : 0);
+  const int rows = (panels + 1) / 2;
   std::ostringstream g;
-  g << "set terminal " << terminal << " size 1200,900\n";
+  g << "set terminal " << terminal << " size 1200," << 330 * rows << " font 'sans,10'\n";
   g << "set output " << quoted_path(out_base.string() + (std::string(terminal).rfind("svg", 0) == 0 ? ".svg" : ".png"))
     << "\n";
-  g << "set multiplot layout 2,2 title 'mixprec training'\nset grid\nset key top right\n";
+  g << "set multiplot layout " << rows << ",2 title 'mixprec training'\nset grid\nset key top right\n";
   // All runs at one step (a 1-step run): gnuplot's autoscale would give an empty x range.
   double lo = runs.front().min_step, hi = runs.front().max_step;
   bool single_points = false;
@@ -205,33 +255,47 @@ std::string gnuplot_script(const std::vector<RunInfo>& runs, const fs::path& out
     hi = std::max(hi, r.max_step);
     single_points = single_points || r.step_rows < 2;
   }
+  // Every panel on the training steps' x range (an evaluation panel would otherwise start at the
+  // first evaluation); all runs at one step (a 1-step run) get a range around it.
   if (hi <= lo) g << "set xrange [" << lo - 1 << ":" << hi + 1 << "]\n";
-  auto plot = [&](const char* title, const char* file, const char* cols, bool logscale, bool scalers_only = false) {
+  else g << "set xrange [" << lo << ":" << hi << "]\n";
+  // Headroom above the highest point, so a flat line (a constant learning rate) is not drawn
+  // on the frame.
+  g << "set offsets 0, 0, graph 0.05, 0\n";
+  // yrange: "[0:*]" from zero (so noise does not look like a trend), "" autoscaled (log).
+  auto plot = [&](const std::string& title, const char* file, const char* cols, const char* yrange, bool logscale,
+                  bool points, bool scalers_only = false) {
     g << "set title '" << title << "'\nset xlabel 'step'\n" << (logscale ? "set logscale y\n" : "unset logscale y\n");
+    g << (yrange[0] ? std::string("set yrange ") + yrange + "\n" : std::string("set autoscale y\n"));
     g << "plot ";
     bool first = true;
     for (size_t i = 0; i < runs.size(); ++i) {
       if (scalers_only && !runs[i].has_scaler) continue;
       g << (first ? "" : ", ") << quoted_path((runs[i].dir / file).string()) << " using " << cols
-        << (std::string(cols).find("with") != std::string::npos ? ""
-            : single_points ? " with linespoints pt 7" : " with lines")
-        << " title " << quoted_label(runs[i].label);
+        << (points || single_points ? " with linespoints pt 7 ps 0.6" : " with lines lw 1.5") << " lc rgb '"
+        << run_colour(i) << "' title " << quoted_label(runs[i].label);
       first = false;
     }
     g << "\n";
   };
-  plot("loss", "plot_steps.dat", "1:2", false);
-  if (have_evals)
-    plot("test accuracy (%)", "plot_evals.dat", "1:2 with linespoints pt 7", false);
-  else
-    g << "set multiplot next\n";  // no evaluation in these runs: leave the panel empty
-  const bool any_scaler = std::any_of(runs.begin(), runs.end(), [](const RunInfo& r) { return r.has_scaler; });
-  if (any_scaler) {
-    plot("loss scale", "plot_steps.dat", "1:3", true, /*scalers_only=*/true);
-  } else {  // bf16 / fp32 presets: no scaler, nothing to draw (not a flat line at 1)
-    g << "set title 'loss scale: no loss scaler in these runs'\nset multiplot next\n";
+  plot("training loss", "plot_steps.dat", "1:2", "[0:*]", false, false);
+  if (have_evals) {
+    if (all_text)
+      plot("test bits per byte", "plot_evals.dat", "1:3", "[0:*]", false, true);
+    else
+      plot(any_text ? "test accuracy (%; next-byte for language models)" : "test accuracy (%)", "plot_evals.dat", "1:2",
+           "[0:105]", false, true);
   }
-  plot("throughput (images/s)", "plot_steps.dat", "1:4", false);
+  plot("learning rate", "plot_steps.dat", "1:5", "[0:*]", false, false);
+  plot(all_text ? "throughput (tokens/s)" : any_text ? "throughput (images/s; tokens/s for language models)"
+                                                     : "throughput (images/s)",
+       "plot_steps.dat", "1:4", "[0:*]", false, false);
+  if (any_scaler) {
+    plot("loss scale", "plot_steps.dat", "1:3", "", true, false, /*scalers_only=*/true);
+    plot("skipped steps (inf/NaN gradients), so far", "plot_steps.dat", "1:6", "[0:*]", false, false,
+         /*scalers_only=*/true);
+  }
+  if (panels % 2 == 1) g << "set multiplot next\n";
   g << "unset multiplot\n";
   return g.str();
 }
@@ -285,7 +349,8 @@ int plot_runs(const std::vector<std::string>& run_dirs, const std::string& outpu
 Runner add_plot_command(CLI::App& app) {
   auto dirs = std::make_shared<std::vector<std::string>>();
   auto output = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("plot", "Plot loss, accuracy, loss scale and throughput of run directories");
+  CLI::App* cmd = app.add_subcommand(
+      "plot", "Plot loss, accuracy (bits/byte), learning rate, throughput and loss scale of run directories");
   cmd->add_option("run_dirs", *dirs, "Run directories (holding metrics.jsonl); several share one chart")
       ->required()
       ->check(CLI::ExistingDirectory);

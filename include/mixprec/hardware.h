@@ -27,4 +27,9 @@ bool runs_natively(DType dtype);
 // over fp32 here, activations still half the memory".
 std::string compute_path(DType dtype);
 
+// The most threads a command accepts for --threads: 4x the cores this process may use, at
+// least 8. More would only oversubscribe (and OpenMP's per-thread stacks are not free: a
+// thread count in the thousands exhausted memory and crashed bench).
+int max_thread_count();
+
 }  // namespace mixprec

@@ -9,9 +9,11 @@
 #include "mixprec/hardware.h"
 
 #include <cpuid.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -158,6 +160,15 @@ std::string cpu_summary() {
   if (!f.amx_bf16) missing += std::string(missing.empty() ? "" : ", ") + "no AMX";
   std::string s = cpu_model_name() + ": " + cpu_feature_list();
   return missing.empty() ? s : s + " (" + missing + ")";
+}
+
+int max_thread_count() {
+  // The cores this process may run on (its affinity mask, as OpenMP counts them), not the
+  // machine's: under taskset or a container's cpuset the bound follows what is usable.
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : int(sysconf(_SC_NPROCESSORS_ONLN));
+  return std::max(8, 4 * std::max(cores, 1));
 }
 
 }  // namespace mixprec

@@ -1,5 +1,6 @@
 // step_benchmark.cpp: interleaved whole-step timing under presets (see step_benchmark.h).
 #include "mixprec/step_benchmark.h"
+#include "mixprec/hardware.h"
 
 #include <omp.h>
 
@@ -113,7 +114,9 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
   if (o.batch_size < 0)
     return Status::invalid_argument("benchmark: batch size must be >= 0, got " + std::to_string(o.batch_size));
 
-  if (o.threads < 0) return Status::invalid_argument("benchmark: threads must be >= 0, got " + std::to_string(o.threads));
+  if (o.threads < 0 || o.threads > max_thread_count())
+    return Status::invalid_argument("--threads: must be from 0 (all cores) to " + std::to_string(max_thread_count()) +
+                                    ", got " + std::to_string(o.threads));
   if (o.threads > 0) omp_set_num_threads(o.threads);
 
   StepBenchmarkResult result;

@@ -11,13 +11,13 @@
 #include "mixprec/models.h"
 #include "mixprec/precision.h"
 #include "mixprec/train.h"
+#include "mixprec/hardware.h"
 #include "mixprec/train_config.h"
 
 namespace mixprec::train {
 
 // More threads than 4x the hardware only adds contention; far more (100,000) made the OpenMP
 // runtime crash while creating them.
-static int max_threads() { return std::max(8, 4 * omp_get_num_procs()); }
 
 Status validate(const TrainConfig& c, bool check_names) {
   auto bad = [](const std::string& flag, const std::string& what) {
@@ -30,8 +30,8 @@ Status validate(const TrainConfig& c, bool check_names) {
   }
   // What one row cannot say: gaps in a range, bounds of this machine, names other code knows.
   if (c.max_steps == 0) return bad("--max-steps", "must be >= 1 (or -1 for no limit), got 0");
-  if (c.threads > max_threads())
-    return bad("--threads", "must be from 0 (all cores) to " + std::to_string(max_threads()) +
+  if (c.threads > max_thread_count())
+    return bad("--threads", "must be from 0 (all cores) to " + std::to_string(max_thread_count()) +
                                 " (4x this machine's " + std::to_string(omp_get_num_procs()) +
                                 " hardware threads), got " + std::to_string(c.threads));
   if (auto p = amp::preset_by_name(c.precision); !p.is_ok()) return bad("--precision", p.status().message());

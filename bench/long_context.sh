@@ -5,7 +5,9 @@
 # (scaled_dot_product_attention: no [S, S] tensor) and the plain one (matmul, softmax, matmul),
 # chosen with MIXPREC_ATTENTION_TILED_FROM; and beside them PyTorch 1.13 on the same model
 # (bench/long_context_torch.py: step time and the growth of its peak resident memory during
-# the steps), when Debian's python3-torch is installed. Same batch at every length.
+# the steps), when Debian's python3-torch is installed. Same batch at every length. The peer
+# runs through bench/peer_python (OpenBLAS on its own kernels: OPENBLAS_CORETYPE and
+# OPENBLAS_L2_SIZE removed) after a check of its GEMMs against float64 (bench/peer_check.py).
 #
 #   bench/long_context.sh [--build-dir build-dev] [--batch-size 4] [--lengths 128,256,512,1024,2048]
 #       [--precision amp-bf16] [--steps 3]
@@ -44,8 +46,8 @@ for T in "${lengths[@]}"; do
     row+=" | $(awk -F'|' '{gsub(/ /, "", $2); print $2}' <<< "$line") | $(awk -F'|' '{gsub(/^ +| +$/, "", $7); print $7}' <<< "$line")"
   done
   if ((TORCH)); then
-    result=$(/usr/bin/python3 "$ROOT/bench/long_context_torch.py" --length "$T" --batch-size "$BATCH" --steps "$STEPS" \
-      --precision "$([[ $PRECISION == fp32 ]] && echo fp32 || echo amp-bf16)" | grep '^RESULT' || true)
+    result=$("$ROOT/bench/peer_python" "$ROOT/bench/long_context_torch.py" --length "$T" --batch-size "$BATCH" --steps "$STEPS" \
+      --precision "$([[ $PRECISION == fp32 ]] && echo fp32 || echo amp-bf16)" | grep '^RESULT length=' || true)
     row+=" | $(grep -o 'step_ms=[0-9.]*' <<< "$result" | cut -d= -f2) | $(grep -o 'rss_growth_mib=[0-9.]*' <<< "$result" | cut -d= -f2) MiB"
   fi
   echo "$row |"

@@ -12,10 +12,13 @@ probabilities per head are stored for backward).
       [--precision amp-bf16|fp32] [--threads 2]
 """
 import argparse
+import os
 import resource
 import statistics
 import sys
 import time
+
+from peer_check import check_in_child, describe, native_openblas, openblas_info
 
 
 def rss_mib():
@@ -31,9 +34,15 @@ def main():
     ap.add_argument("--precision", default="amp-bf16", choices=["amp-bf16", "fp32"])
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
+    native_openblas()  # OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE removed (bench/peer_python), before torch loads
+    os.environ["OMP_NUM_THREADS"] = str(a.threads)
+    # The GEMMs of this model (2 layers, 128 wide, 4 heads, ffn 512, head 10) against float64,
+    # in a child: the check's buffers must not count in this process's peak memory.
+    check_in_child(f"encoder:{a.batch_size}:{a.length}:128:4:512:10", a.threads, who="long_context_torch")
     import torch
     import torch.nn as nn
     torch.set_num_threads(a.threads)
+    print(f"long_context_torch: {describe(openblas_info(torch))}", file=sys.stderr)
     torch.manual_seed(0)
     T, E = a.length, 128
 

@@ -75,6 +75,41 @@ def read_env(path):
     return env
 
 
+def untoken(v):
+    return v.replace("+", " ")
+
+
+def peer_blas_line(rounds, env):
+    """The peer's BLAS as its processes reported it (torch-info and torch-check lines): the
+    OpenBLAS core (openblas_get_corename), openblas_get_config, its threads, what
+    bench/peer_python removed from the environment, and the GEMM check against float64."""
+    cores, configs, threads, unset, checks = set(), set(), set(), set(), []
+    for rows in rounds:
+        for r in rows:
+            if r.get("impl") in ("torch-info", "torch-check") and "openblas_core" in r:
+                cores.add(r["openblas_core"])
+                configs.add(untoken(r.get("openblas_config", "?")))
+                threads.add(r.get("openblas_threads", "?"))
+                unset.add(untoken(r.get("openblas_unset", "?")))
+            if r.get("impl") == "torch-check" and "f32_err" in r:
+                checks.append((float(r["f32_err"]), float(r["bf16_err"])))
+    if not cores:
+        return ("Peer BLAS: OpenBLAS core **not recorded** (logs from before 2026-11-27: the peer may have run "
+                "with a preset OPENBLAS_CORETYPE=Haswell, i.e. AVX2 kernels on an AVX-512 CPU).")
+    line = (f"Peer BLAS: OpenBLAS core **{', '.join(sorted(cores))}** (openblas_get_corename; "
+            f"openblas_get_config: {'; '.join(sorted(configs))}; {', '.join(sorted(threads))} threads); "
+            f"removed from the peer's environment by bench/peer_python: {'; '.join(sorted(unset))}")
+    if "peer openblas" in env:  # the up-front check of run_benchmarks.sh
+        line += (f"; run_benchmarks.sh's up-front check: {env.get('peer gemm check', '?')}; torch.mm 1024^3 "
+                 f"{env.get('peer torch.mm 1024^3', '?')}")
+    if checks:
+        line += (f"; {len(checks)} per-process GEMM checks against float64 passed, worst relative error f32 "
+                 f"{max(c[0] for c in checks):.1e} (bound 1e-5), bf16 {max(c[1] for c in checks):.1e} (bound 2^-8)")
+    if len(cores) > 1:
+        line += ". **Warning: the peer's processes did not all run on the same OpenBLAS core.**"
+    return line + "."
+
+
 def main(argv):
     env_path = None
     if len(argv) >= 2 and argv[0] == "--env":
@@ -144,6 +179,8 @@ def main(argv):
 
     cpu = env.get("cpu", "not recorded (run with --env ENV_TXT)")
     print(f"CPU: {cpu}; flags: {env.get('flags', '?')}")
+    if peer_allocs:
+        print(peer_blas_line(rounds, env))
     if env:
         print(f"Date: {env.get('date', '?')}; commit: {env.get('commit', '?')}; threads: {env.get('threads', '?')}; "
               f"load {env.get('load before', '?')} before, {env.get('load after', '?')} after.")

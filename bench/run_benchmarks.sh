@@ -10,9 +10,14 @@
 #   bench/run_benchmarks.sh [--threads 2] [--rounds 2] [--repeats 5] [--warmup 2] [--budget 20]
 #       [--models seed-cnn,cnn,mlp,transformer] [--presets fp32,amp-bf16,amp-fp16,o2-bf16]
 #       [--allocs glibc,tuned,tuned-thp,jemalloc,tcmalloc] [--ours-allocs LIST] [--build-dir DIR] [--out DIR]
+#       [--no-build]
 #
 # --allocs: the peer's allocator configurations; --ours-allocs (default: the same list): the
 # ones mixprec is also run under, to show that its caching allocator makes it insensitive.
+# --no-build: use the bench programs already in --build-dir (e.g. another checkout's build).
+# The peer runs through bench/peer_python (OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE removed:
+# OpenBLAS on its own kernels for this CPU), after bench/peer_check.py has checked its GEMMs
+# against float64 (a failed check stops the run); mixprec runs in the caller's environment.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -27,6 +32,7 @@ PRESETS="fp32,amp-bf16,amp-fp16,o2-bf16"
 ALLOCS="glibc,tuned,tuned-thp,jemalloc,tcmalloc"
 OURS_ALLOCS=""
 BUDGET=20  # seconds of timed steps per process: caps slow configurations (bf16 without AVX512)
+NO_BUILD=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --threads) THREADS="$2"; shift 2 ;;
@@ -40,7 +46,8 @@ while [[ $# -gt 0 ]]; do
     --allocs) ALLOCS="$2"; shift 2 ;;
     --ours-allocs) OURS_ALLOCS="$2"; shift 2 ;;
     --budget) BUDGET="$2"; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --no-build) NO_BUILD=1; shift ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_benchmarks.sh: unknown flag $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -54,9 +61,19 @@ for a in ${ALLOCS//,/ } ${OURS_ALLOCS//,/ }; do
   esac
 done
 
-echo "== build (Release) in $BUILD"
-cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DMIXPREC_BUILD_BENCH=ON >/dev/null
-cmake --build "$BUILD" -j"$THREADS" --target bench_step bench_gemm
+if [[ $NO_BUILD == 1 ]]; then
+  for p in bench_step bench_gemm; do
+    [[ -x $BUILD/bench/$p ]] || { echo "run_benchmarks.sh: --no-build: $BUILD/bench/$p missing" >&2; exit 1; }
+  done
+  echo "== using the programs in $BUILD (--no-build)"
+else
+  echo "== build (Release) in $BUILD"
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DMIXPREC_BUILD_BENCH=ON >/dev/null
+  cmake --build "$BUILD" -j"$THREADS" --target bench_step bench_gemm
+fi
+# The source the programs were built from (with --no-build it may be another checkout).
+BUILD_SRC="$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt" 2>/dev/null)"
+BUILD_SRC="${BUILD_SRC:-$ROOT}"
 
 # Libraries the peer configurations need. The system's copies (scripts/setup --with-torch
 # installs them) are used when present; otherwise the Debian package is unpacked into the
@@ -114,7 +131,9 @@ OURS_ALLOCS="$(keep_usable "$OURS_ALLOCS")"
 # PyTorch peer: Debian's interpreter, on OpenBLAS for both precisions (torch routes
 # autocast-bf16 linear layers through its BLAS too; Debian's default netlib BLAS is 2-30x
 # slower and would flatter us). The OpenMP build shares torch's libgomp thread pool.
-TORCH_PY=/usr/bin/python3
+# bench/peer_python runs /usr/bin/python3 without OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE
+# (a preset OPENBLAS_CORETYPE=Haswell pins OpenBLAS to AVX2 kernels on AVX-512 CPUs).
+TORCH_PY="$ROOT/bench/peer_python"
 BLAS_ENV=""
 HAVE_TORCH=0
 if "$TORCH_PY" -c "import torch" 2>/dev/null; then
@@ -135,6 +154,9 @@ fi
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)')"
+  if [[ $BUILD_SRC != "$ROOT" ]]; then
+    echo "mixprec build: $BUILD from $BUILD_SRC at commit $(git -C "$BUILD_SRC" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$BUILD_SRC" diff --quiet 2>/dev/null || echo ' (+ uncommitted changes)')"
+  fi
   echo "cpu: $(lscpu | sed -n 's/^Model name: *//p') (family $(lscpu | sed -n 's/^CPU family: *//p'), model $(lscpu | sed -n 's/^Model: *//p')), $(nproc) vCPUs"
   echo "flags: $(grep -o -w -E 'avx2|fma|f16c|avx512f|avx512_bf16|avx512_fp16|amx_bf16|amx_tile' /proc/cpuinfo | sort -u | tr '\n' ' ')"
   echo "threads: $THREADS, rounds: $ROUNDS, repeats: $REPEATS after $WARMUP warm-ups, budget ${BUDGET}s per process"
@@ -146,9 +168,33 @@ fi
   echo "alloc tcmalloc: LD_PRELOAD=${TCMALLOC:-none}"
   if [[ $HAVE_TORCH == 1 ]]; then
     echo "peer: PyTorch $("$TORCH_PY" -c 'import torch; print(torch.__version__)' 2>/dev/null) ($TORCH_PY), BLAS: ${BLAS_ENV:-system libblas.so.3 -> $(readlink -f $LIBDIR/libblas.so.3)}"
+    echo "openblas env of this shell: $(env | grep '^OPENBLAS_' | sort | tr '\n' ' ' || true)(OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are removed for the peer only)"
   fi
   echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$OUT/env.txt"
+
+# The peer's GEMMs against float64, once up front (every torch_step.py process checks again
+# before it times): a faster but wrong peer is not a peer, so a failure stops the run. Its
+# OpenBLAS core and GEMM rates go into env.txt for the report.
+if [[ $HAVE_TORCH == 1 ]]; then
+  echo "== the peer's GEMMs against float64 (bench/peer_check.py)"
+  if ! env ${BLAS_ENV:+"$BLAS_ENV"} OMP_NUM_THREADS="$THREADS" "$TORCH_PY" "$ROOT/bench/peer_check.py" \
+      --models "$MODELS" --threads "$THREADS" > "$OUT/peer_check.log" 2>&1; then
+    cat "$OUT/peer_check.log" >&2
+    echo "run_benchmarks.sh: the peer's GEMM check failed: not timing a wrong peer" >&2
+    exit 1
+  fi
+  cat "$OUT/peer_check.log"
+  awk '/^RESULT impl=torch-check/ {
+      for (i = 3; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = substr($i, length(kv[1]) + 2) }
+      gsub("\\+", " ", v["openblas_config"]); gsub("\\+", " ", v["openblas_unset"])
+      printf "peer openblas: core %s (openblas_get_config: %s), %s threads; removed from its environment: %s\n",
+             v["openblas_core"], v["openblas_config"], v["openblas_threads"], v["openblas_unset"]
+      printf "peer gemm check: %s checks, worst relative error f32 %s (bound 1e-5), bf16 %s (bound 2^-8)\n",
+             v["checks"], v["f32_err"], v["bf16_err"]
+      printf "peer torch.mm 1024^3: f32 %s GFLOP/s, bf16 %s GFLOP/s (median)\n", v["f32_mm_gflops"], v["bf16_mm_gflops"] }' \
+    "$OUT/peer_check.log" | tee -a "$OUT/env.txt"
+fi
 
 rotate() {  # rotate LIST (comma separated) left by N
   local -a a; IFS=',' read -ra a <<< "$1"
@@ -175,6 +221,10 @@ tagged() {  # tagged LOG ALLOC ENV... -- CMD...
       printf "  %-8s %-7s %-11s %-8s step %9.1f ms (min %9.1f, n %s)%s\n", a, v["impl"], v["model"],
              v["precision"], v["step_ms"], v["step_min_ms"], v["n"], (v["malloc"] ? "  malloc " v["malloc"] ", blas " v["blas"] : "") }' "$tmp"
   rm -f "$tmp"
+  if [[ $rc == 3 && "$*" == *torch_step.py* ]]; then  # bench/peer_check.py's PEER_CHECK_FAILED
+    echo "run_benchmarks.sh: the peer's GEMM check failed under $alloc: not timing a wrong peer" | tee -a "$log" >&2
+    exit 1
+  fi
   if [[ $rc != 0 ]]; then echo "warning: exit code $rc under $alloc: $*" | tee -a "$log" >&2; fi
 }
 

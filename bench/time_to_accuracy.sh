@@ -9,7 +9,9 @@
 #       [--eval-every 117] [--threads 2] [--torch-malloc jemalloc|tcmalloc|glibc] [--out DIR]
 #
 # The peer runs with the allocator given (jemalloc by default: the fastest for this model in
-# bench/run_benchmarks.sh's sweeps on this machine kind) and OpenBLAS (scripts/setup --with-torch).
+# bench/run_benchmarks.sh's sweeps on this machine kind) and OpenBLAS (scripts/setup --with-torch)
+# on its own kernels for this CPU (bench/peer_python removes OPENBLAS_CORETYPE and
+# OPENBLAS_L2_SIZE), after a check of its GEMMs against float64 (bench/peer_check.py).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=build-dev TARGET=0.92 PRECISIONS=amp-bf16,fp32 EVAL_EVERY=117 THREADS=2 MALLOC=jemalloc OUT=""
@@ -76,10 +78,11 @@ for p in ${PRECISIONS//,/ }; do
   mixprec_result "mixprec-$p" "$p" | tee "mixprec-$p.results"
   mean=$(/usr/bin/python3 -c "import json; print(json.load(open('mixprec-$p/config.json'))['norm_mean'][0])")
   std=$(/usr/bin/python3 -c "import json; print(json.load(open('mixprec-$p/config.json'))['norm_std'][0])")
-  LD_PRELOAD=$PRELOAD /usr/bin/python3 "$ROOT/bench/tta_torch.py" --order order.bin --mean "$mean" --std "$std" \
+  LD_PRELOAD=$PRELOAD "$ROOT/bench/peer_python" "$ROOT/bench/tta_torch.py" --order order.bin --mean "$mean" --std "$std" \
     --precision "$p" --epochs "$EPOCHS" --eval-every "$EVAL_EVERY" --target "$TARGET" --threads "$THREADS" \
     > "torch-$p.log" 2>&1 || { echo "torch $p failed: $(tail -3 "torch-$p.log")" >&2; exit 1; }
-  grep RESULT "torch-$p.log" | tee "torch-$p.results"
+  grep '^peer_check\|^tta_torch: BLAS' "torch-$p.log" || true  # the peer's GEMM check and OpenBLAS core
+  grep '^RESULT impl=torch ' "torch-$p.log" | tee "torch-$p.results"
 done
 
 echo

@@ -17,6 +17,8 @@ import os
 import statistics
 import time
 
+from peer_check import check_in_child, describe, native_openblas, openblas_info
+
 
 BUCKETS = [
     ("convolution (oneDNN)", ("mkldnn_convolution", "convolution_backward", "_convolution", "convolution")),
@@ -45,7 +47,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=256)
     args = ap.parse_args()
+    native_openblas()  # OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE removed (bench/peer_python), before torch loads
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    check_in_child("seed-cnn", args.threads, args.batch, who="torch_profile")  # its GEMMs against float64
     try:
         import torch
         import torch.nn.functional as F
@@ -56,6 +60,7 @@ def main():
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch}, channels_last, "
           f"GLIBC_TUNABLES={os.environ.get('GLIBC_TUNABLES', '(unset)')} LD_PRELOAD={os.environ.get('LD_PRELOAD', '(unset)')}")
+    print(f"torch_profile: {describe(openblas_info(torch))}")
     for prec in args.precision.split(","):
         torch.manual_seed(0)
         model, shape = make("seed-cnn")

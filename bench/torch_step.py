@@ -15,12 +15,23 @@ run_benchmarks.sh runs each precision in its own process under each allocator co
 malloc actually in the process (read from /proc/self/maps) are printed and put in the
 RESULT lines. The convolutional models also run in both memory formats, contiguous and
 channels_last (oneDNN without layout reorders), and the faster one's RESULT is printed
-(memory_format=...). Exits 0 with a message when torch is not installed."""
+(memory_format=...). Exits 0 with a message when torch is not installed.
+
+OpenBLAS on its own kernels: the script re-executes itself through bench/peer_python unless
+it came through it, which removes OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE (a preset
+OPENBLAS_CORETYPE=Haswell pins OpenBLAS to AVX2 kernels on an AVX-512 CPU). Before timing it
+runs bench/peer_check.py as a child process in the same environment: the models' GEMMs in
+float32 and autocast-bf16 against float64 (exit 3 and no RESULT if they are wrong). The
+OpenBLAS core, configuration and thread count of the timed process are printed and put in
+the torch-info RESULT line."""
 import argparse
+import importlib.util
 import os
 import statistics
 import sys
 import time
+
+from peer_check import check_in_child, describe, native_openblas, openblas_info, result_fields
 
 
 def main():
@@ -35,8 +46,14 @@ def main():
     ap.add_argument("--budget", type=float, default=0, help="seconds per precision, 0 = none")
     args = ap.parse_args()
 
+    native_openblas()  # before torch is imported: OpenBLAS reads its variables when it is loaded
     # Both knobs, before torch starts its pools: torch's own default here is 1 thread.
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    if importlib.util.find_spec("torch") is None:
+        print("torch_step: PyTorch not available (no module named 'torch'); skipping the PyTorch comparison")
+        return 0
+    # The GEMM check, in a child with this process's environment (allocator, BLAS, threads).
+    check_in_child(args.model, args.threads, args.batch, who="torch_step")
     try:
         import torch
         import torch.nn.functional as F
@@ -47,9 +64,11 @@ def main():
     torch.set_num_threads(args.threads)
     blas = blas_in_use(torch)
     malloc = malloc_in_use()
+    ob = openblas_info(torch)
     print(f"torch_step: torch {torch.__version__}, {torch.get_num_threads()} threads, BLAS: {blas}, malloc: {malloc}")
+    print(f"torch_step: {describe(ob)}")
     print(f"RESULT impl=torch-info version={torch.__version__} threads={torch.get_num_threads()} "
-          f"blas={blas.split()[0]} malloc={malloc}")
+          f"blas={blas.split()[0]} malloc={malloc} {result_fields(ob)}")
 
     for model_name in args.model.split(","):
         batch = args.batch or {"mlp": 512, "transformer": 32, "gpt-tiny": 16, "gpt": 16}.get(model_name, 256)
@@ -117,7 +136,7 @@ def main():
                 best[r["prec"]] = r
         for r in best.values():
             med = statistics.median(r["whole"])
-            print(f"  repro: {sys.executable} bench/torch_step.py --model {model_name} --precision {r['prec']} "
+            print(f"  repro: bench/peer_python bench/torch_step.py --model {model_name} --precision {r['prec']} "
                   f"--repeats {args.repeats} --warmup {args.warmup} --threads {args.threads} --batch {batch}"
                   f"  (env: {' '.join(f'{k}={os.environ[k]}' for k in ENV_KNOBS if os.environ.get(k)) or 'none'})")
             print(f"RESULT impl=torch model={model_name} precision={r['prec']} threads={torch.get_num_threads()} "
@@ -129,7 +148,8 @@ def main():
     return 0
 
 
-ENV_KNOBS = ("LD_LIBRARY_PATH", "LD_PRELOAD", "GLIBC_TUNABLES", "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+ENV_KNOBS = ("LD_LIBRARY_PATH", "LD_PRELOAD", "GLIBC_TUNABLES", "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT",
+             "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
 def malloc_in_use():

@@ -25,6 +25,8 @@ import struct
 import sys
 import time
 
+from peer_check import check_in_child, describe, native_openblas, openblas_info
+
 
 def read_idx(path):
     with gzip.open(path, "rb") as f:
@@ -53,7 +55,9 @@ def main():
     ap.add_argument("--memory-format", default="channels_last", choices=["channels_last", "contiguous"],
                     help="channels_last: 1.2-1.45x faster steps for this cnn with torch 1.13 on Zen5")
     args = ap.parse_args()
+    native_openblas()  # OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE removed (bench/peer_python), before torch loads
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    check_in_child("cnn", args.threads, args.batch, who="tta_torch")  # its GEMMs against float64
     import numpy as np
     import torch
     import torch.nn.functional as F
@@ -109,6 +113,7 @@ def main():
 
     print(f"tta_torch: torch {torch.__version__}, {torch.get_num_threads()} threads, {args.precision}, {args.memory_format}, "
           f"{total} steps of batch {args.batch}, eval every {args.eval_every}")
+    print(f"tta_torch: {describe(openblas_info(torch))}")
     step, train_seconds = 0, 0.0
     for epoch in range(args.epochs):
         perm = order[epoch]

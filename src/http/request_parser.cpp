@@ -121,15 +121,21 @@ void RequestParser::fail(int status, std::string message) {
 
 bool RequestParser::take_line(std::string_view in, size_t& pos, std::string_view& line, int64_t limit,
                               int too_long_status, const char* what) {
+  const auto too_long = [&] { fail(too_long_status, std::string(what) + " longer than " + std::to_string(limit) + " bytes"); };
   const size_t lf = in.find('\n', pos);
-  const size_t available = (lf == std::string_view::npos ? in.size() : lf) - pos;
-  if (int64_t(available) > limit + 1) {  // +1: the CR of a CRLF
-    fail(too_long_status, std::string(what) + " longer than " + std::to_string(limit) + " bytes");
+  if (lf == std::string_view::npos) {
+    // Not complete yet: refused as soon as even a final CR could not make it fit.
+    if (int64_t(in.size() - pos) > limit + 1) too_long();
     return false;
   }
-  if (lf == std::string_view::npos) return false;
   line = in.substr(pos, lf - pos);
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  // The limit is on the line's content, however it ends (CRLF or a bare LF): the same line is
+  // accepted or refused whichever way it is terminated.
+  if (int64_t(line.size()) > limit) {
+    too_long();
+    return false;
+  }
   // A bare CR inside a line is refused (RFC 9112 2.2: it could end a line for another parser).
   if (line.find('\r') != std::string_view::npos) {
     fail(400, std::string(what) + " holds a bare CR");

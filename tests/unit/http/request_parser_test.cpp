@@ -136,6 +136,14 @@ TEST(RequestParser, AppliesTheBodyLimitToContentLengthAtTheHead) {
 TEST(RequestParser, BoundsTheRequestLineAndTheHeaders) {
   EXPECT_EQ(parse("GET /" + std::string(100, 'a') + " HTTP/1.1\r\n").status, 414);
   EXPECT_EQ(parse("GET /" + std::string(100, 'a')).status, 414);  // refused before its end arrives
+  // The limit is the line's content whether it ends in CRLF or a bare LF (a fuzzer found a
+  // line one byte over the limit accepted with LF and refused with CRLF).
+  const std::string at_limit = "GET /" + std::string(64 - 14, 'a') + " HTTP/1.1";  // 64 bytes
+  const std::string over = "GET /" + std::string(64 - 13, 'a') + " HTTP/1.1";     // 65 bytes
+  EXPECT_TRUE(parse(at_limit + "\r\nHost: x\r\n\r\n").complete);
+  EXPECT_TRUE(parse(at_limit + "\nHost: x\n\n").complete);
+  EXPECT_EQ(parse(over + "\r\nHost: x\r\n\r\n").status, 414);
+  EXPECT_EQ(parse(over + "\nHost: x\n\n").status, 414);
   std::string many = "GET /p HTTP/1.1\r\nHost: x\r\n";
   for (int i = 0; i < 9; ++i) many += "X-" + std::to_string(i) + ": 1\r\n";
   EXPECT_EQ(parse(many + "\r\n").status, 431);

@@ -195,6 +195,14 @@ Status TrainingRun::restore() {
   return Status::ok();
 }
 
+Status TrainingRun::check_recordable() {
+  // Every rank checks (the same config gives the same answer), so that they stop together.
+  if (run_dir_of(config_).empty()) return Status::ok();  // --run-dir none: nothing is recorded
+  MIXPREC_RETURN_IF_ERROR(train::check_recordable(recorded_config_));
+  // The checkpoint's own strings besides the config: tensor names, model name, precision.
+  return check_checkpoint_encodable(capture_state(*step_, recorded_config_, pos_));
+}
+
 Status TrainingRun::open_logs() {
   if (run_dir_path_.empty()) return Status::ok();
   const bool fresh = config_.resume.empty();
@@ -340,6 +348,7 @@ StatusOr<TrainResult> TrainingRun::run() {
   choose_precision();
   MIXPREC_RETURN_IF_ERROR(build_model());
   MIXPREC_RETURN_IF_ERROR(restore());
+  MIXPREC_RETURN_IF_ERROR(check_recordable());
   MIXPREC_RETURN_IF_ERROR(check_ranks_agree());
   MIXPREC_RETURN_IF_ERROR(open_logs());
   MIXPREC_RETURN_IF_ERROR(plan());

@@ -1,6 +1,6 @@
 // training_run.h: one training run (train::run) as small named steps, in the order they run:
 //
-//   claim_run_dir -> load_datasets -> choose_precision -> build_model -> restore -> open_logs
+//   claim_run_dir -> load_datasets -> choose_precision -> build_model -> restore -> check_recordable -> open_logs
 //   -> plan -> announce -> train (train_step, after_step: evaluate_now, save, roll_back) -> finish
 //
 // Setting up (training_run.cpp) and the loop (trainer.cpp) share the state below; each step
@@ -49,6 +49,9 @@ class TrainingRun {
   void choose_precision();    // the preset, or fp32 when the AMP self-check fails
   Status build_model();       // seeded init, --init-from, the PrecisionStep around it
   Status restore();           // --resume: model, optimizer, scaler, RNG, position
+  // What config.json and every checkpoint will hold can be encoded (UTF-8 JSON): refused now,
+  // not at the first checkpoint after the work.
+  Status check_recordable();
   Status open_logs();         // config.json and metrics.jsonl in the run directory
   Status plan();              // steps per epoch and in all, checked against the data
   void announce();            // the resolved-configuration table (Callbacks::on_start)

@@ -13,6 +13,7 @@
 #include "mixprec/memory.h"
 #include "mixprec/names.h"
 #include "mixprec/train_config.h"
+#include "train/memory_estimate.h"
 #include "train/self_check.h"
 
 namespace mixprec::train {
@@ -117,6 +118,18 @@ Status TrainingRun::load_datasets() {
                                      .augment = {.crop_padding = config_.random_crop, .hflip = config_.hflip},
                                      .shard_rank = dp_ ? dp_->rank() : 0, .shard_count = ranks});
   return Status::ok();
+}
+
+Status TrainingRun::check_memory() {
+  const auto machine = machine_memory();
+  if (!machine) return Status::ok();  // MIXPREC_MEMORY_LIMIT=off, or nothing to read
+  const int64_t batch = config_.batch_size / (dp_ ? dp_->ranks() : 1);
+  const amp::Preset preset = amp::preset_by_name(config_.precision).value();  // validate() checked it
+  auto estimate = spec_.file_text.empty() ? measure_model_memory(spec_, config_, preset, data_.train, batch)
+                                          : estimate_model_file_memory(spec_, config_, preset, batch);
+  if (!estimate.is_ok()) return estimate.status();
+  memory_estimate_ = *estimate;
+  return check_fits_in_memory(*estimate, *machine);
 }
 
 void TrainingRun::choose_precision() {
@@ -329,6 +342,7 @@ TrainResult TrainingRun::finish() {
   }
   result_.peak_activation_bytes = peak_bytes(MemoryCategory::activations);
   result_.peak_total_bytes = memory_stats().total_peak;
+  result_.estimated_memory_bytes = memory_estimate_ ? memory_estimate_->total_bytes : 0;
   result_.skipped_steps = step_->scaler().skipped_steps();
   result_.final_scale = step_->scaler().get_scale();
   result_.precision = preset_.name;
@@ -345,6 +359,7 @@ StatusOr<TrainResult> TrainingRun::run() {
   MIXPREC_RETURN_IF_ERROR(claim_run_dir());
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
   MIXPREC_RETURN_IF_ERROR(load_datasets());
+  MIXPREC_RETURN_IF_ERROR(check_memory());
   choose_precision();
   MIXPREC_RETURN_IF_ERROR(build_model());
   MIXPREC_RETURN_IF_ERROR(restore());

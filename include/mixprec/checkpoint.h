@@ -52,6 +52,12 @@ struct TrainingState {
 // io_error naming the path.
 Status save_checkpoint(const std::string& path, const TrainingState& state);
 
+// Whether save_checkpoint can encode state's header: every metadata string and tensor name is
+// UTF-8 (the safetensors header is JSON). A run calls it before its first step, so that a
+// name it cannot record (a model file path that is not UTF-8) is refused at once instead of at
+// the first checkpoint, after the work. invalid_argument naming the metadata key or tensor.
+Status check_checkpoint_encodable(const TrainingState& state);
+
 // Validates the safetensors layout (truncation, trailing bytes, offsets), then the format,
 // version, every required metadata key and its type, and that the counters are
 // non-negative. Errors: not_found (no such file), data_loss naming the file and the field.

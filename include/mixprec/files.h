@@ -15,12 +15,14 @@ namespace mixprec::io {
 // between check and open), refuses anything but a regular file, then clears O_NONBLOCK.
 // Returns the descriptor (O_CLOEXEC; the caller closes it). `what` names the file's role in
 // messages ("checkpoint", "metrics log", ...). Errors: not_found when path does not exist;
-// io_error naming the path when it cannot be opened or is not a regular file (saying what
-// it is: a directory, a FIFO, a character device, ...).
+// data_loss naming the path when it is not a regular file (saying what it is: a directory, a
+// FIFO, a character device, ...): the input is wrong, as for a corrupt file; io_error when
+// the OS refuses to open it.
 StatusOr<int> open_regular_file(const std::string& path, const std::string& what);
 
 // The whole of a regular file (opened as above), refused with data_loss when it holds more
-// than max_bytes (a pointer file is a few dozen bytes; a huge one is not ours).
+// than max_bytes (a pointer file is a few dozen bytes; a huge one is not ours): its size is
+// checked before anything is read, and the message gives it.
 StatusOr<std::string> read_regular_file(const std::string& path, const std::string& what,
                                         uint64_t max_bytes);
 

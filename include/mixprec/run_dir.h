@@ -38,7 +38,7 @@ StatusOr<RunDir> create_run_dir(const std::string& base = "runs", const std::str
 StatusOr<RunDir> open_run_dir(const std::string& path, const std::string& config_json = "");
 
 // The text of a run's config.json at `path`, or nullopt when there is none. Read like every
-// file mixprec did not just write: a FIFO, device or directory is refused at once (io_error)
+// file mixprec did not just write: a FIFO, device or directory is refused at once (data_loss)
 // instead of blocking, and more than 1 MiB is data_loss (a config is a few hundred bytes).
 StatusOr<std::optional<std::string>> read_run_config(const std::string& path);
 

@@ -20,6 +20,7 @@ enum class StatusCode : int {
   busy,              // a resource (a run directory) is held by another process
   distributed,       // a data-parallel job's ranks disagree, or one stopped responding
   internal,
+  resource_exhausted,  // not enough memory: a run's estimate exceeds what the machine has
 };
 
 class Status {
@@ -34,6 +35,7 @@ class Status {
   static Status io_error(std::string m) { return {StatusCode::io_error, std::move(m)}; }
   static Status diverged(std::string m) { return {StatusCode::diverged, std::move(m)}; }
   static Status internal(std::string m) { return {StatusCode::internal, std::move(m)}; }
+  static Status resource_exhausted(std::string m) { return {StatusCode::resource_exhausted, std::move(m)}; }
 
   bool is_ok() const { return code_ == StatusCode::ok; }
   StatusCode code() const { return code_; }

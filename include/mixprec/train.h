@@ -147,6 +147,9 @@ struct TrainResult {
   int64_t gradient_buckets = 0, gradient_buckets_early = 0;
   int64_t peak_activation_bytes = 0;   // tracked allocator, activations category
   int64_t peak_total_bytes = 0;
+  // The memory the run was estimated to need before it started (docs/cli.md, Memory); 0 when
+  // the check was off (MIXPREC_MEMORY_LIMIT=off).
+  int64_t estimated_memory_bytes = 0;
   int64_t skipped_steps = 0;
   double final_scale = 1.0;
   bool diverged = false;               // only with stop_on_divergence = false

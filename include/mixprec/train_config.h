@@ -54,6 +54,10 @@ std::string number_text(double v);
 std::string field_text(const ConfigField& field, const TrainConfig& config);
 
 std::string config_to_json(const TrainConfig& config);
+// Whether every saved text setting is UTF-8, as config.json and each checkpoint's header
+// (JSON) must hold it; config_to_json would replace the rest, and a checkpoint could not be
+// saved at all. invalid_argument naming the flag (a path that is not UTF-8 names its file).
+Status check_recordable(const TrainConfig& config);
 // Unknown keys are ignored (newer files); a key of the wrong type is invalid_argument naming it.
 StatusOr<TrainConfig> config_from_json(const std::string& text);
 // `given` with every saved field taken from `saved` (a run's config.json) unless

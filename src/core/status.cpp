@@ -19,6 +19,7 @@ const char* Status::code_name() const {
     case StatusCode::busy: return "busy";
     case StatusCode::distributed: return "distributed";
     case StatusCode::internal: return "internal error";
+    case StatusCode::resource_exhausted: return "resource exhausted";
   }
   return "?";
 }

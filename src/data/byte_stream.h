@@ -15,8 +15,8 @@ namespace mixprec::data {
 
 class ByteStream {
  public:
-  // not_found when the file does not exist, io_error when it cannot be opened or is not a
-  // regular file.
+  // not_found when the file does not exist, data_loss when it is not a regular file (a FIFO,
+  // a directory, a device), io_error when it cannot be opened.
   static StatusOr<std::unique_ptr<ByteStream>> open(const std::string& path);
   ~ByteStream();
   ByteStream(const ByteStream&) = delete;

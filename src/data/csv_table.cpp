@@ -60,17 +60,28 @@ std::string split_fields(std::string_view line, std::vector<std::string>& fields
   }
 }
 
-// A finite number filling the whole field (surrounding spaces allowed), or nullopt.
+// A finite number filling the whole field (surrounding spaces allowed), or nullopt. The end
+// is the field's size, not the first NUL: strtod stops at a NUL byte, and "1\0" "2" was read
+// as 1.
 std::optional<double> number(const std::string& field) {
   const char* begin = field.c_str();
-  while (*begin == ' ' || *begin == '\t') ++begin;
-  if (*begin == '\0') return std::nullopt;
+  const char* const stop = field.c_str() + field.size();
+  while (begin < stop && (*begin == ' ' || *begin == '\t')) ++begin;
+  if (begin == stop || field.find('\0') != std::string::npos) return std::nullopt;
   char* end = nullptr;
   errno = 0;
   const double v = std::strtod(begin, &end);
-  while (*end == ' ' || *end == '\t') ++end;
-  if (*end != '\0' || !std::isfinite(v) || errno == ERANGE) return std::nullopt;
+  while (end < stop && (*end == ' ' || *end == '\t')) ++end;
+  if (end != stop || !std::isfinite(v) || errno == ERANGE) return std::nullopt;
   return v;
+}
+
+// A field as a message quotes it: at most 40 bytes, a NUL byte shown as \0 (printed raw, it
+// would cut the message short on a terminal and in a log).
+std::string quoted_field(const std::string& field) {
+  std::string s;
+  for (char c : field.substr(0, 40)) s += c == '\0' ? std::string("\\0") : std::string(1, c);
+  return s;
 }
 
 std::string quoted_list(const std::vector<std::string>& names, size_t at_most = 12) {
@@ -91,14 +102,22 @@ std::string check_row(const std::vector<std::string>& fields, const std::vector<
   if (text_at >= 0 && fields[size_t(text_at)].find('\0') != std::string::npos)
     return fmt::format("{}: row {}, column '{}': the text holds a NUL byte", source, row, header[size_t(text_at)]);
   for (size_t k : feature_at) {
+    if (const size_t nul = fields[k].find('\0'); nul != std::string::npos)
+      return fmt::format("{}: row {}, column '{}': '{}' holds a NUL byte (at byte {} of the field), expected a "
+                         "finite number", source, row, header[k], quoted_field(fields[k]), nul + 1);
     const auto v = number(fields[k]);
     if (!v)
       return fmt::format("{}: row {}, column '{}': '{}' is not a finite number", source, row, header[k],
-                         fields[k].substr(0, 40));
+                         quoted_field(fields[k]));
     if (std::fabs(*v) > 3.0e38)
       return fmt::format("{}: row {}, column '{}': {} is outside float32's range", source, row, header[k],
                          fields[k].substr(0, 40));
   }
+  // A NUL in a label is a damaged file, not a class name ("1\0" "2" beside numeric labels
+  // would turn every label into a name).
+  if (label_at >= 0 && fields[size_t(label_at)].find('\0') != std::string::npos)
+    return fmt::format("{}: row {}, column '{}': the label '{}' holds a NUL byte", source, row,
+                       header[size_t(label_at)], quoted_field(fields[size_t(label_at)]));
   if (label_at >= 0 && !io::is_valid_utf8(fields[size_t(label_at)]))
     return fmt::format("{}: row {}, column '{}': the label is not UTF-8 text", source, row, header[size_t(label_at)]);
   return "";

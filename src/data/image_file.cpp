@@ -2,6 +2,7 @@
 #include "mixprec/image.h"
 
 #include <jpeglib.h>
+#include <jerror.h>
 #include <png.h>
 
 #include <algorithm>
@@ -60,16 +61,33 @@ void jpeg_fail(j_common_ptr info) {
   std::longjmp(err->jump, 1);
 }
 
+// libjpeg only warns about damaged image data (a file truncated inside its scan: "Premature
+// end of JPEG file"; a bad Huffman code; a lost restart marker) and goes on, filling what it
+// could not decode with gray: the image "decodes". Such a warning is an error here. The
+// warnings that leave every pixel decoded (a JFIF revision it does not know, an Adobe colour
+// transform code, a bad ICC profile, which is not read, stray bytes between markers) stay
+// silent, as before.
+bool pixels_intact(int code) {
+  return code == JWRN_JFIF_MAJOR || code == JWRN_ADOBE_XFORM || code == JWRN_BOGUS_ICC ||
+         code == JWRN_EXTRANEOUS_DATA;
+}
+void jpeg_message(j_common_ptr info, int level) {
+  if (level >= 0) return;  // trace messages: never printed
+  if (pixels_intact(info->err->msg_code)) return;
+  jpeg_fail(info);  // the message, then back to decode_jpeg's setjmp
+}
+
 StatusOr<DecodedImage> decode_jpeg(const std::string& path, const std::string& bytes, int64_t max_side) {
   jpeg_decompress_struct info;
   JpegError err;
   info.err = jpeg_std_error(&err.mgr);
   err.mgr.error_exit = jpeg_fail;
-  err.mgr.output_message = [](j_common_ptr) {};  // warnings are not printed
+  err.mgr.output_message = [](j_common_ptr) {};  // nothing is printed
+  err.mgr.emit_message = jpeg_message;
   DecodedImage out;
   if (setjmp(err.jump)) {
     jpeg_destroy_decompress(&info);
-    return bad(path, std::string("JPEG: ") + err.message);
+    return bad(path, std::string("JPEG: ") + err.message + " (a corrupt or truncated file)");
   }
   jpeg_create_decompress(&info);
   jpeg_mem_src(&info, reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<unsigned long>(bytes.size()));

@@ -38,8 +38,8 @@ class MemorySource : public ByteSource {
 
 class FileSource : public ByteSource {
  public:
-  // not_found when path does not exist; io_error when it cannot be opened or is not a
-  // regular file (open_regular_file).
+  // not_found when path does not exist; data_loss when it is not a regular file, io_error
+  // when it cannot be opened (open_regular_file).
   static StatusOr<std::unique_ptr<FileSource>> open(const std::string& path);
   ~FileSource() override;
   FileSource(const FileSource&) = delete;

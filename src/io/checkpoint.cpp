@@ -208,6 +208,27 @@ bool safe_relative(const std::string& p) {
 
 }  // namespace
 
+Status check_checkpoint_encodable(const TrainingState& st) {
+  auto shown = [](const std::string& s) {  // invalid bytes as U+FFFD: the message itself must print
+    return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  auto bad = [&](const std::string& what, const std::string& value) {
+    return Status::invalid_argument("checkpoint " + what + " " + shown(value) +
+                                    " is not UTF-8 text; a checkpoint's header is JSON, which holds UTF-8 only");
+  };
+  for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"model_name", &st.model_name},
+                                   {"precision", &st.precision},
+                                   {"rng_state", &st.rng_state},
+                                   {"config", &st.config_json}})
+    if (!io::is_valid_utf8(*value)) return bad(std::string("metadata key '") + key + "':", *value);
+  for (const auto& [n, t] : st.model)
+    if (!io::is_valid_utf8(n)) return bad("tensor name", n);
+  for (const auto* names : {&st.optimizer, &st.masters})
+    for (const auto& [n, t] : *names)
+      if (!io::is_valid_utf8(n)) return bad("tensor name", n);
+  return Status::ok();
+}
+
 Status save_checkpoint(const std::string& path, const TrainingState& st) {
   auto bad = [&](const std::string& what) {
     return Status::invalid_argument("save_checkpoint '" + path + "': " + what);

@@ -123,7 +123,16 @@ ModelSpec model_file_spec(const std::string& name, const std::string& text) {
 }
 
 StatusOr<std::string> read_model_file(const std::string& path) {
-  return io::read_regular_file(path, "model file", uint64_t(1) << 20);
+  auto text = io::read_regular_file(path, "model file", uint64_t(1) << 20);
+  if (!text.is_ok()) return text;
+  // An empty text is what a run of a built-in model records (ModelSpec::file_text), so an
+  // empty file used to train the built-in cnn under the file's name: refuse it here, where
+  // every reader (train, bench, summary, models) gets its text.
+  if (text->find_first_not_of(" \t\r\n") == std::string::npos)
+    return Status::invalid_argument("model file '" + path + "' is empty" + (text->empty() ? "" : " (only blank lines)") +
+                                    ": expected a YAML or JSON model with a 'layers' list (docs/models.md; "
+                                    "examples in models/)");
+  return text;
 }
 
 StatusOr<std::shared_ptr<Module>> build_model_file(const std::string& text, const std::string& source,

@@ -25,6 +25,25 @@ std::string config_to_json(const TrainConfig& config) {
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+Status check_recordable(const TrainConfig& config) {
+  for (const ConfigField& f : config_fields()) {
+    if (!f.saved) continue;
+    std::vector<std::string> texts;
+    if (auto* s = std::get_if<std::string TrainConfig::*>(&f.member)) texts.push_back(config.**s);
+    if (auto* v = std::get_if<std::vector<std::string> TrainConfig::*>(&f.member)) texts = config.**v;
+    const bool path = f.flag == "--model" || f.flag == "--data-dir" || f.flag == "--run-dir" ||
+                      f.flag == "--init-from" || f.flag == "--resume";
+    for (const std::string& text : texts)
+      if (!io::is_valid_utf8(text))
+        return Status::invalid_argument(
+            (f.flag.empty() ? "the run's " + f.key : f.flag) + ": " +
+            nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+            " is not UTF-8 text, and a run records it in config.json and in every checkpoint (JSON, UTF-8 only): " +
+            (path ? "rename the file or folder" : "write it in UTF-8") + ", or pass --run-dir none to record nothing");
+  }
+  return Status::ok();
+}
+
 namespace {
 
 // Whether JSON number v fits integer type T. nlohmann's get<T>() static_casts a double, which

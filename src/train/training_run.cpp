@@ -15,6 +15,7 @@
 #include "mixprec/memory.h"
 #include "mixprec/names.h"
 #include "mixprec/train_config.h"
+#include "train/memory_estimate.h"
 #include "train/self_check.h"
 
 namespace mixprec::train {
@@ -121,6 +122,18 @@ Status TrainingRun::load_datasets() {
   return Status::ok();
 }
 
+Status TrainingRun::check_memory() {
+  const auto machine = machine_memory();
+  if (!machine) return Status::ok();  // MIXPREC_MEMORY_LIMIT=off, or nothing to read
+  const int64_t batch = config_.batch_size / (dp_ ? dp_->ranks() : 1);
+  const amp::Preset preset = amp::preset_by_name(config_.precision).value();  // validate() checked it
+  auto estimate = spec_.file_text.empty() ? measure_model_memory(spec_, config_, preset, data_.train, batch)
+                                          : estimate_model_file_memory(spec_, config_, preset, batch);
+  if (!estimate.is_ok()) return estimate.status();
+  memory_estimate_ = *estimate;
+  return check_fits_in_memory(*estimate, *machine);
+}
+
 void TrainingRun::choose_precision() {
   preset_ = amp::preset_by_name(config_.precision).value();  // validate() checked the name
   if (!config_.self_check || preset_.name == "fp32") return;
@@ -195,6 +208,14 @@ Status TrainingRun::restore() {
   pos_ = *restored;
   result_.first_step = pos_.global_step + 1;
   return Status::ok();
+}
+
+Status TrainingRun::check_recordable() {
+  // Every rank checks (the same config gives the same answer), so that they stop together.
+  if (run_dir_of(config_).empty()) return Status::ok();  // --run-dir none: nothing is recorded
+  MIXPREC_RETURN_IF_ERROR(train::check_recordable(recorded_config_));
+  // The checkpoint's own strings besides the config: tensor names, model name, precision.
+  return check_checkpoint_encodable(capture_state(*step_, recorded_config_, pos_));
 }
 
 Status TrainingRun::open_logs() {
@@ -337,6 +358,7 @@ TrainResult TrainingRun::finish() {
   }
   result_.peak_activation_bytes = peak_bytes(MemoryCategory::activations);
   result_.peak_total_bytes = memory_stats().total_peak;
+  result_.estimated_memory_bytes = memory_estimate_ ? memory_estimate_->total_bytes : 0;
   result_.skipped_steps = step_->scaler().skipped_steps();
   result_.final_scale = step_->scaler().get_scale();
   result_.precision = preset_.name;
@@ -353,9 +375,11 @@ StatusOr<TrainResult> TrainingRun::run() {
   MIXPREC_RETURN_IF_ERROR(claim_run_dir());
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
   MIXPREC_RETURN_IF_ERROR(load_datasets());
+  MIXPREC_RETURN_IF_ERROR(check_memory());
   choose_precision();
   MIXPREC_RETURN_IF_ERROR(build_model());
   MIXPREC_RETURN_IF_ERROR(restore());
+  MIXPREC_RETURN_IF_ERROR(check_recordable());
   MIXPREC_RETURN_IF_ERROR(check_ranks_agree());
   MIXPREC_RETURN_IF_ERROR(open_logs());
   MIXPREC_RETURN_IF_ERROR(plan());

@@ -1,6 +1,6 @@
 // training_run.h: one training run (train::run) as small named steps, in the order they run:
 //
-//   claim_run_dir -> load_datasets -> choose_precision -> build_model -> restore -> open_logs
+//   claim_run_dir -> load_datasets -> check_memory -> choose_precision -> build_model -> restore -> check_recordable -> open_logs
 //   -> plan -> announce -> train (train_step, after_step: evaluate_now, save, roll_back) -> finish
 //
 // Setting up (training_run.cpp) and the loop (trainer.cpp) share the state below; each step
@@ -23,6 +23,7 @@
 #include "train/data_parallel.h"
 #include "mixprec/train_data.h"
 #include "train/divergence_guard.h"
+#include "train/memory_estimate.h"
 #include "train/precision_step.h"
 
 namespace mixprec::train {
@@ -46,9 +47,15 @@ class TrainingRun {
   Status claim_run_dir();     // one run per run directory: locked before anything is read
   Status load_datasets();     // both splits, the loader, the normalisation to record
   Status take_custom_data();  // load_datasets for a Custom run
+  // Refuses (resource_exhausted) a run whose estimated memory exceeds what the machine has,
+  // before the self-check and the first step allocate a full batch (memory_estimate.h).
+  Status check_memory();
   void choose_precision();    // the preset, or fp32 when the AMP self-check fails
   Status build_model();       // seeded init, --init-from, the PrecisionStep around it
   Status restore();           // --resume: model, optimizer, scaler, RNG, position
+  // What config.json and every checkpoint will hold can be encoded (UTF-8 JSON): refused now,
+  // not at the first checkpoint after the work.
+  Status check_recordable();
   Status open_logs();         // config.json and metrics.jsonl in the run directory
   Status plan();              // steps per epoch and in all, checked against the data
   void announce();            // the resolved-configuration table (Callbacks::on_start)
@@ -87,6 +94,7 @@ class TrainingRun {
   std::unique_ptr<RunDirLock> run_dir_lock_;
   nn::ModelSpec spec_;
   DataSplits data_;
+  std::optional<MemoryEstimate> memory_estimate_;  // check_memory's, when it ran (TrainResult reports it)
   TrainConfig recorded_config_;  // config_ with the normalisation the loader applies
   std::unique_ptr<DataLoader> loader_;
   amp::Preset preset_;

@@ -16,6 +16,8 @@ using Runner = std::function<int()>;  // returns the process exit code
 // How the user invoked the tool (argv[0]: "mixprec", "build/mixprec"), for commands we print
 // for them to run next (the resume command after Ctrl-C).
 std::string& program_name();
+// The message for a std::bad_alloc caught at a command boundary (exit code 8, kExitMemory).
+std::string out_of_memory_message();
 
 void add_training_flags(CLI::App* cmd, train::TrainConfig& config);
 

@@ -13,6 +13,7 @@ enum ExitCode : int {
   kExitDiverged = 5,    // training produced a non-finite loss
   kExitBusy = 6,        // the run directory is in use by another mixprec process
   kExitDistributed = 7,  // mpirun job: the ranks disagree (config, data, binary, weights) or one stopped responding
+  kExitMemory = 8,       // not enough memory: refused from the run's estimate, or an allocation failed
   kExitInterrupted = 130,  // Ctrl-C (128 + SIGINT, as a shell reports it); a checkpoint was saved
 };
 
@@ -26,6 +27,7 @@ inline int exit_code_for(const Status& s) {
     case StatusCode::bad_checkpoint: return kExitCheckpoint;
     case StatusCode::busy: return kExitBusy;
     case StatusCode::distributed: return kExitDistributed;
+    case StatusCode::resource_exhausted: return kExitMemory;
     default: return kExitRuntime;
   }
 }

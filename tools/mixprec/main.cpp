@@ -3,9 +3,11 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <vector>
 
 #include "commands.h"
+#include "mixprec/memory.h"
 #include "mixprec/safetensors.h"
 #include "exit_codes.h"
 #include "suggest.h"
@@ -14,6 +16,17 @@ namespace mixprec::cli {
 std::string& program_name() {
   static std::string name = "mixprec";
   return name;
+}
+
+std::string out_of_memory_message() {
+  // Built without allocating much: the heap may be exhausted. fmt-free on purpose.
+  const auto stats = mixprec::memory_stats();
+  char buf[400];
+  std::snprintf(buf, sizeof buf,
+                "out of memory: an allocation failed (std::bad_alloc) while tensors held %.1f MiB (peak %.1f MiB); "
+                "lower --batch-size, use a 16-bit preset or a smaller model (docs/cli.md, Memory)",
+                double(stats.total_current) / (1024.0 * 1024), double(stats.total_peak) / (1024.0 * 1024));
+  return buf;
 }
 }  // namespace mixprec::cli
 
@@ -24,7 +37,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "mixprec 0.1.0");
   app.footer("Exit codes: 0 ok, 1 runtime error, 2 usage error, 3 data error, 4 checkpoint error, "
-             "5 training diverged, 6 run directory busy (serve: port in use), 7 data-parallel ranks failed or disagree, 130 interrupted. "
+             "5 training diverged, 6 run directory busy (serve: port in use), 7 data-parallel ranks failed or disagree, "
+             "8 not enough memory, 130 interrupted. "
                "See docs/cli.md.");
   // Each adder registers one subcommand (the app's newest) and returns how to run it.
   std::vector<std::pair<CLI::App*, Runner>> commands;
@@ -62,6 +76,11 @@ int main(int argc, char** argv) {
   } catch (const mixprec::Error& e) {
     std::fprintf(stderr, "mixprec: error: %s\n", e.what());
     return exit_code_for(e.status());
+  } catch (const std::bad_alloc&) {
+    // Any command, anywhere: a clear message and the documented code, not "std::bad_alloc"
+    // and exit code 1.
+    std::fprintf(stderr, "mixprec: error: %s\n", out_of_memory_message().c_str());
+    return kExitMemory;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mixprec: error: %s\n", e.what());
     return kExitRuntime;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <new>
 #include <sstream>
 
 #include "mixprec/distributed.h"
@@ -266,7 +267,15 @@ int run_training(train::TrainConfig& config, CLI::App* cmd, const std::string& c
   cb.on_warning = [who](const std::string& w) { std::fprintf(stderr, "mixprec: warning: %s%s\n", who.c_str(), w.c_str()); };
   cb.stop_requested = [] { return g_stop_requested.load(); };
   install_sigint_handler();
-  auto result = train::run(config, cb);
+  // An allocation that fails anyway (the estimate is not exact, or the machine's memory went
+  // to another process) becomes a Status here, so the run directory it created is cleaned
+  // up and, under mpirun, the other ranks are stopped (fail) with the same code.
+  StatusOr<train::TrainResult> result = Status::internal("not run");
+  try {
+    result = train::run(config, cb);
+  } catch (const std::bad_alloc&) {
+    result = Status::resource_exhausted(out_of_memory_message());
+  }
   signal(SIGINT, SIG_DFL);
   progress.finish();
   if (!result.is_ok()) {

@@ -180,6 +180,36 @@ TEST(TextTableDataset, TextsBecomePaddedByteIdsAndTheLoaderGivesInt64) {
   EXPECT_FALSE(text_table_dataset(*numbers, "n.csv", 4).is_ok());
 }
 
+// A NUL byte inside a number: strtod stops at it, so "1\0" "2" was read as 1 (while "12abc"
+// was refused). Refused naming the file, line and column, wherever the NUL is; skipped
+// whole by --skip-bad; a NUL in a label is refused too (it is not a class name).
+TEST(CsvTable, ANulByteInsideANumberOrLabelIsRefusedNamingLineAndColumn) {
+  using namespace std::string_literals;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"a,b,label\n3,4,0\n5,1\0002,1\n"s, "t.csv: row 3, column 'b': '1\\02' holds a NUL byte (at byte 2 of the field)"},
+      {"a,label\n\0007,0\n"s, "t.csv: row 2, column 'a': '\\07' holds a NUL byte (at byte 1"},
+      {"a,label\n7\000,0\n"s, "row 2, column 'a': '7\\0' holds a NUL byte (at byte 2"},
+      {"a,label\n\"1\0002\",0\n"s, "row 2, column 'a': '1\\02' holds a NUL byte"},
+      {"a,label\n1 \000,0\n"s, "row 2, column 'a'"},
+      {"a,label\n1,0\0001\n"s, "t.csv: row 2, column 'label': the label '0\\01' holds a NUL byte"},
+  };
+  for (const auto& [text, want] : cases) {
+    SCOPED_TRACE(text);
+    auto t = parse_csv_table(text, "t.csv", "label");
+    ASSERT_FALSE(t.is_ok()) << "accepted; first value " << (t->features.empty() ? -1.0f : t->features[0]);
+    EXPECT_EQ(t.status().code(), StatusCode::data_loss);
+    EXPECT_NE(t.status().message().find(want), std::string::npos) << t.status().message();
+    // Printed raw, a NUL would cut the message short in a terminal or log.
+    EXPECT_EQ(t.status().message().find('\0'), std::string::npos);
+  }
+  BadSamples bad{.skip = true};
+  auto t = parse_csv_table("a,label\n1\0002,0\n3,1\n"s, "t.csv", "label", {}, "", &bad);
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  EXPECT_EQ(t->features, (std::vector<float>{3.0f}));
+  EXPECT_EQ(t->line_of_row, (std::vector<int64_t>{3}));
+  EXPECT_EQ(bad.count, 1);
+}
+
 TEST(CsvTable, SkipBadLeavesOutBadRowsWhole) {
   BadSamples bad{.skip = true};
   auto t = parse_csv_table("a,b,label\n1,2,x\n3,oops,y\n4,5\n6,7,z\n8,1e39,x\n", "t.csv", "label", {}, "", &bad);

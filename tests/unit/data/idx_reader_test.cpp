@@ -262,9 +262,10 @@ TEST(DataIdx, MissingFileAndDirectory) {
   TempDir dir;
   auto missing = dir.file("nope-idx3-ubyte");
   expect_error(read_idx_images(missing), StatusCode::not_found, {missing, "no such file"});
-  expect_error(read_idx_images(dir.path()), StatusCode::io_error, {dir.path(), "is a directory"});
+  // The wrong kind of file is a data error (exit code 3), not an OS failure (io_error, 1).
+  expect_error(read_idx_images(dir.path()), StatusCode::data_loss, {dir.path(), "is a directory"});
   // A device never ends; it must be refused rather than read forever.
-  expect_error(read_idx_images("/dev/zero"), StatusCode::io_error, {"/dev/zero", "not a regular file"});
+  expect_error(read_idx_images("/dev/zero"), StatusCode::data_loss, {"/dev/zero", "not a regular file"});
 }
 
 TEST(DataIdx, RandomCorruptionsGiveStatusNeverCrash) {

@@ -23,6 +23,9 @@
 
 #include "mixprec/checkpoint.h"
 #include "mixprec/data.h"
+#include "mixprec/files.h"
+#include "mixprec/image.h"
+#include "mixprec/npy.h"
 #include "mixprec/run_dir.h"
 #include "mixprec/safetensors.h"
 #include "mixprec/train_config.h"
@@ -257,7 +260,7 @@ void expect_returns_promptly(const std::string& what, const std::string& fifo, c
     return;
   }
   const Status s = fut.get();
-  EXPECT_EQ(s.code(), StatusCode::io_error) << what << ": " << s.message();
+  EXPECT_EQ(s.code(), StatusCode::data_loss) << what << ": " << s.message();  // the input is wrong, not the OS
   for (const auto& p : parts)
     EXPECT_NE(s.message().find(p), std::string::npos) << what << ": expected '" << p << "' in: " << s.message();
 }
@@ -303,15 +306,46 @@ TEST(NonRegularFiles, FifoAsPointerFileIsRefused) {
                           {pointer, "FIFO"});
 }
 
+// The wrong kind of file is a problem with the input, data_loss (the CLI's exit code 3 for a
+// dataset, 4 for a checkpoint), not io_error (exit code 1, an OS failure), and the message
+// says it is not a regular file.
 TEST(NonRegularFiles, DirectoryAndDeviceAreRefused) {
   TempDir dir;
   for (const std::string& path : {dir.path(), std::string("/dev/zero")}) {
     const std::string kind = path == dir.path() ? "directory" : "character device";
-    expect_error(load_safetensors(path).status(), StatusCode::io_error, {path, kind});
-    expect_error(read_cifar10_batch(path).status(), StatusCode::io_error, {path, kind});
-    expect_error(read_idx_images(path).status(), StatusCode::io_error, {path, kind});
+    const std::vector<std::string> words = {path, kind, "not a regular file"};
+    expect_error(load_safetensors(path).status(), StatusCode::data_loss, words);
+    expect_error(read_cifar10_batch(path).status(), StatusCode::data_loss, words);
+    expect_error(read_idx_images(path).status(), StatusCode::data_loss, words);
+    expect_error(read_csv_table(path, "label").status(), StatusCode::data_loss, words);
+    expect_error(load_text_windows(path, 8, Split::train).status(), StatusCode::data_loss, words);
+    expect_error(read_npy(path).status(), StatusCode::data_loss, words);
+    expect_error(decode_image_file(path).status(), StatusCode::data_loss, words);
   }
-  expect_error(read_metrics("/dev/zero").status(), StatusCode::io_error, {"/dev/zero", "character device"});
+  expect_error(read_metrics("/dev/zero").status(), StatusCode::data_loss, {"/dev/zero", "character device"});
+}
+
+// A file over a reader's limit is refused from its size, before a byte is read: the message
+// gives the size, which only the file system knows (the reader stopped at the limit before,
+// after reading and holding 1 GiB of a text dataset). The file is sparse: no disk, no memory.
+TEST(NonRegularFiles, AFileOverTheLimitIsRefusedFromItsSize) {
+  TempDir dir;
+  const std::string big = dir.file("big.txt");
+  {
+    std::ofstream out(big);
+  }
+  const uint64_t size = uint64_t(kMaxDatasetBytes) + 1;
+  ASSERT_EQ(::truncate(big.c_str(), off_t(size)), 0) << std::strerror(errno);
+  const std::string size_text = std::to_string(size) + " bytes, expected at most " + std::to_string(kMaxDatasetBytes);
+  expect_error(load_text_windows(big, 8, Split::train).status(), StatusCode::data_loss, {big, size_text});
+  expect_error(read_csv_table(big, "label").status(), StatusCode::data_loss, {big, size_text});
+  const std::string small = dir.file("small.txt");
+  std::ofstream(small) << "0123456789";
+  expect_error(io::read_regular_file(small, "pointer", 9).status(), StatusCode::data_loss,
+               {small, "10 bytes, expected at most 9"});
+  auto exact = io::read_regular_file(small, "pointer", 10);
+  ASSERT_TRUE(exact.is_ok()) << exact.status().message();
+  EXPECT_EQ(*exact, "0123456789");
 }
 
 }  // namespace

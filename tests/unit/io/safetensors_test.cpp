@@ -546,13 +546,16 @@ TEST(SafetensorsCorrupt, SingleByteMutationsNeverCrash) {
 
 // ------------------------------------------------------------------------- files and atomicity
 
-TEST(SafetensorsIo, MissingFileIsNotFoundAndDirectoryIsIoError) {
+TEST(SafetensorsIo, MissingFileIsNotFoundAndDirectoryIsDataLoss) {
   TempDir dir;
   auto missing = load_safetensors(dir.file("nope.safetensors"));
   EXPECT_EQ(missing.status().code(), StatusCode::not_found);
   EXPECT_NE(missing.status().message().find("nope.safetensors"), std::string::npos);
+  // Not a regular file: the input is wrong (exit code 4 for a checkpoint), not the OS.
   auto is_dir = load_safetensors(dir.path());
-  EXPECT_EQ(is_dir.status().code(), StatusCode::io_error);
+  EXPECT_EQ(is_dir.status().code(), StatusCode::data_loss);
+  EXPECT_NE(is_dir.status().message().find("it is a directory, not a regular file"), std::string::npos)
+      << is_dir.status().message();
 }
 
 class SafetensorsAtomic : public ::testing::Test {

@@ -3,7 +3,9 @@
 // so every refusal points at the value it refuses. Hyperparameter values are checked by the
 // same table and checks as a --config file (train_config.h), against the base they extend,
 // so a trial the sweep would start is one `mixprec train` accepts.
+#include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -22,6 +24,15 @@ using nlohmann::json;
 
 // Settings the sweep decides for every trial: not a hyperparameter nor part of the base.
 const char* const kSweepOwned[] = {"max_steps"};
+
+// (line, column) of "file:line:column" ((0, 0) without a position).
+std::pair<long, long> line_column(const std::string& where) {
+  const auto c2 = where.rfind(':');
+  if (c2 == std::string::npos || c2 == 0) return {0, 0};
+  const auto c1 = where.rfind(':', c2 - 1);
+  if (c1 == std::string::npos) return {0, 0};
+  return {std::atol(where.c_str() + c1 + 1), std::atol(where.c_str() + c2 + 1)};
+}
 
 // The keys a configuration file holds (saved settings), for "did you mean".
 std::vector<std::string> setting_keys() {
@@ -77,6 +88,8 @@ StatusOr<Hyperparameter> read_hyperparameter(const Reader& r, const train::Train
   Hyperparameter h;
   h.name = key;
   h.where = r.at(ptr);
+  if (v.is_array())
+    return r.error(ptr, name, "a list: give the choices as {type: categorical, values: [...]}, or one value");
   if (!v.is_object()) {  // a constant
     MIXPREC_RETURN_IF_ERROR(check_value(r, base, ptr, name, key, v));
     h.values = {v.dump()};
@@ -216,6 +229,9 @@ StatusOr<ExperimentSpec> parse_experiment(std::string_view text, const std::stri
         if (!h.is_ok()) return h.status();
         spec.hyperparameters.push_back(std::move(h).value());
       }
+    // In the file's order (a JSON object's keys come sorted): the grid's order and the table's columns.
+    std::stable_sort(spec.hyperparameters.begin(), spec.hyperparameters.end(),
+                     [](const Hyperparameter& a, const Hyperparameter& b) { return line_column(a.where) < line_column(b.where); });
   }
   auto steps = r.integer(doc, "", "max_steps", "max_steps", 1, int64_t(1) << 40, -1);
   if (!steps.is_ok()) return steps.status();

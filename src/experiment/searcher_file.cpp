@@ -34,8 +34,9 @@ Status read_searcher(const Reader& r, const json& doc, ExperimentSpec& spec) {
   const std::string name = s.contains("name") && s["name"].is_string() ? s["name"].get<std::string>() : "";
   if (name != "grid" && name != "random" && name != "asha")
     return r.error("/searcher/name", "searcher.name",
-                   "expected grid, random or asha, got '" + (s.contains("name") ? s["name"].dump().substr(0, 60) : "") +
-                       "'" + did_you_mean(name, names));
+                   "expected grid, random or asha, got " +
+                       (!s.contains("name") ? std::string("nothing") : "'" + (s["name"].is_string() ? name : s["name"].dump()).substr(0, 60) + "'") +
+                       did_you_mean(name, names));
   Searcher& out = spec.searcher;
   if (name == "grid") {
     MIXPREC_RETURN_IF_ERROR(r.unknown_keys(s, "/searcher", "searcher.", {"name"}));

@@ -7,7 +7,8 @@
 # reproduce command trains the best trial again to the same evaluation. Checkpoints are
 # garbage-collected (keep_checkpoints: 1; the best trial keeps its last) with pointers that
 # name existing files. A trial that fails is retried max_restarts times, then marked failed
-# with the end of its log. Bad files, a second sweep without --resume, and a resume with a
+# with the end of its log. Ctrl-C stops with checkpoints (exit 130) and the printed resume
+# command finishes the same sweep. Bad files, a second sweep without --resume, and a resume with a
 # changed file are usage errors (exit 2).
 # Args: BUILD_DIR SOURCE_DIR.
 set -uo pipefail
@@ -133,6 +134,23 @@ print("  launches beyond the reference:", extra)
 EOF
 grep -q "resuming: .* 1 to continue" cut2.log && echo "ok   the resume continues the trial the kill interrupted" ||
   fail "no resume line for the interrupted trial: $(grep resuming cut2.log)"
+
+# ---- Ctrl-C (SIGINT to the sweep): the running trial saves a checkpoint, exit 130, and the
+# printed resume command finishes the sweep as if it had not stopped ----
+"$BIN" sweep asha.yaml --experiment-dir int > int1.log 2>&1 &
+sweep=$!; pids+=($sweep)
+for ((i = 0; i < 1200; i++)); do [[ $(mid_rung int 2) == yes ]] && break; sleep 0.02; done
+kill -INT $sweep; wait $sweep; code=$?
+resume_cmd=$(sed -n '/Resume with:/{n;s/^ *//;p}' int1.log)
+if [[ $code -eq 130 && -n $resume_cmd ]]; then
+  echo "ok   Ctrl-C: exit 130, resume command printed ($(grep -o 'stopped at step [0-9]* with a checkpoint' int1.log || echo 'the trial had just finished its rung'))"
+else
+  fail "Ctrl-C: exit $code"; tail -5 int1.log
+fi
+eval "$resume_cmd" > int2.log 2>&1 || fail "resume after Ctrl-C: $(tail -3 int2.log)"
+summary int > int.summary
+diff ref.summary int.summary > /dev/null && echo "ok   resumed after Ctrl-C: the same trials, metrics and metrics.jsonl lines" ||
+  { fail "resumed after Ctrl-C differs"; diff ref.summary int.summary | head; }
 
 # ---- the table, the reproduce command, garbage collection ----
 "$BIN" sweep asha.yaml --experiment-dir ref --resume > again.log 2>&1

@@ -196,5 +196,14 @@ TEST(ExperimentFile, RecipeProblemsNameTheRecipe) {
   EXPECT_NE(owned.status().message().find("max_steps"), std::string::npos) << owned.status().message();
 }
 
+// The example the docs show is one the sweep accepts, with the rungs they say.
+TEST(ExperimentFile, ShippedExampleParses) {
+  auto s = load_experiment(MIXPREC_SOURCE_DIR "/recipes/experiments/lr-asha.yaml");
+  ASSERT_TRUE(s.is_ok()) << s.status().message();
+  EXPECT_EQ(s->searcher.rung_steps, (std::vector<int64_t>{36, 144, 576, 2304}));
+  EXPECT_EQ(nlohmann::json::parse(s->base_json).value("optimizer", ""), "adamw");  // from the recipe
+  EXPECT_EQ(s->hyperparameters.size(), 5u);
+}
+
 }  // namespace
 }  // namespace mixprec::experiment

@@ -84,6 +84,12 @@ StatusOr<Hyperparameter> read_hyperparameter(const Reader& r, const train::Train
                                              const json& v) {
   const std::string ptr = "/hyperparameters/" + key, name = "hyperparameters." + key;
   MIXPREC_RETURN_IF_ERROR(check_setting_key(r, ptr, "hyperparameters.", key));
+  // The sweep passes --threads to every trial (a value here would be overridden), and compares
+  // trials by their evaluation (a trial without one could never be ranked).
+  if (key == "threads")
+    return r.error(ptr, name, "the sweep divides the cores among the trials (mixprec sweep --cores; base's threads "
+                              "is an upper bound): not a hyperparameter");
+  if (key == "evaluate") return r.error(ptr, name, "trials are compared by their evaluation: not a hyperparameter");
   const train::ConfigField& field = *train::find_config_field(key);
   Hyperparameter h;
   h.name = key;

@@ -146,6 +146,8 @@ TEST(ExperimentFile, BadInputIsRefusedNamingPositionKeyAndExpectation) {
       {"name: x\nhyperparameters:\n  optimizer: {type: categorical, values: []}\n", {"hyperparameters.optimizer.values", "non-empty list"}},
       {"name: x\nhyperparameters:\n  max_steps: 10\n", {"hyperparameters.max_steps", "the sweep sets it"}},
       {"name: x\nhyperparameters:\n  epochs: two\n", {"hyperparameters.epochs", "wrong type"}},
+      {"name: x\nhyperparameters:\n  threads: {type: int, min: 1, max: 2}\n", {"hyperparameters.threads", "divides the cores"}},
+      {"name: x\nhyperparameters:\n  evaluate: false\n", {"hyperparameters.evaluate", "compared by their evaluation"}},
       {"name: x\n", {"searcher", "expected a mapping"}},
       {"name: x\nsearcher: {name: gird}\n", {"bad.yaml:2:18", "searcher.name", "got 'gird'", "did you mean 'grid'"}},
       {"name: x\nsearcher: {name: random}\n", {"searcher.max_trials", "missing"}},

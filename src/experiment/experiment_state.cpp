@@ -4,7 +4,9 @@
 // a resume acts on it.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 
 #include "mixprec/experiment.h"
@@ -90,11 +92,19 @@ StatusOr<ExperimentState> state_from_json(const std::string& text, const std::st
     s.name = j.at("name").get<std::string>();
     s.status = j.at("status").get<std::string>();
     s.spec_json = j.at("experiment").dump();
+    // Integers only as JSON integers: nlohmann's get<int64_t>() of a float like 1e300 is a cast
+    // with undefined behaviour.
+    auto integer = [&](const json& t, const char* key) -> int64_t {
+      const json& v = t.at(key);
+      if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)))
+        throw std::invalid_argument(std::string("'") + key + "' is not an integer");
+      return v.get<int64_t>();
+    };
     int64_t index = 0;
     for (const json& t : j.at("trials")) {
       ++index;
       TrialRecord r;
-      r.id = t.at("id").get<int64_t>();
+      r.id = integer(t, "id");
       r.dir = t.at("dir").get<std::string>();
       if (r.id != index) return bad("trial " + std::to_string(index) + " has id " + std::to_string(r.id));
       // The directory is joined to the experiment's: only the name the sweep gives it.
@@ -106,17 +116,19 @@ StatusOr<ExperimentState> state_from_json(const std::string& text, const std::st
       r.state = t.at("state").get<std::string>();
       if (std::find(kStates.begin(), kStates.end(), r.state) == kStates.end())
         return bad("trial " + std::to_string(r.id) + ": unknown state '" + r.state + "'");
-      r.target_rung = t.at("target_rung").get<int>();
+      const int64_t rung = integer(t, "target_rung");
+      if (rung < 0 || rung > 64) return bad("trial " + std::to_string(r.id) + ": target_rung out of range");
+      r.target_rung = int(rung);
       for (const json& m : t.at("metrics")) r.metrics.push_back(m.is_null() ? NAN : m.get<double>());
-      r.steps = t.at("steps").get<int64_t>();
-      r.restarts = t.at("restarts").get<int64_t>();
+      r.steps = integer(t, "steps");
+      r.restarts = integer(t, "restarts");
       r.seconds = t.at("seconds").get<double>();
       r.error = t.at("error").get<std::string>();
-      if (r.target_rung < 0 || r.target_rung > 64 || r.steps < 0 || r.restarts < 0)
+      if (r.steps < 0 || r.restarts < 0)
         return bad("trial " + std::to_string(r.id) + ": a counter out of range");
       s.trials.push_back(std::move(r));
     }
-  } catch (const json::exception& e) {
+  } catch (const std::exception& e) {  // json::exception, or integer()'s
     return bad(std::string("a field is missing or has the wrong type: ") + e.what());
   }
   return s;

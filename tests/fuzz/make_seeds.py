@@ -355,6 +355,8 @@ max_steps: 10
     w("state", json.dumps(state, indent=1))
     state["trials"][0]["dir"] = "../x"
     w("state_bad_dir", json.dumps(state))
+    state["trials"][0]["dir"] = "trial-0001"
+    w("state_float_id", json.dumps(state).replace('"id": 1,', '"id": 1e300,'))
 
 
 if __name__ == "__main__":

@@ -266,7 +266,8 @@ TEST(ExperimentState, RoundTripsAndRefusesDamage) {
   // A directory that would lead out of the experiment, a bad state, a truncated file.
   std::string text = state_to_json(st);
   for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
-           {"\"trial-0001\"", "\"../x\""}, {"\"paused\"", "\"sleeping\""}, {"\"id\": 1", "\"id\": 2"}}) {
+           {"\"trial-0001\"", "\"../x\""}, {"\"paused\"", "\"sleeping\""}, {"\"id\": 1", "\"id\": 2"},
+           {"\"id\": 1", "\"id\": 1e300"}, {"\"steps\": 8", "\"steps\": 8.5"}, {"\"target_rung\": 1", "\"target_rung\": 99"}}) {
     std::string bad = text;
     ASSERT_NE(bad.find(from), std::string::npos) << from;
     bad.replace(bad.find(from), from.size(), to);

@@ -53,9 +53,13 @@ std::string metric_text(double v) {
   return buf;
 }
 
+// "lr=0.001 optimizer=sgd": JSON texts as the table shows them, strings without quotes.
 std::string values_text(const Assignment& a) {
   std::string s;
-  for (const auto& [k, v] : a) s += (s.empty() ? "" : " ") + k + "=" + v;
+  for (const auto& [k, v] : a) {
+    const bool text = v.size() >= 2 && v.front() == '"' && v.back() == '"';
+    s += (s.empty() ? "" : " ") + k + "=" + (text ? v.substr(1, v.size() - 2) : v);
+  }
   return s;
 }
 

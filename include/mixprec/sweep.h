@@ -32,7 +32,12 @@ struct SweepResult {
   int threads_per_trial = 1;  // --threads of each (concurrent x threads <= cores)
 };
 
-// Errors: invalid_argument (a state file without --resume, --resume without one, or a resume
+// What `mixprec train` would refuse of the base and of each hyperparameter's values (its
+// constants and choices, a range's two ends) on top of the base: invalid_argument naming the
+// file position, the hyperparameter and the value. run_sweep checks it before starting.
+Status check_trial_settings(const ExperimentSpec& spec);
+
+// Errors: invalid_argument (check_trial_settings; a state file without --resume, --resume without one, or a resume
 // with an experiment file that differs from the one the sweep started with), busy (another
 // sweep holds the directory), io_error, data_loss (a damaged state file).
 StatusOr<SweepResult> run_sweep(const ExperimentSpec& spec, const SweepOptions& options);

@@ -353,6 +353,7 @@ class Sweep {
 
 StatusOr<SweepResult> run_sweep(const ExperimentSpec& spec, const SweepOptions& options) {
   if (options.executable.empty()) return Status::invalid_argument("run_sweep: no mixprec executable given");
+  MIXPREC_RETURN_IF_ERROR(check_trial_settings(spec));
   return Sweep(spec, options).run();
 }
 

@@ -200,6 +200,9 @@ grep -q '"state": "failed"' fail/experiment.json && grep -q '"error": "exit code
 # ---- usage errors ----
 printf 'name: x\nhyperparameters:\n  lrr: 0.1\nsearcher: {name: random, max_trials: 2}\n' > bad.yaml
 expect "unknown hyperparameter" 2 "bad.yaml:3:8: hyperparameters.lrr: not a setting \(did you mean 'lr'\?\)" -- "$BIN" sweep bad.yaml
+printf 'name: x\nbase: {dataset: synthetic}\nhyperparameters:\n  precision: {type: categorical, values: [fp32, amp-bf17]}\nsearcher: {name: random, max_trials: 2}\n' > preset.yaml
+expect "unknown preset, before any trial" 2 "preset.yaml:4:14: hyperparameters.precision = \"amp-bf17\": --precision: .*amp-bf16" -- "$BIN" sweep preset.yaml --experiment-dir preset
+[[ ! -e preset/trial-0001 ]] && echo "ok   no trial started" || fail "a trial started for a bad preset"
 expect "again without --resume" 2 "already holds an experiment.*--resume" -- "$BIN" sweep asha.yaml --experiment-dir ref
 sed 's/max_trials: 6/max_trials: 7/' asha.yaml > changed.yaml
 expect "resume with another file" 2 "differs from the experiment" -- "$BIN" sweep changed.yaml --experiment-dir ref --resume

@@ -18,7 +18,8 @@ set(MIXPREC_FUZZ_LIB_SOURCES
   backend/onednn/engine.cpp backend/onednn/half_emulation.cpp backend/onednn/memory_util.cpp
   backend/onednn/primitive_cache.cpp backend/onednn/reorder.cpp
   backend/cpu/layout.cpp backend/ref/ref_util.cpp backend/ref/reorder.cpp
-  serve/request.cpp http/request_parser.cpp http/message.cpp)
+  serve/request.cpp http/request_parser.cpp http/message.cpp
+  experiment/experiment_file.cpp experiment/searcher_file.cpp experiment/search_space.cpp experiment/experiment_state.cpp)
 foreach(f ${MIXPREC_FUZZ_LIB_SOURCES})
   if(NOT EXISTS ${PROJECT_SOURCE_DIR}/src/${f})
     message(FATAL_ERROR "cmake/fuzz_sources.cmake lists src/${f}, which does not exist: update the list")

@@ -342,6 +342,7 @@ inline Violation serve_request(const uint8_t* data, size_t size, bool* accepted 
 }  // namespace mixprec::fuzz
 
 #include "fuzz/http_fuzz_target.h"
+#include "fuzz/experiment_fuzz_target.h"
 
 // The body of every harness: run the target, abort on a violation (a crasher for libFuzzer).
 #define MIXPREC_FUZZ_TARGET(target)                                              \

@@ -309,7 +309,58 @@ def http_request_seeds():
     write("http_request", "bare_cr", b"\x00GET / HTTP/1.1\r\nHost: h\rX: 1\r\n\r\n")
 
 
+# ---------------------------------------------------------------- experiment_file
+
+def experiment_file_seeds():
+    w = lambda name, text: write("experiment_file", name, text.encode())
+    w("valid_asha", """name: lr-sweep
+base:
+  recipe: r.yaml
+  dataset: synthetic
+  batch_size: 64
+hyperparameters:
+  lr: {type: log, min: 1.0e-4, max: 1.0e-1}
+  weight_decay: {type: double, min: 0, max: 0.1}
+  warmup_steps: {type: int, min: 0, max: 10}
+  optimizer: {type: categorical, values: [adam, sgd]}
+  precision: fp32
+searcher: {name: asha, max_trials: 16, reduction_factor: 2, min_steps: 4, seed: 7}
+max_steps: 32
+max_concurrent_trials: 2
+metric: loss
+max_seconds: 600
+max_restarts: 2
+keep_checkpoints: 3
+""")
+    w("valid_grid", """name: g
+hyperparameters:
+  lr: {type: log, min: 0.001, max: 0.1, count: 3}
+  batch_size: {type: int, min: 16, max: 64, count: 4}
+  optimizer: {type: categorical, values: [adam, sgd]}
+searcher: {name: grid}
+max_steps: 10
+""")
+    w("valid_random_json", json.dumps({"name": "r", "hyperparameters": {"lr": {"type": "double", "min": 0.001,
+          "max": 0.01}}, "searcher": {"name": "random", "max_trials": 5, "seed": 3}, "metric": "accuracy"}))
+    w("valid_asha_rungs", "name: a\nmax_steps: 64\nsearcher: {name: asha, max_trials: 9, rungs: 3}\n")
+    w("bad_key", "name: x\nhyperparameters:\n  lrr: 0.1\nsearcher: {name: random, max_trials: 2}\n")
+    w("bad_log", "name: x\nhyperparameters:\n  lr: {type: log, min: 0, max: 1}\nsearcher: {name: random, max_trials: 2}\n")
+    w("bad_recipe", "name: x\nbase: {recipe: other.yaml}\nsearcher: {name: random, max_trials: 2}\n")
+    w("truncated", "name: x\nhyperparameters:\n  lr: {type: log, min: 0.1, ma")
+    state = {"format": "mixprec-experiment", "version": 1, "name": "e", "status": "running",
+             "experiment": {"name": "e"},
+             "trials": [{"id": 1, "dir": "trial-0001", "hyperparameters": {"lr": 0.01, "optimizer": "sgd"},
+                         "state": "paused", "target_rung": 1, "metrics": [0.5, None], "steps": 8, "restarts": 0,
+                         "seconds": 1.5, "error": ""}]}
+    w("state", json.dumps(state, indent=1))
+    state["trials"][0]["dir"] = "../x"
+    w("state_bad_dir", json.dumps(state))
+    state["trials"][0]["dir"] = "trial-0001"
+    w("state_float_id", json.dumps(state).replace('"id": 1,', '"id": 1e300,'))
+
+
 if __name__ == "__main__":
+    experiment_file_seeds()
     image_seeds()
     serve_request_seeds()
     model_file_seeds()

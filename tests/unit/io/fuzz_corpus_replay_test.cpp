@@ -33,7 +33,8 @@ const Harness kHarnesses[] = {{"safetensors", fuzz::safetensors},
                               {"csv", fuzz::csv},
                               {"model_file", fuzz::model_file},
                               {"serve_request", fuzz::serve_request},
-                              {"http_request", fuzz::http_request}};
+                              {"http_request", fuzz::http_request},
+                              {"experiment_file", fuzz::experiment_file}};
 
 std::vector<uint8_t> read_all(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);

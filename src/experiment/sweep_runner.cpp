@@ -224,7 +224,10 @@ class Sweep {
     std::vector<std::string> argv = {opt_.executable, "train"};
     if (has_checkpoint) argv.insert(argv.end(), {"--resume", dir});
     else argv.insert(argv.end(), {"--config", dir + "/trial.json", "--run-dir", dir, "--overwrite"});
-    argv.insert(argv.end(), {"--max-steps", std::to_string(steps), "--threads", std::to_string(result_.threads_per_trial)});
+    // Checkpoints are the sweep's to collect (by the experiment's metric, collect_checkpoints):
+    // train's own pruning by age (--keep-checkpoints) could delete the one the metric keeps.
+    argv.insert(argv.end(), {"--max-steps", std::to_string(steps), "--threads", std::to_string(result_.threads_per_trial),
+                             "--keep-checkpoints", "0"});
     const bool promoted = !t.metrics.empty();
     t.state = "running";
     MIXPREC_RETURN_IF_ERROR(save());  // recorded before it starts: a kill now reruns it

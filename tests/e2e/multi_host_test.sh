@@ -67,7 +67,7 @@ if ! err=$(ip netns exec $NS_B unshare --uts sh -c 'hostname mh-b && hostname' 2
   echo "SKIP: cannot give a namespace its own hostname (unshare --uts: $err)"; exit 77
 fi
 source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
-cd "$TMP"
+cd "$TMP" || exit 1
 
 # The rsh launcher's agent: `agent HOST COMMAND...`, as `ssh HOST COMMAND...` (the words
 # joined into one shell command line), run in HOST's namespace under HOST's own hostname.
@@ -87,9 +87,9 @@ printf '%s slots=1\n%s slots=1\n' $IP_A $IP_B > hosts
 # --bind-to none: each "host" would bind its one rank to core 0, the same core of this one
 # machine (seen on a loaded 2-core machine: 88-100 ms a step bound, 0.3-0.5 ms unbound in
 # most runs).
-MPI=(ip netns exec $NS_A unshare --uts sh -c 'hostname mh-a && exec "$@"' sh
+MPI=(ip netns exec "$NS_A" unshare --uts sh -c 'hostname mh-a && exec "$@"' sh
      mpirun --hostfile hosts -np 2 --bind-to none --mca plm_rsh_agent "$TMP/agent"
-     --mca btl tcp,self --mca btl_tcp_if_include $NET --mca oob_tcp_if_include $NET
+     --mca btl tcp,self --mca btl_tcp_if_include "$NET" --mca oob_tcp_if_include "$NET"
      --mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 3
      -x OMP_NUM_THREADS)
 echo "note: mpirun in $NS_A (mh-a, $IP_A), rank 1 in $NS_B (mh-b, $IP_B) over $VETH: ${MPI[*]:10}"

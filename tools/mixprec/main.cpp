@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
   // Each adder registers one subcommand (the app's newest) and returns how to run it.
   std::vector<std::pair<CLI::App*, Runner>> commands;
   for (auto add : {add_train_command, add_compare_command, add_policy_command, add_plot_command,
-                   add_infer_command, add_eval_command, add_inspect_command, add_predict_command, add_serve_command, add_export_command, add_generate_command, add_summary_command, add_models_command, add_bench_command}) {
+                   add_infer_command, add_eval_command, add_inspect_command, add_predict_command, add_serve_command, add_export_command, add_generate_command, add_summary_command, add_models_command, add_bench_command,
+                   add_dashboard_command}) {
     Runner run = add(app);
     CLI::App* sub = app.get_subcommands({}).back();
     // Every command that reads checkpoints verifies their checksums (docs/checkpoints.md).

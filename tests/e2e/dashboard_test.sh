@@ -38,7 +38,7 @@ pids+=("$SERVER_PID")
 grep -q "5 runs in 2 experiments" dash.log && echo "ok   banner-counts-runs" || fail "banner: $(head -2 dash.log)"
 
 # A run still training: its lock is held until it ends (Ctrl-C saves and exits 130).
-train --max-steps 100000 --run-dir runs/live > live.log 2>&1 &
+"$BIN" train --dataset synthetic --batch-size 16 --no-self-check --threads 1 --epochs 10000 --run-dir runs/live > live.log 2>&1 &
 LIVE_PID=$!
 pids+=("$LIVE_PID")
 
@@ -141,9 +141,15 @@ if done.returncode == 0:
 def live_state():
     status, listing = api("/api/runs")
     return {r["path"]: r for r in listing["runs"]}.get("runs/live", {}).get("state")
+def live_steps():
+    status, listing = api("/api/runs")
+    return {r["path"]: r for r in listing["runs"]}.get("runs/live", {}).get("latest", {}).get("steps_logged", 0)
 deadline = time.time() + 300
 while live_state() != "running" and time.time() < deadline: time.sleep(0.2)
 check("live-running", live_state() == "running", live_state())
+# Interrupted once it trains (its Ctrl-C handler is installed by then; a background job
+# starts with SIGINT ignored).
+while live_steps() < 1 and time.time() < deadline: time.sleep(0.2)
 os.kill(int(os.environ["LIVE_PID"]), signal.SIGINT)
 deadline = time.time() + 300
 while live_state() != "finished" and time.time() < deadline: time.sleep(0.2)

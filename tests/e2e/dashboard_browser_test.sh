@@ -3,7 +3,7 @@
 # headless (issue 33). A finished run, a run still training, and runs in folders named
 # "<script>alert(1)</script>" and "<img src=x onerror=document.title=...>" are served; the
 # DOM chromium dumps after running the page must hold a chart canvas per metric with the runs'
-# points (the page writes each chart's point count into data-points), the hostile names as
+# points, an experiment's state file shown field by field (the page writes each chart's point count into data-points), the hostile names as
 # text only (escaped in the dump, no element made from them, the title unchanged, no script
 # but the page's own two), and a live update: dumped again until the loss chart holds more
 # points (polled, bounded; no sleep stands for synchronisation). A screenshot is kept:
@@ -28,6 +28,11 @@ IMG_NAME='<img src=x onerror=document.title=42>'
 for d in "runs/<script>alert(1)</script>" "runs/$IMG_NAME"; do
   mkdir -p "$d" && cp runs/done/config.json runs/done/metrics.jsonl "$d/"
 done
+# An experiment: a trial and a state file shaped as mixprec sweep's (the page shows any JSON
+# file's fields generically; a list of objects as a table).
+mkdir -p runs/sweep/trial-0001 && cp runs/done/config.json runs/done/metrics.jsonl runs/sweep/trial-0001/
+echo '{"format": "mixprec-experiment", "status": "running", "trials": [{"id": 1, "dir": "trial-0001",
+  "hyperparameters": {"lr": 0.0021}, "state": "paused-for-the-test"}]}' > runs/sweep/experiment.json
 # The live run: slowed by a small batch on one thread, so the page sees it grow.
 "$BIN" train --dataset synthetic --batch-size 16 --no-self-check --threads 1 --epochs 10000 --run-dir runs/live \
   > live.log 2>&1 &
@@ -96,11 +101,13 @@ check("img-name-shown-as-text", "runs/" + os.environ["IMG_NAME"] in alltext)
 expected = {"loss", "test_loss", "accuracy", "lr", "throughput", "scale", "skipped", "memory"}
 canvases = sum(1 for t, _ in d.tags if t == "canvas")
 check("charts-have-canvases", expected <= set(d.charts) and canvases >= len(d.charts), (sorted(d.charts), canvases))
-# Three finished runs of 8 steps each are drawn, plus the live run's steps so far.
-check("loss-chart-shows-points", d.charts.get("loss", 0) > 3 * 8, d.charts)
-check("lr-chart-shows-points", d.charts.get("lr", 0) > 3 * 8, d.charts)
+# Four finished runs of 8 steps each are drawn, plus the live run's steps so far.
+check("loss-chart-shows-points", d.charts.get("loss", 0) > 4 * 8, d.charts)
+check("lr-chart-shows-points", d.charts.get("lr", 0) > 4 * 8, d.charts)
 check("accuracy-chart-shows-points", d.charts.get("accuracy", 0) >= 3, d.charts)
-check("table-lists-runs", alltext.count("finished") >= 3 and "running" in alltext, "states")
+check("table-lists-runs", alltext.count("finished") >= 4 and "running" in alltext, "states")
+check("experiment-state-file-shown", "paused-for-the-test" in d.texts and "hyperparameters.lr" in d.texts and
+      "trial-0001" in d.texts, "experiment.json's trials table")
 print("LOSS_POINTS", d.charts.get("loss", 0))
 sys.exit(1 if fails else 0)
 PY

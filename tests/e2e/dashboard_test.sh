@@ -7,7 +7,7 @@
 # (a partial line only once complete, an offset past the end restarts); ids with "..", an
 # absolute path or a symlink out of the folder are refused; a foreign Host is refused; the
 # reproduce command trains the same losses again. Exit codes: Chart.js missing (1), a folder
-# missing (2). The page in a browser: dashboard_browser_test.sh.
+# missing (2), the port in use (6). The page in a browser: dashboard_browser_test.sh.
 # Args: BUILD_DIR SOURCE_DIR.
 set -uo pipefail
 BUILD_DIR=$(cd "$1" && pwd)
@@ -160,6 +160,7 @@ PY
 wait "$LIVE_PID"
 code=$?
 [[ $code -eq 130 ]] && echo "ok   live-run-interrupted-130" || fail "live run after SIGINT: exit $code, expected 130"
+expect port-in-use 6 "cannot listen" -- "$BIN" dashboard runs --port "$PORT"
 kill -TERM "$SERVER_PID"
 wait "$SERVER_PID"
 code=$?

@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "mixprec 0.1.0");
   app.footer("Exit codes: 0 ok, 1 runtime error, 2 usage error, 3 data error, 4 checkpoint error, "
-             "5 training diverged, 6 run directory busy (serve: port in use), 7 data-parallel ranks failed or disagree, 130 interrupted. "
+             "5 training diverged, 6 run directory busy (serve, dashboard: port in use), 7 data-parallel ranks failed or disagree, 130 interrupted. "
                "See docs/cli.md.");
   // Each adder registers one subcommand (the app's newest) and returns how to run it.
   std::vector<std::pair<CLI::App*, Runner>> commands;

@@ -160,15 +160,37 @@ function renderExperiments() {
   }
 }
 
-// A JSON object's top-level fields, whatever the writer's schema: values as text, nested
-// values as (shortened) JSON.
+function shortText(v) {
+  const text = v !== null && typeof v === "object" ? JSON.stringify(v) : fmt(v);
+  return text.length > 300 ? text.slice(0, 300) + "…" : text;
+}
+
+// A JSON object's top-level fields, whatever the writer's schema: values as text, a list of
+// objects (a sweep's trials) as a table of their fields, other nested values as short JSON.
 function fieldsTable(obj) {
   const t = el("table", { class: "fields" });
   for (const [k, v] of Object.entries(obj)) {
-    let text = v !== null && typeof v === "object" ? JSON.stringify(v) : fmt(v);
-    if (text.length > 300) text = text.slice(0, 300) + "…";
-    t.append(el("tr", {}, el("td", {}, k), el("td", {}, text)));
+    const rows = Array.isArray(v) && v.length > 0 && v.every(x => x !== null && typeof x === "object" && !Array.isArray(x));
+    t.append(el("tr", {}, el("td", {}, k), el("td", {}, rows ? objectsTable(v) : shortText(v))));
   }
+  return t;
+}
+
+// Objects as rows; columns are their keys in order of appearance, an object-valued field
+// spread one level ("hyperparameters.lr"). The first 200 rows.
+function objectsTable(list) {
+  const flat = list.slice(0, 200).map(o => {
+    const row = {};
+    for (const [k, v] of Object.entries(o)) {
+      if (v !== null && typeof v === "object" && !Array.isArray(v)) for (const [k2, v2] of Object.entries(v)) row[k + "." + k2] = v2;
+      else row[k] = v;
+    }
+    return row;
+  });
+  const keys = [...new Set(flat.flatMap(r => Object.keys(r)))];
+  const t = el("table", { class: "objects" }, el("tr", {}, ...keys.map(k => el("th", {}, k))));
+  for (const r of flat) t.append(el("tr", {}, ...keys.map(k => el("td", {}, k in r ? shortText(r[k]) : ""))));
+  if (list.length > 200) t.append(el("tr", {}, el("td", { colSpan: keys.length }, "… " + (list.length - 200) + " more")));
   return t;
 }
 

@@ -5,7 +5,7 @@
 # DOM chromium dumps after running the page must hold a chart canvas per metric with the runs'
 # points, an experiment's state file shown field by field (the page writes each chart's point count into data-points), the hostile names as
 # text only (escaped in the dump, no element made from them, the title unchanged, no script
-# but the page's own two), and a live update: dumped again until the loss chart holds more
+# but the page's own two), the table sorted by a column both ways, and a live update: dumped again until the loss chart holds more
 # points (polled, bounded; no sleep stands for synchronisation). A screenshot is kept:
 # BUILD_DIR/dashboard_screenshot.png. Without chromium the test is skipped (exit 77).
 # Args: BUILD_DIR SOURCE_DIR.
@@ -53,7 +53,7 @@ browse() {
   profile=$(mktemp -d "$TMP/profile.XXXXXX")
   timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
     --disable-background-networking --disable-component-update --disable-sync --user-data-dir="$profile" \
-    --window-size=1280,900 --virtual-time-budget=5000 "$@" "$URL" 2> "$TMP/chromium.log"
+    --window-size=1280,900 --virtual-time-budget=5000 "$@" "$URL${FRAGMENT:-}" 2> "$TMP/chromium.log"
 }
 
 SHOT="$BUILD_DIR/dashboard_screenshot.png"
@@ -117,6 +117,31 @@ code=$?
 echo "$out" | grep -v LOSS_POINTS
 [[ $code -eq 0 ]] || fail "rendered DOM (above)"
 first=$(sed -n 's/^LOSS_POINTS //p' <<< "$out")
+
+# Sorting by a column, both ways (the address's #sort=KEY&dir=±1, as a heading's click sets
+# it): by step, the live run (the most steps) comes first descending, last ascending among
+# the runs outside experiments.
+for dir in -1 1; do
+  FRAGMENT="#sort=step&dir=$dir" browse --dump-dom > "sorted$dir.html"
+  order=$("$PY" - "sorted$dir.html" <<'PY'
+import html.parser, sys
+class Rows(html.parser.HTMLParser):
+    ids, group = [], False
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "tr" and a.get("class") == "group": self.group = True  # experiments' trials follow
+        if tag == "tr" and "data-id" in a and not self.group: self.ids.append(a["data-id"])
+r = Rows()
+r.feed(open(sys.argv[1], encoding="utf-8").read())
+print(" ".join(r.ids))
+PY
+)
+  if [[ $dir == -1 && $order == "0:live "* ]] || [[ $dir == 1 && $order == *" 0:live" ]]; then
+    echo "ok   sort-by-step dir=$dir ($order)"
+  else
+    fail "sort by step dir=$dir: rows $order"
+  fi
+done
 
 # A live update: the loss chart of a later render holds more points (the live run's new steps).
 grown=""

@@ -103,6 +103,8 @@ function renderTable() {
     const cls = state.sort.key === c.key ? (state.sort.dir > 0 ? "sorted-asc" : "sorted-desc") : "";
     head.append(el("th", { class: cls, "data-key": c.key, onclick: () => {
       state.sort = { key: c.key, dir: state.sort.key === c.key ? -state.sort.dir : 1 };
+      // Kept in the address, so a reload or a shared link sorts the same way.
+      history.replaceState(null, "", "#sort=" + encodeURIComponent(c.key) + "&dir=" + state.sort.dir);
       renderTable();
     } }, c.label));
   }
@@ -342,6 +344,8 @@ function drawSkippedList() {
 }
 
 async function start() {
+  const hash = new URLSearchParams(location.hash.slice(1));  // #sort=step&dir=-1
+  if (hash.get("sort")) state.sort = { key: hash.get("sort"), dir: hash.get("dir") === "-1" ? -1 : 1 };
   await refreshRuns();
   await pollMetrics();
   setInterval(refreshRuns, RUNS_EVERY_MS);

@@ -89,7 +89,8 @@ class RunRoots {
 // /proc/locks (once for all of them), so the lock is never taken, even for a moment (a
 // `mixprec train` starting then would be refused with exit code 6); where /proc/locks cannot
 // be read, by trying a shared lock without waiting. False when there is no lock file.
-std::vector<bool> run_locks_held(const std::vector<std::string>& dirs);
+// proc_locks: the table to read (tests pass a missing file to take the fallback).
+std::vector<bool> run_locks_held(const std::vector<std::string>& dirs, const std::string& proc_locks = "/proc/locks");
 
 // What read_new_lines found since an offset of a metrics.jsonl.
 struct NewLines {

@@ -270,12 +270,12 @@ std::string RunRoots::display_path(const std::string& id) const {
   return given + "/" + parsed->relative;
 }
 
-std::vector<bool> run_locks_held(const std::vector<std::string>& dirs) {
+std::vector<bool> run_locks_held(const std::vector<std::string>& dirs, const std::string& proc_locks) {
   std::vector<bool> held(dirs.size(), false);
   // Lines such as "3: FLOCK  ADVISORY  WRITE 17498 fe:00:10953270 0 EOF" (proc(5)); waiters
   // ("3: -> FLOCK ...") hold nothing and are skipped.
   std::set<std::tuple<unsigned, unsigned, unsigned long>> flocks;
-  std::ifstream locks("/proc/locks");
+  std::ifstream locks(proc_locks);
   const bool have_table = locks.good();
   for (std::string line; have_table && std::getline(locks, line);) {
     char kind[16], dev_ino[64];

@@ -2,7 +2,8 @@
 // (plain run folders, an experiment's trials grouped under it, hidden and symlinked folders),
 // the id mapping (ids round-trip any folder name; "..", absolute paths, bad escapes and
 // symlinks leading out of the given folders refused), the running state against a lock
-// actually held (RunDirLock), and the incremental metrics reader: only complete new lines,
+// actually held (RunDirLock; read from /proc/locks, and by the fallback without it), and the
+// incremental metrics reader: only complete new lines,
 // a partial last line held back until complete, offsets past the end, inside a line or of a
 // replaced file restart at 0, and bytes before the offset are never read again.
 #include "mixprec/run_index.h"
@@ -175,12 +176,16 @@ TEST_F(RunIndexTest, ARunIsRunningWhileItsLockIsHeld) {
     auto other = RunDirLock::acquire(dir_ + "/free");  // taken and released: a finished run
     ASSERT_TRUE(other.is_ok());
   }
-  const std::vector<bool> held = run_locks_held({dir_ + "/held", dir_ + "/free", dir_ + "/nolock"});
-  EXPECT_EQ(held, (std::vector<bool>{true, false, false}));
+  const std::vector<std::string> dirs = {dir_ + "/held", dir_ + "/free", dir_ + "/nolock"};
+  EXPECT_EQ(run_locks_held(dirs), (std::vector<bool>{true, false, false}));
   // Asking never takes the lock: a run can still claim the free directory afterwards.
+  EXPECT_TRUE(RunDirLock::acquire(dir_ + "/free").is_ok());
+  // Without /proc/locks: by a shared lock tried and dropped at once.
+  EXPECT_EQ(run_locks_held(dirs, dir_ + "/no-proc-locks"), (std::vector<bool>{true, false, false}));
   EXPECT_TRUE(RunDirLock::acquire(dir_ + "/free").is_ok());
   lock->reset();
   EXPECT_EQ(run_locks_held({dir_ + "/held"}), std::vector<bool>{false});
+  EXPECT_EQ(run_locks_held({dir_ + "/held"}, dir_ + "/no-proc-locks"), std::vector<bool>{false});
 }
 
 // The reader against an independent reference: the lines of the bytes written, split by hand.

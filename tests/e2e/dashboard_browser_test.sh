@@ -5,7 +5,7 @@
 # DOM chromium dumps after running the page must hold a chart canvas per metric with the runs'
 # points, an experiment's state file shown field by field (the page writes each chart's point count into data-points), the hostile names as
 # text only (escaped in the dump, no element made from them, the title unchanged, no script
-# but the page's own two), the table sorted by a column both ways, and a live update: dumped again until the loss chart holds more
+# but the page's own two), the table sorted by a column both ways, a run's reproduce command, and a live update: dumped again until the loss chart holds more
 # points (polled, bounded; no sleep stands for synchronisation). A screenshot is kept:
 # BUILD_DIR/dashboard_screenshot.png. Without chromium the test is skipped (exit 77).
 # Args: BUILD_DIR SOURCE_DIR.
@@ -142,6 +142,28 @@ PY
     fail "sort by step dir=$dir: rows $order"
   fi
 done
+
+# A run's config and reproduce command (#run=ID, as a click on its name sets it), for the run
+# whose path holds "<script>": shown as text.
+FRAGMENT="#run=0:%253Cscript%253Ealert%25281%2529%253C/script%253E" browse --dump-dom > details.html
+"$PY" - details.html <<'PY'
+import html.parser, sys
+class Pre(html.parser.HTMLParser):
+    text, inside, tags = "", False, []
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.inside = tag == "pre" and ("id", "reproduce") in attrs
+    def handle_endtag(self, tag): self.inside = False
+    def handle_data(self, data):
+        if self.inside: self.text += data
+p = Pre()
+p.feed(open(sys.argv[1], encoding="utf-8").read())
+want = " train --config 'runs/<script>alert(1)</script>/config.json' --run-dir 'runs/<script>alert(1)</script>-reproduced'"
+ok = want in p.text and p.tags.count("script") == 2
+print(("ok   " if ok else "FAIL ") + "reproduce-command-shown-as-text" + ("" if ok else ": " + repr(p.text)))
+sys.exit(0 if ok else 1)
+PY
+[[ $? -eq 0 ]] || fail "the run's details (above)"
 
 # A live update: the loss chart of a later render holds more points (the live run's new steps).
 grown=""

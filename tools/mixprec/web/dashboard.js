@@ -15,6 +15,7 @@ const state = {
   sort: { key: "path", dir: 1 },
   series: new Map(),  // id -> {offset, file, steps: [], evals: []}
   charts: new Map(),  // chart name -> {chart, figure}
+  detailsId: "",      // the run whose config is shown
 };
 
 // An element with attributes (set as properties or attributes, never as HTML) and children
@@ -103,8 +104,7 @@ function renderTable() {
     const cls = state.sort.key === c.key ? (state.sort.dir > 0 ? "sorted-asc" : "sorted-desc") : "";
     head.append(el("th", { class: cls, "data-key": c.key, onclick: () => {
       state.sort = { key: c.key, dir: state.sort.key === c.key ? -state.sort.dir : 1 };
-      // Kept in the address, so a reload or a shared link sorts the same way.
-      history.replaceState(null, "", "#sort=" + encodeURIComponent(c.key) + "&dir=" + state.sort.dir);
+      writeHash();
       renderTable();
     } }, c.label));
   }
@@ -196,7 +196,17 @@ function objectsTable(list) {
   return t;
 }
 
+// The sort and the run shown are kept in the address (#sort=step&dir=-1&run=ID), so a
+// reload or a shared link shows the same.
+function writeHash() {
+  const p = new URLSearchParams({ sort: state.sort.key, dir: String(state.sort.dir) });
+  if (state.detailsId) p.set("run", state.detailsId);
+  history.replaceState(null, "", "#" + p.toString());
+}
+
 async function showDetails(id) {
+  state.detailsId = id;
+  writeHash();
   const d = await getJSON("/api/run?id=" + encodeURIComponent(id));
   document.getElementById("details-section").hidden = false;
   document.getElementById("details-name").textContent = d.path;
@@ -346,6 +356,10 @@ function drawSkippedList() {
 async function start() {
   const hash = new URLSearchParams(location.hash.slice(1));  // #sort=step&dir=-1
   if (hash.get("sort")) state.sort = { key: hash.get("sort"), dir: hash.get("dir") === "-1" ? -1 : 1 };
+  if (hash.get("run")) showDetails(hash.get("run")).catch(err => {
+    document.getElementById("details-section").hidden = false;
+    document.getElementById("details").textContent = "run " + hash.get("run") + ": " + err.message;
+  });
   await refreshRuns();
   await pollMetrics();
   setInterval(refreshRuns, RUNS_EVERY_MS);

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mixprec/status.h"
@@ -91,6 +92,11 @@ class RunRoots {
 // be read, by trying a shared lock without waiting. False when there is no lock file.
 // proc_locks: the table to read (tests pass a missing file to take the fallback).
 std::vector<bool> run_locks_held(const std::vector<std::string>& dirs, const std::string& proc_locks = "/proc/locks");
+
+// True when no array or object in a JSON text is nested deeper than 64 levels: a parsed
+// value's copies and dumps recurse per level, so the dashboard checks the metrics lines and
+// state files it parses (files any tool may have written) first.
+bool json_depth_ok(std::string_view text);
 
 // What read_new_lines found since an offset of a metrics.jsonl.
 struct NewLines {

@@ -21,6 +21,7 @@
 #include <string>
 #include <tuple>
 
+#include "io/json_limits.h"
 #include "mixprec/run_index.h"
 
 namespace mixprec::runs {
@@ -168,6 +169,8 @@ struct Walker {
 };
 
 }  // namespace
+
+bool json_depth_ok(std::string_view text) { return io::json_depth_within(text); }
 
 bool is_run_dir(const std::string& dir) {
   return is_regular(dir + "/config.json") && is_regular(dir + "/metrics.jsonl");

@@ -44,6 +44,7 @@ std::string shell_quote(const std::string& s) {
 }
 
 json parse_object(const std::string& text) {
+  if (!runs::json_depth_ok(text)) return json();
   json j = json::parse(text, nullptr, false);
   return j.is_object() ? j : json();
 }
@@ -72,7 +73,7 @@ void fold(RunSummary& s, const std::string& line) {
   if (!j.is_object() || !j.contains("type")) return;
   if (j["type"] == "step") {
     ++s.steps_logged;
-    if (j.value("skipped", false)) ++s.skipped_steps;
+    if (j.contains("skipped") && j["skipped"].is_boolean() && j["skipped"].get<bool>()) ++s.skipped_steps;
     s.last_step = line;
   } else if (j["type"] == "eval") {
     s.last_eval = line;
@@ -111,8 +112,8 @@ json state_files(const runs::RunRoots& roots, const runs::ExperimentEntry& e) {
     if (!text.is_ok()) {
       f["error"] = text.status().message();
     } else {
-      json j = json::parse(*text, nullptr, false);
-      if (j.is_discarded()) f["error"] = name + ": not valid JSON";
+      json j = runs::json_depth_ok(*text) ? json::parse(*text, nullptr, false) : json(json::value_t::discarded);
+      if (j.is_discarded()) f["error"] = name + ": not valid JSON (or nested deeper than 64 levels)";
       else f["fields"] = std::move(j);
     }
     files.push_back(std::move(f));

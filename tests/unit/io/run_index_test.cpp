@@ -283,5 +283,12 @@ TEST_F(RunIndexTest, NewLinesRefusesWhatIsNotAFile) {
   EXPECT_EQ(read_new_lines(dir_ + "/fifo", 0, "", 100).status().code(), StatusCode::io_error);  // never blocks
 }
 
+TEST_F(RunIndexTest, JsonDepthIsBounded) {
+  EXPECT_TRUE(json_depth_ok("{\"a\": [1, {\"b\": 2}]}"));
+  EXPECT_TRUE(json_depth_ok(std::string(64, '[') + std::string(64, ']')));
+  EXPECT_FALSE(json_depth_ok(std::string(65, '[') + std::string(65, ']')));
+  EXPECT_TRUE(json_depth_ok("\"" + std::string(100, '[') + "\""));  // brackets in a string do not nest
+}
+
 }  // namespace
 }  // namespace mixprec::runs

@@ -18,7 +18,7 @@ CHROMIUM=$(command -v chromium || true)
 [[ -f /usr/share/javascript/chart.js/chart.min.js ]] || { echo "SKIP: no Chart.js (scripts/setup installs libjs-chart.js)"; exit 77; }
 TMP=$(mktemp -d /tmp/mixprec_dashboard_browser.XXXXXX)
 pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$TMP"' EXIT
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$TMP"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
 cd "$TMP"
 

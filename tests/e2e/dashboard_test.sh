@@ -15,7 +15,7 @@ BIN="$BUILD_DIR/mixprec"
 PY=/usr/bin/python3
 TMP=$(mktemp -d /tmp/mixprec_dashboard.XXXXXX)
 pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$TMP"' EXIT
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$TMP"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
 cd "$TMP"
 [[ -x $PY ]] || { fail "no $PY (scripts/setup installs python3)"; finish; exit; }

@@ -36,6 +36,7 @@ Runner add_generate_command(CLI::App& app);
 Runner add_summary_command(CLI::App& app);
 Runner add_models_command(CLI::App& app);
 Runner add_sweep_command(CLI::App& app);
+Runner add_dashboard_command(CLI::App& app);
 // "fp32,amp-bf16" -> {"fp32", "amp-bf16"} (empty items dropped).
 std::vector<std::string> split_commas(const std::string& s);
 // A numeric flag bound with a plain message: "--steps: must be >= 1, got 0".

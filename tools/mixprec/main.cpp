@@ -37,13 +37,14 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "mixprec 0.1.0");
   app.footer("Exit codes: 0 ok, 1 runtime error, 2 usage error, 3 data error, 4 checkpoint error, "
-             "5 training diverged, 6 run directory busy (serve: port in use), 7 data-parallel ranks failed or disagree, "
+             "5 training diverged, 6 run directory busy (serve, dashboard: port in use), 7 data-parallel ranks failed or disagree, "
              "8 not enough memory, 130 interrupted. "
                "See docs/cli.md.");
   // Each adder registers one subcommand (the app's newest) and returns how to run it.
   std::vector<std::pair<CLI::App*, Runner>> commands;
   for (auto add : {add_train_command, add_compare_command, add_policy_command, add_plot_command,
-                   add_infer_command, add_eval_command, add_inspect_command, add_predict_command, add_serve_command, add_export_command, add_generate_command, add_summary_command, add_models_command, add_bench_command, add_sweep_command}) {
+                   add_infer_command, add_eval_command, add_inspect_command, add_predict_command, add_serve_command, add_export_command, add_generate_command, add_summary_command, add_models_command, add_bench_command, add_sweep_command,
+                   add_dashboard_command}) {
     Runner run = add(app);
     CLI::App* sub = app.get_subcommands({}).back();
     // Every command that reads checkpoints verifies their checksums (docs/checkpoints.md).

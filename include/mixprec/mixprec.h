@@ -7,6 +7,7 @@
 #include "mixprec/dtype.h"
 #include "mixprec/grad_scaler.h"
 #include "mixprec/hardware.h"
+#include "mixprec/infer.h"
 #include "mixprec/memory.h"
 #include "mixprec/models.h"
 #include "mixprec/nn.h"

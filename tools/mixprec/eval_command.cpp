@@ -23,7 +23,8 @@
 #include "mixprec/weights.h"
 #include "mixprec/train_data.h"
 #include "suggest.h"
-#include "weights_file.h"
+#include "inference_messages.h"
+#include "mixprec/infer.h"
 
 namespace mixprec::cli {
 
@@ -56,7 +57,7 @@ int run_eval(const EvalFlags& f, const std::string& given) {
     std::fprintf(stderr, "mixprec: usage error: --batch-size: must be >= 1\n");
     return kExitUsage;
   }
-  auto loaded = load_model(given, f.precision);
+  auto loaded = infer::load_model(given, f.precision);
   if (!loaded.is_ok()) {
     if (loaded.status().code() == StatusCode::bad_checkpoint) return checkpoint_error(loaded.status().message());
     std::fprintf(stderr, "mixprec: usage error: %s\n", loaded.status().message().c_str());
@@ -98,7 +99,7 @@ int run_eval(const EvalFlags& f, const std::string& given) {
   double loss_sum = 0.0;
   while (auto b = loader.next()) {
     NoGradGuard ng;
-    const Tensor logits = run_model(*loaded, b->images);  // f32 whatever the preset
+    const Tensor logits = infer::run_model(*loaded, b->images);  // f32 whatever the preset
     if (!f.save_predictions.empty() && samples == 0) {
       Status s = save_safetensors(f.save_predictions,
                                   {{"images", b->images}, {"logits", logits}, {"labels", b->labels}},

@@ -11,9 +11,9 @@
 #include "commands.h"
 #include "exit_codes.h"
 #include "mixprec/onnx_export.h"
-#include "prediction.h"
+#include "inference_messages.h"
+#include "mixprec/infer.h"
 #include "suggest.h"
-#include "weights_file.h"
 
 namespace mixprec::cli {
 
@@ -47,9 +47,9 @@ int run_export(const ExportFlags& f, const std::string& checkpoint) {
   }
   // f32 weights (the exporter casts them once to the chosen precision), and the run's
   // normalisation and class names as `predict` uses them.
-  auto predictor = Predictor::open(checkpoint, "fp32");
+  auto predictor = infer::Predictor::open(checkpoint, "fp32");
   if (!predictor.is_ok()) return report_predictor_error(predictor.status());
-  const LoadedModel& loaded = predictor->loaded();
+  const infer::LoadedModel& loaded = predictor->loaded();
   onnx_export::ExportOptions options;
   options.precision = export_dtype(f.precision);
   options.producer_version = "0.1.0";

@@ -1,6 +1,6 @@
 // generate_command.cpp: `mixprec generate CHECKPOINT --prompt TEXT`: text from a trained
 // byte-level language model (--model gpt-tiny / gpt, or a model file ending in lm_head),
-// streamed as text_generation.h makes it, under the checkpoint's precision.
+// streamed as infer::generate_text makes it, under the checkpoint's precision.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -14,8 +14,9 @@
 #include "mixprec/amp.h"
 #include "mixprec/models.h"
 #include "suggest.h"
-#include "text_generation.h"
-#include "weights_file.h"
+#include "inference_messages.h"
+#include "mixprec/infer.h"
+#include "stdout_check.h"
 
 namespace mixprec::cli {
 
@@ -29,7 +30,7 @@ struct GenerateFlags {
 };
 
 int run_generate(const GenerateFlags& f, const std::string& given) {
-  auto loaded = load_model(given, f.precision);
+  auto loaded = infer::load_model(given, f.precision);
   if (!loaded.is_ok()) return report_load_error(loaded.status());
   auto* gpt = dynamic_cast<nn::StepwiseLanguageModel*>(loaded->model.get());
   if (!loaded->spec.language_model || gpt == nullptr) {
@@ -40,15 +41,19 @@ int run_generate(const GenerateFlags& f, const std::string& given) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   std::fwrite(f.prompt.data(), 1, f.prompt.size(), stdout);
-  generate_text(*gpt, loaded->preset.autocast_dtype, f.prompt, {f.max_tokens, f.temperature, f.top_k, f.seed},
-                [](char c) {
-                  std::fwrite(&c, 1, 1, stdout);
-                  std::fflush(stdout);
-                });
+  // Each byte is shown as it is made; an output that cannot take it ends the generation
+  // (main.cpp says why and exits 1).
+  const std::string text = infer::generate_text(*gpt, loaded->preset.autocast_dtype, f.prompt,
+                                                {f.max_tokens, f.temperature, f.top_k, f.seed}, [](char c) {
+                                                  std::fwrite(&c, 1, 1, stdout);
+                                                  return flush_stdout();
+                                                });
   std::printf("\n");
+  if (!flush_stdout()) return kExitRuntime;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double made = double(text.size());
   std::fprintf(stderr, "generated %lld bytes in %.2f s (%.0f bytes/s), model %s, precision %s, temperature %g, top-k %lld, seed %llu\n",
-               (long long)f.max_tokens, secs, secs > 0 ? double(f.max_tokens) / secs : 0.0,
+               (long long)text.size(), secs, secs > 0 ? made / secs : 0.0,
                loaded->spec.name.c_str(), loaded->preset.name.c_str(), f.temperature, (long long)f.top_k,
                (unsigned long long)f.seed);
   return kExitOk;

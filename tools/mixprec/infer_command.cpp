@@ -14,7 +14,8 @@
 #include "mixprec/models.h"
 #include "mixprec/ops.h"
 #include "mixprec/weights.h"
-#include "weights_file.h"
+#include "inference_messages.h"
+#include "mixprec/infer.h"
 
 namespace mixprec::cli {
 
@@ -65,9 +66,9 @@ int run_infer(const InferFlags& f, const std::string& given) {
   }
   // Twice, in f32: the reference, and the copy cast whole to --dtype (model.to(dtype)).
   // Built-in models and model files alike (the run's recorded model text and geometry).
-  auto ref = load_model(given, "fp32");
+  auto ref = infer::load_model(given, "fp32");
   if (!ref.is_ok()) return report_load_error(ref.status());
-  auto half = load_model(given, "fp32");
+  auto half = infer::load_model(given, "fp32");
   if (!half.is_ok()) return report_load_error(half.status());
   const std::string* path = &ref->opened.path;
   const nn::ModelSpec* spec = &ref->spec;

@@ -13,7 +13,7 @@
 #include "exit_codes.h"
 #include "mixprec/checkpoint.h"
 #include "mixprec/safetensors.h"
-#include "weights_file.h"
+#include "mixprec/infer.h"
 
 namespace mixprec::cli {
 
@@ -74,7 +74,7 @@ F16Stats print_row(const std::string& name, const Tensor& t) {
 }
 
 int run_inspect(const std::string& given, bool all) {
-  auto opened = open_weights(given);
+  auto opened = infer::open_weights(given);
   if (!opened.is_ok()) {
     std::fprintf(stderr, "mixprec: checkpoint error: %s\n", opened.status().message().c_str());
     return opened.status().code() == StatusCode::io_error ? kExitRuntime : kExitCheckpoint;

@@ -10,6 +10,7 @@
 #include "mixprec/memory.h"
 #include "mixprec/safetensors.h"
 #include "exit_codes.h"
+#include "stdout_check.h"
 #include "suggest.h"
 
 namespace mixprec::cli {
@@ -36,7 +37,7 @@ int main(int argc, char** argv) {
   CLI::App app{"mixprec: mixed-precision training of neural networks on CPUs"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "mixprec 0.1.0");
-  app.footer("Exit codes: 0 ok, 1 runtime error, 2 usage error, 3 data error, 4 checkpoint error, "
+  app.footer("Exit codes: 0 ok, 1 runtime error or output not written, 2 usage error, 3 data error, 4 checkpoint error, "
              "5 training diverged, 6 run directory busy (serve, dashboard: port in use), 7 data-parallel ranks failed or disagree, "
              "8 not enough memory, 130 interrupted. "
                "See docs/cli.md.");
@@ -71,20 +72,27 @@ int main(int argc, char** argv) {
                  why.c_str());
     return kExitUsage;
   }
+  int code = kExitUsage;
   try {
     for (auto& [sub, run] : commands)
-      if (sub->parsed()) return run();
+      if (sub->parsed()) {
+        code = run();
+        break;
+      }
   } catch (const mixprec::Error& e) {
     std::fprintf(stderr, "mixprec: error: %s\n", e.what());
-    return exit_code_for(e.status());
+    code = exit_code_for(e.status());
   } catch (const std::bad_alloc&) {
     // Any command, anywhere: a clear message and the documented code, not "std::bad_alloc"
     // and exit code 1.
     std::fprintf(stderr, "mixprec: error: %s\n", out_of_memory_message().c_str());
-    return kExitMemory;
+    code = kExitMemory;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mixprec: error: %s\n", e.what());
-    return kExitRuntime;
+    code = kExitRuntime;
   }
-  return kExitUsage;
+  // Results lost on the way to stdout (a full disk, a closed descriptor) are a failure, not
+  // a success with nothing to show; a command that failed already keeps its own code.
+  if (!finish_stdout() && code == kExitOk) code = kExitRuntime;
+  return code;
 }

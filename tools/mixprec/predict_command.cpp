@@ -33,9 +33,9 @@
 #include "mixprec/weights.h"
 #include "mixprec/train_config.h"
 #include "mixprec/train_data.h"
-#include "prediction.h"
+#include "inference_messages.h"
+#include "mixprec/infer.h"
 #include "predict_text.h"
-#include "weights_file.h"
 
 namespace mixprec::cli {
 
@@ -238,9 +238,9 @@ std::string extension(const std::string& path) {
 }
 
 int run_predict(const PredictFlags& f, const std::string& checkpoint, const std::vector<std::string>& inputs) {
-  auto predictor = Predictor::open(checkpoint, f.precision);
+  auto predictor = infer::Predictor::open(checkpoint, f.precision);
   if (!predictor.is_ok()) return report_predictor_error(predictor.status());
-  if (predictor->spec().language_model) return run_predict_text(predictor->loaded(), f.prompts, inputs, f.top_k, f.format);
+  if (predictor->spec().language_model) return run_predict_text(*predictor, f.prompts, inputs, f.top_k, f.format);
   const nn::ModelSpec* spec = &predictor->spec();
   const train::TrainConfig& config = predictor->config();
   if (!f.prompts.empty() && !spec->token_input) {
@@ -299,7 +299,7 @@ int run_predict(const PredictFlags& f, const std::string& checkpoint, const std:
       nlohmann::json top = nlohmann::json::array();
       std::string line;
       int64_t rank = 0;
-      for (const TopClass& t : predictor->top(probs[i], f.top_k)) {
+      for (const infer::TopClass& t : predictor->top(probs[i], f.top_k)) {
         top.push_back({{"class", t.index}, {"name", t.name}, {"probability", t.probability}});
         char buf[128];
         std::snprintf(buf, sizeof buf, "%s%s (%.3f)", rank ? ", " : "", t.name.c_str(), t.probability);

@@ -1,30 +1,25 @@
 // predict_text.cpp: see predict_text.h. The same forward pass as training's (the model on
-// the whole prompt, under the checkpoint's preset), its last position's logits as
-// probabilities: the distribution `generate` samples from with its key/value cache.
+// the whole prompt, under the checkpoint's preset: infer::Predictor, as serve's), its last
+// position's logits as probabilities: the distribution `generate` samples from with its
+// key/value cache.
 #include "predict_text.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <utility>
 
 #include "exit_codes.h"
-#include "mixprec/amp.h"
-#include "mixprec/autograd.h"
 #include "mixprec/files.h"
 #include "mixprec/models.h"
-#include "mixprec/ops.h"
-#include "prediction.h"
 
 namespace mixprec::cli {
 
-namespace {
+using infer::byte_name;
 
-}  // namespace
-
-int run_predict_text(const LoadedModel& loaded, const std::vector<std::string>& given_prompts,
+int run_predict_text(const infer::Predictor& predictor, const std::vector<std::string>& given_prompts,
                      const std::vector<std::string>& files, int64_t top_k, const std::string& format) {
+  const infer::LoadedModel& loaded = predictor.loaded();
   auto* gpt = dynamic_cast<nn::StepwiseLanguageModel*>(loaded.model.get());
   if (gpt == nullptr) {
     std::fprintf(stderr, "mixprec: usage error: predict: %s holds a %s, not a language model\n", loaded.opened.path.c_str(),
@@ -56,18 +51,9 @@ int run_predict_text(const LoadedModel& loaded, const std::vector<std::string>& 
   if (format == "csv") std::printf("input,rank,class,name,probability\n");
   for (const auto& [source, text] : prompts) {
     const size_t t = std::min(text.size(), size_t(gpt->context_length()));
-    std::vector<int64_t> tokens;
-    for (size_t i = text.size() - t; i < text.size(); ++i) tokens.push_back(int64_t(static_cast<unsigned char>(text[i])));
-    std::vector<float> p;
-    {
-      NoGradGuard no_grad;
-      std::optional<amp::AutocastGuard> autocast;
-      if (loaded.preset.autocast_dtype) autocast.emplace(*loaded.preset.autocast_dtype);
-      const Tensor logits = loaded.model->forward(Tensor::from_vector_i64(tokens, {1, int64_t(t)})).to(DType::f32);
-      const Tensor last = reshape(narrow(reshape(logits, {int64_t(t), logits.size(2)}), int64_t(t) - 1, 1), {logits.size(2)});
-      p = softmax(last, 0).to_vector();  // in f32 whatever the preset
-    }
-    const std::vector<int64_t> order = top_indices(p, top_k);
+    const std::vector<float> p =
+        predictor.probabilities(infer::next_byte_sample(text, predictor.layout().width), 1).front();
+    const std::vector<int64_t> order = infer::top_indices(p, top_k);
     nlohmann::json top = nlohmann::json::array();
     std::string line;
     for (size_t r = 0; r < order.size(); ++r) {

@@ -24,9 +24,10 @@
 
 #include "commands.h"
 #include "exit_codes.h"
+#include "inference_messages.h"
 #include "mixprec/http.h"
+#include "mixprec/infer.h"
 #include "mixprec/serve.h"
-#include "prediction.h"
 #include "serve_routes.h"
 #include "suggest.h"
 
@@ -43,7 +44,7 @@ struct ServeFlags {
 std::atomic<bool> g_stop_requested{false};
 void request_stop(int) { g_stop_requested.store(true); }
 
-void print_banner(const ServeFlags& f, const Predictor& predictor, int port) {
+void print_banner(const ServeFlags& f, const infer::Predictor& predictor, int port) {
   const nn::ModelSpec& spec = predictor.spec();
   std::printf("mixprec serve: model %s (%lld parameters, %s, weights %.2f MiB), %lldx%lldx%lld inputs, %lld classes\n",
               spec.name.c_str(), (long long)predictor.parameter_count(), predictor.loaded().preset.name.c_str(),
@@ -101,9 +102,9 @@ void allow_descriptors_for(int64_t connections) {
 }
 
 int run_serve(const ServeFlags& f, const std::string& checkpoint) {
-  auto opened = Predictor::open(checkpoint, f.precision);
+  auto opened = infer::Predictor::open(checkpoint, f.precision);
   if (!opened.is_ok()) return report_predictor_error(opened.status());
-  const Predictor predictor = std::move(opened).value();
+  const infer::Predictor predictor = std::move(opened).value();
 
   serve::ServeMetrics metrics(f.max_batch);
   std::mutex model_mutex;

@@ -8,8 +8,6 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
-#include "text_generation.h"
-
 namespace mixprec::cli {
 
 namespace {
@@ -28,7 +26,7 @@ std::string dump(const json& j, int indent = -1) {
 void fail(http::Response& res, int status, const std::string& message) { res = http::error_response(status, message); }
 
 json model_info(const ServeContext& c) {
-  const Predictor& p = c.predictor;
+  const infer::Predictor& p = c.predictor;
   const serve::InputLayout layout = p.layout();
   const nn::ModelSpec& spec = p.spec();
   return {{"model", spec.name},
@@ -78,7 +76,7 @@ void predict(const ServeContext& c, http::Request& req, http::Response& res) {
   json predictions = json::array();
   for (size_t i = 0; i < outputs->size(); ++i) {
     json top = json::array();
-    for (const TopClass& t : c.predictor.top((*outputs)[i], top_k))
+    for (const infer::TopClass& t : c.predictor.top((*outputs)[i], top_k))
       top.push_back({{"class", t.index}, {"name", t.name}, {"probability", t.probability}});
     predictions.push_back({{"input", i}, {"top", top}});
   }
@@ -98,7 +96,7 @@ void generate(const ServeContext& c, http::Request& req, http::Response& res) {
   std::string text;
   {
     std::lock_guard<std::mutex> lock(c.model_mutex);
-    text = generate_text(*lm, c.predictor.loaded().preset.autocast_dtype, decoded->prompt,
+    text = infer::generate_text(*lm, c.predictor.loaded().preset.autocast_dtype, decoded->prompt,
                          {decoded->max_tokens, decoded->temperature, decoded->top_k, decoded->seed});
   }
   json bytes = json::array();

@@ -8,14 +8,14 @@
 #include <vector>
 
 #include "mixprec/http.h"
+#include "mixprec/infer.h"
 #include "mixprec/serve.h"
-#include "prediction.h"
 
 namespace mixprec::cli {
 
 // What the handlers share; lives as long as the server.
 struct ServeContext {
-  const Predictor& predictor;
+  const infer::Predictor& predictor;
   serve::DynamicBatcher& batcher;
   serve::ServeMetrics& metrics;
   std::mutex& model_mutex;  // one model, one caller at a time: the batcher's thread or a generation

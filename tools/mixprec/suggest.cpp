@@ -1,11 +1,12 @@
 // suggest.cpp: see suggest.h.
 #include "suggest.h"
 
-#include "prediction.h"
+#include "inference_messages.h"
 
 #include <algorithm>
 #include <cctype>
 
+#include "mixprec/infer.h"
 #include "mixprec/model_file.h"
 #include "mixprec/names.h"
 #include "mixprec/precision.h"
@@ -60,7 +61,7 @@ CLI::Validator precision_name() {
 CLI::Validator inference_precision() {
   return CLI::Validator(
       [](std::string& value) -> std::string {
-        if (amp::preset_by_name(inference_preset_name(value)).is_ok()) return "";
+        if (amp::preset_by_name(infer::inference_preset_name(value)).is_ok()) return "";
         std::vector<std::string> names = {"fp32", "bf16", "fp16"};
         for (const auto& preset : amp::all_presets()) names.push_back(preset.name);
         return "unknown precision '" + value + "' (expected " + inference_precision_help() + ")" +

@@ -20,7 +20,7 @@ CLI::Validator model_name(const std::vector<std::string>& names);
 // Validates --precision with amp::preset_by_name; unknown names get a suggestion among the
 // presets and their aliases.
 CLI::Validator precision_name();
-// A precision for predict/serve: fp32|bf16|fp16 (prediction.h) or a preset name.
+// A precision for predict/serve: fp32|bf16|fp16 (infer::inference_preset_name) or a preset name.
 CLI::Validator inference_precision();
 // After a parse error: a better message when argv holds an unknown subcommand or flag
 // ("unknown flag '--epoch' for 'mixprec train' (did you mean '--epochs'?)"), or "".

@@ -1,11 +1,10 @@
-// weights_file.cpp: see weights_file.h.
-#include "weights_file.h"
-
-#include <cstdio>
-
-#include "exit_codes.h"
-
+// weights_file.cpp: opening weights and loading a checkpoint's model (mixprec/infer.h): a
+// mixprec checkpoint, a run directory, or a plain safetensors file recognised by its tensor
+// names and shapes.
 #include <map>
+#include <optional>
+
+#include "mixprec/infer.h"
 
 #include "mixprec/amp.h"
 #include "mixprec/autograd.h"
@@ -15,7 +14,7 @@
 #include "mixprec/train_data.h"
 #include "mixprec/weights.h"
 
-namespace mixprec::cli {
+namespace mixprec::infer {
 
 namespace {
 
@@ -135,12 +134,6 @@ StatusOr<LoadedModel> load_model(const std::string& given, const std::string& pr
   return m;
 }
 
-int report_load_error(const Status& status) {
-  const bool usage = status.code() == StatusCode::invalid_argument;
-  std::fprintf(stderr, "mixprec: %s: %s\n", usage ? "usage error" : "checkpoint error", status.message().c_str());
-  return exit_code_for(status);
-}
-
 Tensor run_model(const LoadedModel& loaded, const Tensor& input) {
   NoGradGuard no_grad;
   Tensor logits;
@@ -153,4 +146,4 @@ Tensor run_model(const LoadedModel& loaded, const Tensor& input) {
   return logits.to(DType::f32);  // losses, argmax and softmax in f32 whatever the preset
 }
 
-}  // namespace mixprec::cli
+}  // namespace mixprec::infer

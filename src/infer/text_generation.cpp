@@ -1,12 +1,14 @@
-// text_generation.cpp: see text_generation.h.
-#include "text_generation.h"
-
+// text_generation.cpp: generate_text of mixprec/infer.h: a language model's bytes, one at a
+// time with its key/value cache, drawn with a temperature and top-k from a seeded generator.
 #include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
 
-namespace mixprec::cli {
+#include "mixprec/amp.h"
+#include "mixprec/infer.h"
+
+namespace mixprec::infer {
 
 namespace {
 
@@ -40,7 +42,7 @@ int64_t sample(const std::vector<double>& logits, double temperature, int64_t to
 }  // namespace
 
 std::string generate_text(nn::StepwiseLanguageModel& lm, std::optional<DType> autocast_dtype, const std::string& prompt,
-                          const GenerationSettings& s, const std::function<void(char)>& on_byte) {
+                          const GenerationSettings& s, const std::function<bool(char)>& on_byte) {
   std::optional<amp::AutocastGuard> autocast;
   if (autocast_dtype) autocast.emplace(*autocast_dtype);
   std::mt19937_64 gen(s.seed);
@@ -66,11 +68,11 @@ std::string generate_text(nn::StepwiseLanguageModel& lm, std::optional<DType> au
   for (int64_t k = 0; k < s.max_tokens; ++k) {
     const int64_t next = sample(logits, s.temperature, s.top_k, gen);
     out.push_back(char(next));
-    if (on_byte) on_byte(char(next));
+    if (on_byte && !on_byte(char(next))) break;
     history.push_back(next);
     read(history.size() - 1);
   }
   return out;
 }
 
-}  // namespace mixprec::cli
+}  // namespace mixprec::infer

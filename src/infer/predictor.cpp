@@ -1,18 +1,16 @@
-// prediction.cpp: see prediction.h.
-#include "prediction.h"
-
+// predictor.cpp: the Predictor of mixprec/infer.h (a checkpoint's model answering with class
+// probabilities) and the helpers that name its answers (top_indices, byte_name).
 #include <algorithm>
 #include <cstdio>
 
-#include "exit_codes.h"
-
 #include "mixprec/autograd.h"
+#include "mixprec/infer.h"
 #include "mixprec/ops.h"
 #include "mixprec/precision.h"
 #include "mixprec/train_config.h"
 #include "mixprec/train_data.h"
 
-namespace mixprec::cli {
+namespace mixprec::infer {
 
 namespace {
 
@@ -30,26 +28,14 @@ std::vector<std::string> class_names_of(const train::TrainConfig& config) {
 
 }  // namespace
 
-std::string inference_preset_name(const std::string& flag) {
-  if (flag == "bf16") return "o2-bf16";
-  if (flag == "fp16") return "o2-fp16";
-  return flag;
+std::string inference_preset_name(const std::string& precision) {
+  if (precision == "bf16") return "o2-bf16";
+  if (precision == "fp16") return "o2-fp16";
+  return precision;
 }
 
-std::string inference_precision_help() {
-  return "fp32, bf16 or fp16 (weights cast once, normalisation layers in f32), or a preset: " + amp::preset_names() +
-         " (default: the checkpoint's)";
-}
-
-int report_predictor_error(const Status& status) {
-  if (status.code() == StatusCode::bad_checkpoint || status.code() == StatusCode::invalid_argument)
-    return report_load_error(status);
-  std::fprintf(stderr, "mixprec: data error: %s\n", status.message().c_str());
-  return exit_code_for(status);
-}
-
-StatusOr<Predictor> Predictor::open(const std::string& checkpoint, const std::string& precision_flag) {
-  auto loaded = load_model(checkpoint, inference_preset_name(precision_flag));
+StatusOr<Predictor> Predictor::open(const std::string& checkpoint, const std::string& precision) {
+  auto loaded = load_model(checkpoint, inference_preset_name(precision));
   if (!loaded.is_ok()) return loaded.status();
   Predictor p;
   p.loaded_ = std::move(loaded).value();
@@ -101,6 +87,14 @@ std::string byte_name(int64_t b) {
   return buf;
 }
 
+std::vector<float> next_byte_sample(const std::string& prompt, int64_t context) {
+  const size_t n = std::min(prompt.size(), size_t(std::max<int64_t>(context, 0))), from = prompt.size() - n;
+  std::vector<float> sample(size_t(std::max<int64_t>(context, 0)) + 1, 0.0f);
+  sample[0] = float(n);  // exact: a context is far below 2^24
+  for (size_t j = 0; j < n; ++j) sample[1 + j] = float(static_cast<unsigned char>(prompt[from + j]));
+  return sample;
+}
+
 namespace {
 
 // A language model's samples ([length, bytes...], Predictor::layout): one forward over the
@@ -110,7 +104,17 @@ std::vector<std::vector<float>> next_byte_probabilities(const LoadedModel& loade
                                                         int64_t n, int64_t context) {
   const int64_t per = context + 1;
   int64_t longest = 1;
-  for (int64_t i = 0; i < n; ++i) longest = std::max(longest, int64_t(samples[size_t(i * per)]));
+  for (int64_t i = 0; i < n; ++i) {
+    // A length outside [1, context] would index before the prompt or past the sample.
+    const float length = samples[size_t(i * per)];
+    if (!(length >= 1 && length <= float(context))) {
+      char shown[32];
+      std::snprintf(shown, sizeof shown, "%g", double(length));
+      throw Error(Status::invalid_argument("predict: prompt " + std::to_string(i) + " has length " + shown +
+                                           "; expected 1.." + std::to_string(context) + " bytes (next_byte_sample)"));
+    }
+    longest = std::max(longest, int64_t(length));
+  }
   std::vector<int64_t> ids(size_t(n * longest), 0);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < longest; ++j) ids[size_t(i * longest + j)] = int64_t(samples[size_t(i * per + 1 + j)]);
@@ -136,6 +140,11 @@ std::vector<std::vector<float>> next_byte_probabilities(const LoadedModel& loade
 
 std::vector<std::vector<float>> Predictor::probabilities(const std::vector<float>& samples, int64_t n) const {
   const nn::ModelSpec& s = spec();
+  const int64_t per_sample = layout().values_per_sample();
+  if (n < 0 || samples.size() != size_t(n * per_sample))
+    throw Error(Status::invalid_argument("predict: " + std::to_string(samples.size()) + " values for " +
+                                         std::to_string(n) + " samples; expected " + std::to_string(per_sample) +
+                                         " per sample"));
   if (s.language_model) return next_byte_probabilities(loaded_, samples, n, s.width - 1);
   // An image or table needs its normalisation per channel: refused rather than read out of
   // bounds.
@@ -195,4 +204,4 @@ int64_t Predictor::weight_bytes() const {
   return bytes;
 }
 
-}  // namespace mixprec::cli
+}  // namespace mixprec::infer

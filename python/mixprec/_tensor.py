@@ -1,0 +1,354 @@
+"""mixprec.Tensor's Python-side methods and the tensor factories.
+
+The engine binds the tensor and its ops (each runs without the GIL); what is here is argument
+handling in PyTorch's style: varargs shapes, dims that may be negative or tuples, indexing,
+dtype and device conversions.
+"""
+import builtins
+import functools
+
+import numpy as np
+
+from . import _mixprec as _C
+from ._mixprec import Tensor, dtype
+
+_DEFAULT_FLOAT = dtype.float32
+
+
+def _shape_args(args):
+    """PyTorch accepts t.reshape(2, 3) and t.reshape((2, 3))."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        return [builtins.int(d) for d in args[0]]
+    return [builtins.int(d) for d in args]
+
+
+def _dims(dim):
+    return [dim] if isinstance(dim, builtins.int) else [builtins.int(d) for d in dim]
+
+
+def _wrap_dim(dim, ndim):
+    if not -max(ndim, 1) <= dim < max(ndim, 1):
+        raise IndexError(f"Dimension out of range (expected to be in range of "
+                         f"[{-max(ndim, 1)}, {max(ndim, 1) - 1}], but got {dim})")
+    return dim + ndim if dim < 0 else dim
+
+
+# ---- factories -------------------------------------------------------------------------
+
+def from_numpy(array):
+    """A tensor sharing the array's memory (no copy). The array stays alive while the tensor
+    (or a view of it) does; writes through either are seen by the other."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(array).__name__})")
+    return _C.from_numpy(array)
+
+
+def _to_dtype(t, target):
+    return t if t.dtype == target else t._to_dtype(target)
+
+
+def tensor(data, dtype=None, requires_grad=False):
+    """A new tensor holding a copy of data (a list, a number, an array or a tensor)."""
+    if isinstance(data, Tensor):
+        data = data.detach().float().numpy() if data.dtype == _C.dtype.bfloat16 else data.detach().numpy()
+    array = np.array(data)
+    if not isinstance(data, np.ndarray) and not isinstance(data, np.generic):
+        # Python numbers: floats become float32 and integers int64, as in PyTorch.
+        if array.dtype.kind == "f":
+            array = array.astype(np.float32)
+        elif array.dtype.kind in "iub":
+            array = array.astype(np.int64)
+    if array.dtype.kind == "b":
+        array = array.astype(np.uint8)
+    if dtype is not None and dtype != _C.dtype.bfloat16:
+        array = array.astype(_numpy_dtype(dtype))
+    elif dtype == _C.dtype.bfloat16:
+        array = array.astype(np.float32)
+    # clone(): the engine's own (aligned, tracked) buffer rather than NumPy's copy.
+    t = _C.from_numpy(array if array.flags.c_contiguous else array.copy()).clone()
+    if dtype is not None:
+        t = _to_dtype(t, dtype)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _numpy_dtype(d):
+    return {dtype.float32: np.float32, dtype.float64: np.float64, dtype.float16: np.float16,
+            dtype.int64: np.int64, dtype.int32: np.int32, dtype.uint8: np.uint8}[d]
+
+
+def _factory(make):
+    @functools.wraps(make)
+    def factory(*size, dtype=None, requires_grad=False, **kwargs):
+        _check_device(kwargs.pop("device", None))
+        if kwargs:
+            raise TypeError(f"{make.__name__}() got unexpected keyword arguments {sorted(kwargs)}")
+        t = make(_shape_args(size), dtype or _DEFAULT_FLOAT)
+        return t.requires_grad_(True) if requires_grad else t
+    return factory
+
+
+zeros = _factory(lambda shape, d: _C._zeros(shape, d))
+zeros.__name__ = "zeros"
+ones = _factory(lambda shape, d: _C._full(shape, 1.0, d))
+ones.__name__ = "ones"
+empty = _factory(lambda shape, d: _C._empty(shape, d))
+empty.__name__ = "empty"
+rand = _factory(lambda shape, d: _C._uniform(shape, 0.0, 1.0, d))
+rand.__name__ = "rand"
+randn = _factory(lambda shape, d: _C._normal(shape, 0.0, 1.0, d))
+randn.__name__ = "randn"
+
+
+def full(size, fill_value, dtype=None, requires_grad=False):
+    t = _C._full(_shape_args((size,)), fill_value, dtype or _DEFAULT_FLOAT)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def zeros_like(t, dtype=None):
+    return _C._zeros(list(t.shape), dtype or t.dtype)
+
+
+def ones_like(t, dtype=None):
+    return _C._full(list(t.shape), 1.0, dtype or t.dtype)
+
+
+def cat(tensors, dim=0):
+    return _C.cat(list(tensors), dim)
+
+
+def stack(tensors, dim=0):
+    return _C.stack(list(tensors), dim)
+
+
+def _check_device(device):
+    if device is None or str(device) == "cpu":
+        return
+    raise RuntimeError(f"mixprec runs on CPUs only: got device {device!r}; write device=\"cpu\" "
+                       f"(or leave it out)")
+
+
+# ---- grad mode -------------------------------------------------------------------------
+
+class no_grad:
+    """Context manager and decorator: no autograd graph is recorded inside (thread-local)."""
+
+    def __init__(self):
+        self._scopes = []
+
+    def __enter__(self):
+        scope = _C._NoGradScope()
+        scope.enter()
+        self._scopes.append(scope)
+        return None
+
+    def __exit__(self, *exc):
+        self._scopes.pop().exit()
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with no_grad():
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+is_grad_enabled = _C.is_grad_enabled
+
+
+# ---- Tensor methods --------------------------------------------------------------------
+
+def matmul(a, b):
+    """a @ b with PyTorch's 1-D rules (a vector is a row on the left, a column on the right)."""
+    if a.ndim == 1 and b.ndim == 1:
+        return _C.sum(_C.mul(a, b))
+    if a.ndim == 1:
+        return _C.matmul(_C.reshape(a, [1, -1]), b).reshape(*b.shape[:-2], b.shape[-1])
+    if b.ndim == 1:
+        return _C.matmul(a, _C.reshape(b, [-1, 1])).reshape(*a.shape[:-1])
+    return _C.matmul(a, b)
+
+
+def _reduce(op):
+    def reduce(self, dim=None, keepdim=False):
+        if dim is None:
+            return op(self)
+        return op(self, [_wrap_dim(d, self.ndim) for d in _dims(dim)], keepdim)
+    return reduce
+
+
+def _to(self, *args, **kwargs):
+    """t.to(dtype), t.to("cpu"), t.to(other), t.to("cpu", dtype)."""
+    target = kwargs.pop("dtype", None)
+    _check_device(kwargs.pop("device", None))
+    for a in args:
+        if isinstance(a, dtype):
+            target = a
+        elif isinstance(a, Tensor):
+            target = a.dtype
+        else:
+            _check_device(a)
+    return self if target is None else _to_dtype(self, target)
+
+
+def _view(self, *shape):
+    if not self.is_contiguous():
+        raise RuntimeError("view size is not compatible with input tensor's size and stride (at "
+                           "least one dimension spans across two contiguous subspaces). Use "
+                           ".reshape(...) instead.")
+    return _C.reshape(self, _shape_args(shape))
+
+
+def _permute(self, *dims):
+    dims = [_wrap_dim(d, self.ndim) for d in _shape_args(dims)]
+    if sorted(dims) != list(range(self.ndim)):
+        raise RuntimeError(f"permute(): dims {dims} are not a permutation of {self.ndim} dims")
+    if self.ndim == 4:
+        return _C.permute4(self, dims)
+    # Any permutation is a product of transpositions: place each output dim in turn.
+    out, order = self, list(range(self.ndim))
+    for i, d in enumerate(dims):
+        j = order.index(d)
+        if j != i:
+            out = _C.transpose(out, i, j)
+            order[i], order[j] = order[j], order[i]
+    return out
+
+
+def _unsqueeze(self, dim):
+    dim = _wrap_dim(dim, self.ndim + 1)
+    shape = list(self.shape)
+    shape.insert(dim, 1)
+    return _C.reshape(self, shape)
+
+
+def _squeeze(self, dim=None):
+    if dim is None:
+        shape = [s for s in self.shape if s != 1]
+    else:
+        dim = _wrap_dim(dim, self.ndim)
+        shape = [s for i, s in enumerate(self.shape) if i != dim or s != 1]
+    return _C.reshape(self, shape)
+
+
+def _getitem(self, index):
+    """Integer and slice indexing (step 1) over the leading dims, with autograd: the rows a
+    training loop takes (x[i], x[a:b], x[:, 0]). Each indexed dim costs a copy."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    out, dim, drop = self, 0, []
+    for item in index:
+        if item is Ellipsis or item is None or not isinstance(item, (builtins.int, slice)):
+            raise TypeError(f"mixprec tensors support integer and slice indexing only, got "
+                            f"{type(item).__name__}")
+        if dim >= self.ndim:
+            raise IndexError(f"too many indices for tensor of dimension {self.ndim}")
+        size = self.shape[dim]
+        if isinstance(item, slice):
+            start, stop, step = item.indices(size)
+            if step != 1:
+                raise ValueError("mixprec tensors support slices with step 1 only")
+            length = max(0, stop - start)
+            if (start, length) != (0, size):
+                out = _narrow(out, dim, start, length)
+        else:
+            if not -size <= item < size:
+                raise IndexError(f"index {item} is out of bounds for dimension {dim} with size {size}")
+            out = _narrow(out, dim, item % size, 1)
+            drop.append(dim)
+        dim += 1
+    if drop:
+        out = _C.reshape(out, [s for i, s in enumerate(out.shape) if i not in drop])
+    return out
+
+
+def _narrow(t, dim, start, length):
+    if dim == 0:
+        return _C.narrow(t, start, length)
+    return _C.transpose(_C.narrow(_C.transpose(t, 0, dim), start, length), 0, dim)
+
+
+def _repr(self):
+    values = self.detach()
+    if values.dtype == dtype.bfloat16:
+        values = values._to_dtype(dtype.float32)
+    body = np.array2string(values.numpy(), separator=", ", prefix="tensor(")
+    extra = "" if self.dtype in (dtype.float32, dtype.int64) else f", dtype={self.dtype!r}"
+    if self.requires_grad:
+        extra += ", requires_grad=True"
+    return f"tensor({body}{extra})"
+
+
+def _size(self, dim=None):
+    return self.shape if dim is None else self.shape[_wrap_dim(dim, self.ndim)]
+
+
+_engine_backward = Tensor.backward
+
+
+def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    if retain_graph or create_graph or inputs is not None:
+        raise NotImplementedError("mixprec frees the graph after backward(): retain_graph, "
+                                  "create_graph and inputs are not supported")
+    _engine_backward(self, gradient)
+
+
+def _install():
+    methods = {
+        "float": lambda self: _to_dtype(self, dtype.float32),
+        "half": lambda self: _to_dtype(self, dtype.float16),
+        "bfloat16": lambda self: _to_dtype(self, dtype.bfloat16),
+        "double": lambda self: _to_dtype(self, dtype.float64),
+        "long": lambda self: _to_dtype(self, dtype.int64),
+        "to": _to,
+        "cpu": lambda self: self,
+        "type_as": lambda self, other: _to_dtype(self, other.dtype),
+        "size": _size,
+        "reshape": lambda self, *shape: _C.reshape(self, _shape_args(shape)),
+        "view": _view,
+        "flatten": lambda self, start_dim=0, end_dim=-1: _C.flatten(self, start_dim, end_dim),
+        "transpose": lambda self, dim0, dim1: _C.transpose(self, dim0, dim1),
+        "t": lambda self: _C.transpose(self, 0, 1),
+        "permute": _permute,
+        "unsqueeze": _unsqueeze,
+        "squeeze": _squeeze,
+        "sum": _reduce(_C.sum),
+        "mean": _reduce(_C.mean),
+        "relu": lambda self: _C.relu(self),
+        "gelu": lambda self: _C.gelu(self),
+        "exp": lambda self: _C.exp(self),
+        "log": lambda self: _C.log(self),
+        "pow": lambda self, exponent: _C.pow(self, exponent),
+        "softmax": lambda self, dim: _C.softmax(self, dim),
+        "log_softmax": lambda self, dim: _C.log_softmax(self, dim),
+        "argmax": _argmax,
+        "matmul": matmul,
+        "__matmul__": matmul,
+        "__getitem__": _getitem,
+        "__repr__": _repr,
+        "__float__": lambda self: builtins.float(self.item()),
+        "__int__": lambda self: builtins.int(self.item()),
+        "backward": _backward,
+        "tolist": lambda self: self.detach().float().numpy().tolist()
+        if self.dtype == dtype.bfloat16 else self.detach().numpy().tolist(),
+    }
+    for name, fn in methods.items():
+        setattr(Tensor, name, fn)
+    Tensor.T = property(lambda self: _C.transpose(self, 0, 1) if self.ndim == 2 else self)
+    Tensor.device = property(lambda self: "cpu")
+    Tensor.is_cuda = False
+    Tensor.__hash__ = object.__hash__
+
+
+def _argmax(self, dim=None, keepdim=False):
+    if dim is None:
+        return _C.argmax(_C.reshape(self, [1, -1])).reshape()
+    if _wrap_dim(dim, self.ndim) != self.ndim - 1:
+        raise NotImplementedError("mixprec's argmax reduces the last dim only (dim=-1)")
+    out = _C.argmax(_C.reshape(self, [-1, self.shape[-1]])).reshape(*self.shape[:-1])
+    return _unsqueeze(out, -1) if keepdim else out
+
+
+_install()

@@ -1,0 +1,7 @@
+"""mixprec.nn: torch.nn's Module system and layers."""
+from .modules import Module, Parameter
+from .layers import *  # noqa: F401,F403
+from .layers import __all__ as _layers
+from . import functional, utils
+
+__all__ = ["Module", "Parameter", "functional", "utils"] + _layers

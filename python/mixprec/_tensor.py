@@ -175,7 +175,10 @@ def _reduce(op):
     def reduce(self, dim=None, keepdim=False):
         if dim is None:
             return op(self)
-        return op(self, [_wrap_dim(d, self.ndim) for d in _dims(dim)], keepdim)
+        dims = [_wrap_dim(d, self.ndim) for d in _dims(dim)]
+        if len(set(dims)) != len(dims):
+            raise RuntimeError(f"dim {dims} appears multiple times in the list of dims")
+        return op(self, dims, keepdim)
     return reduce
 
 

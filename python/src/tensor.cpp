@@ -68,6 +68,23 @@ void release_python_object(void* object) {
   delete static_cast<py::object*>(object);
 }
 
+// The buffer protocol's entry point: pybind11's own (2.10) calls the def_buffer function
+// outside any try block, so an exception there (a bf16 tensor has no buffer format) would
+// end the interpreter. This one refuses such tensors with a BufferError first, and tensors
+// that require grad, as numpy() does.
+extern "C" int tensor_getbuffer(PyObject* object, Py_buffer* view, int flags) {
+  try {
+    const Tensor& t = py::cast<const Tensor&>(py::handle(object));
+    if (t.dtype() != DType::bf16 && !t.requires_grad()) return py::detail::pybind11_getbuffer(object, view, flags);
+    PyErr_SetString(PyExc_BufferError, t.requires_grad() ? "the tensor requires grad: use t.detach()"
+                                                         : "a bfloat16 tensor has no buffer format; use t.float()");
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_BufferError, e.what());
+  }
+  if (view) view->obj = nullptr;
+  return -1;
+}
+
 }  // namespace
 
 Tensor tensor_from_numpy(const py::array& a) {
@@ -169,6 +186,13 @@ void bind_tensor(py::module_& m) {
       .def("_same", &Tensor::same, "Whether both objects are handles to the same tensor")
       .def("_shares_storage", [](const Tensor& a, const Tensor& b) { return a.storage() == b.storage(); })
       .def("_str", &Tensor::str);
+  reinterpret_cast<PyHeapTypeObject*>(cls.ptr())->as_buffer.bf_getbuffer = tensor_getbuffer;
+  // np.asarray(t) tries the buffer first and, when it is refused, __array__, whose error
+  // (bf16, requires_grad) is then the one raised.
+  cls.def("__array__", [](const Tensor& t, py::object dtype) {
+    py::array a = tensor_to_numpy(t);
+    return dtype.is_none() ? a : py::array(a.attr("astype")(dtype));
+  }, py::arg("dtype") = py::none());
   // numpy defers to the tensor's reflected operators (array + tensor -> Tensor.__radd__).
   cls.attr("__array_ufunc__") = py::none();
 

@@ -341,6 +341,7 @@ def _install():
         setattr(Tensor, name, fn)
     Tensor.T = property(lambda self: _C.transpose(self, 0, 1) if self.ndim == 2 else self)
     Tensor.device = property(lambda self: "cpu")
+    Tensor.data = property(Tensor.detach, doc="The tensor without autograd, sharing its memory")
     Tensor.is_cuda = False
     Tensor.__hash__ = object.__hash__
 

@@ -183,6 +183,14 @@ void bind_tensor(py::module_& m) {
       .def("copy_", [](Tensor& t, const Tensor& src) { t.copy_(src); return t; }, release_gil())
       .def("fill_", [](Tensor& t, double v) { t.fill_(v); return t; }, release_gil())
       .def("zero_", [](Tensor& t) { t.fill_(0.0); return t; }, release_gil())
+      // The engine caches copies derived from weights (oneDNN's reordered layouts, autocast's
+      // casts) keyed by the storage's version, which every engine write bumps; a write
+      // through a NumPy view does not. A copy of zero elements into a view of the storage
+      // bumps it without touching the data (public API only).
+      .def("mark_modified_", [](Tensor& t) {
+        t.as_strided({0}, {1}, t.storage_offset()).copy_(Tensor::empty({0}, t.dtype()));
+        return t;
+      }, "Tell mixprec's caches that this tensor's memory was written through NumPy")
       .def("_same", &Tensor::same, "Whether both objects are handles to the same tensor")
       .def("_shares_storage", [](const Tensor& a, const Tensor& b) { return a.storage() == b.storage(); })
       .def("_str", &Tensor::str);

@@ -46,3 +46,21 @@ def test_gradient_of_a_from_numpy_leaf_is_the_engines():
     (t * t).sum().backward()
     np.testing.assert_array_equal(t.grad.numpy(), [2.0, 4.0])
     assert not np.shares_memory(t.grad.numpy(), a)
+
+
+def test_writes_through_numpy_reach_cached_weights_after_mark_modified():
+    # The engine caches reordered conv weights by the storage's version; a NumPy write does
+    # not bump it, mark_modified_() does (copy_ and optimizer steps do by themselves).
+    conv = mixprec.nn.Conv2d(16, 32, 3)
+    x = mixprec.randn(4, 16, 10, 10)
+    with mixprec.no_grad():
+        conv(x)  # fills the cache
+        conv.weight.data.numpy()[:] = 0.0
+        conv.weight.mark_modified_()
+        y = conv(x)
+    bias = conv.bias.detach().numpy()
+    np.testing.assert_array_equal(y.numpy(), np.broadcast_to(bias[None, :, None, None], y.shape))
+    with mixprec.no_grad():
+        conv.weight.copy_(mixprec.ones(32, 16, 3, 3))
+        y = conv(mixprec.ones(1, 16, 3, 3))
+    np.testing.assert_allclose(y.numpy().reshape(-1), 144.0 + bias, rtol=1e-6)

@@ -69,4 +69,5 @@ PYBIND11_MODULE(_mixprec, m) {
   bind_autograd_amp(m);
   bind_nn(m);
   bind_optim(m);
+  bind_data(m);
 }

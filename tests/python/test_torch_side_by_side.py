@@ -152,3 +152,21 @@ def test_autocast_output_dtype_is_torchs_or_a_listed_difference(op, inputs):
               if d[1] == "bf16_autocast"}
     if ours != theirs:
         assert listed.get((op, inputs)) == ours, f"{op}({inputs}): ours {ours}, torch {theirs}, not listed"
+
+
+@pytest.mark.parametrize("name, kwargs", [
+    ("StepLR", dict(step_size=3, gamma=0.3)), ("MultiStepLR", dict(milestones=[2, 5, 5, 9], gamma=0.7)),
+    ("ExponentialLR", dict(gamma=0.93)), ("LinearLR", dict(start_factor=0.1, total_iters=7)),
+    ("CosineAnnealingLR", dict(T_max=6, eta_min=0.001)), ("LambdaLR", dict(lr_lambda=lambda e: 1 / (e + 1))),
+])
+def test_lr_schedulers_give_torchs_floats(name, kwargs):
+    ours = getattr(mixprec.optim.lr_scheduler, name)(
+        mixprec.optim.SGD([nn.Parameter(mixprec.zeros(1))], lr=0.05), **kwargs)
+    theirs = getattr(torch.optim.lr_scheduler, name)(
+        torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.05), **kwargs)
+    for epoch in range(20):
+        assert ours.get_last_lr() == theirs.get_last_lr(), f"epoch {epoch}"
+        ours.optimizer.step()
+        theirs.optimizer.step()
+        ours.step()
+        theirs.step()

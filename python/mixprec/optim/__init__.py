@@ -3,9 +3,9 @@
 The update is the engine's: for float32 parameters one step() gives the same bits as
 torch.optim.SGD/Adam/AdamW(foreach=False), PyTorch 1.13's default on the CPU.
 """
-from . import _mixprec as _C
-from ._mixprec import Tensor
-from ._tensor import no_grad
+from .. import _mixprec as _C
+from .._mixprec import Tensor
+from .._tensor import no_grad
 
 
 class _RequiredParameter:
@@ -143,3 +143,6 @@ class AdamW(Optimizer):
                         amsgrad=amsgrad, maximize=maximize, foreach=foreach,
                         capturable=capturable)
         super().__init__(params, defaults, _adam_factory(True))
+
+
+from . import lr_scheduler  # noqa: E402  (mixprec.optim.lr_scheduler, as torch.optim's)

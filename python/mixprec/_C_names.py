@@ -1,6 +1,6 @@
 """The engine's names as the package exports them (dtypes under PyTorch's names)."""
 from ._mixprec import (Tensor, dtype, MixprecError, InvalidArgumentError, UnimplementedError,
-                       manual_seed, set_num_threads, get_num_threads, cpu_summary)
+                       NotFoundError, manual_seed, set_num_threads, get_num_threads, cpu_summary)
 
 float32 = dtype.float32
 float16 = dtype.float16

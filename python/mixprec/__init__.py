@@ -12,8 +12,8 @@ from ._C_names import (Tensor, dtype, float32, float16, bfloat16, float64, int64
                        half, float, double, long, int)
 from ._tensor import (tensor, from_numpy, zeros, ones, full, empty, zeros_like, ones_like, rand,
                       randn, cat, stack, matmul, no_grad, is_grad_enabled)
-from ._C_names import (MixprecError, InvalidArgumentError, UnimplementedError, manual_seed,
-                       set_num_threads, get_num_threads, cpu_summary)
+from ._C_names import (MixprecError, InvalidArgumentError, UnimplementedError, NotFoundError,
+                       manual_seed, set_num_threads, get_num_threads, cpu_summary)
 from . import nn, optim, amp, data, debug
 
 __all__ = [
@@ -21,5 +21,5 @@ __all__ = [
     "tensor", "from_numpy", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "rand",
     "randn", "cat", "stack", "matmul", "no_grad", "is_grad_enabled", "manual_seed",
     "set_num_threads", "get_num_threads", "cpu_summary", "MixprecError", "InvalidArgumentError",
-    "UnimplementedError", "nn", "optim", "amp", "data", "debug",
+    "UnimplementedError", "NotFoundError", "nn", "optim", "amp", "data", "debug",
 ]

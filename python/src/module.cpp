@@ -24,7 +24,8 @@ void bind_errors(py::module_& m) {
   // Engine errors carry a Status; Python sees them as exceptions a PyTorch user already
   // catches: every one is a RuntimeError (what torch raises for bad shapes and dtypes), the
   // caller's mistakes are also ValueErrors, and what this machine cannot run also a
-  // NotImplementedError. The classes are made once and live as long as the interpreter.
+  // NotImplementedError, a missing file also a FileNotFoundError. The classes are made once
+  // and live as long as the interpreter.
   static PyObject* base = PyErr_NewExceptionWithDoc(
       "mixprec.MixprecError", "An error reported by the mixprec engine (a RuntimeError).",
       PyExc_RuntimeError, nullptr);
@@ -34,7 +35,11 @@ void bind_errors(py::module_& m) {
   static PyObject* unimplemented = PyErr_NewExceptionWithDoc(
       "mixprec.UnimplementedError", "Not available for this dtype or shape on this machine.",
       PyTuple_Pack(2, base, PyExc_NotImplementedError), nullptr);
+  static PyObject* not_found = PyErr_NewExceptionWithDoc(
+      "mixprec.NotFoundError", "A missing file or directory (a FileNotFoundError too).",
+      PyTuple_Pack(2, base, PyExc_FileNotFoundError), nullptr);
   m.attr("MixprecError") = py::handle(base);
+  m.attr("NotFoundError") = py::handle(not_found);
   m.attr("InvalidArgumentError") = py::handle(invalid);
   m.attr("UnimplementedError") = py::handle(unimplemented);
   py::register_exception_translator([](std::exception_ptr p) {
@@ -44,6 +49,7 @@ void bind_errors(py::module_& m) {
       PyObject* type = base;
       if (e.status().code() == StatusCode::invalid_argument) type = invalid;
       if (e.status().code() == StatusCode::unimplemented) type = unimplemented;
+      if (e.status().code() == StatusCode::not_found) type = not_found;
       PyErr_SetString(type, e.what());
     }
   });

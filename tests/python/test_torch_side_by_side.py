@@ -170,3 +170,23 @@ def test_lr_schedulers_give_torchs_floats(name, kwargs):
         theirs.optimizer.step()
         ours.step()
         theirs.step()
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_transformer_encoder_layer_matches_torch(activation, batch_first):
+    ours = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, activation=activation, batch_first=batch_first)
+    theirs = torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, activation=activation, batch_first=batch_first)
+    copy_parameters(ours, theirs)
+    x = rng(11).standard_normal((5, 3, 16)).astype(np.float32)
+    xo = mixprec.tensor(x, requires_grad=True)
+    xt = torch.from_numpy(x.copy()).requires_grad_()
+    yo, yt = ours(xo), theirs(xt)
+    torch.testing.assert_close(to_torch(yo), yt.detach())
+    w = rng(12).standard_normal(x.shape).astype(np.float32)
+    (yo * mixprec.tensor(w)).sum().backward()
+    (yt * torch.from_numpy(w)).sum().backward()
+    torch.testing.assert_close(to_torch(xo.grad), xt.grad)
+    their_params = dict(theirs.named_parameters())
+    for name, p in ours.named_parameters():
+        torch.testing.assert_close(to_torch(p.grad), their_params[name].grad, msg=name)

@@ -25,6 +25,14 @@ class Parameter(Tensor):
         super().__init__(data.detach())
         self.requires_grad = requires_grad
 
+    @classmethod
+    def _share(cls, tensor):
+        """A Parameter that is the same tensor as `tensor` (not a detached copy): an engine
+        module's parameter, whose gradient the engine's forward accumulates."""
+        p = cls.__new__(cls)
+        Tensor.__init__(p, tensor)
+        return p
+
     def __repr__(self):
         return "Parameter containing:\n" + Tensor.__repr__(self)
 
@@ -157,8 +165,11 @@ class Module:
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
         for m in self.modules():
-            object.__setattr__(m, "training", mode)
+            m._set_training(mode)
         return self
+
+    def _set_training(self, mode):
+        object.__setattr__(self, "training", mode)
 
     def eval(self):
         return self.train(False)
@@ -190,13 +201,17 @@ class Module:
         if not target.is_floating_point:
             raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got desired dtype={target!r}")
         for m in self.modules():
-            for name, p in m._parameters.items():
-                if p is not None and p.dtype.is_floating_point and p.dtype != target:
-                    m._parameters[name] = Parameter(p.detach()._to_dtype(target), p.requires_grad)
-            for name, b in m._buffers.items():
-                if b is not None and b.dtype.is_floating_point and b.dtype != target:
-                    m._buffers[name] = b._to_dtype(target)
+            m._convert(target)
         return self
+
+    def _convert(self, target):
+        """This module's own floating parameters and buffers to `target` (not its children's)."""
+        for name, p in self._parameters.items():
+            if p is not None and p.dtype.is_floating_point and p.dtype != target:
+                self._parameters[name] = Parameter(p.detach()._to_dtype(target), p.requires_grad)
+        for name, b in self._buffers.items():
+            if b is not None and b.dtype.is_floating_point and b.dtype != target:
+                self._buffers[name] = b._to_dtype(target)
 
     def float(self):
         return self.to(dtype.float32)

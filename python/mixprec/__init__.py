@@ -15,11 +15,12 @@ from ._tensor import (tensor, from_numpy, zeros, ones, full, empty, zeros_like, 
 from ._C_names import (MixprecError, InvalidArgumentError, UnimplementedError, NotFoundError,
                        manual_seed, set_num_threads, get_num_threads, cpu_summary)
 from . import nn, optim, amp, data, debug
+from ._train import train
 
 __all__ = [
     "Tensor", "dtype", "float32", "float16", "bfloat16", "float64", "int64", "int32", "uint8",
     "tensor", "from_numpy", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "rand",
     "randn", "cat", "stack", "matmul", "no_grad", "is_grad_enabled", "manual_seed",
     "set_num_threads", "get_num_threads", "cpu_summary", "MixprecError", "InvalidArgumentError",
-    "UnimplementedError", "NotFoundError", "nn", "optim", "amp", "data", "debug",
+    "UnimplementedError", "NotFoundError", "nn", "optim", "amp", "data", "debug", "train",
 ]

@@ -6,6 +6,7 @@ dtype and device conversions.
 """
 import builtins
 import functools
+import threading
 
 import numpy as np
 
@@ -131,31 +132,58 @@ def _check_device(device):
 
 # ---- grad mode -------------------------------------------------------------------------
 
-class no_grad:
-    """Context manager and decorator: no autograd graph is recorded inside (thread-local)."""
+class _EngineScope:
+    """A context manager and decorator around one of the engine's thread-local scopes (grad
+    mode, autocast). Each `with` makes a new engine scope and leaving ends the latest one
+    entered on this thread: one object nests, serves several threads, and decorates (a scope
+    per call)."""
 
-    def __init__(self):
-        self._scopes = []
+    def _new_scope(self):
+        raise NotImplementedError
+
+    def _stack(self):
+        local = self.__dict__.setdefault("_local", threading.local())
+        if not hasattr(local, "scopes"):
+            local.scopes = []
+        return local.scopes
 
     def __enter__(self):
-        scope = _C._NoGradScope()
+        scope = self._new_scope()
         scope.enter()
-        self._scopes.append(scope)
-        return None
+        self._stack().append(scope)
+        return self
 
     def __exit__(self, *exc):
-        self._scopes.pop().exit()
+        self._stack().pop().exit()
         return False
 
     def __call__(self, fn):
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with no_grad():
+            with self:
                 return fn(*args, **kwargs)
         return wrapper
 
 
+class no_grad(_EngineScope):
+    """Context manager and decorator: no autograd graph is recorded inside (thread-local)."""
+
+    def _new_scope(self):
+        return _C._NoGradScope()
+
+
 is_grad_enabled = _C.is_grad_enabled
+
+
+def _zero_grads(params, set_to_none):
+    """Module.zero_grad and Optimizer.zero_grad: 1.13's default zeroes in place."""
+    for p in params:
+        if p.grad is None:
+            continue
+        if set_to_none:
+            p.grad = None
+        else:
+            p.grad.zero_()
 
 
 # ---- Tensor methods --------------------------------------------------------------------

@@ -1,9 +1,9 @@
 """mixprec.amp: autocast and GradScaler with torch.amp's arguments, defaults and errors."""
-import functools
 import math
 
 from . import _mixprec as _C
 from ._mixprec import Tensor, dtype
+from ._tensor import _EngineScope
 
 
 def _check_device_type(device_type):
@@ -16,7 +16,7 @@ def _check_device_type(device_type):
                            f"but got {device_type!r}")
 
 
-class autocast:
+class autocast(_EngineScope):
     """Context manager and decorator: ops inside run in `dtype` where the policy table says
     so (matmul, conv) and in float32 where precision needs it (softmax, losses). Nestable;
     thread-local; enabled=False switches autocast off inside an enabled region."""
@@ -25,24 +25,10 @@ class autocast:
         _check_device_type(device_type)
         self.device_type, self.fast_dtype = device_type, dtype
         self._enabled, self._cache_enabled = bool(enabled), bool(cache_enabled)
-        self._scopes = []
+        self._new_scope()  # checks the dtype now, not at the first `with`
 
-    def __enter__(self):
-        scope = _C._AutocastScope(self.fast_dtype, self._enabled, self._cache_enabled)
-        scope.enter()
-        self._scopes.append(scope)
-        return self
-
-    def __exit__(self, *exc):
-        self._scopes.pop().exit()
-        return False
-
-    def __call__(self, fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with autocast(self.device_type, self.fast_dtype, self._enabled, self._cache_enabled):
-                return fn(*args, **kwargs)
-        return wrapper
+    def _new_scope(self):
+        return _C._AutocastScope(self.fast_dtype, self._enabled, self._cache_enabled)
 
 
 is_autocast_enabled = _C.is_autocast_enabled

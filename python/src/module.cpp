@@ -76,4 +76,5 @@ PYBIND11_MODULE(_mixprec, m) {
   bind_nn(m);
   bind_optim(m);
   bind_data(m);
+  bind_train(m);
 }

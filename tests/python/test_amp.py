@@ -71,6 +71,27 @@ def test_autocast_is_thread_local():
     assert seen == [False]
 
 
+def test_one_autocast_object_serves_two_threads_at_once():
+    shared = autocast()
+    entered, leave, left = threading.Event(), threading.Event(), threading.Event()
+
+    def other():
+        with shared:
+            entered.set()
+            assert leave.wait(60)
+        left.set()
+
+    t = threading.Thread(target=other)
+    with shared:
+        t.start()
+        assert entered.wait(60)
+        leave.set()   # the other thread leaves its region while ours is open
+        assert left.wait(60)
+        assert mixprec.amp.is_autocast_enabled()  # ours is untouched
+    t.join()
+    assert not mixprec.amp.is_autocast_enabled()
+
+
 def test_autocast_cuda_says_what_to_write():
     with pytest.raises(RuntimeError, match='device_type="cpu"'):
         autocast("cuda")

@@ -44,6 +44,20 @@ def test_optimizer_steps_are_bit_identical(name, kwargs):
         assert mismatch.size == 0, f"step {step}: {mismatch.size} elements differ"
 
 
+def compare_forward_backward(ours, theirs, xo, xt):
+    """Outputs, then the input's and every parameter's gradient of sum(y * w) for a random w,
+    within torch's assert_close tolerances."""
+    yo, yt = ours(xo), theirs(xt)
+    torch.testing.assert_close(to_torch(yo), yt.detach())
+    w = rng(7).standard_normal(tuple(yt.shape)).astype(np.float32)
+    (yo * mixprec.tensor(w)).sum().backward()
+    (yt * torch.from_numpy(w)).sum().backward()
+    torch.testing.assert_close(to_torch(xo.grad), xt.grad)
+    their_params = dict(theirs.named_parameters())
+    for name, p in ours.named_parameters():
+        torch.testing.assert_close(to_torch(p.grad), their_params[name].grad, msg=name)
+
+
 def copy_parameters(ours, theirs):
     state = {k: torch.from_numpy(v.numpy().copy()) for k, v in ours.state_dict().items()}
     theirs.load_state_dict(state)
@@ -68,15 +82,7 @@ def test_layer_forward_and_backward_match_torch(make, shape):
     x = rng(6).standard_normal(shape).astype(np.float32)
     xo = mixprec.tensor(x, requires_grad=True)
     xt = torch.from_numpy(x.copy()).requires_grad_()
-    yo, yt = ours(xo), theirs(xt)
-    torch.testing.assert_close(to_torch(yo), yt.detach())
-    w = rng(7).standard_normal(tuple(yt.shape)).astype(np.float32)
-    (yo * mixprec.tensor(w)).sum().backward()
-    (yt * torch.from_numpy(w)).sum().backward()
-    torch.testing.assert_close(to_torch(xo.grad), xt.grad)
-    their_params = dict(theirs.named_parameters())
-    for name, p in ours.named_parameters():
-        torch.testing.assert_close(to_torch(p.grad), their_params[name].grad, msg=name)
+    compare_forward_backward(ours, theirs, xo, xt)
     for name, b in ours.named_buffers():
         torch.testing.assert_close(to_torch(b), dict(theirs.named_buffers())[name], msg=name)
 
@@ -181,12 +187,4 @@ def test_transformer_encoder_layer_matches_torch(activation, batch_first):
     x = rng(11).standard_normal((5, 3, 16)).astype(np.float32)
     xo = mixprec.tensor(x, requires_grad=True)
     xt = torch.from_numpy(x.copy()).requires_grad_()
-    yo, yt = ours(xo), theirs(xt)
-    torch.testing.assert_close(to_torch(yo), yt.detach())
-    w = rng(12).standard_normal(x.shape).astype(np.float32)
-    (yo * mixprec.tensor(w)).sum().backward()
-    (yt * torch.from_numpy(w)).sum().backward()
-    torch.testing.assert_close(to_torch(xo.grad), xt.grad)
-    their_params = dict(theirs.named_parameters())
-    for name, p in ours.named_parameters():
-        torch.testing.assert_close(to_torch(p.grad), their_params[name].grad, msg=name)
+    compare_forward_backward(ours, theirs, xo, xt)

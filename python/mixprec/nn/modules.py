@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import _mixprec as _C
 from .._mixprec import Tensor, dtype
-from .._tensor import no_grad
+from .._tensor import _zero_grads, no_grad
 from . import functional as F
 
 
@@ -180,13 +180,7 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none=False):
-        for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                p.grad.zero_()
+        _zero_grads(self.parameters(), set_to_none)
 
     # ---- dtypes ----
     def to(self, *args, **kwargs):

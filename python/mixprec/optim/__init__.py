@@ -5,7 +5,7 @@ torch.optim.SGD/Adam/AdamW(foreach=False), PyTorch 1.13's default on the CPU.
 """
 from .. import _mixprec as _C
 from .._mixprec import Tensor
-from .._tensor import no_grad
+from .._tensor import _zero_grads, no_grad
 
 
 class _RequiredParameter:
@@ -57,13 +57,7 @@ class Optimizer:
 
     def zero_grad(self, set_to_none=False):
         """PyTorch 1.13's default zeroes the gradients in place; set_to_none drops them."""
-        for p in self.param_groups[0]["params"]:
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                p.grad.zero_()
+        _zero_grads(self.param_groups[0]["params"], set_to_none)
 
     def state_dict(self):
         """The engine's state tensors by name ("exp_avg.0", ...) and the group's settings."""

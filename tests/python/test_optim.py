@@ -128,6 +128,9 @@ def test_state_dict_resumes_identically():
         opt.step()
         resumed.step()
     np.testing.assert_array_equal(q.detach().numpy(), p.detach().numpy())
+    state = opt.state_dict()  # PyTorch's layout
+    assert sorted(state["state"][0]) == ["exp_avg", "exp_avg_sq", "step"]
+    assert state["state"][0]["step"].item() == 5
 
 
 def test_clip_grad_norm():

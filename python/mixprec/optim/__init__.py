@@ -3,6 +3,8 @@
 The update is the engine's: for float32 parameters one step() gives the same bits as
 torch.optim.SGD/Adam/AdamW(foreach=False), PyTorch 1.13's default on the CPU.
 """
+import numpy as np
+
 from .. import _mixprec as _C
 from .._mixprec import Tensor
 from .._tensor import _zero_grads, no_grad
@@ -60,23 +62,59 @@ class Optimizer:
         _zero_grads(self.param_groups[0]["params"], set_to_none)
 
     def state_dict(self):
-        """The engine's state tensors by name ("exp_avg.0", ...) and the group's settings."""
+        """PyTorch's layout: {"state": {index: {"exp_avg": ..., "step": ...}}, "param_groups":
+        [{settings..., "params": [indices]}]}, the tensors sharing the optimizer's memory."""
+        state = {}
+        for key, t in self._engine.state_tensors().items():
+            name, index = key.rsplit(".", 1)
+            state.setdefault(int(index), {})[name] = t
+        if isinstance(self._engine, _C.optim.Adam):  # PyTorch's Adam keeps a step per parameter
+            for entry in state.values():
+                entry["step"] = _C._full([], float(self._engine.step_count), _C.dtype.float32)
         group = {k: v for k, v in self.param_groups[0].items() if k != "params"}
         group["params"] = list(range(len(self.param_groups[0]["params"])))
-        return {"state": dict(self._engine.state_tensors()), "step": self._engine.step_count,
-                "param_groups": [group]}
+        return {"state": state, "param_groups": [group]}
 
     def load_state_dict(self, state_dict):
+        """A state_dict() of this optimizer or of PyTorch's (its tensors may be torch tensors
+        or NumPy arrays); the values are copied."""
+        flat, steps = {}, set()
+        for index, entry in state_dict["state"].items():
+            for name, value in entry.items():
+                if name == "step":
+                    steps.add(int(float(value)))
+                elif value is not None:
+                    flat[f"{name}.{int(index)}"] = value if isinstance(value, Tensor) else \
+                        _C.from_numpy(np.array(value, dtype=np.float32, copy=True, order="C"))
+        if len(steps) > 1:
+            raise ValueError(f"mixprec optimizers count steps once for all parameters; the state "
+                             f"has several step counts {sorted(steps)}")
         with no_grad():
-            self._engine.load_state_tensors(state_dict["state"])
-        self._engine.step_count = int(state_dict["step"])
-        group = dict(state_dict["param_groups"][0])
-        group.pop("params", None)
-        self.param_groups[0].update(group)
+            self._engine.load_state_tensors(flat)
+        self._engine.step_count = steps.pop() if steps else 0
+        # The update's settings are fixed at construction: a state of other settings does not
+        # fit (PyTorch's implementation switches foreach & co. do not change the numbers).
+        ours = self.param_groups[0]
+        for key, value in state_dict["param_groups"][0].items():
+            if key == "params" or key in _IMPLEMENTATION_SWITCHES:
+                continue
+            if key in self._settings and not _same_setting(value, self._settings[key]):
+                raise ValueError(f"the state's {key}={value!r} differs from this optimizer's "
+                                 f"{self._settings[key]!r}: make the optimizer with the state's settings")
+            ours[key] = value
 
     def __repr__(self):
         settings = "\n".join(f"    {k}: {v}" for k, v in self.param_groups[0].items() if k != "params")
         return f"{type(self).__name__} (\nParameter Group 0\n{settings}\n)"
+
+
+_IMPLEMENTATION_SWITCHES = ("foreach", "capturable", "differentiable", "fused")
+
+
+def _same_setting(a, b):
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return tuple(a) == tuple(b)
+    return a == b
 
 
 def _check(condition, message):

@@ -362,6 +362,8 @@ def _install():
         "__float__": lambda self: builtins.float(self.item()),
         "__int__": lambda self: builtins.int(self.item()),
         "backward": _backward,
+        "__reduce__": _pickle_reduce,
+        "__deepcopy__": _deepcopy,
         "tolist": lambda self: self.detach().float().numpy().tolist()
         if self.dtype == dtype.bfloat16 else self.detach().numpy().tolist(),
     }
@@ -372,6 +374,34 @@ def _install():
     Tensor.data = property(Tensor.detach, doc="The tensor without autograd, sharing its memory")
     Tensor.is_cuda = False
     Tensor.__hash__ = object.__hash__
+
+
+def _rebuild(values, dtype_name, requires_grad, cls_name):
+    """Unpickles a tensor: NumPy values (bf16 as float32, exact) converted back."""
+    t = _to_dtype(_C.from_numpy(np.array(values, copy=True)).clone(), getattr(dtype, dtype_name))
+    if cls_name == "Parameter":
+        from .nn import Parameter
+        return Parameter(t, requires_grad)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def _pickle_reduce(self):
+    values = self.detach()
+    if values.dtype == dtype.bfloat16:
+        values = values._to_dtype(dtype.float32)
+    name = str(self.dtype).replace("mixprec.", "")
+    return (_rebuild, (values.numpy().copy(), name, self.requires_grad and self.is_leaf,
+                       type(self).__name__))
+
+
+def _deepcopy(self, memo):
+    """A new leaf with a copy of the values (copy.deepcopy of a model, an EMA copy)."""
+    if id(self) in memo:
+        return memo[id(self)]
+    rebuild, args = _pickle_reduce(self)
+    copied = rebuild(*args)
+    memo[id(self)] = copied
+    return copied
 
 
 def _argmax(self, dim=None, keepdim=False):

@@ -64,3 +64,19 @@ def test_writes_through_numpy_reach_cached_weights_after_mark_modified():
         conv.weight.copy_(mixprec.ones(32, 16, 3, 3))
         y = conv(mixprec.ones(1, 16, 3, 3))
     np.testing.assert_allclose(y.numpy().reshape(-1), 144.0 + bias, rtol=1e-6)
+
+
+def test_pickle_and_deepcopy_keep_values_dtype_and_parameters():
+    import copy
+    import pickle
+
+    model = mixprec.nn.Sequential(mixprec.nn.Linear(3, 2), mixprec.nn.LayerNorm(2))
+    model[0].bfloat16()
+    twin = copy.deepcopy(model)
+    for (name, p), (_, q) in zip(model.named_parameters(), twin.named_parameters()):
+        assert isinstance(q, mixprec.nn.Parameter) and q.requires_grad and q.dtype == p.dtype, name
+        np.testing.assert_array_equal(q.detach().float().numpy(), p.detach().float().numpy())
+        assert not q._shares_storage(p)
+    state = pickle.loads(pickle.dumps(model.state_dict()))
+    assert state["0.weight"].dtype == mixprec.bfloat16 and not state["0.weight"].requires_grad
+    model.load_state_dict(state)

@@ -201,13 +201,43 @@ def matmul(a, b):
 
 def _reduce(op):
     def reduce(self, dim=None, keepdim=False):
-        if dim is None:
-            return op(self)
-        dims = [_wrap_dim(d, self.ndim) for d in _dims(dim)]
-        if len(set(dims)) != len(dims):
+        dims = None if dim is None else [_wrap_dim(d, self.ndim) for d in _dims(dim)]
+        if dims is not None and len(set(dims)) != len(dims):
             raise RuntimeError(f"dim {dims} appears multiple times in the list of dims")
-        return op(self, dims, keepdim)
+        if not self.dtype.is_floating_point:
+            return _integer_reduce(op, self, dims, keepdim)
+        return op(self) if dims is None else op(self, dims, keepdim)
     return reduce
+
+
+def _integer_reduce(op, t, dims, keepdim):
+    """sum of integer (and comparison) tensors: int64, through NumPy, as PyTorch's; mean
+    refuses them as PyTorch does. The engine reduces floating tensors only."""
+    if op is not _C.sum:
+        raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a "
+                           f"floating point or complex dtype. Got: {t.dtype}")
+    axis = None if dims is None else tuple(dims)
+    keep = keepdim and dims is not None
+    return _C.from_numpy(np.array(t.detach().numpy().sum(axis=axis, keepdims=keep), dtype=np.int64))
+
+
+def _numpy_values(t):
+    t = t.detach()
+    return (t._to_dtype(dtype.float32) if t.dtype == dtype.bfloat16 else t).numpy()
+
+
+def _compare(op):
+    """Elementwise comparison, through NumPy (no gradient, as in PyTorch). mixprec has no bool
+    dtype: the result is uint8 0/1 (sum() gives an int64 count, .float() a mean-able one)."""
+    def compare(self, other):
+        if isinstance(other, Tensor):
+            b = _numpy_values(other)
+        elif self.dtype.is_floating_point:  # a Python number takes the tensor's dtype, as in PyTorch
+            b = _numpy_values(_C._full([], other, self.dtype))
+        else:
+            b = other
+        return _C.from_numpy(np.ascontiguousarray(op(_numpy_values(self), b), dtype=np.uint8))
+    return compare
 
 
 def _to(self, *args, **kwargs):
@@ -358,6 +388,12 @@ def _install():
         "matmul": matmul,
         "__matmul__": matmul,
         "__getitem__": _getitem,
+        "__eq__": _compare(np.equal),
+        "__ne__": _compare(np.not_equal),
+        "__lt__": _compare(np.less),
+        "__le__": _compare(np.less_equal),
+        "__gt__": _compare(np.greater),
+        "__ge__": _compare(np.greater_equal),
         "__repr__": _repr,
         "__float__": lambda self: builtins.float(self.item()),
         "__int__": lambda self: builtins.int(self.item()),

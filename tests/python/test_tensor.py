@@ -177,3 +177,20 @@ def test_bad_inputs_raise_python_errors_with_the_engine_message():
 def test_repr_shows_values_and_dtype():
     assert repr(mixprec.tensor([1.0, 2.0])) == "tensor([1., 2.])"
     assert "bfloat16" in repr(mixprec.tensor([1.0], dtype=mixprec.bfloat16))
+
+
+def test_comparisons_and_integer_sums_count_as_in_pytorch():
+    logits = mixprec.tensor([[0.1, 0.9], [0.8, 0.2], [0.3, 0.7]])
+    labels = mixprec.tensor([1, 0, 0])
+    correct = logits.argmax(-1) == labels
+    assert correct.dtype == mixprec.uint8 and correct.tolist() == [1, 1, 0]
+    total = correct.sum()
+    assert total.dtype == mixprec.int64 and total.item() == 2
+    assert correct.float().mean().item() == pytest.approx(2 / 3)
+    assert (logits > 0.5).sum(1).tolist() == [1, 1, 1]
+    # the number is rounded to the tensor's dtype first: bf16(0.3) <= 0.3 holds, as in PyTorch
+    assert (logits.bfloat16() <= 0.3).tolist() == [[1, 0], [0, 1], [1, 0]]
+    with pytest.raises(RuntimeError, match="mean"):
+        labels.mean()
+    t = mixprec.ones(2)
+    assert t in [t] and len({t, t}) == 1  # identity hashing is kept

@@ -220,3 +220,15 @@ def test_optimizer_state_moves_between_torch_and_mixprec(name, kwargs):
     back.load_state_dict(state)
     for k, v in ref.state_dict()["state"][0].items():
         assert torch.equal(back.state_dict()["state"][0][k], v), k
+
+
+@pytest.mark.parametrize("op", ["==", "!=", "<", "<=", ">", ">="])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_comparisons_match_torch(op, dtype):
+    a = np.round(rng(14).standard_normal((4, 5)), 1).astype(np.float32)
+    b = np.round(rng(15).standard_normal((5,)), 1).astype(np.float32)
+    ma, mb = mixprec.tensor(a).to(getattr(mixprec, dtype)), mixprec.tensor(b).to(getattr(mixprec, dtype))
+    ta, tb = torch.from_numpy(a).to(getattr(torch, dtype)), torch.from_numpy(b).to(getattr(torch, dtype))
+    for ours, theirs in [(eval(f"ma {op} mb"), eval(f"ta {op} tb")), (eval(f"ma {op} 0.3"), eval(f"ta {op} 0.3"))]:
+        np.testing.assert_array_equal(ours.numpy().astype(bool), theirs.numpy())
+        assert ours.sum().item() == theirs.sum().item()

@@ -93,7 +93,7 @@ def main():
         with torch.no_grad(), autocast(device_type="cpu", dtype=torch.bfloat16):
             for i in range(0, len(x_test), 1000):
                 logits = model(torch.from_numpy(x_test[i:i + 1000]))
-                correct += int((logits.argmax(-1).numpy() == y_test[i:i + 1000]).sum())
+                correct += (logits.argmax(-1) == torch.from_numpy(y_test[i:i + 1000])).sum().item()
         print(f"epoch {epoch}: test accuracy {correct / len(x_test):.2%} "
               f"({steps} steps, {elapsed:.1f} s, {steps * args.batch_size / elapsed:.0f} images/s)")
 

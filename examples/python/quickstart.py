@@ -30,6 +30,6 @@ for step in range(60):
         print(f"step {step:2d}  loss {loss.item():.4f}  scale {scaler.get_scale():.0f}")
 
 with mixprec.no_grad():
-    accuracy = (model(x).argmax(-1).numpy() == y.numpy()).mean()
+    accuracy = (model(x).argmax(-1) == y).float().mean().item()
 print(f"train accuracy {accuracy:.1%}")
 assert accuracy > 0.9, "the quickstart loop did not learn"

@@ -11,7 +11,8 @@ from . import _mixprec as _C
 from ._C_names import (Tensor, dtype, float32, float16, bfloat16, float64, int64, int32, uint8,
                        half, float, double, long, int)
 from ._tensor import (tensor, from_numpy, zeros, ones, full, empty, zeros_like, ones_like, rand,
-                      randn, cat, stack, matmul, no_grad, is_grad_enabled)
+                      randn, cat, stack, no_grad, is_grad_enabled)
+from ._methods import matmul  # also gives mixprec.Tensor its Python methods
 from ._C_names import (MixprecError, InvalidArgumentError, UnimplementedError, NotFoundError,
                        manual_seed, set_num_threads, get_num_threads, cpu_summary)
 from . import nn, optim, amp, data, debug

@@ -50,6 +50,11 @@ class Tensor {
   // Seeded by manual_seed(): uniform [low, high), normal(mean, std).
   static Tensor uniform(const Shape& shape, double low, double high, DType dtype = DType::f32);
   static Tensor normal(const Shape& shape, double mean, double std, DType dtype = DType::f32);
+  // A view of memory owned elsewhere (a NumPy array), without copying: strides in elements,
+  // none negative; `owner` is held until the last tensor viewing the memory is gone. The
+  // memory is not charged to the tracking allocator. The Python package's from_numpy().
+  static Tensor from_external(void* data, const Shape& shape, const Shape& strides, DType dtype,
+                              std::shared_ptr<void> owner);
   // A tensor with the same shape/dtype as `like` (PyTorch's *_like: inherits the dtype).
   static Tensor empty_like(const Tensor& like);
   static Tensor zeros_like(const Tensor& like);

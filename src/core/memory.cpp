@@ -166,13 +166,22 @@ Storage::Storage(size_t bytes, MemoryCategory category) : bytes_(bytes), categor
   charge(category_, int64_t(bytes_));
 }
 
+Storage::Storage(void* data, size_t bytes, std::shared_ptr<void> owner)
+    : data_(data), bytes_(bytes), category_(MemoryCategory::data), external_(true),
+      external_owner_(std::move(owner)) {}
+
 Storage::~Storage() {
+  if (external_) return;  // not ours: the owner (released with this object) frees it
   release(category_, int64_t(bytes_));
   block_cache().give(data_, rounded_size(bytes_));
 }
 
 void Storage::recharge(MemoryCategory category) {
   if (category == category_) return;
+  if (external_) {  // never charged, so nothing to move
+    category_ = category;
+    return;
+  }
   release(category_, int64_t(bytes_));
   category_ = category;
   charge(category_, int64_t(bytes_));

@@ -12,6 +12,10 @@ class Storage {
  public:
   // Allocates `bytes` (uninitialised), charged to `category`.
   Storage(size_t bytes, MemoryCategory category);
+  // Wraps `bytes` at `data`, memory someone else owns (a NumPy array the Python package shares
+  // without copying): `owner` is held while this storage lives and released with it. Nothing
+  // is charged to the tracking allocator, which did not allocate it.
+  Storage(void* data, size_t bytes, std::shared_ptr<void> owner);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -33,6 +37,8 @@ class Storage {
   size_t bytes_ = 0;
   MemoryCategory category_;
   uint64_t version_ = 0;
+  bool external_ = false;                 // wrapped memory: not ours to free or charge
+  std::shared_ptr<void> external_owner_;
 };
 
 }  // namespace mixprec

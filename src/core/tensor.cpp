@@ -78,6 +78,28 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, MemoryFormat format) {
   return Tensor(std::move(impl));
 }
 
+Tensor Tensor::from_external(void* data, const Shape& shape, const Shape& strides, DType dtype,
+                             std::shared_ptr<void> owner) {
+  check_shape(shape);
+  if (strides.size() != shape.size())
+    throw Error(Status::invalid_argument("from_external: " + std::to_string(strides.size()) +
+                                         " strides for shape " + shape_str(shape)));
+  int64_t extent = 1;  // elements from the first to one past the last one addressed
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (strides[i] < 0)
+      throw Error(Status::invalid_argument("from_external: negative stride in " + shape_str(strides)));
+    extent += (shape[i] - 1) * strides[i];
+  }
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = shape;
+  impl->strides = strides;
+  impl->dtype = dtype;
+  impl->numel = shape_numel(shape);
+  if (impl->numel == 0) extent = 0;
+  impl->storage = std::make_shared<Storage>(data, size_t(extent) * dtype_size(dtype), std::move(owner));
+  return Tensor(std::move(impl));
+}
+
 Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
   Tensor t = empty(shape, dtype);
   t.fill_(value);

@@ -1,0 +1,275 @@
+"""mixprec.Tensor's methods written in Python: argument handling in PyTorch's style (varargs
+shapes, negative or tuple dims, indexing, dtype and device conversions, comparisons,
+pickling) around the engine's ops, each of which runs without the GIL."""
+import builtins
+
+import numpy as np
+
+from . import _mixprec as _C
+from ._mixprec import Tensor, dtype
+from ._tensor import _check_device, _dims, _shape_args, _to_dtype, _wrap_dim
+
+# ---- Tensor methods --------------------------------------------------------------------
+
+def matmul(a, b):
+    """a @ b with PyTorch's 1-D rules (a vector is a row on the left, a column on the right)."""
+    if a.ndim == 1 and b.ndim == 1:
+        return _C.sum(_C.mul(a, b))
+    if a.ndim == 1:
+        return _C.matmul(_C.reshape(a, [1, -1]), b).reshape(*b.shape[:-2], b.shape[-1])
+    if b.ndim == 1:
+        return _C.matmul(a, _C.reshape(b, [-1, 1])).reshape(*a.shape[:-1])
+    return _C.matmul(a, b)
+
+
+def _reduce(op):
+    def reduce(self, dim=None, keepdim=False):
+        dims = None if dim is None else [_wrap_dim(d, self.ndim) for d in _dims(dim)]
+        if dims is not None and len(set(dims)) != len(dims):
+            raise RuntimeError(f"dim {dims} appears multiple times in the list of dims")
+        if not self.dtype.is_floating_point:
+            return _integer_reduce(op, self, dims, keepdim)
+        return op(self) if dims is None else op(self, dims, keepdim)
+    return reduce
+
+
+def _integer_reduce(op, t, dims, keepdim):
+    """sum of integer (and comparison) tensors: int64, through NumPy, as PyTorch's; mean
+    refuses them as PyTorch does. The engine reduces floating tensors only."""
+    if op is not _C.sum:
+        raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a "
+                           f"floating point or complex dtype. Got: {t.dtype}")
+    axis = None if dims is None else tuple(dims)
+    keep = keepdim and dims is not None
+    return _C.from_numpy(np.array(t.detach().numpy().sum(axis=axis, keepdims=keep), dtype=np.int64))
+
+
+def _numpy_values(t):
+    t = t.detach()
+    return (t._to_dtype(dtype.float32) if t.dtype == dtype.bfloat16 else t).numpy()
+
+
+def _compare(op):
+    """Elementwise comparison, through NumPy (no gradient, as in PyTorch). mixprec has no bool
+    dtype: the result is uint8 0/1 (sum() gives an int64 count, .float() a mean-able one)."""
+    def compare(self, other):
+        if isinstance(other, Tensor):
+            b = _numpy_values(other)
+        elif self.dtype.is_floating_point:  # a Python number takes the tensor's dtype, as in PyTorch
+            b = _numpy_values(_C._full([], other, self.dtype))
+        else:
+            b = other
+        return _C.from_numpy(np.ascontiguousarray(op(_numpy_values(self), b), dtype=np.uint8))
+    return compare
+
+
+def _to(self, *args, **kwargs):
+    """t.to(dtype), t.to("cpu"), t.to(other), t.to("cpu", dtype)."""
+    target = kwargs.pop("dtype", None)
+    _check_device(kwargs.pop("device", None))
+    for a in args:
+        if isinstance(a, dtype):
+            target = a
+        elif isinstance(a, Tensor):
+            target = a.dtype
+        else:
+            _check_device(a)
+    return self if target is None else _to_dtype(self, target)
+
+
+def _view(self, *shape):
+    if not self.is_contiguous():
+        raise RuntimeError("view size is not compatible with input tensor's size and stride (at "
+                           "least one dimension spans across two contiguous subspaces). Use "
+                           ".reshape(...) instead.")
+    return _C.reshape(self, _shape_args(shape))
+
+
+def _permute(self, *dims):
+    dims = [_wrap_dim(d, self.ndim) for d in _shape_args(dims)]
+    if sorted(dims) != list(range(self.ndim)):
+        raise RuntimeError(f"permute(): dims {dims} are not a permutation of {self.ndim} dims")
+    if self.ndim == 4:
+        return _C.permute4(self, dims)
+    # Any permutation is a product of transpositions: place each output dim in turn.
+    out, order = self, list(range(self.ndim))
+    for i, d in enumerate(dims):
+        j = order.index(d)
+        if j != i:
+            out = _C.transpose(out, i, j)
+            order[i], order[j] = order[j], order[i]
+    return out
+
+
+def _unsqueeze(self, dim):
+    dim = _wrap_dim(dim, self.ndim + 1)
+    shape = list(self.shape)
+    shape.insert(dim, 1)
+    return _C.reshape(self, shape)
+
+
+def _squeeze(self, dim=None):
+    if dim is None:
+        shape = [s for s in self.shape if s != 1]
+    else:
+        dim = _wrap_dim(dim, self.ndim)
+        shape = [s for i, s in enumerate(self.shape) if i != dim or s != 1]
+    return _C.reshape(self, shape)
+
+
+def _getitem(self, index):
+    """Integer and slice indexing (step 1) over the leading dims, with autograd: the rows a
+    training loop takes (x[i], x[a:b], x[:, 0]). Each indexed dim costs a copy."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    out, dim, drop = self, 0, []
+    for item in index:
+        if item is Ellipsis or item is None or not isinstance(item, (builtins.int, slice)):
+            raise TypeError(f"mixprec tensors support integer and slice indexing only, got "
+                            f"{type(item).__name__}")
+        if dim >= self.ndim:
+            raise IndexError(f"too many indices for tensor of dimension {self.ndim}")
+        size = self.shape[dim]
+        if isinstance(item, slice):
+            start, stop, step = item.indices(size)
+            if step != 1:
+                raise ValueError("mixprec tensors support slices with step 1 only")
+            length = max(0, stop - start)
+            if (start, length) != (0, size):
+                out = _narrow(out, dim, start, length)
+        else:
+            if not -size <= item < size:
+                raise IndexError(f"index {item} is out of bounds for dimension {dim} with size {size}")
+            out = _narrow(out, dim, item % size, 1)
+            drop.append(dim)
+        dim += 1
+    if drop:
+        out = _C.reshape(out, [s for i, s in enumerate(out.shape) if i not in drop])
+    return out
+
+
+def _narrow(t, dim, start, length):
+    if dim == 0:
+        return _C.narrow(t, start, length)
+    return _C.transpose(_C.narrow(_C.transpose(t, 0, dim), start, length), 0, dim)
+
+
+def _repr(self):
+    values = self.detach()
+    if values.dtype == dtype.bfloat16:
+        values = values._to_dtype(dtype.float32)
+    body = np.array2string(values.numpy(), separator=", ", prefix="tensor(")
+    extra = "" if self.dtype in (dtype.float32, dtype.int64) else f", dtype={self.dtype!r}"
+    if self.requires_grad:
+        extra += ", requires_grad=True"
+    return f"tensor({body}{extra})"
+
+
+def _size(self, dim=None):
+    return self.shape if dim is None else self.shape[_wrap_dim(dim, self.ndim)]
+
+
+_engine_backward = Tensor.backward
+
+
+def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    if retain_graph or create_graph or inputs is not None:
+        raise NotImplementedError("mixprec frees the graph after backward(): retain_graph, "
+                                  "create_graph and inputs are not supported")
+    _engine_backward(self, gradient)
+
+
+def _install():
+    methods = {
+        "float": lambda self: _to_dtype(self, dtype.float32),
+        "half": lambda self: _to_dtype(self, dtype.float16),
+        "bfloat16": lambda self: _to_dtype(self, dtype.bfloat16),
+        "double": lambda self: _to_dtype(self, dtype.float64),
+        "long": lambda self: _to_dtype(self, dtype.int64),
+        "to": _to,
+        "cpu": lambda self: self,
+        "type_as": lambda self, other: _to_dtype(self, other.dtype),
+        "size": _size,
+        "reshape": lambda self, *shape: _C.reshape(self, _shape_args(shape)),
+        "view": _view,
+        "flatten": lambda self, start_dim=0, end_dim=-1: _C.flatten(self, start_dim, end_dim),
+        "transpose": lambda self, dim0, dim1: _C.transpose(self, dim0, dim1),
+        "t": lambda self: _C.transpose(self, 0, 1),
+        "permute": _permute,
+        "unsqueeze": _unsqueeze,
+        "squeeze": _squeeze,
+        "sum": _reduce(_C.sum),
+        "mean": _reduce(_C.mean),
+        "relu": lambda self: _C.relu(self),
+        "gelu": lambda self: _C.gelu(self),
+        "exp": lambda self: _C.exp(self),
+        "log": lambda self: _C.log(self),
+        "pow": lambda self, exponent: _C.pow(self, exponent),
+        "softmax": lambda self, dim: _C.softmax(self, dim),
+        "log_softmax": lambda self, dim: _C.log_softmax(self, dim),
+        "argmax": _argmax,
+        "matmul": matmul,
+        "__matmul__": matmul,
+        "__getitem__": _getitem,
+        "__eq__": _compare(np.equal),
+        "__ne__": _compare(np.not_equal),
+        "__lt__": _compare(np.less),
+        "__le__": _compare(np.less_equal),
+        "__gt__": _compare(np.greater),
+        "__ge__": _compare(np.greater_equal),
+        "__repr__": _repr,
+        "__float__": lambda self: builtins.float(self.item()),
+        "__int__": lambda self: builtins.int(self.item()),
+        "backward": _backward,
+        "__reduce__": _pickle_reduce,
+        "__deepcopy__": _deepcopy,
+        "tolist": lambda self: self.detach().float().numpy().tolist()
+        if self.dtype == dtype.bfloat16 else self.detach().numpy().tolist(),
+    }
+    for name, fn in methods.items():
+        setattr(Tensor, name, fn)
+    Tensor.T = property(lambda self: _C.transpose(self, 0, 1) if self.ndim == 2 else self)
+    Tensor.device = property(lambda self: "cpu")
+    Tensor.data = property(Tensor.detach, doc="The tensor without autograd, sharing its memory")
+    Tensor.is_cuda = False
+    Tensor.__hash__ = object.__hash__
+
+
+def _rebuild(values, dtype_name, requires_grad, cls_name):
+    """Unpickles a tensor: NumPy values (bf16 as float32, exact) converted back."""
+    t = _to_dtype(_C.from_numpy(np.array(values, copy=True)).clone(), getattr(dtype, dtype_name))
+    if cls_name == "Parameter":
+        from .nn import Parameter
+        return Parameter(t, requires_grad)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def _pickle_reduce(self):
+    values = self.detach()
+    if values.dtype == dtype.bfloat16:
+        values = values._to_dtype(dtype.float32)
+    name = str(self.dtype).replace("mixprec.", "")
+    return (_rebuild, (values.numpy().copy(), name, self.requires_grad and self.is_leaf,
+                       type(self).__name__))
+
+
+def _deepcopy(self, memo):
+    """A new leaf with a copy of the values (copy.deepcopy of a model, an EMA copy)."""
+    if id(self) in memo:
+        return memo[id(self)]
+    rebuild, args = _pickle_reduce(self)
+    copied = rebuild(*args)
+    memo[id(self)] = copied
+    return copied
+
+
+def _argmax(self, dim=None, keepdim=False):
+    if dim is None:
+        return _C.argmax(_C.reshape(self, [1, -1])).reshape()
+    if _wrap_dim(dim, self.ndim) != self.ndim - 1:
+        raise NotImplementedError("mixprec's argmax reduces the last dim only (dim=-1)")
+    out = _C.argmax(_C.reshape(self, [-1, self.shape[-1]])).reshape(*self.shape[:-1])
+    return _unsqueeze(out, -1) if keepdim else out
+
+
+_install()

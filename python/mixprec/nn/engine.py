@@ -1,0 +1,87 @@
+"""Whole engine modules as mixprec.nn Modules: TransformerEncoderLayer, the CLI's built-in
+models and model files. Their forward() is the engine's (fused ops included); their
+parameters are the engine's own tensors, registered under the engine's (PyTorch's) names, so
+freezing, gradients, optimizers and state dicts reach them directly. Replacing a parameter
+object does not (the engine keeps its own): load values with load_state_dict or copy_."""
+from .. import _mixprec as _C
+from .modules import Module, Parameter
+
+
+class EngineModule(Module):
+    def __init__(self, engine):
+        super().__init__()
+        object.__setattr__(self, "_engine", engine)
+        self._adopt_engine_tensors()
+
+    def _adopt_engine_tensors(self):
+        self._parameters.clear()
+        self._buffers.clear()
+        for name, t in self._engine.named_parameters():
+            self._parameters[name] = Parameter._share(t)
+        for name, t in self._engine.named_buffers():
+            self._buffers[name] = t
+
+    def forward(self, input):
+        return self._engine.forward(input)
+
+    def _set_training(self, mode):
+        super()._set_training(mode)
+        self._engine.train(mode)
+
+    def _convert(self, target):
+        self._engine.to(target)
+        self._adopt_engine_tensors()
+
+    def __setattr__(self, name, value):
+        if name in self._parameters and value is not self._parameters[name]:
+            raise AttributeError(f"'{name}' is the engine's own tensor: load new values with "
+                                 f"load_state_dict() or {name}.copy_(...) instead of assigning")
+        super().__setattr__(name, value)
+
+    def extra_repr(self):
+        return self._engine.type_name()
+
+
+class TransformerEncoderLayer(EngineModule):
+    """torch.nn.TransformerEncoderLayer: post-norm (norm_first=False), its parameter names
+    (self_attn.in_proj_weight, linear1.weight, norm1.weight, ...). batch_first=False (the
+    default, [S, B, E]) transposes around the engine's batch-first layer."""
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
+                 layer_norm_eps=1e-5, batch_first=False, norm_first=False, device=None, dtype=None):
+        if norm_first:
+            raise NotImplementedError("mixprec's TransformerEncoderLayer is post-norm (norm_first=False)")
+        if callable(activation):
+            activation = getattr(activation, "__name__", "").lower()
+        super().__init__(_C.nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout,
+                                                       activation, layer_norm_eps))
+        object.__setattr__(self, "batch_first", batch_first)
+        if dtype is not None:
+            self.to(dtype)
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
+        if src_mask is not None or src_key_padding_mask is not None or is_causal:
+            raise NotImplementedError("mixprec's TransformerEncoderLayer takes no masks yet")
+        if self.batch_first:
+            return self._engine.forward(src)
+        return self._engine.forward(src.transpose(0, 1)).transpose(0, 1)
+
+
+def from_file(path, input_shape, classes):
+    """The network a model file describes (YAML or JSON, docs/models.md), for inputs of
+    input_shape (C, H, W) and `classes` outputs; errors name file:line:column."""
+    c, h, w = (int(v) for v in input_shape)
+    return EngineModule(_C.nn.build_model_file(str(path), c, h, w, int(classes)))
+
+
+def model(name):
+    """A model `mixprec train --model NAME` trains ("cnn", "mlp", "resnet20", ...), with the
+    same initialisation for the same seed; .input_shape and .num_classes say what it takes."""
+    engine, input_shape, classes = _C.nn.make_model(name)
+    m = EngineModule(engine)
+    object.__setattr__(m, "input_shape", tuple(input_shape))
+    object.__setattr__(m, "num_classes", classes)
+    return m
+
+
+model_names = _C.nn.model_names

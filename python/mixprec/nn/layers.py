@@ -1,0 +1,281 @@
+"""The built-in layers (torch.nn's names, arguments and parameter names)."""
+from collections import OrderedDict
+
+from .. import _mixprec as _C
+from . import functional as F
+from .modules import Module, Parameter, _adopt
+
+
+class Linear(Module):
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        _adopt(self, _C.nn.Linear(in_features, out_features, bias), ["weight", "bias"])
+        _cast_parameters(self, dtype)
+
+    def forward(self, input):
+        return F.linear(input, self.weight, self.bias)
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class Conv2d(Module):
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if padding_mode != "zeros" or F._single(dilation, "dilation") != 1 or groups != 1:
+            raise NotImplementedError("mixprec's Conv2d: padding_mode='zeros', dilation=1, groups=1 only")
+        k = F._single(kernel_size, "kernel_size")
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (k, k)
+        self.stride = F._single(stride, "stride")
+        self.padding = padding if isinstance(padding, str) else F._single(padding, "padding")
+        engine_padding = k // 2 if padding == "same" else 0 if padding == "valid" else self.padding
+        _adopt(self, _C.nn.Conv2d(in_channels, out_channels, k, self.stride, engine_padding, bias),
+               ["weight", "bias"])
+        _cast_parameters(self, dtype)
+
+    def forward(self, input):
+        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding)
+
+    def extra_repr(self):
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, padding={self.padding}")
+
+
+class MaxPool2d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
+                 ceil_mode=False):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
+
+    def forward(self, input):
+        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            self.ceil_mode, self.return_indices)
+
+
+class AvgPool2d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+
+    def forward(self, input):
+        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding)
+
+
+class ReLU(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+
+    def forward(self, input):
+        return F.relu(input)
+
+
+class GELU(Module):
+    def __init__(self, approximate="none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, input):
+        return F.gelu(input, self.approximate)
+
+
+class Dropout(Module):
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        self.p = p
+
+    def forward(self, input):
+        return F.dropout(input, self.p, self.training)
+
+
+class Flatten(Module):
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, input):
+        return F.flatten(input, self.start_dim, self.end_dim)
+
+
+class Identity(Module):
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, input):
+        return input
+
+
+class Softmax(Module):
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.softmax(input, self.dim)
+
+
+class LogSoftmax(Softmax):
+    def forward(self, input):
+        return F.log_softmax(input, self.dim)
+
+
+class LayerNorm(Module):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, device=None, dtype=None):
+        super().__init__()
+        shape = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
+        self.normalized_shape, self.eps = tuple(shape), eps
+        self.elementwise_affine = elementwise_affine
+        _adopt(self, _C.nn.LayerNorm(shape, eps, elementwise_affine), ["weight", "bias"])
+        _cast_parameters(self, dtype)
+
+    def forward(self, input):
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+
+class BatchNorm2d(Module):
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
+                 track_running_stats=True, device=None, dtype=None):
+        super().__init__()
+        if momentum is None:
+            raise NotImplementedError("mixprec's BatchNorm2d needs a momentum (no cumulative average)")
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        engine = _C.nn.BatchNorm2d(num_features, eps, momentum)
+        _adopt(self, engine, ["weight", "bias"] if affine else [])
+        if not affine:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        buffers = dict(engine.named_buffers())
+        if track_running_stats:
+            self.register_buffer("running_mean", buffers["running_mean"])
+            self.register_buffer("running_var", buffers["running_var"])
+            # PyTorch's state_dict has it; with a momentum it only counts.
+            self.register_buffer("num_batches_tracked", _C._zeros([], _C.dtype.int64))
+        else:
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                self.register_buffer(name, None)
+        _cast_parameters(self, dtype)
+
+    def forward(self, input):
+        if input.ndim != 4:
+            raise ValueError(f"expected 4D input (got {input.ndim}D input)")
+        use_batch_stats = self.training or self.running_mean is None
+        if self.training and self.num_batches_tracked is not None:
+            self.num_batches_tracked.fill_(self.num_batches_tracked.item() + 1)
+        return F.batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
+                            use_batch_stats, self.momentum, self.eps)
+
+
+class Embedding(Module):
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
+                 norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None,
+                 device=None, dtype=None):
+        super().__init__()
+        if padding_idx is not None or max_norm is not None or scale_grad_by_freq or sparse:
+            raise NotImplementedError("mixprec's Embedding: no padding_idx, max_norm, "
+                                      "scale_grad_by_freq or sparse")
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        if _weight is not None:
+            self.weight = Parameter(_weight)
+        else:
+            _adopt(self, _C.nn.Embedding(num_embeddings, embedding_dim), ["weight"])
+        _cast_parameters(self, dtype)
+
+    def forward(self, input):
+        return F.embedding(input, self.weight)
+
+
+class Sequential(Module):
+    def __init__(self, *args):
+        super().__init__()
+        if len(args) == 1 and isinstance(args[0], OrderedDict):
+            for name, module in args[0].items():
+                self.add_module(name, module)
+        else:
+            for i, module in enumerate(args):
+                self.add_module(str(i), module)
+
+    def __getitem__(self, index):
+        modules = list(self._modules.values())
+        if isinstance(index, slice):
+            return Sequential(*modules[index])
+        return modules[index]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def forward(self, input):
+        for module in self._modules.values():
+            input = module(input)
+        return input
+
+
+class ModuleList(Module):
+    def __init__(self, modules=None):
+        super().__init__()
+        for module in modules or []:
+            self.append(module)
+
+    def append(self, module):
+        self.add_module(str(len(self._modules)), module)
+        return self
+
+    def __getitem__(self, index):
+        return list(self._modules.values())[index]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+
+class _Loss(Module):
+    def __init__(self, reduction="mean"):
+        super().__init__()
+        self.reduction = reduction
+
+
+class CrossEntropyLoss(_Loss):
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                 reduction="mean", label_smoothing=0.0):
+        super().__init__(reduction)
+        self.weight, self.ignore_index, self.label_smoothing = weight, ignore_index, label_smoothing
+
+    def forward(self, input, target):
+        return F.cross_entropy(input, target, self.weight, self.ignore_index, self.reduction,
+                               self.label_smoothing)
+
+
+class NLLLoss(_Loss):
+    def forward(self, input, target):
+        return F.nll_loss(input, target, reduction=self.reduction)
+
+
+class MSELoss(_Loss):
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(reduction)
+
+    def forward(self, input, target):
+        return F.mse_loss(input, target, self.reduction)
+
+
+def _cast_parameters(module, target):
+    if target is not None:
+        module.to(target)
+
+
+__all__ = ["Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "ReLU", "GELU", "Dropout", "Flatten",
+           "Identity", "Softmax", "LogSoftmax", "LayerNorm", "BatchNorm2d", "Embedding",
+           "Sequential", "ModuleList", "CrossEntropyLoss", "NLLLoss", "MSELoss"]

@@ -1,0 +1,81 @@
+"""Engine modules from Python: model files, built-in models, TransformerEncoderLayer."""
+import os
+import pathlib
+
+import numpy as np
+import pytest
+
+import mixprec
+import mixprec.nn as nn
+import mixprec.nn.functional as F
+
+MODELS = pathlib.Path(os.environ.get("MIXPREC_SOURCE_DIR", pathlib.Path(__file__).parents[2])) / "models"
+
+
+def test_model_file_trains_through_its_python_parameters():
+    mixprec.manual_seed(0)
+    model = nn.from_file(MODELS / "cnn.yaml", (1, 28, 28), 10)
+    names = [n for n, _ in model.named_parameters()]
+    assert names[:2] == ["conv1.weight", "conv1.bias"] and len(names) == 8
+    opt = mixprec.optim.Adam(model.parameters(), lr=1e-3)
+    x, y = mixprec.randn(8, 1, 28, 28), mixprec.tensor(np.arange(8) % 10)
+    losses = []
+    for _ in range(5):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        assert all(p.grad is not None for p in model.parameters())  # the engine's grads
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0]
+
+
+def test_freezing_and_loading_reach_the_engine():
+    model = nn.from_file(MODELS / "cnn.yaml", (1, 28, 28), 10)
+    first = model.state_dict()["conv1.weight"]
+    next(model.parameters()).requires_grad = False  # conv1.weight frozen
+    model(mixprec.randn(2, 1, 28, 28)).sum().backward()
+    assert dict(model.named_parameters())["conv1.weight"].grad is None
+    assert dict(model.named_parameters())["conv1.bias"].grad is not None
+    zeros = {k: np.zeros(tuple(v.shape), np.float32) for k, v in model.state_dict().items()}
+    model.load_state_dict(zeros)
+    with mixprec.no_grad():
+        np.testing.assert_array_equal(model(mixprec.randn(2, 1, 28, 28)).numpy(), np.zeros((2, 10)))
+    assert not first.numpy().any()  # state_dict tensors share the engine's memory
+
+
+def test_assigning_an_engine_parameter_says_what_to_do():
+    layer = nn.TransformerEncoderLayer(8, 2, 16)
+    with pytest.raises(AttributeError, match="load_state_dict"):
+        setattr(layer, "linear1.weight", nn.Parameter(mixprec.zeros(16, 8)))
+
+
+def test_built_in_model_and_its_geometry():
+    model = nn.model("cnn")
+    assert model.input_shape == (1, 28, 28) and model.num_classes == 10
+    assert model(mixprec.randn(3, *model.input_shape)).shape == (3, 10)
+    assert "resnet20" in nn.model_names()
+    with pytest.raises(ValueError):
+        nn.model("no-such-model")
+
+
+def test_encoder_layer_eval_is_deterministic_and_train_drops_out():
+    mixprec.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.5, batch_first=True)
+    x = mixprec.randn(2, 5, 16)
+    a, b = layer(x).detach().numpy(), layer(x).detach().numpy()
+    assert not np.array_equal(a, b)  # dropout in training mode
+    layer.eval()
+    np.testing.assert_array_equal(layer(x).detach().numpy(), layer(x).detach().numpy())
+
+
+def test_engine_module_to_bfloat16():
+    layer = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0).bfloat16()
+    dtypes = {n: p.dtype for n, p in layer.named_parameters()}
+    assert dtypes["linear1.weight"] == mixprec.bfloat16
+    assert layer(mixprec.randn(5, 2, 16).bfloat16()).shape == (5, 2, 16)
+
+
+def test_missing_model_file_is_a_file_not_found_error():
+    with pytest.raises(FileNotFoundError, match="no-such.yaml"):
+        nn.from_file(MODELS / "no-such.yaml", (1, 28, 28), 10)

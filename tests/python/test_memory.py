@@ -1,0 +1,82 @@
+"""Lifetimes across the NumPy boundary: views outliving tensors and the reverse, no leaks."""
+import gc
+import sys
+
+import numpy as np
+
+import mixprec
+
+
+def test_numpy_view_outlives_its_tensor():
+    t = mixprec.tensor(np.arange(1000, dtype=np.float32)) * 2.0
+    view = t.numpy()
+    del t
+    gc.collect()
+    mixprec.zeros(1000).fill_(-1.0)  # would reuse a freed block
+    np.testing.assert_array_equal(view, np.arange(1000, dtype=np.float32) * 2)
+
+
+def test_tensor_outlives_its_numpy_array():
+    a = np.arange(1000, dtype=np.float32)
+    t = mixprec.from_numpy(a)
+    del a
+    gc.collect()
+    np.zeros(1000, dtype=np.float32)  # would reuse a freed block
+    assert (t * 1.0).sum().item() == sum(range(1000))
+    np.testing.assert_array_equal(t.numpy(), np.arange(1000, dtype=np.float32))
+
+
+def test_create_free_cycles_leave_nothing_behind():
+    a = np.ones((64, 64), dtype=np.float32)
+    refs_before = sys.getrefcount(a)
+    bytes_before = mixprec._mixprec._allocated_bytes()
+    for _ in range(10_000):
+        t = mixprec.from_numpy(a)
+        v = (t + 1.0).numpy()
+        assert v[0, 0] == 2.0
+        del t, v
+    gc.collect()
+    assert sys.getrefcount(a) == refs_before  # every from_numpy released its array
+    assert mixprec._mixprec._allocated_bytes() == bytes_before  # every result buffer freed
+
+
+def test_gradient_of_a_from_numpy_leaf_is_the_engines():
+    a = np.array([1.0, 2.0], dtype=np.float32)
+    t = mixprec.from_numpy(a).requires_grad_()
+    (t * t).sum().backward()
+    np.testing.assert_array_equal(t.grad.numpy(), [2.0, 4.0])
+    assert not np.shares_memory(t.grad.numpy(), a)
+
+
+def test_writes_through_numpy_reach_cached_weights_after_mark_modified():
+    # The engine caches reordered conv weights by the storage's version; a NumPy write does
+    # not bump it, mark_modified_() does (copy_ and optimizer steps do by themselves).
+    conv = mixprec.nn.Conv2d(16, 32, 3)
+    x = mixprec.randn(4, 16, 10, 10)
+    with mixprec.no_grad():
+        conv(x)  # fills the cache
+        conv.weight.data.numpy()[:] = 0.0
+        conv.weight.mark_modified_()
+        y = conv(x)
+    bias = conv.bias.detach().numpy()
+    np.testing.assert_array_equal(y.numpy(), np.broadcast_to(bias[None, :, None, None], y.shape))
+    with mixprec.no_grad():
+        conv.weight.copy_(mixprec.ones(32, 16, 3, 3))
+        y = conv(mixprec.ones(1, 16, 3, 3))
+    np.testing.assert_allclose(y.numpy().reshape(-1), 144.0 + bias, rtol=1e-6)
+
+
+def test_pickle_and_deepcopy_keep_values_dtype_and_parameters():
+    import copy
+    import pickle
+
+    model = mixprec.nn.Sequential(mixprec.nn.Linear(3, 2), mixprec.nn.LayerNorm(2))
+    model[0].bfloat16()
+    twin = copy.deepcopy(model)
+    for (name, p), (_, q) in zip(model.named_parameters(), twin.named_parameters()):
+        assert isinstance(q, mixprec.nn.Parameter) and q.requires_grad and q.dtype == p.dtype, name
+        np.testing.assert_array_equal(q.detach().float().numpy(), p.detach().float().numpy())
+        assert not q._shares_storage(p)
+    state = pickle.loads(pickle.dumps(model.state_dict()))
+    assert state["0.weight"].dtype == mixprec.bfloat16 and not state["0.weight"].requires_grad
+    model.load_state_dict(state)

@@ -1,0 +1,171 @@
+"""mixprec.nn: Module in Python, the layers against NumPy float64 references."""
+from math import erf
+
+import numpy as np
+import pytest
+
+import mixprec
+import mixprec.nn as nn
+import mixprec.nn.functional as F
+from helpers import as_f64, rng
+
+
+class ResidualMLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(4, 8)
+        self.blocks = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.LayerNorm(8))
+        self.scale = nn.Parameter(mixprec.ones(1))
+        self.head = nn.Linear(8, 3, bias=False)
+        self.register_buffer("calls", mixprec.zeros(1))
+        self.not_a_param = mixprec.ones(2)
+
+    def forward(self, x):
+        h = self.inp(x).relu()
+        return self.head(h + self.blocks(h) * self.scale)
+
+
+def test_python_module_registers_parameters_with_pytorchs_names():
+    model = ResidualMLP()
+    names = [n for n, _ in model.named_parameters()]
+    assert names == ["scale", "inp.weight", "inp.bias", "blocks.0.weight", "blocks.0.bias",
+                     "blocks.2.weight", "blocks.2.bias", "head.weight"]
+    assert [n for n, _ in model.named_buffers()] == ["calls"]
+    assert model.inp.weight.shape == (8, 4) and isinstance(model.inp.weight, nn.Parameter)
+    assert len(list(model.parameters())) == 8
+    assert "not_a_param" not in dict(model.named_parameters())
+    assert [n for n, _ in model.named_modules()][:3] == ["", "inp", "blocks"]
+
+
+def test_python_module_trains():
+    mixprec.manual_seed(0)
+    model = ResidualMLP()
+    opt = mixprec.optim.Adam(model.parameters(), lr=0.02)
+    g = rng(0)
+    x = mixprec.tensor(g.standard_normal((32, 4)).astype(np.float32))
+    y = mixprec.tensor(g.integers(0, 3, 32))
+    losses = []
+    for _ in range(100):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def test_state_dict_round_trip_through_numpy():
+    a, b = ResidualMLP(), ResidualMLP()
+    state = {k: v.numpy().copy() for k, v in a.state_dict().items()}
+    assert list(state) == ["scale", "calls", "inp.weight", "inp.bias", "blocks.0.weight",
+                           "blocks.0.bias", "blocks.2.weight", "blocks.2.bias", "head.weight"]
+    b.load_state_dict(state)
+    x = mixprec.randn(2, 4)
+    np.testing.assert_array_equal(a(x).detach().numpy(), b(x).detach().numpy())
+    del state["head.weight"]
+    state["extra"] = np.zeros(1)
+    with pytest.raises(RuntimeError, match='Missing key.*"head.weight"'):
+        b.load_state_dict(state)
+    result = b.load_state_dict(state, strict=False)
+    assert result.missing_keys == ["head.weight"] and result.unexpected_keys == ["extra"]
+    with pytest.raises(RuntimeError, match="size mismatch for inp.bias"):
+        b.load_state_dict({**a.state_dict(), "inp.bias": np.zeros(3, np.float32)})
+
+
+def test_train_eval_switches_dropout():
+    model = nn.Sequential(nn.Dropout(0.5))
+    x = mixprec.ones(1000)
+    assert model.training
+    y = model(x).numpy()
+    assert set(np.unique(y)) == {0.0, 2.0}
+    model.eval()
+    assert not model[0].training
+    np.testing.assert_array_equal(model(x).numpy(), x.numpy())
+
+
+def test_linear_and_its_default_init():
+    mixprec.manual_seed(1)
+    layer = nn.Linear(50, 20)
+    w, b = as_f64(layer.weight), as_f64(layer.bias)
+    bound = 1 / np.sqrt(50)  # kaiming_uniform(a=sqrt(5)) and the bias: U(-1/sqrt(fan_in), ..)
+    assert np.abs(w).max() <= bound and np.abs(b).max() <= bound and w.std() > bound / 3
+    x = rng(1).standard_normal((3, 7, 50)).astype(np.float32)
+    np.testing.assert_allclose(as_f64(layer(mixprec.tensor(x))), x @ w.T + b, rtol=1e-5, atol=1e-5)
+
+
+def test_conv2d_and_max_pool_against_numpy():
+    conv = nn.Conv2d(2, 3, kernel_size=3, padding=1)
+    x = rng(2).standard_normal((2, 2, 6, 6)).astype(np.float32)
+    w, b = as_f64(conv.weight), as_f64(conv.bias)
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    expected = np.zeros((2, 3, 6, 6))
+    for i in range(6):
+        for j in range(6):
+            expected[:, :, i, j] = np.einsum("ncij,ocij->no", xp[:, :, i:i + 3, j:j + 3], w) + b
+    y = conv(mixprec.tensor(x))
+    np.testing.assert_allclose(as_f64(y), expected, rtol=1e-4, atol=1e-5)
+    pooled = nn.MaxPool2d(2)(y)
+    np.testing.assert_array_equal(as_f64(pooled), as_f64(y).reshape(2, 3, 3, 2, 3, 2).max(axis=(3, 5)))
+
+
+def test_layer_norm_batch_norm_embedding_gelu():
+    x = rng(3).standard_normal((4, 3, 5, 5)).astype(np.float32)
+    t = mixprec.tensor(x)
+    ln = nn.LayerNorm([5, 5])
+    mu, var = x.mean((2, 3), keepdims=True), x.var((2, 3), keepdims=True)
+    np.testing.assert_allclose(as_f64(ln(t)), (x - mu) / np.sqrt(var + 1e-5), rtol=1e-4, atol=1e-5)
+
+    bn = nn.BatchNorm2d(3, momentum=0.1)
+    mu, var = x.mean((0, 2, 3)), x.var((0, 2, 3))
+    expected = (x - mu[None, :, None, None]) / np.sqrt(var[None, :, None, None] + 1e-5)
+    np.testing.assert_allclose(as_f64(bn(t)), expected, rtol=1e-4, atol=1e-5)
+    n = x.size / 3
+    np.testing.assert_allclose(as_f64(bn.running_mean), 0.1 * mu, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(as_f64(bn.running_var), 0.9 + 0.1 * var * n / (n - 1), rtol=1e-5)
+    assert bn.num_batches_tracked.item() == 1
+    assert [k for k in bn.state_dict()] == ["weight", "bias", "running_mean", "running_var",
+                                            "num_batches_tracked"]
+    bn.eval()
+    rm, rv = as_f64(bn.running_mean), as_f64(bn.running_var)
+    np.testing.assert_allclose(as_f64(bn(t)), (x - rm[None, :, None, None]) / np.sqrt(rv[None, :, None, None] + 1e-5),
+                               rtol=1e-4, atol=1e-5)
+
+    emb = nn.Embedding(10, 4)
+    idx = np.array([[1, 9], [0, 1]])
+    np.testing.assert_array_equal(emb(mixprec.tensor(idx)).detach().numpy(), emb.weight.detach().numpy()[idx])
+
+    g = nn.GELU()(t)
+    np.testing.assert_allclose(as_f64(g), 0.5 * x * (1 + np.vectorize(erf)(x / np.sqrt(2))), rtol=1e-5, atol=1e-6)
+
+
+def test_losses_against_numpy():
+    logits = rng(4).standard_normal((6, 5)).astype(np.float32)
+    target = np.array([0, 4, 2, 2, 1, 3])
+    logp = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+    loss = nn.CrossEntropyLoss()(mixprec.tensor(logits), mixprec.tensor(target))
+    np.testing.assert_allclose(loss.item(), -logp[np.arange(6), target].mean(), rtol=1e-5)
+    per_sample = nn.CrossEntropyLoss(reduction="none")(mixprec.tensor(logits), mixprec.tensor(target))
+    np.testing.assert_allclose(as_f64(per_sample), -logp[np.arange(6), target], rtol=1e-5)
+    a, b = logits, logits[::-1].copy()
+    np.testing.assert_allclose(nn.MSELoss()(mixprec.tensor(a), mixprec.tensor(b)).item(),
+                               ((a - b) ** 2).mean(), rtol=1e-5)
+    with pytest.raises(ValueError, match="reduction"):
+        F.mse_loss(mixprec.tensor(a), mixprec.tensor(b), reduction="avg")
+
+
+def test_module_to_bfloat16_converts_parameters():
+    model = ResidualMLP().bfloat16()
+    assert {p.dtype for p in model.parameters()} == {mixprec.bfloat16}
+    assert all(p.requires_grad for p in model.parameters())
+    assert model(mixprec.randn(2, 4).bfloat16()).dtype == mixprec.bfloat16
+
+
+def test_layers_refuse_what_they_cannot_do():
+    with pytest.raises(NotImplementedError, match="groups"):
+        nn.Conv2d(4, 4, 3, groups=2)
+    with pytest.raises(ValueError, match="Linear|linear"):
+        nn.Linear(3, 2)(mixprec.zeros(4, 5))
+    with pytest.raises(AttributeError):
+        ResidualMLP().missing
+    with pytest.raises(TypeError, match="parameter"):
+        ResidualMLP().scale = mixprec.ones(1)

@@ -1,0 +1,68 @@
+"""mixprec.train(**config): the CLI's run from Python, the same losses as the CLI's."""
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+import mixprec
+
+SETTINGS = dict(model="cnn", precision="amp-bf16", epochs=1, batch_size=64, train_subset=256,
+                test_subset=256, seed=3, threads=2, self_check=False)
+
+
+def cli_path():
+    candidate = pathlib.Path(mixprec.__file__).resolve().parents[2] / "mixprec"
+    if not candidate.exists():
+        pytest.skip(f"the CLI is not built ({candidate}): build the whole project")
+    return candidate
+
+
+def test_train_writes_a_run_and_reports_it(tmp_path):
+    steps = []
+    summary = mixprec.train(SETTINGS, run_dir=str(tmp_path / "run"), on_step=steps.append)
+    assert summary["steps"] == 4 and len(summary["losses"]) == 4
+    assert [s["step"] for s in steps] == [1, 2, 3, 4]
+    assert [s["loss"] for s in steps] == summary["losses"]
+    assert summary["precision"] == "amp-bf16" and summary["final_scale"] == 1.0  # bf16: no scaler
+    assert 0.0 <= summary["final_accuracy"] <= 1.0 and len(summary["evals"]) == 1
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert saved["model"] == "cnn" and saved["batch_size"] == 64
+    assert pathlib.Path(summary["last_checkpoint"]).exists()
+
+
+def test_losses_are_the_clis(tmp_path):
+    ours = mixprec.train(SETTINGS)["losses"]
+    flags = []
+    for key, value in SETTINGS.items():
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            flags += [] if value else ["--no-" + key.replace("_", "-")]
+        else:
+            flags += [flag, str(value)]
+    run = tmp_path / "cli"
+    subprocess.run([str(cli_path()), "train", *flags, "--run-dir", str(run)], check=True,
+                   capture_output=True, env=dict(os.environ, OMP_NUM_THREADS="2"))
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    cli = [r["loss"] for r in records if "loss" in r and r.get("type", "step") == "step"]
+    assert cli == ours
+
+
+def test_errors_name_the_setting():
+    with pytest.raises(ValueError, match="did you mean .batch_size."):
+        mixprec.train(batch_sise=64)
+    with pytest.raises(ValueError, match="precision"):
+        mixprec.train(precision="fp8", epochs=1)
+
+
+def test_an_exception_in_on_step_stops_the_run():
+    def fail(step):
+        raise KeyError("stop here")
+    with pytest.raises(KeyError, match="stop here"):
+        mixprec.train(SETTINGS, on_step=fail)
+
+
+def test_amp_fp16_scales_the_loss():
+    summary = mixprec.train(SETTINGS, precision="amp-fp16", init_scale=1024.0)
+    assert summary["precision"] == "amp-fp16" and summary["final_scale"] == 1024.0

@@ -27,6 +27,9 @@ expect compare 0 "amp-bf16 .*x" -- "$BIN" compare --presets fp32,amp-bf16 --data
 expect compare-bad-preset 2 "--presets" -- "$BIN" compare --presets fp32,fp7 --dataset synthetic --max-steps 1
 expect bench 0 "amp-bf16 .*x" -- "$BIN" bench --model cnn --batch-size 16 --steps 2 --warmup 1
 expect bench-threads 2 "--threads: must be from 0 \(all cores\) to [0-9]+, got 99999" -- "$BIN" bench --model cnn --threads 99999
+for command in predict generate eval serve; do
+  expect "$command-threads" 2 "--threads" -- "$BIN" $command nothing-here --threads 99999
+done
 expect bench-json 0 '"heap_allocations": 0' -- "$BIN" bench --model cnn --batch-size 16 --steps 2 --warmup 1 --json
 # A language model is measured in tokens/s: 2 sequences of gpt-tiny's 128 tokens per step.
 expect bench-tokens 0 "tokens/s" -- "$BIN" bench --model gpt-tiny --batch-size 2 --steps 1 --warmup 0

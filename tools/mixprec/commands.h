@@ -48,6 +48,11 @@ CLI::Validator integer_from(int64_t min);
 // A non-negative integer that fits 64 bits (a seed: "-1" is refused, not wrapped to 2^64-1).
 CLI::Validator unsigned_integer();
 CLI::Validator positive();  // > 0, for real-valued flags (--lr)
+// --threads for a command that computes (predict, generate, eval, serve, ...): 0 (the
+// default) leaves OpenMP's choice, else 1 to max_thread_count() as train accepts; and the
+// call that applies it before the command's work.
+void add_threads_option(CLI::App* cmd, int& threads);
+void use_threads(int threads);
 // The checkpoint of eval, infer and inspect, given either way: `eval C` or `eval --checkpoint C`.
 void add_checkpoint_argument(CLI::App* cmd, std::string& positional, std::string& flag, const std::string& help);
 // The one given; none or two different ones is a usage error (printed; nullopt returned).

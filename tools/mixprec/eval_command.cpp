@@ -31,6 +31,7 @@ namespace mixprec::cli {
 namespace {
 
 struct EvalFlags {
+  int threads = 0;  // --threads (0: OpenMP's choice)
   std::string checkpoint, checkpoint_flag, precision, data_dir, dataset;
   std::string save_predictions;  // first batch's input, logits and labels (cross-checks)
   int64_t batch_size = 0;  // 0: the run's batch size
@@ -167,7 +168,9 @@ Runner add_eval_command(CLI::App& app) {
       ->check(at_least(1));
   cmd->add_option("--save-predictions", flags->save_predictions,
                   "Write the first batch's images, logits and labels to this .safetensors file");
+  add_threads_option(cmd, flags->threads);
   return [flags]() -> int {
+    use_threads(flags->threads);
     auto which = chosen_checkpoint(flags->checkpoint, flags->checkpoint_flag);
     if (!which) return kExitUsage;
     return run_eval(*flags, *which);

@@ -5,7 +5,10 @@
 #include <cstdio>
 #include <sstream>
 
+#include <omp.h>
+
 #include "commands.h"
+#include "mixprec/hardware.h"
 
 namespace mixprec::cli {
 
@@ -100,6 +103,19 @@ CLI::Validator positive() {
         return v > 0 ? std::string() : "must be > 0, got " + value;
       },
       ">0");
+}
+
+void add_threads_option(CLI::App* cmd, int& threads) {
+  cmd->add_option("--threads", threads,
+                  "Threads (0: all cores; at most " + std::to_string(max_thread_count()) +
+                      "). On a machine other processes keep busy, fewer threads than cores can be much faster "
+                      "(docs/cli.md)")
+      ->check(integer_in(0, max_thread_count()))
+      ->capture_default_str();
+}
+
+void use_threads(int threads) {
+  if (threads > 0) omp_set_num_threads(threads);
 }
 
 }  // namespace mixprec::cli

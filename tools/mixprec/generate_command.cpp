@@ -23,6 +23,7 @@ namespace mixprec::cli {
 namespace {
 
 struct GenerateFlags {
+  int threads = 0;  // --threads (0: OpenMP's choice)
   std::string checkpoint, checkpoint_flag, prompt, precision;
   int64_t max_tokens = 200, top_k = 40;
   double temperature = 0.8;
@@ -76,7 +77,9 @@ Runner add_generate_command(CLI::App& app) {
       ->check(unsigned_integer())->capture_default_str();
   cmd->add_option("--precision", f->precision, "Precision preset (default: the checkpoint's): " + amp::preset_names())
       ->check(precision_name());
+  add_threads_option(cmd, f->threads);
   return [f, cmd]() -> int {
+    use_threads(f->threads);
     auto which = chosen_checkpoint(f->checkpoint, f->checkpoint_flag);
     if (!which) return kExitUsage;
     return run_generate(*f, *which);

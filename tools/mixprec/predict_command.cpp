@@ -42,6 +42,7 @@ namespace mixprec::cli {
 namespace {
 
 struct PredictFlags {
+  int threads = 0;  // --threads (0: OpenMP's choice)
   std::string checkpoint_flag, precision, format = "table";
   std::vector<std::string> inputs;  // the first positional is the checkpoint unless --checkpoint
   std::vector<std::string> prompts;  // --prompt: text for a language model
@@ -338,7 +339,9 @@ Runner add_predict_command(CLI::App& app) {
       ->check(integer_in(1, 1 << 16))->capture_default_str();
   cmd->add_flag_callback("--json", [flags] { flags->format = "json"; }, "Print JSON instead of a table");
   cmd->add_flag_callback("--csv", [flags] { flags->format = "csv"; }, "Print CSV (input,rank,class,name,probability)");
+  add_threads_option(cmd, flags->threads);
   return [flags]() -> int {
+    use_threads(flags->threads);
     std::vector<std::string> inputs = flags->inputs;
     std::string checkpoint = flags->checkpoint_flag;
     if (checkpoint.empty() && !inputs.empty()) {

@@ -36,6 +36,7 @@ namespace mixprec::cli {
 namespace {
 
 struct ServeFlags {
+  int threads = 0;  // --threads (0: OpenMP's choice)
   std::string checkpoint_positional, checkpoint_flag, precision, host = "127.0.0.1";
   int64_t port = 8080, max_batch = 64, max_wait_us = 2000, max_queue = 1024, workers = 64, top_k = 3;
   int64_t max_body_bytes = 16 << 20, timeout_s = 10, max_inputs = 256, max_connections = 512, keep_alive_s = 5;
@@ -110,12 +111,14 @@ int run_serve(const ServeFlags& f, const std::string& checkpoint) {
   std::mutex model_mutex;
   serve::DynamicBatcher batcher(
       {f.max_batch, f.max_wait_us, f.max_queue}, predictor.layout().values_per_sample(),
-      [&predictor, &model_mutex](const std::vector<float>& x, int64_t n) -> StatusOr<std::vector<std::vector<float>>> {
+      [&predictor, &model_mutex, &f](const std::vector<float>& x, int64_t n) -> StatusOr<std::vector<std::vector<float>>> {
+        // OpenMP's thread count is per thread: the model runs on the batcher's thread.
+        use_threads(f.threads);
         std::lock_guard<std::mutex> lock(model_mutex);
         return predictor.probabilities(x, n);
       });
   batcher.set_batch_observer([&metrics](int64_t n) { metrics.record_batch(n); });
-  ServeContext context{predictor, batcher, metrics, model_mutex, f.top_k, f.max_inputs, f.max_batch, {}};
+  ServeContext context{predictor, batcher, metrics, model_mutex, f.top_k, f.max_inputs, f.max_batch, {}, int(f.threads)};
 
   http::ServerOptions options;
   options.host = f.host;
@@ -188,7 +191,9 @@ Runner add_serve_command(CLI::App& app) {
       ->check(integer_in(1, 1 << 16))->capture_default_str();
   cmd->add_option("--top-k", f->top_k, "Classes per prediction (a request may ask ?top_k=N)")
       ->check(integer_in(1, 1000))->capture_default_str();
+  add_threads_option(cmd, f->threads);
   return [f]() -> int {
+    use_threads(f->threads);
     auto checkpoint = chosen_checkpoint(f->checkpoint_positional, f->checkpoint_flag);
     if (!checkpoint) return kExitUsage;
     if (f->max_queue < f->max_inputs) {

@@ -4,6 +4,8 @@
 // paths and a model's bytes need not be UTF-8), so no answer can throw.
 #include "serve_routes.h"
 
+#include "commands.h"
+
 #include <chrono>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -96,6 +98,7 @@ void generate(const ServeContext& c, http::Request& req, http::Response& res) {
   std::string text;
   {
     std::lock_guard<std::mutex> lock(c.model_mutex);
+    use_threads(c.threads);  // this worker thread runs the model now
     text = infer::generate_text(*lm, c.predictor.loaded().preset.autocast_dtype, decoded->prompt,
                          {decoded->max_tokens, decoded->temperature, decoded->top_k, decoded->seed});
   }

@@ -24,6 +24,7 @@ struct ServeContext {
   int64_t max_batch = 64;
   // The server's connection counts for /metrics (set once the server exists).
   std::function<http::Server::Stats()> connection_stats;
+  int threads = 0;  // --threads for the model's work (OpenMP's count is per calling thread)
 };
 
 // POST /v1/predict, POST /v1/generate, GET /v1/model, GET /healthz, GET /metrics.

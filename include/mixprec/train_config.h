@@ -70,8 +70,12 @@ StatusOr<TrainConfig> adopt_saved_config(const TrainConfig& given, const std::st
 // keys (a run's config.json is a valid one). Unlike a run's own file, every key must be a
 // setting: an unknown key is invalid_argument naming the file and the key, with a
 // suggestion. Values go through the same type and range checks; flags on the command line
-// win (explicitly_given).
+// win (explicitly_given). For a file the user wrote (`in_user_file`), each refusal names
+// FILE:line:column of the value, and values out of their row's range are refused here; for
+// text a program made (an experiment's base, as JSON), messages name `file` alone and ranges
+// are left to the caller, which can point into its own file.
 StatusOr<TrainConfig> apply_config_file(const TrainConfig& given, const std::string& text, const std::string& file,
-                                        const std::function<bool(const std::string& key)>& explicitly_given);
+                                        const std::function<bool(const std::string& key)>& explicitly_given,
+                                        bool in_user_file = true);
 
 }  // namespace mixprec::train

@@ -73,7 +73,7 @@ Status check_setting_key(const Reader& r, const std::string& pointer, const std:
 Status check_value(const Reader& r, const train::TrainConfig& base, const std::string& pointer,
                    const std::string& name, const std::string& key, const json& value) {
   auto c = train::apply_config_file(base, json{{key, value}}.dump(), r.at(pointer) + ": " + name,
-                                    [](const std::string&) { return false; });
+                                    [](const std::string&) { return false; }, /*in_user_file=*/false);
   if (!c.is_ok()) return c.status();
   const std::string problem = train::check_field(*train::find_config_field(key), *c);
   if (!problem.empty()) return r.error(pointer, name, problem);
@@ -217,7 +217,7 @@ StatusOr<ExperimentSpec> parse_experiment(std::string_view text, const std::stri
   if (!base.is_ok()) return base.status();
   spec.base_json = base->dump();
   auto base_config = train::apply_config_file(train::TrainConfig{}, spec.base_json, source + ": base",
-                                              [](const std::string&) { return false; });
+                                              [](const std::string&) { return false; }, /*in_user_file=*/false);
   if (!base_config.is_ok()) return base_config.status();
   for (const train::ConfigField& f : train::config_fields())
     if (base->contains(f.key))

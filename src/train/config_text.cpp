@@ -167,9 +167,11 @@ static StatusOr<nlohmann::json> config_file_object(const std::string& text, cons
 }
 
 StatusOr<TrainConfig> apply_config_file(const TrainConfig& given, const std::string& text, const std::string& file,
-                                        const std::function<bool(const std::string& key)>& explicitly_given) {
+                                        const std::function<bool(const std::string& key)>& explicitly_given,
+                                        bool in_user_file) {
   io::Positions positions;
   auto j = config_file_object(text, file, &positions);
+  if (!in_user_file) positions.clear();
   if (!j.is_ok()) return j.status();
   // "run.yaml:3:5" where the file gives the key's value, else "run.yaml".
   auto where = [&](const std::string& key) {
@@ -194,7 +196,7 @@ StatusOr<TrainConfig> apply_config_file(const TrainConfig& given, const std::str
     TrainConfig one = c;
     if (Status s = apply_json(one, nlohmann::json{{it.key(), it.value()}}); !s.is_ok())
       return Status::invalid_argument(where(it.key()) + ": " + s.message());
-    if (std::string why = check_field(*find_config_field(it.key()), one); !why.empty())
+    if (std::string why = check_field(*find_config_field(it.key()), one); in_user_file && !why.empty())
       return Status::invalid_argument(where(it.key()) + ": " + it.key() + ": " + why);
     c = std::move(one);
   }

@@ -47,9 +47,9 @@ printf '{"model": "mlp", "lr": 0.01, "lr_schedule": "cosine", "warmup_steps": 2}
 expect config-file 0 "\| model +\| mlp .*\| optimizer +\| adam \(lr 0\.02,.*\| lr schedule +\| cosine to 0, 2 warm-up" -- \
   bash -c "'$BIN' ${T[*]} --config recipe.json --lr 0.02 | tr '\n' ' '"
 printf '{"modle": "mlp"}' > typo.json
-expect config-typo 2 "typo.json:1:10: 'modle' is not a setting.*did you mean 'model'" -- "$BIN" "${T[@]}" --config typo.json
+expect config-typo 2 "typo.json:1:11: 'modle' is not a setting.*did you mean 'model'" -- "$BIN" "${T[@]}" --config typo.json
 printf '{"epochs": "two"}' > badtype.json
-expect config-type 2 "badtype.json:1:11: configuration: field 'epochs' has the wrong type" -- "$BIN" "${T[@]}" --config badtype.json
+expect config-type 2 "badtype.json:1:12: configuration: field 'epochs' has the wrong type" -- "$BIN" "${T[@]}" --config badtype.json
 expect config-missing 2 "--config: .*nowhere.json" -- "$BIN" "${T[@]}" --config nowhere.json
 expect config-resume 2 "--config cannot be combined with --resume" -- "$BIN" train --resume run --config recipe.json
 finish

@@ -70,7 +70,8 @@ expect resume-after-kill-again 0 "summary: $((at + 3)) steps" -- \
 # ---- a new run refuses a directory that holds a run ----
 expect refuse-partial 2 "run directory 'killed' already holds a run \(.*\): pass --resume killed to continue it, --overwrite to replace it" -- \
   "$BIN" train "${COMMON[@]}" --max-steps 3 --run-dir killed
-expect refuse-finished 2 "'shared' already holds a run \(config.json, last.json, metrics.jsonl, 12 checkpoint files\)" -- \
+# (3 checkpoints: the run saved 12, --keep-checkpoints kept the newest 3)
+expect refuse-finished 2 "'shared' already holds a run \(config.json, last.json, metrics.jsonl, 3 checkpoint files\)" -- \
   "$BIN" train "${COMMON[@]}" --max-steps 3 --run-dir shared
 [[ "$(steps shared)" == "$want" && "$(pointer shared)" == "step-00000024.safetensors" ]] \
   && echo "ok   the refused run left the finished one untouched" || fail "refused run changed shared: $(steps shared)"

@@ -190,7 +190,7 @@ TEST(ExperimentFile, RecipeProblemsNameTheRecipe) {
   auto bad_key = parse_experiment("name: x\nbase: {recipe: r.yaml}\nsearcher: {name: random, max_trials: 1}\n", "exp.yaml",
                                   [](const std::string&) -> StatusOr<std::string> { return std::string("lrr: 0.1\n"); });
   ASSERT_FALSE(bad_key.is_ok());
-  EXPECT_NE(bad_key.status().message().find("r.yaml: 'lrr' is not a setting"), std::string::npos)
+  EXPECT_NE(bad_key.status().message().find("r.yaml:1:6: 'lrr' is not a setting"), std::string::npos)
       << bad_key.status().message();
   auto owned = parse_experiment("name: x\nbase: {recipe: r.yaml}\nsearcher: {name: random, max_trials: 1}\n", "exp.yaml",
                                 [](const std::string&) -> StatusOr<std::string> { return std::string("max_steps: 5\n"); });

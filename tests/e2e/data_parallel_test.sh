@@ -238,7 +238,9 @@ expect "ranks with different settings" 7 "lr 0.001 here, 0.01 on rank 0" -- \
   -np 1 "$BIN" train "${COMMON[@]}" --batch-size 64 --max-steps 2 --run-dir none
 
 # ---- a rank killed with -9: the job ends, the last checkpoint resumes bit-exactly ----
-K=("${COMMON[@]}" --batch-size 64 --precision fp32 --save-every 5 --no-eval --epochs 100)
+# Every checkpoint kept (--keep-checkpoints 0): the waits below look for step 10's file, which
+# the default pruning (the newest 3) would delete again after step 25 on a fast host.
+K=("${COMMON[@]}" --batch-size 64 --precision fp32 --save-every 5 --no-eval --epochs 100 --keep-checkpoints 0)
 "${MPI[@]}" "$BIN" train "${K[@]}" --max-steps 300 --run-dir straight > straight.log 2>&1 || fail "uninterrupted 2-rank run: exit $?"
 ("${MPI[@]}" "$BIN" train "${K[@]}" --max-steps 300 --run-dir killed > killed.log 2>&1; echo $? > killed.rc) &
 for _ in $(seq 100); do [[ -e killed/step-00000010.safetensors ]] && break; sleep 0.2; done

@@ -75,20 +75,6 @@ EOF
 # (A flag may be given once: the arrays below leave --batch-size and --max-steps to each run.)
 COMMON=(--model "$TMP/mlp.yaml" --train-subset 4096 --test-subset 512 --threads 1 --no-self-check)
 
-# compare A B TOL: the per-step losses of two runs' metrics.jsonl agree within TOL relative.
-compare() {
-  "$PY" - "$1" "$2" "$3" <<'PY'
-import json, sys
-def losses(d):
-    return {r["step"]: r["loss"] for r in map(json.loads, open(d + "/metrics.jsonl")) if r.get("type") == "step"}
-a, b, tol = losses(sys.argv[1]), losses(sys.argv[2]), float(sys.argv[3])
-if sorted(a) != sorted(b) or not a:
-    sys.exit("steps differ: %d vs %d" % (len(a), len(b)))
-worst = max(abs(a[s] - b[s]) / max(abs(a[s]), 1e-30) for s in a)
-print("%d steps, largest relative difference %.3g (tolerance %g)" % (len(a), worst, tol))
-sys.exit(0 if worst <= tol else 1)
-PY
-}
 # dump_weights DIR: a digest of each model tensor in the run's last checkpoint.
 dump_weights() {
   "$PY" - "$1" <<'PY'
@@ -116,7 +102,7 @@ for precision in fp32 amp-bf16; do
     fail "1 process $precision: exit $?"
   expect "2 ranks $precision: banner says global batch 64 = 2 x 32" 0 "global batch 64 = 2 x 32 per rank" -- \
     "${MPI[@]}" "$BIN" train "${COMMON[@]}" --batch-size 64 --precision $precision --max-steps 50 --run-dir two-$precision
-  if out=$(compare one-$precision two-$precision $tol); then echo "ok   $precision losses: $out"; else fail "$precision losses: $out"; fi
+  if out=$(compare_losses one-$precision two-$precision $tol); then echo "ok   $precision losses: $out"; else fail "$precision losses: $out"; fi
 done
 
 # ---- a log file of mpirun's output holds plain lines: the ranks' output is OpenMPI's
@@ -137,7 +123,7 @@ printf 'localhost slots=2\n' > hosts
 expect "2 ranks from --hostfile: banner says global batch 64 = 2 x 32" 0 "global batch 64 = 2 x 32 per rank" -- \
   mpirun --oversubscribe --hostfile hosts -np 2 "$BIN" train "${COMMON[@]}" --batch-size 64 --precision fp32 \
   --max-steps 50 --run-dir hosts-fp32
-if out=$(compare one-fp32 hosts-fp32 1e-6); then echo "ok   --hostfile losses: $out"; else fail "--hostfile losses: $out"; fi
+if out=$(compare_losses one-fp32 hosts-fp32 1e-6); then echo "ok   --hostfile losses: $out"; else fail "--hostfile losses: $out"; fi
 
 # ---- gradient buckets reduced during backward: the same bits as one reduction after it ----
 # (20 KB buckets: the MLP's output layer and first bias in one, its 200 KB first weight in
@@ -185,15 +171,15 @@ RB=("${COMMON[@]}" --batch-size 64 --precision fp32 --max-steps 12 --save-every 
 "$BIN" train "${RB[@]}" --run-dir rollback-one > rollback-one.log 2>&1 || fail "1 process rollback: exit $?"
 expect "2 ranks roll back together" 0 "rolled back to .*rollback-two/step-00000003.safetensors \(step 3\) and skipping batch 6" -- \
   "${MPI[@]}" "$BIN" train "${RB[@]}" --run-dir rollback-two
-if out=$(compare rollback-one rollback-two 1e-6); then echo "ok   rollback on 2 ranks vs 1 process: $out"
+if out=$(compare_losses rollback-one rollback-two 1e-6); then echo "ok   rollback on 2 ranks vs 1 process: $out"
 else fail "rollback on 2 ranks: $out"; fi
 
 # ---- bf16 on the wire: close to one process, but not the f32 wire's bits ----
 expect "2 ranks, --allreduce-dtype bf16" 0 "gradients averaged in bf16" -- \
   "${MPI[@]}" "$BIN" train "${COMMON[@]}" --batch-size 64 --precision fp32 --max-steps 50 --allreduce-dtype bf16 \
   --run-dir two-bf16-wire
-if out=$(compare one-fp32 two-bf16-wire 2e-2); then echo "ok   bf16 wire vs 1 process: $out"; else fail "bf16 wire: $out"; fi
-if out=$(compare two-fp32 two-bf16-wire 0); then fail "the bf16 wire changed nothing: $out"
+if out=$(compare_losses one-fp32 two-bf16-wire 2e-2); then echo "ok   bf16 wire vs 1 process: $out"; else fail "bf16 wire: $out"; fi
+if out=$(compare_losses two-fp32 two-bf16-wire 0); then fail "the bf16 wire changed nothing: $out"
 else echo "ok   the bf16 wire rounds the gradients (the f32 wire's losses differ)"; fi
 
 # ---- --sync-bn: 2 ranks x 32 normalise as 1 process x 64 does ----
@@ -203,8 +189,8 @@ BN=(--model "$TMP/bn.yaml" --train-subset 2048 --test-subset 256 --threads 1 --n
 expect "2 ranks --sync-bn" 0 "BatchNorm synchronised" -- \
   "${MPI[@]}" "$BIN" train "${BN[@]}" --batch-size 64 --sync-bn --run-dir bn-sync
 "${MPI[@]}" "$BIN" train "${BN[@]}" --batch-size 64 --run-dir bn-local > bn-local.log 2>&1 || fail "2 ranks BatchNorm: exit $?"
-if out=$(compare bn-one bn-sync 1e-5); then echo "ok   --sync-bn vs 1 process: $out"; else fail "--sync-bn: $out"; fi
-if out=$(compare bn-one bn-local 1e-4); then fail "per-rank BatchNorm matched 1 process too: the --sync-bn check has no teeth ($out)"
+if out=$(compare_losses bn-one bn-sync 1e-5); then echo "ok   --sync-bn vs 1 process: $out"; else fail "--sync-bn: $out"; fi
+if out=$(compare_losses bn-one bn-local 1e-4); then fail "per-rank BatchNorm matched 1 process too: the --sync-bn check has no teeth ($out)"
 else echo "ok   without --sync-bn the ranks' statistics differ from one process's"; fi
 
 # ---- found-inf consensus: an inf injected into rank 0's gradient only ----
@@ -294,6 +280,6 @@ R=("${COMMON[@]}" --batch-size 64 --precision fp32 --save-every 10 --no-eval)
 "$BIN" train "${R[@]}" --max-steps 20 --run-dir whole > /dev/null 2>&1 || fail "1-process run: exit $?"
 "$BIN" train "${R[@]}" --max-steps 10 --run-dir half > /dev/null 2>&1 || fail "1-process half run: exit $?"
 expect "2 ranks resume a 1-process run" 0 "summary:" -- "${MPI[@]}" "$BIN" train --resume half --max-steps 20
-if out=$(compare whole half 1e-6); then echo "ok   re-sharded resume: $out"; else fail "re-sharded resume: $out"; fi
+if out=$(compare_losses whole half 1e-6); then echo "ok   re-sharded resume: $out"; else fail "re-sharded resume: $out"; fi
 
 finish

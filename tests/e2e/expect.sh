@@ -2,6 +2,9 @@
 #   expect NAME CODE PATTERN -- command...   run it; its exit code must be CODE and its
 #                                            output (stdout+stderr) must match PATTERN
 #   fail MESSAGE                             count a failure
+#   compare_losses A B TOL                   the step losses of run dirs A and B (their
+#                                            metrics.jsonl) are at the same steps and agree
+#                                            within TOL relative; prints the largest difference
 #   serve_started LOG -- command...          start a server (mixprec serve ... --port 0) in the
 #                                            background, output in LOG; once it listens,
 #                                            SERVER_PID and PORT are set (return 0), else a
@@ -41,4 +44,17 @@ serve_started() {
   done
   fail "server did not start: $(tail -3 "$log")"
   return 1
+}
+compare_losses() {
+  /usr/bin/python3 - "$1" "$2" "$3" <<'PY'
+import json, sys
+def losses(d):
+    return {r["step"]: r["loss"] for r in map(json.loads, open(d + "/metrics.jsonl")) if r.get("type") == "step"}
+a, b, tol = losses(sys.argv[1]), losses(sys.argv[2]), float(sys.argv[3])
+if sorted(a) != sorted(b) or not a:
+    sys.exit("steps differ: %d vs %d" % (len(a), len(b)))
+worst = max(abs(a[s] - b[s]) / max(abs(a[s]), 1e-30) for s in a)
+print("%d steps, largest relative difference %.3g (tolerance %g)" % (len(a), worst, tol))
+sys.exit(0 if worst <= tol else 1)
+PY
 }

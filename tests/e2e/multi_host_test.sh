@@ -105,21 +105,6 @@ EOF
 COMMON=(--model "$TMP/mlp.yaml" --train-subset 4096 --test-subset 512 --threads 1 --no-self-check --batch-size 64
         --precision fp32)
 
-# compare A B TOL: every step's loss in B's metrics.jsonl is A's within TOL relative (B's
-# steps must all be in A; with EXACT, the same steps).
-compare() {
-  "$PY" - "$@" <<'PY'
-import json, sys
-def losses(d):
-    return {r["step"]: r["loss"] for r in map(json.loads, open(d + "/metrics.jsonl")) if r.get("type") == "step"}
-a, b, tol = losses(sys.argv[1]), losses(sys.argv[2]), float(sys.argv[3])
-if not b or not set(b) <= set(a) or (len(sys.argv) > 4 and set(a) != set(b)):
-    sys.exit("steps differ: %d vs %d" % (len(a), len(b)))
-worst = max(abs(a[s] - b[s]) / max(abs(a[s]), 1e-30) for s in b)
-print("%d steps, largest relative difference %.3g (tolerance %g)" % (len(b), worst, tol))
-sys.exit(0 if worst <= tol else 1)
-PY
-}
 veth_bytes() { ip netns exec $NS_B cat /sys/class/net/$VETH/statistics/$1_bytes; }
 
 # ---- equivalence over TCP between the namespaces ----
@@ -127,7 +112,7 @@ veth_bytes() { ip netns exec $NS_B cat /sys/class/net/$VETH/statistics/$1_bytes;
 tx0=$(veth_bytes tx) rx0=$(veth_bytes rx)
 expect "2 hosts over TCP: banner says global batch 64 = 2 x 32" 0 "global batch 64 = 2 x 32 per rank" -- \
   timeout 300 "${MPI[@]}" "$BIN" train "${COMMON[@]}" --max-steps 50 --run-dir two
-if out=$(compare one two 1e-6 exact); then echo "ok   2 hosts vs 1 process, fp32 losses: $out"; else fail "losses: $out"; fi
+if out=$(compare_losses one two 1e-6); then echo "ok   2 hosts vs 1 process, fp32 losses: $out"; else fail "losses: $out"; fi
 # The MLP's gradient is 50,890 f32 (203,560 bytes); with 2 ranks each sends about half of it
 # twice per step (reduce-scatter, all-gather). 50 steps: at least 5 MB each way on the veth.
 tx=$(( $(veth_bytes tx) - tx0 )) rx=$(( $(veth_bytes rx) - rx0 ))
@@ -171,7 +156,7 @@ take_down() {
   expect "$how: the last checkpoint (step $last) resumes in one process" 0 "summary:" -- \
     "$BIN" train --resume $name --max-steps $((last + 10))
   "$BIN" train "${K[@]}" --max-steps $((last + 10)) --run-dir $name-one > $name-one.log 2>&1 || fail "1-process run: exit $?"
-  if out=$(compare $name-one $name 1e-6 exact); then echo "ok   $how: resumed run vs 1 process: $out"
+  if out=$(compare_losses $name-one $name 1e-6); then echo "ok   $how: resumed run vs 1 process: $out"
   else fail "$how: resumed run: $out"; fi
 }
 take_down killed kill

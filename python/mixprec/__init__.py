@@ -17,6 +17,7 @@ from ._C_names import (MixprecError, InvalidArgumentError, UnimplementedError, N
                        manual_seed, set_num_threads, get_num_threads, cpu_summary)
 from . import nn, optim, amp, data, debug
 from ._train import train
+from ._load import load
 
 __all__ = [
     "Tensor", "dtype", "float32", "float16", "bfloat16", "float64", "int64", "int32", "uint8",
@@ -24,4 +25,5 @@ __all__ = [
     "randn", "cat", "stack", "matmul", "no_grad", "is_grad_enabled", "manual_seed",
     "set_num_threads", "get_num_threads", "cpu_summary", "MixprecError", "InvalidArgumentError",
     "UnimplementedError", "NotFoundError", "nn", "optim", "amp", "data", "debug", "train",
+    "load",
 ]

@@ -23,6 +23,7 @@ void bind_nn(py::module_& m);
 void bind_optim(py::module_& m);
 void bind_data(py::module_& m);
 void bind_train(py::module_& m);
+void bind_infer(py::module_& m);
 
 // The dtype's name as mixprec.<name> shows it ("float32", "bfloat16").
 const char* python_dtype_name(DType d);

@@ -24,9 +24,9 @@ def matmul(a, b):
 
 def _reduce(op):
     def reduce(self, dim=None, keepdim=False):
+        # A dim named twice is the engine's error to raise (its message, as the C++ API's);
+        # only the integer sums, which do not reach the engine, check it here.
         dims = None if dim is None else [_wrap_dim(d, self.ndim) for d in _dims(dim)]
-        if dims is not None and len(set(dims)) != len(dims):
-            raise RuntimeError(f"dim {dims} appears multiple times in the list of dims")
         if not self.dtype.is_floating_point:
             return _integer_reduce(op, self, dims, keepdim)
         return op(self) if dims is None else op(self, dims, keepdim)
@@ -39,6 +39,10 @@ def _integer_reduce(op, t, dims, keepdim):
     if op is not _C.sum:
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a "
                            f"floating point or complex dtype. Got: {t.dtype}")
+    if dims is not None and len(set(dims)) != len(dims):
+        twice = next(d for d in dims if dims.count(d) > 1)
+        raise _C.InvalidArgumentError(f"sum: dim {twice} appears twice in the list of dims for "
+                                      f"{t.dtype} {list(t.shape)}")
     axis = None if dims is None else tuple(dims)
     keep = keepdim and dims is not None
     return _C.from_numpy(np.array(t.detach().numpy().sum(axis=axis, keepdims=keep), dtype=np.int64))

@@ -101,7 +101,7 @@ void bind_infer(py::module_& m) {
         return out;
       }, py::arg("probabilities"), py::arg("k"))
       // The model's f32 logits for a normalised input under the checkpoint's preset, no autograd.
-      .def("run_model", [](const Predictor& p, const Tensor& x) { return infer::run_model(p.loaded(), x); },
+      .def("run_model", [](const Predictor& p, const Tensor& x) { return infer::run_model(p.loaded(), dense(x)); },
            py::arg("input"), release_gil())
       .def("generate", [](const Predictor& p, const std::string& prompt, int64_t max_tokens, double temperature,
                           int64_t top_k, uint64_t seed) {

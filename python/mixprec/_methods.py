@@ -7,7 +7,7 @@ import numpy as np
 
 from . import _mixprec as _C
 from ._mixprec import Tensor, dtype
-from . import _views
+from . import _masks, _views
 from ._tensor import _check_device, _dims, _to_dtype, _wrap_dim
 
 # ---- Tensor methods --------------------------------------------------------------------
@@ -156,6 +156,7 @@ def _install():
         "tolist": lambda self: self.detach().float().numpy().tolist()
         if self.dtype == dtype.bfloat16 else self.detach().numpy().tolist(),
     }
+    _masks.install(methods)
     for name, fn in methods.items():
         setattr(Tensor, name, fn)
     Tensor.T = property(lambda self: _views.transpose(self, 0, 1) if self.ndim == 2 else self)

@@ -12,6 +12,7 @@ most in-place writes into such tensors anyway. docs/python.md says so.
 """
 import builtins
 
+from . import _masks
 from . import _mixprec as _C
 from ._tensor import _shape_args, _wrap_dim
 
@@ -240,6 +241,10 @@ def _parse_index(t, index):
 
 
 def getitem(t, index):
+    if _masks.is_mask(index):  # x[mask]: a copy, as PyTorch's advanced indexing
+        return _masks.mask_select(t, index)
+    if _masks.is_index_tensor(index):
+        return _masks.index_select0(t, index)
     shape, strides, offset, steps = _parse_index(t, index)
     if not _tracks_grad(t):
         return _strided(t, shape, strides, offset)
@@ -273,6 +278,8 @@ def setitem(t, index, value):
                                   "supported (mixprec has no in-place autograd)")
     import numpy as np
     from ._mixprec import Tensor
+    if _masks.is_mask(index):
+        return _masks.set_masked(t, index, value)
     target = getitem(t, index)
     if isinstance(value, Tensor):
         value = value.detach()

@@ -46,6 +46,9 @@ echo "sanitize_module: linking $so" >&2
 # shellcheck disable=SC2086
 $CXX -shared -fPIC -O1 -flto "${SAN[@]}" -fopenmp -o "$so" "${objs[@]}" $libs
 
+# The CLI beside the package, where the tests that compare with it look (not instrumented).
+ln -sf "$PWD/$BUILD_DIR/mixprec" "$OUT/mixprec"
+
 asan=$($CXX -print-file-name=libasan.so)
 ubsan=$($CXX -print-file-name=libubsan.so)
 rm -f "$OUT"/lsan.*

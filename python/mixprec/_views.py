@@ -12,8 +12,11 @@ most in-place writes into such tensors anyway. docs/python.md says so.
 """
 import builtins
 
+import numpy as np
+
 from . import _masks
 from . import _mixprec as _C
+from ._mixprec import Tensor
 from ._tensor import _shape_args, _wrap_dim
 
 
@@ -276,8 +279,6 @@ def setitem(t, index, value):
                                "operation.")
         raise NotImplementedError("index assignment into a tensor that is part of a graph is not "
                                   "supported (mixprec has no in-place autograd)")
-    import numpy as np
-    from ._mixprec import Tensor
     if _masks.is_mask(index):
         return _masks.set_masked(t, index, value)
     target = getitem(t, index)

@@ -6,6 +6,14 @@ import re
 import sys
 
 OURS = re.compile(r"_mixprec\.cpython|mixprec::|libmixprec")
+# Leaks that are by design, each with why. The first frame after the allocator must match.
+KNOWN_AT_EXIT = {
+    # A from_numpy tensor still alive when the interpreter finalises (a module global, a
+    # cached weight) keeps its array's reference: release_python_object cannot hand it back
+    # to a finalised interpreter (tensor.cpp). Releases while Python runs are checked by
+    # test_memory.py's reference counts (10,000 from_numpy cycles leave the count unchanged).
+    "mixprec::python::tensor_from_numpy": "py::object owner of a from_numpy tensor alive at exit",
+}
 
 
 def leaks(text):
@@ -18,7 +26,7 @@ def leaks(text):
 
 
 def main(paths):
-    errors, ours, theirs = [], [], 0
+    errors, ours, by_design, theirs = [], [], [], 0
     for path in paths:
         text = open(path, errors="replace").read()
         for m in re.finditer(r"ERROR: (AddressSanitizer|UndefinedBehaviorSanitizer): .*", text):
@@ -29,7 +37,11 @@ def main(paths):
         for m in re.finditer(r"runtime error: .*", text):
             errors.append(f"{path}: {m.group(0)}")
         for header, stack in leaks(text):
-            if any(OURS.search(frame) for frame in stack):
+            first = stack[1] if len(stack) > 1 else ""
+            known = [why for name, why in KNOWN_AT_EXIT.items() if f" in {name}(" in first]
+            if known:
+                by_design.append(f"{header} ({known[0]})")
+            elif any(OURS.search(frame) for frame in stack):
                 ours.append(f"{path}: {header}\n    " + "\n    ".join(stack[:12]))
             else:
                 theirs += 1
@@ -37,8 +49,11 @@ def main(paths):
         print("sanitizer error:", e)
     for leak in ours:
         print("leak with a mixprec frame:", leak)
+    for leak in by_design:
+        print("known at-exit leak:", leak)
     print(f"lsan_ours: {len(paths)} logs, {len(errors)} sanitizer errors, {len(ours)} leaks with a "
-          f"mixprec frame, {theirs} leaks of the interpreter and other libraries only (not ours)")
+          f"mixprec frame, {len(by_design)} known at exit, {theirs} leaks of the interpreter and "
+          f"other libraries only (not ours)")
     return 1 if errors or ours else 0
 
 

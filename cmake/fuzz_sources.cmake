@@ -12,7 +12,7 @@ set(MIXPREC_FUZZ_LIB_SOURCES
   train/train_config.cpp train/config_text.cpp nn/model_names.cpp nn/model_plan.cpp nn/model_plan_layers.cpp
   core/convert.cpp core/cpu_features.cpp core/dtype.cpp core/memory.cpp core/random.cpp
   core/status.cpp core/tensor.cpp core/names.cpp
-  ops/autocast_hook.cpp ops/dispatch.cpp ops/layout.cpp amp/autocast.cpp amp/policy.cpp
+  ops/autocast_hook.cpp ops/dispatch.cpp ops/layout.cpp ops/tensor_methods.cpp amp/autocast.cpp amp/policy.cpp
   amp/unscale_kernel.cpp
   autograd/engine.cpp autograd/grad_mode.cpp
   backend/onednn/engine.cpp backend/onednn/half_emulation.cpp backend/onednn/memory_util.cpp

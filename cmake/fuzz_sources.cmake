@@ -7,7 +7,7 @@
 # parser need another file is an undefined reference in every build (add the file here).
 # Every configure checks that each listed file exists, so a rename under src/ fails at once.
 set(MIXPREC_FUZZ_LIB_SOURCES
-  io/atomic_file.cpp io/byte_source.cpp io/checkpoint.cpp io/checkpoint_checks.cpp io/checkpoint_dir.cpp io/checksums.cpp io/json_limits.cpp io/safetensors.cpp io/yaml_json.cpp
+  io/atomic_file.cpp io/byte_source.cpp io/checkpoint.cpp io/checkpoint_checks.cpp io/checkpoint_dir.cpp io/checksums.cpp io/json_limits.cpp io/safetensors.cpp io/safetensors_header.cpp io/safetensors_write.cpp io/yaml_json.cpp
   data/byte_stream.cpp data/cifar_reader.cpp data/image_file.cpp data/idx_reader.cpp data/npy.cpp data/csv_table.cpp data/dataset.cpp
   train/train_config.cpp train/config_text.cpp nn/model_names.cpp nn/model_plan.cpp nn/model_plan_layers.cpp
   core/convert.cpp core/cpu_features.cpp core/dtype.cpp core/memory.cpp core/random.cpp

@@ -15,7 +15,7 @@ set(MIXPREC_FUZZ_LIB_SOURCES
   ops/autocast_hook.cpp ops/dispatch.cpp ops/layout.cpp ops/tensor_methods.cpp amp/autocast.cpp amp/policy.cpp
   core/nonfinite_scan.cpp
   autograd/engine.cpp autograd/grad_mode.cpp
-  backend/onednn/engine.cpp backend/onednn/half_emulation.cpp backend/onednn/memory_util.cpp
+  backend/onednn/engine.cpp backend/onednn/half_emulation.cpp backend/onednn/memory_desc.cpp backend/onednn/dispatch_log.cpp backend/onednn/dnnl_errors.cpp
   backend/onednn/primitive_cache.cpp backend/onednn/reorder.cpp
   backend/cpu/layout.cpp backend/ref/ref_util.cpp backend/ref/reorder.cpp
   serve/request.cpp http/request_parser.cpp http/message.cpp

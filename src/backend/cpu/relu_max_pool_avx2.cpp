@@ -140,31 +140,23 @@ MIXPREC_AVX2 void backward_nhwc_row_avx2(const T* dd_row, const uint8_t* codes, 
 
 }  // namespace
 
+// The entry points relu_max_pool_rows.h declares, shaped as relu_max_pool_avx512.cpp's on purpose:
+// each ISA file binds the shared walks to its own row functions.
 void forward_nhwc_avx2(DType dt, const void* x, void* dst, uint8_t* arg, bool packed, int64_t N, int64_t C,
                        int64_t H, int64_t W, int64_t k) {
-  if (dt == DType::f32)
-    forward_nhwc_avx2<DType::f32>(static_cast<const float*>(x), static_cast<float*>(dst), arg, packed, N, C, H, W,
-                                  k);
-  else if (dt == DType::bf16)
-    forward_nhwc_avx2<DType::bf16>(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(dst), arg, packed, N, C,
-                                   H, W, k);
-  else
-    forward_nhwc_avx2<DType::f16>(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(dst), arg, packed, N, C,
-                                  H, W, k);
+  with_dtype(dt, x, dst, [&](auto d, const auto* xs, auto* ds) {
+    forward_nhwc_avx2<decltype(d)::value>(xs, ds, arg, packed, N, C, H, W, k);
+  });
 }
 
 void backward_nhwc_avx2(size_t elem_bytes, const void* dd, const uint8_t* arg, bool packed, void* ds, int64_t N,
                         int64_t C, int64_t H, int64_t W, int64_t k) {
-  auto run = [&](const auto* dd_p, auto* ds_p) {
-    backward_nhwc_rows(dd_p, arg, packed, ds_p, N, C, H, W, k, [&](const auto* dd_row, const uint8_t* codes, auto* out,
-                                                                 int64_t hk) {
-      backward_nhwc_row_avx2(dd_row, codes, out, C, W, k, hk);
-    });
-  };
-  if (elem_bytes == 4)
-    run(static_cast<const uint32_t*>(dd), static_cast<uint32_t*>(ds));
-  else
-    run(static_cast<const uint16_t*>(dd), static_cast<uint16_t*>(ds));
+  with_raw_bits(elem_bytes, dd, ds, [&](const auto* dd_p, auto* ds_p) {
+    backward_nhwc_rows(dd_p, arg, packed, ds_p, N, C, H, W, k,
+                       [&](const auto* dd_row, const uint8_t* codes, auto* out, int64_t hk) {
+                         backward_nhwc_row_avx2(dd_row, codes, out, C, W, k, hk);
+                       });
+  });
 }
 
 }  // namespace mixprec::backend::cpu::relu_pool

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "backend/cpu/relu_max_pool.h"
 #include "core/cpu_features.h"
@@ -97,6 +98,27 @@ void backward_nhwc_rows(const T* dd, const uint8_t* arg, bool packed, T* ds, int
       row(dd + drow * len, codes, out, h % k);
     }
   }
+}
+
+// The typed views the vector paths take: fn(tag, x, dst) with tag a
+// std::integral_constant<DType, dt> and the buffers as float (f32) or uint16_t (bf16, f16).
+template <typename Fn>
+void with_dtype(DType dt, const void* x, void* dst, const Fn& fn) {
+  if (dt == DType::f32)
+    fn(std::integral_constant<DType, DType::f32>{}, static_cast<const float*>(x), static_cast<float*>(dst));
+  else if (dt == DType::bf16)
+    fn(std::integral_constant<DType, DType::bf16>{}, static_cast<const uint16_t*>(x), static_cast<uint16_t*>(dst));
+  else
+    fn(std::integral_constant<DType, DType::f16>{}, static_cast<const uint16_t*>(x), static_cast<uint16_t*>(dst));
+}
+
+// The backward moves raw bits: fn(dd, ds) as uint32_t (f32) or uint16_t (16-bit) buffers.
+template <typename Fn>
+void with_raw_bits(size_t elem_bytes, const void* dd, void* ds, const Fn& fn) {
+  if (elem_bytes == 4)
+    fn(static_cast<const uint32_t*>(dd), static_cast<uint32_t*>(ds));
+  else
+    fn(static_cast<const uint16_t*>(dd), static_cast<uint16_t*>(ds));
 }
 
 // The NHWC vector paths (x, dst: [N, H, W, C] and [N, OH, OW, C] memory of dtype dt; the

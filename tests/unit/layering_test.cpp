@@ -182,10 +182,10 @@ Layers design_layers() { return layers_from_design(lines_of(kSource / "docs/desi
 
 TEST(Layering, DesignTablesNameEveryLayerFolderAndHeader) {
   const Layers l = design_layers();
-  // The table as design.md has it today; a new layer is a new row there (and here).
-  EXPECT_EQ(l.order, (std::vector<std::string>{"core", "dist", "io", "backend", "autograd", "ops", "optim", "amp",
-                                               "nn", "data", "serve", "http", "export", "train", "experiment",
-                                               "infer"}));
+  // The order is design.md's alone (a new layer is a new row there); only check that the
+  // table was found whole and starts where everything starts.
+  ASSERT_GE(l.order.size(), 10u) << "docs/design.md's '| layer | folder |' table was not found or lost rows";
+  EXPECT_EQ(l.order.front(), "core");
   for (const auto& e : fs::directory_iterator(kSource / "src"))
     if (e.is_directory())
       EXPECT_TRUE(l.folder.count(e.path().filename().string()))

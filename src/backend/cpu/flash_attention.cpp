@@ -233,19 +233,26 @@ Ctx<C> make_ctx(const FlashAttention& t) {
     g.heads = g.N / B;
     g.bias.resize(size_t(B * g.S));
     convert_elements(t.key_bias.data(), t.key_bias.dtype(), g.bias.data(), Ctx<C>::cdt, B * g.S);
+    // Each sequence's biases less their max: softmax does not change when every score of a
+    // row moves by one constant, and a sequence of padding only (all kPaddingScore) then
+    // has biases of 0, not -30000, whose addition would round its scores to f32's ulp at
+    // 30000 (2^-9). Every sequence keeps a key of bias 0.
+    for (int64_t b = 0; b < B; ++b) {
+      C* row = g.bias.data() + b * g.S;
+      const C top = *std::max_element(row, row + g.S);
+      if (top != C(0) && std::isfinite(double(top)))
+        for (int64_t j = 0; j < g.S; ++j) row[j] -= top;
+    }
     // Skipping is for non-causal attention only: a causal row might see none of its
     // sequence's unmasked keys, and the unfused route gives it the masked ones.
     if (!g.causal) {
       g.skip.assign(size_t(B * g.nb), 0);
-      for (int64_t b = 0; b < B; ++b) {
-        const C* row = g.bias.data() + b * g.S;
-        if (std::all_of(row, row + g.S, [](C x) { return !(double(x) > kFlashSkipBias); })) continue;
+      for (int64_t b = 0; b < B; ++b)
         for (int64_t kb = 0; kb < g.nb; ++kb) {
-          const C* blk = row + kb * g.bs;
+          const C* blk = g.bias.data() + b * g.S + kb * g.bs;
           g.skip[size_t(b * g.nb + kb)] =
               std::all_of(blk, blk + std::min(g.bs, g.S - kb * g.bs), [](C x) { return x <= C(kFlashSkipBias); });
         }
-      }
     }
   }
   return g;

@@ -18,9 +18,11 @@
 // Causal (query i sees keys 0..i): key blocks wholly after a query block's last row are never
 // visited (nor query blocks wholly before a key block's first key, backward), and the
 // diagonal tiles stop each row at its own position. A key bias (a text classifier's padding
-// mask, kPaddingScore = -30000 at padding) is added to every score of its key; a key block
-// whose every bias is <= kFlashSkipBias is skipped when its sequence has a key above that:
-// its terms e^(s + bias - m) are exactly 0 in f32 and f64 unless scores span ~1e4.
+// mask, kPaddingScore = -30000 at padding), less its sequence's largest bias (the same
+// softmax; a text of padding only then attends as if unmasked, without -30000 rounding its
+// scores), is added to every score of its key; without causal, a key block whose every bias
+// is then <= kFlashSkipBias is skipped: its terms e^(s + bias - m) are exactly 0 in f32 and
+// f64 unless scores span ~1e4.
 // The inner products run on AVX-512 where the CPU has it (cpu_features(); MIXPREC_CPU_DISABLE
 // hides it) and in plain loops elsewhere (and for f64).
 #pragma once

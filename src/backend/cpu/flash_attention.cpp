@@ -7,6 +7,7 @@
 #include "backend/cpu/flash_attention.h"
 
 #include <immintrin.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -261,7 +262,7 @@ Ctx<C> make_ctx(const FlashAttention& t) {
 // Scratch a thread needs for any tile (elements of C).
 template <typename C>
 size_t scratch_size(const Ctx<C>& g) {
-  return size_t(g.bs * (6 * g.D + 5 * g.Dv + 2 * g.bs + 4));
+  return size_t(g.bs * (7 * g.D + 5 * g.Dv + 2 * g.bs + 4));
 }
 
 // ---- forward: one head's block of query rows against every key block it sees ----
@@ -327,17 +328,21 @@ struct Grads {
   void *dq, *dk, *dv;
 };
 
-// dK and dV of one head's key block, summed over the query blocks that see it.
+// dK and dV of one head's key block, summed over the query blocks that see it. With dq (the
+// head's [S, D] dQ in C, when one thread does the whole head), also each query row's dS K
+// term for this key block: the same values in the same order (key blocks ascending) as
+// backward_q_tile adds them, so either way gives the same bits.
 template <typename C, typename I>
-void backward_kv_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads& gr, int64_t n, int64_t kb, C* buf) {
+void backward_kv_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads& gr, int64_t n, int64_t kb, C* buf,
+                      C* dq = nullptr) {
   const int64_t bs = g.bs, D = g.D, Dv = g.Dv, S = g.S, c0 = kb * bs, cols = std::min(bs, S - c0);
   C *Kt = buf, *Vt = Kt + bs * D, *tmp = Vt + bs * Dv, *Q = tmp + bs * std::max(D, Dv), *dO = Q + bs * D,
-    *P = dO + bs * Dv, *dS = P + bs * bs, *dK = dS + bs * bs, *dV = dK + bs * D;
+    *P = dO + bs * Dv, *dS = P + bs * bs, *dK = dS + bs * bs, *dV = dK + bs * D, *Kr = dV + bs * Dv;
   std::fill(dK, dK + cols * D, C(0));
   std::fill(dV, dV + cols * Dv, C(0));
   if (!g.skipped(n, kb)) {
-    g.load(g.k, g.dt, n, c0, cols, D, tmp);
-    transpose(tmp, cols, D, Kt, bs);
+    g.load(g.k, g.dt, n, c0, cols, D, Kr);
+    transpose(Kr, cols, D, Kt, bs);
     g.load(g.v, g.dt, n, c0, cols, Dv, tmp);
     transpose(tmp, cols, Dv, Vt, bs);
     const C* bias = g.bias_at(n, c0);
@@ -352,6 +357,11 @@ void backward_kv_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads
         I::add_rows(dV + j * Dv, P + j, bs, dO, Dv, rows, Dv);  // dV_j += sum_i P_ij dO_i
         I::add_rows(dK + j * D, dS + j, bs, Q, D, rows, D);     // dK_j += sum_i dS_ij Q_i
       }
+      if (dq)
+        for (int64_t i = 0; i < rows; ++i) {
+          const int64_t lim = g.visible(r0 + i, c0, cols);
+          if (lim > 0) I::add_rows(dq + (r0 + i) * D, dS + i * bs, 1, Kr, D, lim, D);  // dQ_i += sum_j dS_ij K_j
+        }
     }
   }
   g.store(dK, gr.dk, g.dt, n, c0, cols, D);
@@ -432,6 +442,21 @@ std::vector<Tensor> backward(const FlashAttention& t, const Tensor& d_out) {
          dv = Tensor::empty({g.N, g.S, g.Dv}, g.dt);
   const Grads gr{dout.data(), dout.dtype(), dq.data(), dk.data(), dv.data()};
   const C* lse = t.lse.data_ptr<C>();
+  if (g.N >= 2 * int64_t(omp_get_max_threads())) {
+    // Heads enough for every thread: one pass, a thread per head, dQ with dK and dV (5 block
+    // products instead of 7; the same bits as the two passes).
+#pragma omp parallel
+    {
+      std::vector<C> buf(scratch_size(g)), dq(size_t(g.S * g.D));
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t n = 0; n < g.N; ++n) {
+        std::fill(dq.begin(), dq.end(), C(0));
+        for (int64_t kb = 0; kb < g.nb; ++kb) backward_kv_tile<C, I>(g, lse, delta, gr, n, kb, buf.data(), dq.data());
+        g.store(dq.data(), gr.dq, g.dt, n, 0, g.S, g.D);
+      }
+    }
+    return {dq, dk, dv};
+  }
   for_each_tile(g, [&](int64_t n, int64_t kb, C* buf) { backward_kv_tile<C, I>(g, lse, delta, gr, n, kb, buf); });
   for_each_tile(g, [&](int64_t n, int64_t qb, C* buf) { backward_q_tile<C, I>(g, lse, delta, gr, n, qb, buf); });
   return {dq, dk, dv};

@@ -13,7 +13,9 @@
 // the query blocks), then over (head, query block) for dQ (accumulated over the key blocks).
 // Each element's sums run in a fixed order whatever the thread count or schedule, so the
 // results are bit-identical run to run and for any number of threads. The price: the
-// scores and dP are computed twice (7 block products instead of 5).
+// scores and dP are computed twice (7 block products instead of 5). With at least two heads
+// per thread (N >= 2 x threads: gpt-tiny's 64) one thread takes a whole head instead and adds
+// dQ's terms in the first pass, in the order the second pass would: 5 products, same bits.
 //
 // Causal (query i sees keys 0..i): key blocks wholly after a query block's last row are never
 // visited (nor query blocks wholly before a key block's first key, backward), and the

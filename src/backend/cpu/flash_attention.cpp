@@ -28,9 +28,9 @@ namespace {
 // AVX-512). Avx512: the same contracts for float, 16 lanes per register.
 template <typename C>
 struct Plain {
-  // out[j] = sum_d x[d] mt[d ld + j] for j < cols.
-  static void dot_cols(const C* x, const C* mt, int64_t ld, int64_t depth, int64_t cols, C* out) {
-    std::fill(out, out + cols, C(0));
+  // out[j] = sum_d x[d] mt[d ld + j] for j < cols; with acc, out[j] += that sum.
+  static void dot_cols(const C* x, const C* mt, int64_t ld, int64_t depth, int64_t cols, C* out, bool acc = false) {
+    if (!acc) std::fill(out, out + cols, C(0));
     for (int64_t d = 0; d < depth; ++d) {
       const C a = x[d];
       const C* m = mt + d * ld;
@@ -83,11 +83,12 @@ __attribute__((target("avx512f"))) inline __mmask16 live16(int64_t i, int64_t n)
 // NV registers (16 columns each) of dot_cols, the accumulators kept in registers over depth.
 template <int NV>
 __attribute__((target("avx512f"))) inline void dot_cols_nv(const float* x, const float* mt, int64_t ld, int64_t depth,
-                                                           int64_t left, float* out) {
+                                                           int64_t left, float* out, bool acc) {
   __mmask16 k[NV];
   __m512 a[NV];
 #pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v) k[v] = live16(16 * v, left), a[v] = _mm512_setzero_ps();
+  for (int v = 0; v < NV; ++v)
+    k[v] = live16(16 * v, left), a[v] = acc ? _mm512_maskz_loadu_ps(k[v], out + 16 * v) : _mm512_setzero_ps();
   for (int64_t d = 0; d < depth; ++d) {
     const __m512 b = _mm512_set1_ps(x[d]);
     const float* m = mt + d * ld;
@@ -117,13 +118,13 @@ __attribute__((target("avx512f"))) inline void add_rows_nv(float* out, const flo
 
 struct Avx512 {
   __attribute__((target("avx512f"))) static void dot_cols(const float* x, const float* mt, int64_t ld, int64_t depth,
-                                                          int64_t cols, float* out) {
+                                                          int64_t cols, float* out, bool acc = false) {
     for (int64_t j0 = 0; j0 < cols; j0 += 64) {
       const int64_t left = cols - j0;
-      if (left > 48) dot_cols_nv<4>(x, mt + j0, ld, depth, left, out + j0);
-      else if (left > 32) dot_cols_nv<3>(x, mt + j0, ld, depth, left, out + j0);
-      else if (left > 16) dot_cols_nv<2>(x, mt + j0, ld, depth, left, out + j0);
-      else dot_cols_nv<1>(x, mt + j0, ld, depth, left, out + j0);
+      if (left > 48) dot_cols_nv<4>(x, mt + j0, ld, depth, left, out + j0, acc);
+      else if (left > 32) dot_cols_nv<3>(x, mt + j0, ld, depth, left, out + j0, acc);
+      else if (left > 16) dot_cols_nv<2>(x, mt + j0, ld, depth, left, out + j0, acc);
+      else dot_cols_nv<1>(x, mt + j0, ld, depth, left, out + j0, acc);
     }
   }
   __attribute__((target("avx512f"))) static void add_rows(float* out, const float* w, int64_t ws, const float* m,
@@ -262,7 +263,7 @@ Ctx<C> make_ctx(const FlashAttention& t) {
 // Scratch a thread needs for any tile (elements of C).
 template <typename C>
 size_t scratch_size(const Ctx<C>& g) {
-  return size_t(g.bs * (7 * g.D + 5 * g.Dv + 2 * g.bs + 4));
+  return size_t(g.bs * (8 * g.D + 6 * g.Dv + 2 * g.bs + 4));
 }
 
 // ---- forward: one head's block of query rows against every key block it sees ----
@@ -336,10 +337,14 @@ template <typename C, typename I>
 void backward_kv_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads& gr, int64_t n, int64_t kb, C* buf,
                       C* dq = nullptr) {
   const int64_t bs = g.bs, D = g.D, Dv = g.Dv, S = g.S, c0 = kb * bs, cols = std::min(bs, S - c0);
+  // dK and dV are accumulated transposed, [D, cols] and [Dv, cols]: a row of dK^T is a row of
+  // Q^T times the dS block, 16 keys per register, as the scores are (Q^T and dO^T per query
+  // block).
   C *Kt = buf, *Vt = Kt + bs * D, *tmp = Vt + bs * Dv, *Q = tmp + bs * std::max(D, Dv), *dO = Q + bs * D,
-    *P = dO + bs * Dv, *dS = P + bs * bs, *dK = dS + bs * bs, *dV = dK + bs * D, *Kr = dV + bs * Dv;
-  std::fill(dK, dK + cols * D, C(0));
-  std::fill(dV, dV + cols * Dv, C(0));
+    *P = dO + bs * Dv, *dS = P + bs * bs, *dKt = dS + bs * bs, *dVt = dKt + bs * D, *Kr = dVt + bs * Dv,
+    *Qt = Kr + bs * D, *dOt = Qt + bs * D;
+  std::fill(dKt, dKt + D * bs, C(0));
+  std::fill(dVt, dVt + Dv * bs, C(0));
   if (!g.skipped(n, kb)) {
     g.load(g.k, g.dt, n, c0, cols, D, Kr);
     transpose(Kr, cols, D, Kt, bs);
@@ -350,13 +355,13 @@ void backward_kv_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads
       const int64_t r0 = qb * bs, rows = std::min(bs, S - r0);
       g.load(g.q, g.dt, n, r0, rows, D, Q);
       g.load(gr.dout, gr.gdt, n, r0, rows, Dv, dO);
+      transpose(Q, rows, D, Qt, bs);
+      transpose(dO, rows, Dv, dOt, bs);
       for (int64_t i = 0; i < rows; ++i)
         probs_and_dscores<C, I>(g, Q + i * D, dO + i * Dv, Kt, Vt, bias, g.visible(r0 + i, c0, cols), cols,
                                 lse[n * S + r0 + i], delta[n * S + r0 + i], P + i * bs, dS + i * bs);
-      for (int64_t j = 0; j < cols; ++j) {
-        I::add_rows(dV + j * Dv, P + j, bs, dO, Dv, rows, Dv);  // dV_j += sum_i P_ij dO_i
-        I::add_rows(dK + j * D, dS + j, bs, Q, D, rows, D);     // dK_j += sum_i dS_ij Q_i
-      }
+      for (int64_t x = 0; x < Dv; ++x) I::dot_cols(dOt + x * bs, P, bs, rows, cols, dVt + x * bs, true);  // dV += P^T dO
+      for (int64_t x = 0; x < D; ++x) I::dot_cols(Qt + x * bs, dS, bs, rows, cols, dKt + x * bs, true);  // dK += dS^T Q
       if (dq)
         for (int64_t i = 0; i < rows; ++i) {
           const int64_t lim = g.visible(r0 + i, c0, cols);
@@ -364,8 +369,10 @@ void backward_kv_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads
         }
     }
   }
-  g.store(dK, gr.dk, g.dt, n, c0, cols, D);
-  g.store(dV, gr.dv, g.dt, n, c0, cols, Dv);
+  transpose(dKt, D, bs, Q, D);  // back to [cols, D] rows (only the first cols are stored)
+  g.store(Q, gr.dk, g.dt, n, c0, cols, D);
+  transpose(dVt, Dv, bs, dO, Dv);
+  g.store(dO, gr.dv, g.dt, n, c0, cols, Dv);
 }
 
 // dQ of one head's query block, summed over the key blocks it sees.

@@ -4,6 +4,9 @@
 // transposed so that a query row's scores are a row-vector times a [depth, cols] block (16 key
 // columns per AVX-512 register, no horizontal sums). Each OpenMP thread owns its scratch
 // (a few blocks: O(block x (block + D + Dv)) elements) and the output rows of its tasks.
+// Long because the kernel is one idea: its row primitives in two ISAs, the forward tile and
+// the two backward tiles share the tile geometry (Ctx) and must stay in step (the one-pass
+// backward reproduces the two-pass one's bits).
 #include "backend/cpu/flash_attention.h"
 
 #include <immintrin.h>

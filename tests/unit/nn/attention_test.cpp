@@ -2,6 +2,8 @@
 // here (in f64 on the reference kernels and in f32 on oneDNN), PyTorch's parameter names and
 // initial values, a finite-difference check of the whole TransformerEncoderLayer in f64
 // through autograd, and the dtypes autocast gives the attention's ops (read from the graph).
+// Long because both attention routes (unfused and fused) are checked against the same naive
+// loops and the same module here.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -168,17 +170,22 @@ TEST(AttentionCausal, MatchesNaiveLoopsAndNeverLooksAhead) {
   EXPECT_LT(max_abs_diff(mha(x64).to_vector_f64(), expected), 1e-12 * std::max(scale, 1.0));
 }
 
-// The unfused route (matmul, softmax, matmul) for the life of the guard.
+// The unfused route (matmul, softmax, matmul), or the fused one at every length, for the
+// life of the guard.
 struct UnfusedAttention {
   int64_t before = nn::MultiheadAttention::set_fused_from(int64_t(1) << 40);
   ~UnfusedAttention() { nn::MultiheadAttention::set_fused_from(before); }
 };
+struct FusedAttention {
+  int64_t before = nn::MultiheadAttention::set_fused_from(1);
+  ~FusedAttention() { nn::MultiheadAttention::set_fused_from(before); }
+};
 
 TEST(AttentionFusedRoute, MatchesNaiveLoopsAndItsGradientsTheUnfusedOnes) {
-  // The module goes through the fused scaled_dot_product_attention by default: the same
-  // outputs as the naive loops (causal or not), in f64 to 1e-12, over 70 positions (one full
-  // block of 64 and a short one); the input's gradient equals the unfused route's.
-  ASSERT_EQ(nn::MultiheadAttention::fused_from(), 1);
+  // On the fused scaled_dot_product_attention the module gives the same outputs as the naive
+  // loops (causal or not), in f64 to 1e-12, over 70 positions (one full block of 64 and a
+  // short one); the input's gradient equals the unfused route's.
+  FusedAttention fused;
   const int64_t S = 70, B = 2, E = 4, H = 2;
   for (bool causal : {false, true}) {
     SCOPED_TRACE(causal ? "causal" : "full");
@@ -211,6 +218,7 @@ TEST(AttentionFusedRoute, NeverHoldsAnSxSMatrix) {
   // one head: the fused kernel's tiles are 64 x 64 per thread. (The unfused route's scores
   // and probabilities for 2 heads are 4 [S, S] f32 matrices: 64 MiB here.)
   const int64_t S = 2048, E = 8, H = 2;
+  ASSERT_LE(nn::MultiheadAttention::fused_from(), S);  // the default route at this length
   nn::MultiheadAttention mha(E, H, 0.0, true, /*causal=*/true);
   randomize(mha, 5);
   Tensor x = random_tensor({1, S, E}, 400).to(DType::f32);
@@ -372,6 +380,7 @@ TEST(AttentionAutocast, UnfusedBf16ProductsAndSoftmaxLayerNormInF32) {
 }
 
 TEST(AttentionAutocast, FusedAttentionReadsBf16AndLayerNormsF32) {
+  FusedAttention fused;
   manual_seed(5);
   nn::TransformerEncoderLayer layer(16, 2, 32);
   Tensor x = Tensor::normal({2, 6, 16}, 0.0, 1.0);

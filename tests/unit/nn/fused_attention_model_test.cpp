@@ -2,7 +2,8 @@
 // same models on the unfused route (MultiheadAttention::set_fused_from), end to end: gpt-tiny's
 // (4 layers x 128 wide, 4 heads, 128 positions) training losses over a few Adam steps in f32
 // and under bf16 autocast, and a padded encoder's outputs and gradients with the key padding
-// mask (the text classifiers' route) in f32 and bf16.
+// mask (the text classifiers' route) in f32 and bf16; and generation's cached steps against
+// the fused full forward.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -75,6 +76,30 @@ TEST(FusedAttentionModels, GptTinyTrainingLossesMatchTheUnfusedRoute) {
     for (size_t s = 0; s < fused.size(); ++s)
       EXPECT_NEAR(fused[s], unfused[s], (bf16 ? 1e-2 : 1e-4) * std::fabs(unfused[s])) << "step " << s;
     EXPECT_LT(fused.back(), fused.front());  // it trains
+  }
+}
+
+TEST(FusedAttentionModels, GenerationsCachedStepsEqualTheFusedFullForward) {
+  // generate's key/value-cache steps (unfused products over the cache) give, token by token,
+  // the rows of the full forward on the fused route.
+  AttentionRoute route(true);
+  nn::Gpt gpt(8, 2, 16, 2);
+  const std::vector<int64_t> seq = {72, 101, 108, 108, 111, 32, 71};
+  for (DType dt : {DType::f64, DType::f32}) {
+    SCOPED_TRACE(dtype_name(dt));
+    gpt.to(dt);
+    NoGradGuard ng;
+    const std::vector<double> full = gpt(Tensor::from_vector_i64(seq, {1, int64_t(seq.size())})).to_vector_f64();
+    nn::KvCache cache;
+    double worst = 0, scale = 1;
+    for (size_t t = 0; t < seq.size(); ++t) {
+      const std::vector<double> step = gpt.forward_step(seq[t], cache).to_vector_f64();
+      for (size_t v = 0; v < 256; ++v) {
+        worst = std::max(worst, std::fabs(step[v] - full[t * 256 + v]));
+        scale = std::max(scale, std::fabs(full[t * 256 + v]));
+      }
+    }
+    EXPECT_LT(worst, (dt == DType::f64 ? 1e-12 : 1e-5) * scale);
   }
 }
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # long_context.sh: attention over long sequences (issue 15, target 5): the training step and
 # peak activation memory of a 2-layer encoder (128 wide, 4 heads, no dropout: bench/
-# long_context.yaml) at sequence lengths 128..2048, through the tiled attention route
-# (scaled_dot_product_attention: no [S, S] tensor) and the plain one (matmul, softmax, matmul),
-# chosen with MIXPREC_ATTENTION_TILED_FROM; and beside them PyTorch 1.13 on the same model
+# long_context.yaml) at sequence lengths 128..2048, through the fused attention route
+# (scaled_dot_product_attention: no [S, S] tensor) and the unfused one (matmul, softmax, matmul),
+# chosen with MIXPREC_ATTENTION_FUSED_FROM; and beside them PyTorch 1.13 on the same model
 # (bench/long_context_torch.py: step time and the growth of its peak resident memory during
 # the steps), when Debian's python3-torch is installed. Same batch at every length. The peer
 # runs through bench/peer_python (OpenBLAS on its own kernels: OPENBLAS_CORETYPE and
@@ -31,7 +31,7 @@ echo "# Long context: $PRECISION, batch $BATCH, $(grep -m1 'model name' /proc/cp
 echo
 TORCH=0
 /usr/bin/python3 -c "import torch" 2> /dev/null && TORCH=1
-header="| length | tiled step ms | tiled peak activations | plain step ms | plain peak activations |"
+header="| length | fused step ms | fused peak activations | unfused step ms | unfused peak activations |"
 rule="|---|---|---|---|---|"
 if ((TORCH)); then header+=" PyTorch step ms | PyTorch peak RSS growth |"; rule+="---|---|"; fi
 echo "$header"
@@ -40,7 +40,7 @@ IFS=, read -ra lengths <<< "$LENGTHS"
 for T in "${lengths[@]}"; do
   row="| $T"
   for from in 1 1000000000; do
-    line=$(MIXPREC_ATTENTION_TILED_FROM=$from "$BIN" bench --model "$MODEL" --input "$T" --precision "$PRECISION" \
+    line=$(MIXPREC_ATTENTION_FUSED_FROM=$from "$BIN" bench --model "$MODEL" --input "$T" --precision "$PRECISION" \
       --batch-size "$BATCH" --steps "$STEPS" --warmup 1 2>&1 | grep -E "^$PRECISION " || true)
     [[ -n $line ]] || { echo "long_context.sh: bench failed at length $T" >&2; exit 1; }
     row+=" | $(awk -F'|' '{gsub(/ /, "", $2); print $2}' <<< "$line") | $(awk -F'|' '{gsub(/^ +| +$/, "", $7); print $7}' <<< "$line")"

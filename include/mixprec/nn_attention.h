@@ -17,8 +17,10 @@ namespace mixprec::nn {
 // Self-attention: softmax(Q K^T / sqrt(D)) V per head (with causal, position i attends to
 // positions 0..i only, as PyTorch's is_causal=True / a -inf upper-triangle mask), where
 // [Q K V] = x in_proj_weight^T + in_proj_bias (rows 0..E-1 of in_proj give Q, then K, then V),
-// followed by out_proj. The two attention products go through matmul (autocast: lower, so
-// they run in the autocast dtype) and the softmax through softmax (autocast: fp32).
+// followed by out_proj. The attention itself is the fused scaled_dot_product_attention
+// (autocast: lower, so it reads the autocast dtype; f32 inside), or, on the unfused route
+// (fused_from() below), two matmuls (autocast: lower) around softmax (autocast: fp32) or,
+// for 16-bit or causal scores, attention_softmax.
 // Initialisation as PyTorch's: in_proj_weight xavier_uniform, in_proj_bias and
 // out_proj.bias zeros, out_proj.weight like Linear's.
 class MultiheadAttention : public Module {
@@ -28,8 +30,7 @@ class MultiheadAttention : public Module {
   Tensor forward(const Tensor& input) override;  // [B, S, E] -> [B, S, E]
   // With a key padding mask (PyTorch's key_padding_mask as an additive float mask): [B, S],
   // 0 where a position may be attended to and kPaddingScore where it is padding
-  // (key_padding_mask(): no query sees a padded key). Undefined: no mask. A masked call
-  // takes the matmul-softmax-matmul route at every length.
+  // (key_padding_mask(): no query sees a padded key). Undefined: no mask.
   Tensor forward(const Tensor& input, const Tensor& key_padding);
   // One new position of one sequence (text generation with a key/value cache): x [1, E] is
   // the position's input; its key and value are appended to k_cache / v_cache ([H, t, D],
@@ -43,12 +44,16 @@ class MultiheadAttention : public Module {
   int64_t embed_dim, num_heads, head_dim;
   double dropout;  // on the attention weights, training mode only
   bool causal;     // decoder self-attention: no position sees a later one
-  // Sequences at least this long (1024; the environment's MIXPREC_ATTENTION_TILED_FROM when
-  // set) go through scaled_dot_product_attention's tiles, whose memory grows with S, not S^2,
-  // unless dropout on the weights is active (the tiles have none). Shorter ones keep the
-  // matmul-softmax-matmul route, which is 1.2-1.45x faster per step (recomputation, smaller
-  // products) at 2.6-4.8x the activation memory from 1024 positions on (docs/benchmarks.md).
-  static int64_t tiled_from();
+  // Sequences at least this long go through the fused scaled_dot_product_attention (memory
+  // grows with S, not S^2; causal blocks skipped; key padding as a per-key bias) unless
+  // dropout on the weights is active (the fused kernel has none); shorter ones take the
+  // matmul-softmax-matmul route, the reference the fused one is tested against, and faster
+  // per step than the fused kernel's f32 products where oneDNN has bf16 ones (AVX512-BF16).
+  // Default 1024; the environment's MIXPREC_ATTENTION_FUSED_FROM when set (1: always fused).
+  // set_fused_from() changes it for the whole process (tests: a huge value selects the
+  // unfused route) and returns the previous value.
+  static int64_t fused_from();
+  static int64_t set_fused_from(int64_t positions);
 };
 
 enum class Activation : uint8_t { relu, gelu };

@@ -77,16 +77,22 @@ Tensor log_softmax(const Tensor& src, int64_t dim);
 // causal: scores are [..., S, S] and query i attends to keys 0..i only (the hidden
 // probabilities are exactly 0, as after a -inf mask; GPT-style decoders).
 Tensor attention_softmax(const Tensor& scores, bool causal = false);
-// softmax(scale * q k^T [+ causal mask]) v for q, k, v [N, S, D] (N = batch x heads), in
-// blocks of `block_rows` query rows: the [S, S] score matrix is never stored, only one
-// [block, S] tile at a time, and backward recomputes the tiles from q, k, v and the f32
-// log-sum-exp of each row (Rabe & Staats 2021; FlashAttention's recomputation): activation
-// memory grows with S, not S^2. Softmax statistics in f32 (f64 for f64 inputs); the products
-// in the inputs' dtype (autocast: lower, as PyTorch 2's scaled_dot_product_attention). No
-// dropout: callers that need dropout on the attention weights use the unfused route.
+// softmax(scale * q k^T [+ key_padding] [+ causal mask]) v for q, k, v [N, S, D], [N, S, D],
+// [N, S, Dv] (N = batch x heads), fused (backend/cpu/flash_attention.h: FlashAttention's
+// blocks of `block` queries against blocks of `block` keys, online softmax): no [S, S] score
+// matrix is ever stored, only a block x block tile per thread, and backward recomputes the
+// tiles from q, k, v and the log-sum-exp of each row, so activation memory grows with S, not
+// S^2. Softmax statistics, products and sums in f32 whatever the input dtype (f64 for f64
+// inputs), one rounding of each output; autocast: lower, as PyTorch 2's op of this name.
+// Results are the same bits for any thread count. With causal, key blocks past a query
+// block are never computed. key_padding: undefined, or an additive per-key mask [B, S] (f32;
+// nn::key_padding_mask(): 0, or kPaddingScore at padding) with N = B x heads, head n reading
+// row n / heads; non-causal calls skip key blocks that are padding only. No dropout: callers
+// that need dropout on the attention weights use matmul, attention_softmax and matmul.
 // scale: PyTorch's default 1/sqrt(D) when not given.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal = false,
-                                    std::optional<double> scale = std::nullopt, int64_t block_rows = 128);
+                                    std::optional<double> scale = std::nullopt, int64_t block = 64,
+                                    const Tensor& key_padding = Tensor());
 enum class Reduction : uint8_t { none, mean, sum };
 // log_probs [N, C], target [N] i64 class indices -> scalar (mean) or [N]
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction r = Reduction::mean);

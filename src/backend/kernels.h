@@ -103,10 +103,10 @@ MIXPREC_DECLARE_KERNELS
 
 // backend/cpu: vector kernels with their own contracts (see each header).
 #include "backend/cpu/activation.h"
-#include "backend/cpu/attention_tiles.h"
 #include "backend/cpu/column_sum.h"
 #include "backend/cpu/conv_relu_pool.h"
 #include "backend/cpu/embedding.h"
+#include "backend/cpu/flash_attention.h"
 #include "backend/cpu/layout.h"
 #include "backend/cpu/loss.h"
 #include "backend/cpu/norm.h"

@@ -1,9 +1,12 @@
 // attention.cpp: nn::MultiheadAttention (self-attention, batch_first, no mask), composed of
 // ops only: narrow (the Q, K and V blocks of in_proj_weight), linear, permute (split and
 // merge heads), matmul (autocast: lower), softmax (fp32) or, on 16-bit scores,
-// attention_softmax, and dropout; from tiled_from() positions on (without dropout on the
-// weights), scaled_dot_product_attention instead of the three. The kernels live in src/backend, the ops in src/ops.
+// attention_softmax, and dropout; from fused_from() positions on (by default 1024) and
+// without dropout on the weights, the fused scaled_dot_product_attention instead of the
+// three. The kernels live in src/backend, the ops in src/ops.
 // Letters: B batch, S sequence, E embed dim, H heads, D = E / H.
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -20,15 +23,36 @@ namespace {
 
 }  // namespace
 
-int64_t MultiheadAttention::tiled_from() {
-  // MIXPREC_ATTENTION_TILED_FROM=N moves the threshold (benchmarks compare both routes at one
-  // length; 1: always tiled, a huge value: never).
-  static const int64_t from = [] {
-    const char* v = std::getenv("MIXPREC_ATTENTION_TILED_FROM");
+namespace {
+
+// 0: not read yet. MIXPREC_ATTENTION_FUSED_FROM=N moves the threshold (tests and benchmarks
+// compare both routes; 1: always fused, a huge value: never).
+std::atomic<int64_t> fused_from_positions{0};
+// Below 1024 positions the unfused route is faster on CPUs with AVX512-BF16: its products
+// are oneDNN's bf16 GEMMs (two multiply-adds per lane and instruction), the fused kernel's
+// are f32 FMAs (bench/bench_attention.cpp, CPU time on AMD Zen5, bf16 causal forward +
+// backward: 1.85x the unfused route's at 128 positions, 1.3-1.6x at 256-1024), while its
+// memory saving only matters for long contexts (docs/benchmarks.md).
+constexpr int64_t kFusedFromDefault = 1024;
+
+}  // namespace
+
+int64_t MultiheadAttention::fused_from() {
+  int64_t from = fused_from_positions.load();
+  if (from == 0) {
+    const char* v = std::getenv("MIXPREC_ATTENTION_FUSED_FROM");
     const long long n = v ? std::atoll(v) : 0;
-    return n > 0 ? int64_t(n) : int64_t(1024);
-  }();
+    int64_t expected = 0;
+    fused_from_positions.compare_exchange_strong(expected, n > 0 ? int64_t(n) : kFusedFromDefault);
+    from = fused_from_positions.load();
+  }
   return from;
+}
+
+int64_t MultiheadAttention::set_fused_from(int64_t positions) {
+  const int64_t before = fused_from();
+  fused_from_positions.store(std::max<int64_t>(positions, 1));
+  return before;
 }
 
 MultiheadAttention::MultiheadAttention(int64_t embed_dim_, int64_t num_heads_, double dropout_,
@@ -70,14 +94,18 @@ Tensor MultiheadAttention::forward(const Tensor& x, const Tensor& key_padding) {
   if (key_padding.defined() && (key_padding.dim() != 2 || key_padding.size(0) != B || key_padding.size(1) != S))
     bad("MultiheadAttention: key padding mask " + shape_str(key_padding.shape()) + " is not [" + std::to_string(B) +
         ", " + std::to_string(S) + "]");
-  if (S >= tiled_from() && !dropping && !key_padding.defined()) {
-    // Long sequences: the tiled route, whose memory grows with S instead of S^2 (the scores
-    // of `block` query rows at a time). Q is scaled already.
+  if (S >= fused_from() && !dropping) {
+    // The fused kernel (scaled_dot_product_attention): no [S, S] scores or probabilities are
+    // stored, the causal mask's blocks are skipped, and the key padding is a per-key bias.
+    // Q is scaled already.
     const AttentionOperands heads = split_attention_heads(qkv, B, H, q_scale, /*k_transposed=*/false);
-    const Tensor context = reshape(scaled_dot_product_attention(heads.q, heads.k, heads.v, causal, 1.0), {B, H, S, D});
+    const Tensor context = reshape(
+        scaled_dot_product_attention(heads.q, heads.k, heads.v, causal, 1.0, 64, key_padding), {B, H, S, D});
     const Tensor merged = reshape(permute(context, {0, 2, 1, 3}), {B * S, E});
     return reshape((*out_proj)(merged), {B, S, E});
   }
+  // The unfused route: the reference the fused one is tested against, and the only one
+  // with dropout on the attention weights.
   const AttentionOperands heads = split_attention_heads(qkv, B, H, q_scale, /*k_transposed=*/true);
   const Tensor &q = heads.q, &k_t = heads.k, &v = heads.v;
   Tensor scores = matmul(q, k_t);  // [B*H, S, S]

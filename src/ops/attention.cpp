@@ -2,9 +2,8 @@
 // split_attention_heads (q, k, v out of the fused projection's column blocks, Q's 1/sqrt(D)
 // folded into the copy), permute (merging heads), narrow (the Q, K and V row blocks of
 // in_proj_weight, for generation's one-token step), attention_softmax (16-bit scores, f32 arithmetic)
-// and scaled_dot_product_attention (the tiled route for long sequences: no [S, S] tensor),
-// forward and backward. Kernels: backend/cpu/layout.h, softmax_rows.h, attention_tiles.h and
-// the backends' matmul.
+// and scaled_dot_product_attention (fused: no [S, S] tensor), forward and backward. Kernels:
+// backend/cpu/layout.h, softmax_rows.h and flash_attention.h.
 #include <cmath>
 
 #include "autograd/node.h"
@@ -153,7 +152,7 @@ Tensor attention_softmax(const Tensor& scores_in, bool causal) {
 }
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, bool causal,
-                                    std::optional<double> scale_in, int64_t block_rows) {
+                                    std::optional<double> scale_in, int64_t block, const Tensor& key_padding) {
   const auto in = ops_detail::autocast_inputs(amp::OpId::scaled_dot_product_attention, {q_in, k_in, v_in});
   const Tensor &q0 = in[0], &k0 = in[1], &v0 = in[2];
   for (const Tensor* t : {&q0, &k0, &v0})
@@ -170,26 +169,34 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     throw Error(Status::invalid_argument("scaled_dot_product_attention: q, k and v must have one dtype, got " +
                                          std::string(dtype_name(q0.dtype())) + ", " + dtype_name(k0.dtype()) +
                                          ", " + dtype_name(v0.dtype())));
-  if (block_rows < 1)
-    throw Error(Status::invalid_argument("scaled_dot_product_attention: block_rows must be >= 1, got " +
-                                         std::to_string(block_rows)));
+  if (block < 1)
+    throw Error(Status::invalid_argument("scaled_dot_product_attention: block must be >= 1, got " +
+                                         std::to_string(block)));
+  if (key_padding.defined() &&
+      (key_padding.dim() != 2 || !is_floating(key_padding.dtype()) || key_padding.size(1) != q0.size(1) ||
+       key_padding.size(0) < 1 || q0.size(0) % key_padding.size(0) != 0))
+    throw Error(Status::invalid_argument("scaled_dot_product_attention: key_padding " + key_padding.str() +
+                                         " is not a floating [B, S] mask with S = " + std::to_string(q0.size(1)) +
+                                         " and B dividing N = " + std::to_string(q0.size(0))));
   const double scale = scale_in ? *scale_in : 1.0 / std::sqrt(double(q0.size(2)));
   if (!(scale > 0.0) || !std::isfinite(scale))
     throw Error(Status::invalid_argument("scaled_dot_product_attention: scale must be a finite number > 0, got " +
                                          std::to_string(scale)));
-  // The tiles' products go through the backends' matmul, chosen as for matmul itself.
-  const cpu::AttentionMatmul mm = [](const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
-    return ops_detail::dispatch("matmul", a.dtype(), [&] { return onednn::matmul(a, b, trans_a, trans_b); },
-                                [&] { return ref::matmul(a, b, trans_a, trans_b); });
-  };
-  cpu::AttentionTiles saved{q0.detach().contiguous(), k0.detach().contiguous(), v0.detach().contiguous(),
-                            Tensor(), Tensor(), causal, scale, block_rows};
-  cpu::attention_tiles_forward(saved, mm);
+  cpu::FlashAttention saved{q0.detach().contiguous(),
+                            k0.detach().contiguous(),
+                            v0.detach().contiguous(),
+                            key_padding.defined() ? key_padding.detach().contiguous() : Tensor(),
+                            Tensor(),
+                            Tensor(),
+                            causal,
+                            scale,
+                            block};
+  cpu::flash_attention_forward(saved);
   Tensor out = saved.out;
   if (any_requires_grad({&q0, &k0, &v0})) {
     saved.out = out.detach();
-    record_op(out, "scaled_dot_product_attention", {&q0, &k0, &v0}, [saved, mm](const Tensor& d_out) {
-      return cpu::attention_tiles_backward(saved, d_out, mm);
+    record_op(out, "scaled_dot_product_attention", {&q0, &k0, &v0}, [saved](const Tensor& d_out) {
+      return cpu::flash_attention_backward(saved, d_out);
     });
   }
   return out;

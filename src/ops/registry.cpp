@@ -97,10 +97,13 @@ std::vector<OpEntry> make_registry() {
        [](V x) { return attention_softmax(x[0], /*causal=*/true); },
        [](V x) { return ref::causal_softmax_reference(w(x[0])); }});
 
-  // Tiles of 2 query rows over S = 5 (the last tile is short): the reference is the plain
-  // softmax(scale q k^T) v in f64 with the whole [S, S] score matrix.
-  auto sdpa_reference = [](bool causal) {
-    return [causal](V x) {
+  // Blocks of 2 queries and 2 keys over S = 5 (the last block is short), Dv != D: the reference
+  // is the plain softmax(scale q k^T + bias) v in f64 with the whole [S, S] score matrix. The
+  // padded variant: 2 sequences x 2 heads, the first padded at keys 3-4 (its last key block is
+  // skipped), the second at keys 0-1 (its first).
+  const std::vector<double> padding{0, 0, 0, -30000, -30000, -30000, -30000, 0, 0, 0};
+  auto sdpa_reference = [padding](bool causal, bool padded) {
+    return [causal, padded, padding](V x) {
       const Tensor q = w(x[0]), k = w(x[1]), v = w(x[2]);
       const int64_t N = q.size(0), S = q.size(1), D = q.size(2), Dv = v.size(2);
       const std::vector<double> qv = q.to_vector_f64(), kv = k.to_vector_f64(), vv = v.to_vector_f64();
@@ -113,7 +116,7 @@ std::vector<OpEntry> make_registry() {
           for (int64_t j = 0; j < seen; ++j) {
             double dot = 0.0;
             for (int64_t d = 0; d < D; ++d) dot += qv[size_t((n * S + i) * D + d)] * kv[size_t((n * S + j) * D + d)];
-            p[size_t(j)] = scale * dot;
+            p[size_t(j)] = scale * dot + (padded ? padding[size_t((n / 2) * S + j)] : 0.0);
             m = std::max(m, p[size_t(j)]);
           }
           for (int64_t j = 0; j < seen; ++j) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - m));
@@ -125,10 +128,19 @@ std::vector<OpEntry> make_registry() {
     };
   };
   add({"scaled_dot_product_attention", OpId::scaled_dot_product_attention, {in({2, 5, 3}), in({2, 5, 3}), in({2, 5, 4})},
-       [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], false, std::nullopt, 2); }, sdpa_reference(false)});
+       [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], false, std::nullopt, 2); },
+       sdpa_reference(false, false)});
   add({"scaled_dot_product_attention_causal", OpId::scaled_dot_product_attention,
        {in({2, 5, 3}), in({2, 5, 3}), in({2, 5, 4})},
-       [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], true, std::nullopt, 2); }, sdpa_reference(true)});
+       [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], true, std::nullopt, 2); },
+       sdpa_reference(true, false)});
+  add({"scaled_dot_product_attention_padded", OpId::scaled_dot_product_attention,
+       {in({4, 5, 3}), in({4, 5, 3}), in({4, 5, 2})},
+       [padding](V x) {
+         const Tensor mask = Tensor::from_vector_f64(padding, {2, 5}, DType::f32);
+         return scaled_dot_product_attention(x[0], x[1], x[2], false, std::nullopt, 2, mask);
+       },
+       sdpa_reference(false, true)});
 
   // ---- embedding.cpp (index 3 repeats: the backward must sum both rows' gradients) ----
   add({"embedding", OpId::embedding, {InputSpec{{2, 3}, 0, 0, false, 5}, in({5, 4})},

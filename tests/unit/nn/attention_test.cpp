@@ -2,6 +2,8 @@
 // here (in f64 on the reference kernels and in f32 on oneDNN), PyTorch's parameter names and
 // initial values, a finite-difference check of the whole TransformerEncoderLayer in f64
 // through autograd, and the dtypes autocast gives the attention's ops (read from the graph).
+// Long because both attention routes (unfused and fused) are checked against the same naive
+// loops and the same module here.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -168,10 +170,23 @@ TEST(AttentionCausal, MatchesNaiveLoopsAndNeverLooksAhead) {
   EXPECT_LT(max_abs_diff(mha(x64).to_vector_f64(), expected), 1e-12 * std::max(scale, 1.0));
 }
 
-TEST(AttentionLongSequences, TheTiledRouteMatchesNaiveLoopsAndItsGradientsThePlainOnes) {
-  // From tiled_from() positions on, the module goes through scaled_dot_product_attention's
-  // tiles: the same outputs as the naive loops (causal or not), in f64 to 1e-12.
-  const int64_t S = nn::MultiheadAttention::tiled_from() + 3, B = 1, E = 4, H = 2;  // a short last tile
+// The unfused route (matmul, softmax, matmul), or the fused one at every length, for the
+// life of the guard.
+struct UnfusedAttention {
+  int64_t before = nn::MultiheadAttention::set_fused_from(int64_t(1) << 40);
+  ~UnfusedAttention() { nn::MultiheadAttention::set_fused_from(before); }
+};
+struct FusedAttention {
+  int64_t before = nn::MultiheadAttention::set_fused_from(1);
+  ~FusedAttention() { nn::MultiheadAttention::set_fused_from(before); }
+};
+
+TEST(AttentionFusedRoute, MatchesNaiveLoopsAndItsGradientsTheUnfusedOnes) {
+  // On the fused scaled_dot_product_attention the module gives the same outputs as the naive
+  // loops (causal or not), in f64 to 1e-12, over 70 positions (one full block of 64 and a
+  // short one); the input's gradient equals the unfused route's.
+  FusedAttention fused;
+  const int64_t S = 70, B = 2, E = 4, H = 2;
   for (bool causal : {false, true}) {
     SCOPED_TRACE(causal ? "causal" : "full");
     nn::MultiheadAttention mha(E, H, 0.0, true, causal);
@@ -185,37 +200,26 @@ TEST(AttentionLongSequences, TheTiledRouteMatchesNaiveLoopsAndItsGradientsThePla
     double scale = 1;
     for (double v : expected) scale = std::max(scale, std::fabs(v));
     EXPECT_LT(max_abs_diff(mha(x).to_vector_f64(), expected), 1e-12 * scale);
-    // Gradients: the input's through the tiles against the op-by-op route of the same math
-    // (matmul, softmax, matmul on the [S, S] scores), both in f64.
     Tensor xa = x.clone(), xb = x.clone();
     xa.requires_grad_(true);
     xb.requires_grad_(true);
-    sum(mul(mha(xa), mha(xa).detach())).backward();
+    const Tensor weight = mha(x).detach();
+    sum(mul(mha(xa), weight)).backward();
     {
-      const int64_t D = E / H;
-      auto proj = [&](const Tensor& in, int64_t part) {
-        return linear(reshape(in, {B * S, E}), narrow(mha.in_proj_weight, part * E, E),
-                      narrow(mha.in_proj_bias, part * E, E));
-      };
-      const Tensor q = reshape(permute(reshape(proj(xb, 0), {B, S, H, D}), {0, 2, 1, 3}, 1.0 / std::sqrt(double(D))),
-                               {B * H, S, D});
-      const Tensor k_t = reshape(permute(reshape(proj(xb, 1), {B, S, H, D}), {0, 2, 3, 1}), {B * H, D, S});
-      const Tensor v = reshape(permute(reshape(proj(xb, 2), {B, S, H, D}), {0, 2, 1, 3}), {B * H, S, D});
-      const Tensor p = attention_softmax(matmul(q, k_t), causal);
-      const Tensor ctx = reshape(permute(reshape(matmul(p, v), {B, H, S, D}), {0, 2, 1, 3}), {B * S, E});
-      const Tensor out = reshape((*mha.out_proj)(ctx), {B, S, E});
-      sum(mul(out, mha(x).detach())).backward();
+      UnfusedAttention unfused;
+      sum(mul(mha(xb), weight)).backward();
     }
     EXPECT_LT(max_abs_diff(xa.grad().to_vector_f64(), xb.grad().to_vector_f64()), 1e-10);
   }
 }
 
-TEST(AttentionLongSequences, TheTiledRouteNeverHoldsAnSxSMatrix) {
-  // At tiled_from() positions a training forward + backward must not hold the [S, S] scores
-  // of even one head: the tiles are [128, S]. (The plain route's scores and probabilities
-  // for 2 heads are 4 [S, S] f32 matrices: 16 MiB here; the tiled peak stays below one.)
-  const int64_t S = nn::MultiheadAttention::tiled_from(), E = 8, H = 2;
-  nn::MultiheadAttention mha(E, H);
+TEST(AttentionFusedRoute, NeverHoldsAnSxSMatrix) {
+  // At 2048 positions a training forward + backward must not hold the [S, S] scores of even
+  // one head: the fused kernel's tiles are 64 x 64 per thread. (The unfused route's scores
+  // and probabilities for 2 heads are 4 [S, S] f32 matrices: 64 MiB here.)
+  const int64_t S = 2048, E = 8, H = 2;
+  ASSERT_LE(nn::MultiheadAttention::fused_from(), S);  // the default route at this length
+  nn::MultiheadAttention mha(E, H, 0.0, true, /*causal=*/true);
   randomize(mha, 5);
   Tensor x = random_tensor({1, S, E}, 400).to(DType::f32);
   x.requires_grad_(true);
@@ -223,7 +227,7 @@ TEST(AttentionLongSequences, TheTiledRouteNeverHoldsAnSxSMatrix) {
   const int64_t base = current_bytes(MemoryCategory::activations);
   sum(mha(x)).backward();
   const int64_t peak = peak_bytes(MemoryCategory::activations) - base;
-  EXPECT_LT(peak, S * S * int64_t(sizeof(float))) << "peak activations " << peak << " bytes";
+  EXPECT_LT(peak, S * S * int64_t(sizeof(float)) / 8) << "peak activations " << peak << " bytes";
   EXPECT_TRUE(x.grad().defined());
 }
 
@@ -335,7 +339,8 @@ std::map<std::string, std::vector<DType>> input_dtypes_by_op(const Tensor& out) 
   return seen;
 }
 
-TEST(AttentionAutocast, Bf16ProductsAndSoftmaxLayerNormInF32) {
+TEST(AttentionAutocast, UnfusedBf16ProductsAndSoftmaxLayerNormInF32) {
+  UnfusedAttention unfused;
   manual_seed(5);
   nn::TransformerEncoderLayer layer(16, 2, 32);
   Tensor x = Tensor::normal({2, 6, 16}, 0.0, 1.0);
@@ -372,6 +377,36 @@ TEST(AttentionAutocast, Bf16ProductsAndSoftmaxLayerNormInF32) {
   for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - r[i]));
   EXPECT_LT(worst, 0.1);
   EXPECT_GT(worst, 0.0);  // it really ran in bf16
+}
+
+TEST(AttentionAutocast, FusedAttentionReadsBf16AndLayerNormsF32) {
+  FusedAttention fused;
+  manual_seed(5);
+  nn::TransformerEncoderLayer layer(16, 2, 32);
+  Tensor x = Tensor::normal({2, 6, 16}, 0.0, 1.0);
+  x.requires_grad_(true);
+  const Tensor ref = layer(x);
+  Tensor out;
+  {
+    amp::AutocastGuard guard(DType::bf16);
+    out = layer(x);
+  }
+  EXPECT_EQ(out.dtype(), DType::f32);
+  const auto ops = input_dtypes_by_op(out);
+  // One fused attention node reading bf16 q, k and v; no matmul or softmax around it.
+  ASSERT_EQ(ops.count("scaled_dot_product_attention"), 1u);
+  ASSERT_EQ(ops.at("scaled_dot_product_attention").size(), 3u);
+  for (DType d : ops.at("scaled_dot_product_attention")) EXPECT_EQ(d, DType::bf16);
+  EXPECT_EQ(ops.count("matmul"), 0u);
+  EXPECT_EQ(ops.count("attention_softmax"), 0u);
+  EXPECT_EQ(ops.count("softmax"), 0u);
+  for (DType d : ops.at("linear")) EXPECT_EQ(d, DType::bf16);
+  for (DType d : ops.at("layer_norm")) EXPECT_EQ(d, DType::f32);
+  double worst = 0;
+  const auto a = out.to_vector_f64(), r = ref.to_vector_f64();
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - r[i]));
+  EXPECT_LT(worst, 0.1);
+  EXPECT_GT(worst, 0.0);
 }
 
 }  // namespace

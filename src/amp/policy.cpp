@@ -111,7 +111,7 @@ void clear_policy_overrides() {
 std::string policy_table_string() {
   std::ostringstream os;
   char line[160];
-  std::snprintf(line, sizeof line, "%-14s %-8s %-10s %-10s %s\n", "op", "policy", "under bf16",
+  std::snprintf(line, sizeof line, "%-28s %-8s %-10s %-10s %s\n", "op", "policy", "under bf16",
                 "under f16", "note");
   os << line;
   for (const auto& row : kPolicyTable) {
@@ -125,7 +125,7 @@ std::string policy_table_string() {
       }
       return "?";
     };
-    std::snprintf(line, sizeof line, "%-14s %-8s %-10s %-10s %s\n", row.name, policy_name(p),
+    std::snprintf(line, sizeof line, "%-28s %-8s %-10s %-10s %s\n", row.name, policy_name(p),
                   result(DType::bf16), result(DType::f16),
                   p != row.policy ? "(overridden)" : "");
     os << line;

@@ -17,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "backend/onednn/onednn_stats.h"
 #include "bench/phased_step.h"
 #include "mixprec/amp.h"
 #include "mixprec/memory.h"
@@ -128,10 +127,10 @@ void run_model(const Options& o, const std::string& model_name) {
       const int64_t act0 = current_bytes(MemoryCategory::activations);
       const int64_t total0 = memory_stats().total_current;
       const int64_t allocs0 = allocation_count();
-      const int64_t prims0 = backend::onednn::onednn_primitive_creations();
+      const int64_t prims0 = train::primitive_creations();
       const bench::PhaseTimes t = steps[i]->run();
       s[i].max_allocs = std::max(s[i].max_allocs, allocation_count() - allocs0);
-      s[i].max_prims = std::max(s[i].max_prims, backend::onednn::onednn_primitive_creations() - prims0);
+      s[i].max_prims = std::max(s[i].max_prims, train::primitive_creations() - prims0);
       s[i].peak_act = std::max(s[i].peak_act, peak_bytes(MemoryCategory::activations) - act0);
       s[i].peak_total = std::max(s[i].peak_total, memory_stats().total_peak - total0);
       s[i].fwd.push_back(t.forward);

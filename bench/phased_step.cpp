@@ -25,19 +25,14 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 }  // namespace
 
 PhasedStep::PhasedStep(const nn::ModelSpec& spec, const amp::Preset& preset, int64_t batch, uint64_t seed) {
-  train::TrainConfig config;  // Adam, lr 1e-3, PyTorch's scaler defaults: what `mixprec train` runs
-  config.model = spec.name;
-  config.precision = preset.name;
-  config.batch_size = batch;
-  manual_seed(seed);
-  step_ = std::make_unique<train::PrecisionStep>(preset, nn::make_model(spec), config);
+  step_ = std::make_unique<train::BenchmarkStep>(spec, preset, batch, seed);
   batch_ = train::synthetic_batch(spec, batch, seed);
 }
 
 PhaseTimes PhasedStep::run() {
   amp::reset_cast_cache_stats();
   const auto t0 = Clock::now();
-  const train::PrecisionStep::Outcome out = step_->run({batch_});
+  const train::BenchmarkStep::Phases out = step_->run(batch_);
   last_casts_ = amp::cast_cache_stats().casts;
   PhaseTimes t;
   t.whole = ms_between(t0, Clock::now());

@@ -1,5 +1,5 @@
 // phased_step.h: one training step under a precision preset, timed per phase, for
-// bench_step: the library's own PrecisionStep (what `mixprec train` runs: weights in the
+// bench_step: the library's own step (train::BenchmarkStep, what `mixprec train` runs: weights in the
 // preset's dtype, f32 masters, Adam, scaler, the fused optimizer step), which reports the
 // wall time of its phases.
 #pragma once
@@ -9,8 +9,8 @@
 
 #include "mixprec/models.h"
 #include "mixprec/precision.h"
+#include "mixprec/step_benchmark.h"
 #include "mixprec/tensor.h"
-#include "train/precision_step.h"
 
 namespace mixprec::bench {
 
@@ -41,7 +41,7 @@ class PhasedStep {
   double weight_cast_ms();  // 0 when the last step cast no weight (prepared copies)
 
  private:
-  std::unique_ptr<train::PrecisionStep> step_;
+  std::unique_ptr<train::BenchmarkStep> step_;
   Batch batch_;  // a fixed random batch: data loading is not part of the step
   double last_loss_ = 0;
   int64_t last_casts_ = 0;  // weight casts the last step's forward made

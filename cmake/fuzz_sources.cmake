@@ -7,15 +7,15 @@
 # parser need another file is an undefined reference in every build (add the file here).
 # Every configure checks that each listed file exists, so a rename under src/ fails at once.
 set(MIXPREC_FUZZ_LIB_SOURCES
-  io/atomic_file.cpp io/byte_source.cpp io/checkpoint.cpp io/checkpoint_checks.cpp io/checksums.cpp io/json_limits.cpp io/safetensors.cpp io/yaml_json.cpp
+  io/atomic_file.cpp io/byte_source.cpp io/checkpoint.cpp io/checkpoint_checks.cpp io/checkpoint_dir.cpp io/checksums.cpp io/json_limits.cpp io/safetensors.cpp io/safetensors_header.cpp io/safetensors_write.cpp io/yaml_json.cpp
   data/byte_stream.cpp data/cifar_reader.cpp data/image_file.cpp data/idx_reader.cpp data/npy.cpp data/csv_table.cpp data/dataset.cpp
   train/train_config.cpp train/config_text.cpp nn/model_names.cpp nn/model_plan.cpp nn/model_plan_layers.cpp
   core/convert.cpp core/cpu_features.cpp core/dtype.cpp core/memory.cpp core/random.cpp
   core/status.cpp core/tensor.cpp core/names.cpp
-  ops/autocast_hook.cpp ops/dispatch.cpp ops/layout.cpp amp/autocast.cpp amp/policy.cpp
-  amp/unscale_kernel.cpp
+  ops/autocast_hook.cpp ops/dispatch.cpp ops/layout.cpp ops/tensor_methods.cpp amp/autocast.cpp amp/policy.cpp
+  core/nonfinite_scan.cpp
   autograd/engine.cpp autograd/grad_mode.cpp
-  backend/onednn/engine.cpp backend/onednn/half_emulation.cpp backend/onednn/memory_util.cpp
+  backend/onednn/engine.cpp backend/onednn/half_emulation.cpp backend/onednn/memory_desc.cpp backend/onednn/dispatch_log.cpp backend/onednn/dnnl_errors.cpp
   backend/onednn/primitive_cache.cpp backend/onednn/reorder.cpp
   backend/cpu/layout.cpp backend/ref/ref_util.cpp backend/ref/reorder.cpp backend/dispatch_log.cpp
   serve/request.cpp http/request_parser.cpp http/message.cpp

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "mixprec/optim.h"
+#include "mixprec/optim.h"  // the scaler drives an optimizer: optim comes before amp in the layers
 #include "mixprec/tensor.h"
 
 namespace mixprec::amp {

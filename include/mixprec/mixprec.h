@@ -11,6 +11,8 @@
 #include "mixprec/memory.h"
 #include "mixprec/models.h"
 #include "mixprec/nn.h"
+#include "mixprec/nn_attention.h"
+#include "mixprec/nn_sequence.h"
 #include "mixprec/ops.h"
 #include "mixprec/ops_fused.h"
 #include "mixprec/optim.h"

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -117,8 +118,22 @@ class MetricsLog {
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
 
+  // What a step line adds beyond the fixed fields, for the dashboard and anyone reading the
+  // log live: the tracking allocator's bytes, and at a skipped step the tensors whose
+  // gradients held inf/NaN (the GradScaler's attribution; at most kMaxOverflowNames named).
+  struct StepExtras {
+    int64_t memory_bytes = -1;       // tensor bytes held at the end of the step; < 0: not written
+    int64_t peak_memory_bytes = -1;  // the run's peak tensor bytes so far; < 0: not written
+    std::vector<std::pair<std::string, int64_t>> overflow;  // (tensor name, non-finite values)
+    int64_t overflow_tensors = 0;    // how many tensors overflowed (may exceed overflow.size())
+  };
+  static constexpr size_t kMaxOverflowNames = 8;
   Status log_step(int64_t step, int64_t epoch, double loss, double lr, double scale, bool skipped,
-                  double seconds);
+                  double seconds, const StepExtras& extras);
+  Status log_step(int64_t step, int64_t epoch, double loss, double lr, double scale, bool skipped,
+                  double seconds) {
+    return log_step(step, epoch, loss, lr, scale, skipped, seconds, StepExtras());
+  }
   // seconds: how long the evaluation took (the step records' "time" includes it; a
   // time-to-accuracy benchmark subtracts it). Negative: not written.
   Status log_eval(int64_t step, int64_t epoch, double accuracy, double loss, double seconds = -1);

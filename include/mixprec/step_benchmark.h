@@ -5,14 +5,49 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "mixprec/data.h"
 #include "mixprec/models.h"
+#include "mixprec/precision.h"
 #include "mixprec/status.h"
 
 namespace mixprec::train {
+
+class PrecisionStep;
+
+// One preset's training step on a fixed batch, the step benchmark_steps (below) and
+// bench/bench_step time: the library's own PrecisionStep, what `mixprec train` runs (weights
+// in the preset's dtype, f32 masters, Adam at lr 1e-3, PyTorch's scaler defaults, the fused
+// optimizer step), over the spec's model built after manual_seed(seed), so that every preset
+// starts from the same f32 weights.
+class BenchmarkStep {
+ public:
+  BenchmarkStep(const nn::ModelSpec& spec, const amp::Preset& preset, int64_t batch_size, uint64_t seed);
+  ~BenchmarkStep();
+  BenchmarkStep(const BenchmarkStep&) = delete;
+  BenchmarkStep& operator=(const BenchmarkStep&) = delete;
+
+  // The step's loss and the wall time of its phases: forward = input cast + autocast forward +
+  // loss + loss.item(); backward = the scaled backward; update = zero_grad, the scaler's inf
+  // check, the (fused) optimizer update and weight copies.
+  struct Phases {
+    double loss = 0, forward_ms = 0, backward_ms = 0, update_ms = 0;
+  };
+  Phases run(const Batch& batch);
+  nn::Module& model();
+  const amp::Preset& preset() const;
+
+ private:
+  std::unique_ptr<PrecisionStep> step_;
+  std::vector<Batch> micro_ = std::vector<Batch>(1);
+};
+
+// oneDNN primitives created since the start (every kind, reorders included): a steady
+// training step must leave this unchanged.
+int64_t primitive_creations();
 
 struct StepBenchmarkOptions {
   std::string model = "seed-cnn";  // a built-in name, or a model file (FILE.yaml)

@@ -13,15 +13,18 @@ from ._C_names import (Tensor, dtype, float32, float16, bfloat16, float64, int64
 from ._tensor import (tensor, from_numpy, zeros, ones, full, empty, zeros_like, ones_like, rand,
                       randn, cat, stack, no_grad, is_grad_enabled)
 from ._methods import matmul  # also gives mixprec.Tensor its Python methods
+from ._masks import where
 from ._C_names import (MixprecError, InvalidArgumentError, UnimplementedError, NotFoundError,
                        manual_seed, set_num_threads, get_num_threads, cpu_summary)
 from . import nn, optim, amp, data, debug
 from ._train import train
+from ._load import load
 
 __all__ = [
     "Tensor", "dtype", "float32", "float16", "bfloat16", "float64", "int64", "int32", "uint8",
     "tensor", "from_numpy", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "rand",
-    "randn", "cat", "stack", "matmul", "no_grad", "is_grad_enabled", "manual_seed",
+    "randn", "cat", "stack", "matmul", "where", "no_grad", "is_grad_enabled", "manual_seed",
     "set_num_threads", "get_num_threads", "cpu_summary", "MixprecError", "InvalidArgumentError",
     "UnimplementedError", "NotFoundError", "nn", "optim", "amp", "data", "debug", "train",
+    "load",
 ]

@@ -7,7 +7,8 @@ import numpy as np
 
 from . import _mixprec as _C
 from ._mixprec import Tensor, dtype
-from ._tensor import _check_device, _dims, _shape_args, _to_dtype, _wrap_dim
+from . import _masks, _views
+from ._tensor import _check_device, _dims, _to_dtype, _wrap_dim
 
 # ---- Tensor methods --------------------------------------------------------------------
 
@@ -24,9 +25,9 @@ def matmul(a, b):
 
 def _reduce(op):
     def reduce(self, dim=None, keepdim=False):
+        # A dim named twice is the engine's error to raise (its message, as the C++ API's);
+        # only the integer sums, which do not reach the engine, check it here.
         dims = None if dim is None else [_wrap_dim(d, self.ndim) for d in _dims(dim)]
-        if dims is not None and len(set(dims)) != len(dims):
-            raise RuntimeError(f"dim {dims} appears multiple times in the list of dims")
         if not self.dtype.is_floating_point:
             return _integer_reduce(op, self, dims, keepdim)
         return op(self) if dims is None else op(self, dims, keepdim)
@@ -39,6 +40,10 @@ def _integer_reduce(op, t, dims, keepdim):
     if op is not _C.sum:
         raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a "
                            f"floating point or complex dtype. Got: {t.dtype}")
+    if dims is not None and len(set(dims)) != len(dims):
+        twice = next(d for d in dims if dims.count(d) > 1)
+        raise _C.InvalidArgumentError(f"sum: dim {twice} appears twice in the list of dims for "
+                                      f"{t.dtype} {list(t.shape)}")
     axis = None if dims is None else tuple(dims)
     keep = keepdim and dims is not None
     return _C.from_numpy(np.array(t.detach().numpy().sum(axis=axis, keepdims=keep), dtype=np.int64))
@@ -77,83 +82,6 @@ def _to(self, *args, **kwargs):
     return self if target is None else _to_dtype(self, target)
 
 
-def _view(self, *shape):
-    if not self.is_contiguous():
-        raise RuntimeError("view size is not compatible with input tensor's size and stride (at "
-                           "least one dimension spans across two contiguous subspaces). Use "
-                           ".reshape(...) instead.")
-    return _C.reshape(self, _shape_args(shape))
-
-
-def _permute(self, *dims):
-    dims = [_wrap_dim(d, self.ndim) for d in _shape_args(dims)]
-    if sorted(dims) != list(range(self.ndim)):
-        raise RuntimeError(f"permute(): dims {dims} are not a permutation of {self.ndim} dims")
-    if self.ndim == 4:
-        return _C.permute4(self, dims)
-    # Any permutation is a product of transpositions: place each output dim in turn.
-    out, order = self, list(range(self.ndim))
-    for i, d in enumerate(dims):
-        j = order.index(d)
-        if j != i:
-            out = _C.transpose(out, i, j)
-            order[i], order[j] = order[j], order[i]
-    return out
-
-
-def _unsqueeze(self, dim):
-    dim = _wrap_dim(dim, self.ndim + 1)
-    shape = list(self.shape)
-    shape.insert(dim, 1)
-    return _C.reshape(self, shape)
-
-
-def _squeeze(self, dim=None):
-    if dim is None:
-        shape = [s for s in self.shape if s != 1]
-    else:
-        dim = _wrap_dim(dim, self.ndim)
-        shape = [s for i, s in enumerate(self.shape) if i != dim or s != 1]
-    return _C.reshape(self, shape)
-
-
-def _getitem(self, index):
-    """Integer and slice indexing (step 1) over the leading dims, with autograd: the rows a
-    training loop takes (x[i], x[a:b], x[:, 0]). Each indexed dim costs a copy."""
-    if not isinstance(index, tuple):
-        index = (index,)
-    out, dim, drop = self, 0, []
-    for item in index:
-        if item is Ellipsis or item is None or not isinstance(item, (builtins.int, slice)):
-            raise TypeError(f"mixprec tensors support integer and slice indexing only, got "
-                            f"{type(item).__name__}")
-        if dim >= self.ndim:
-            raise IndexError(f"too many indices for tensor of dimension {self.ndim}")
-        size = self.shape[dim]
-        if isinstance(item, slice):
-            start, stop, step = item.indices(size)
-            if step != 1:
-                raise ValueError("mixprec tensors support slices with step 1 only")
-            length = max(0, stop - start)
-            if (start, length) != (0, size):
-                out = _narrow(out, dim, start, length)
-        else:
-            if not -size <= item < size:
-                raise IndexError(f"index {item} is out of bounds for dimension {dim} with size {size}")
-            out = _narrow(out, dim, item % size, 1)
-            drop.append(dim)
-        dim += 1
-    if drop:
-        out = _C.reshape(out, [s for i, s in enumerate(out.shape) if i not in drop])
-    return out
-
-
-def _narrow(t, dim, start, length):
-    if dim == 0:
-        return _C.narrow(t, start, length)
-    return _C.transpose(_C.narrow(_C.transpose(t, 0, dim), start, length), 0, dim)
-
-
 def _repr(self):
     values = self.detach()
     if values.dtype == dtype.bfloat16:
@@ -190,14 +118,15 @@ def _install():
         "cpu": lambda self: self,
         "type_as": lambda self, other: _to_dtype(self, other.dtype),
         "size": _size,
-        "reshape": lambda self, *shape: _C.reshape(self, _shape_args(shape)),
-        "view": _view,
-        "flatten": lambda self, start_dim=0, end_dim=-1: _C.flatten(self, start_dim, end_dim),
-        "transpose": lambda self, dim0, dim1: _C.transpose(self, dim0, dim1),
-        "t": lambda self: _C.transpose(self, 0, 1),
-        "permute": _permute,
-        "unsqueeze": _unsqueeze,
-        "squeeze": _squeeze,
+        "reshape": _views.reshape,
+        "view": _views.view,
+        "flatten": _views.flatten,
+        "transpose": _views.transpose,
+        "t": lambda self: _views.transpose(self, 0, 1),
+        "permute": _views.permute,
+        "unsqueeze": _views.unsqueeze,
+        "squeeze": _views.squeeze,
+        "narrow": _views.narrow,
         "sum": _reduce(_C.sum),
         "mean": _reduce(_C.mean),
         "relu": lambda self: _C.relu(self),
@@ -210,7 +139,8 @@ def _install():
         "argmax": _argmax,
         "matmul": matmul,
         "__matmul__": matmul,
-        "__getitem__": _getitem,
+        "__getitem__": _views.getitem,
+        "__setitem__": _views.setitem,
         "__eq__": _compare(np.equal),
         "__ne__": _compare(np.not_equal),
         "__lt__": _compare(np.less),
@@ -226,9 +156,10 @@ def _install():
         "tolist": lambda self: self.detach().float().numpy().tolist()
         if self.dtype == dtype.bfloat16 else self.detach().numpy().tolist(),
     }
+    _masks.install(methods)
     for name, fn in methods.items():
         setattr(Tensor, name, fn)
-    Tensor.T = property(lambda self: _C.transpose(self, 0, 1) if self.ndim == 2 else self)
+    Tensor.T = property(lambda self: _views.transpose(self, 0, 1) if self.ndim == 2 else self)
     Tensor.device = property(lambda self: "cpu")
     Tensor.data = property(Tensor.detach, doc="The tensor without autograd, sharing its memory")
     Tensor.is_cuda = False
@@ -269,7 +200,7 @@ def _argmax(self, dim=None, keepdim=False):
     if _wrap_dim(dim, self.ndim) != self.ndim - 1:
         raise NotImplementedError("mixprec's argmax reduces the last dim only (dim=-1)")
     out = _C.argmax(_C.reshape(self, [-1, self.shape[-1]])).reshape(*self.shape[:-1])
-    return _unsqueeze(out, -1) if keepdim else out
+    return _views.unsqueeze(out, -1) if keepdim else out
 
 
 _install()

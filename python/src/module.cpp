@@ -77,4 +77,5 @@ PYBIND11_MODULE(_mixprec, m) {
   bind_optim(m);
   bind_data(m);
   bind_train(m);
+  bind_infer(m);
 }

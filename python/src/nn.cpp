@@ -18,7 +18,7 @@ void bind_nn(py::module_& m) {
   py::class_<nn::Module, std::shared_ptr<nn::Module>>(nn, "Module")
       .def("named_parameters", &nn::Module::named_parameters)
       .def("named_buffers", &nn::Module::named_buffers)
-      .def("forward", [](nn::Module& m, const Tensor& x) { return m(x); }, release_gil())
+      .def("forward", [](nn::Module& m, const Tensor& x) { return m(dense(x)); }, release_gil())
       .def("train", &nn::Module::train)
       .def("to", [](nn::Module& m, DType d) { m.to(d); }, release_gil())
       .def("type_name", &nn::Module::type_name)

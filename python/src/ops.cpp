@@ -1,6 +1,7 @@
 // ops.cpp: the functional API (include/mixprec/ops.h) and the tensor's operators. Shapes,
 // dims and dtypes are checked by the ops themselves, which throw mixprec::Error (a Python
-// exception naming the op and the shapes); nothing here adds numerics.
+// exception naming the op and the shapes); nothing here adds numerics. Every op takes its
+// tensors through on_dense (bindings.h): a strided view from Python is copied dense first.
 #include <mixprec/ops.h>
 
 #include "bindings.h"
@@ -28,21 +29,21 @@ Reduction parse_reduction(const std::string& r) {
 void bind_operators(py::class_<Tensor>& t) {
   using T = const Tensor&;
   const auto op = py::is_operator();
-  t.def("__add__", [](T a, T b) { return add(a, b); }, op, release_gil())
-      .def("__add__", [](T a, double b) { return add(a, b); }, op, release_gil())
-      .def("__radd__", [](T a, double b) { return add(a, b); }, op, release_gil())
-      .def("__sub__", [](T a, T b) { return sub(a, b); }, op, release_gil())
-      .def("__sub__", [](T a, double b) { return add(a, -b); }, op, release_gil())
-      .def("__rsub__", [](T a, double b) { return add(neg(a), b); }, op, release_gil())
-      .def("__mul__", [](T a, T b) { return mul(a, b); }, op, release_gil())
-      .def("__mul__", [](T a, double b) { return mul(a, b); }, op, release_gil())
-      .def("__rmul__", [](T a, double b) { return mul(a, b); }, op, release_gil())
-      .def("__truediv__", [](T a, T b) { return div(a, b); }, op, release_gil())
-      .def("__truediv__", [](T a, double b) { return div(a, scalar_like(b, a)); }, op, release_gil())
-      .def("__rtruediv__", [](T a, double b) { return div(scalar_like(b, a), a); }, op, release_gil())
-      .def("__neg__", [](T a) { return neg(a); }, release_gil())
-      .def("__pow__", [](T a, double e) { return pow(a, e); }, op, release_gil())
-      .def("__matmul__", [](T a, T b) { return matmul(a, b); }, op, release_gil());
+  t.def("__add__", on_dense(+[](T a, T b) { return add(a, b); }), op, release_gil())
+      .def("__add__", on_dense(+[](T a, double b) { return add(a, b); }), op, release_gil())
+      .def("__radd__", on_dense(+[](T a, double b) { return add(a, b); }), op, release_gil())
+      .def("__sub__", on_dense(+[](T a, T b) { return sub(a, b); }), op, release_gil())
+      .def("__sub__", on_dense(+[](T a, double b) { return add(a, -b); }), op, release_gil())
+      .def("__rsub__", on_dense(+[](T a, double b) { return add(neg(a), b); }), op, release_gil())
+      .def("__mul__", on_dense(+[](T a, T b) { return mul(a, b); }), op, release_gil())
+      .def("__mul__", on_dense(+[](T a, double b) { return mul(a, b); }), op, release_gil())
+      .def("__rmul__", on_dense(+[](T a, double b) { return mul(a, b); }), op, release_gil())
+      .def("__truediv__", on_dense(+[](T a, T b) { return div(a, b); }), op, release_gil())
+      .def("__truediv__", on_dense(+[](T a, double b) { return div(a, scalar_like(b, a)); }), op, release_gil())
+      .def("__rtruediv__", on_dense(+[](T a, double b) { return div(scalar_like(b, a), a); }), op, release_gil())
+      .def("__neg__", on_dense(+[](T a) { return neg(a); }), release_gil())
+      .def("__pow__", on_dense(+[](T a, double e) { return pow(a, e); }), op, release_gil())
+      .def("__matmul__", on_dense(+[](T a, T b) { return matmul(a, b); }), op, release_gil());
 }
 
 }  // namespace
@@ -52,51 +53,52 @@ void bind_ops(py::module_& m) {
   bind_operators(cls);
   using T = const Tensor&;
   const auto nogil = release_gil();
-  m.def("cast", &cast, nogil);
-  m.def("reshape", &reshape, nogil);
-  m.def("flatten", &flatten, py::arg("input"), py::arg("start_dim") = 0, py::arg("end_dim") = -1, nogil);
-  m.def("transpose", &transpose, nogil);
-  m.def("permute4", [](T a, std::array<int, 4> dims) { return permute(a, dims); }, nogil);
-  m.def("narrow", &narrow, nogil);
-  m.def("add", py::overload_cast<T, T>(&add), nogil);
-  m.def("sub", &sub, nogil);
-  m.def("mul", py::overload_cast<T, T>(&mul), nogil);
-  m.def("div", &div, nogil);
-  m.def("neg", &neg, nogil);
-  m.def("exp", &exp, nogil);
-  m.def("log", &log, nogil);
-  m.def("pow", &pow, nogil);
-  m.def("relu", &relu, nogil);
-  m.def("gelu", &gelu, nogil);
+  m.def("cast", on_dense(&cast), nogil);
+  m.def("reshape", on_dense(&reshape), nogil);
+  m.def("flatten", on_dense(&flatten), py::arg("input"), py::arg("start_dim") = 0, py::arg("end_dim") = -1, nogil);
+  m.def("transpose", on_dense(&transpose), nogil);
+  m.def("permute4", on_dense(+[](T a, std::array<int, 4> dims) { return permute(a, dims); }), nogil);
+  m.def("narrow", on_dense(&narrow), nogil);
+  m.def("add", on_dense(py::overload_cast<T, T>(&add)), nogil);
+  m.def("sub", on_dense(&sub), nogil);
+  m.def("mul", on_dense(py::overload_cast<T, T>(&mul)), nogil);
+  m.def("div", on_dense(&div), nogil);
+  m.def("neg", on_dense(&neg), nogil);
+  m.def("exp", on_dense(&exp), nogil);
+  m.def("log", on_dense(&log), nogil);
+  m.def("pow", on_dense(&pow), nogil);
+  m.def("relu", on_dense(&relu), nogil);
+  m.def("gelu", on_dense(&gelu), nogil);
   using O = const std::optional<Tensor>&;
-  m.def("linear", [](T x, T w, O b) { return linear(x, w, opt(b)); }, nogil);
-  m.def("matmul", &matmul, nogil);
-  m.def("conv2d", [](T x, T w, O b, int64_t stride, int64_t padding) { return conv2d(x, w, opt(b), stride, padding); },
+  m.def("linear", on_dense(+[](T x, T w, O b) { return linear(x, w, opt(b)); }), nogil);
+  m.def("matmul", on_dense(&matmul), nogil);
+  m.def("conv2d", on_dense(+[](T x, T w, O b, int64_t stride, int64_t padding) { return conv2d(x, w, opt(b), stride, padding); }),
         nogil);
-  m.def("max_pool2d", &max_pool2d, nogil);
-  m.def("avg_pool2d", &avg_pool2d, nogil);
-  m.def("sum", py::overload_cast<T>(&sum), nogil);
-  m.def("sum", py::overload_cast<T, const std::vector<int64_t>&, bool>(&sum), nogil);
-  m.def("mean", py::overload_cast<T>(&mean), nogil);
-  m.def("mean", py::overload_cast<T, const std::vector<int64_t>&, bool>(&mean), nogil);
-  m.def("softmax", &softmax, nogil);
-  m.def("log_softmax", &log_softmax, nogil);
-  m.def("nll_loss", [](T x, T y, const std::string& r) { return nll_loss(x, y, parse_reduction(r)); }, nogil);
-  m.def("cross_entropy", [](T x, T y, const std::string& r) { return cross_entropy(x, y, parse_reduction(r)); },
+  m.def("max_pool2d", on_dense(&max_pool2d), nogil);
+  m.def("avg_pool2d", on_dense(&avg_pool2d), nogil);
+  m.def("sum", on_dense(py::overload_cast<T>(&sum)), nogil);
+  m.def("sum", on_dense(py::overload_cast<T, const std::vector<int64_t>&, bool>(&sum)), nogil);
+  m.def("mean", on_dense(py::overload_cast<T>(&mean)), nogil);
+  m.def("mean", on_dense(py::overload_cast<T, const std::vector<int64_t>&, bool>(&mean)), nogil);
+  m.def("softmax", on_dense(&softmax), nogil);
+  m.def("log_softmax", on_dense(&log_softmax), nogil);
+  m.def("nll_loss", on_dense(+[](T x, T y, const std::string& r) { return nll_loss(x, y, parse_reduction(r)); }), nogil);
+  m.def("cross_entropy", on_dense(+[](T x, T y, const std::string& r) { return cross_entropy(x, y, parse_reduction(r)); }),
         nogil);
-  m.def("mse_loss", [](T x, T y, const std::string& r) { return mse_loss(x, y, parse_reduction(r)); }, nogil);
-  m.def("layer_norm", [](T x, const Shape& shape, O w, O b, double eps) { return layer_norm(x, shape, opt(w), opt(b), eps); },
+  m.def("mse_loss", on_dense(+[](T x, T y, const std::string& r) { return mse_loss(x, y, parse_reduction(r)); }), nogil);
+  m.def("layer_norm", on_dense(+[](T x, const Shape& shape, O w, O b, double eps) { return layer_norm(x, shape, opt(w), opt(b), eps); }),
         nogil);
   m.def("batch_norm",
+        // Not on_dense: the running statistics are updated in place (a copy would lose it).
         [](T x, O mean, O var, O w, O b, bool training, double momentum, double eps) {
-          return batch_norm(x, opt(mean), opt(var), opt(w), opt(b), training, momentum, eps);
+          return batch_norm(dense(x), opt(mean), opt(var), dense(opt(w)), dense(opt(b)), training, momentum, eps);
         },
         nogil);
-  m.def("dropout", &dropout, nogil);
-  m.def("cat", &cat, nogil);
-  m.def("stack", &stack, nogil);
-  m.def("embedding", &embedding, nogil);
-  m.def("argmax", &argmax, nogil);
+  m.def("dropout", on_dense(&dropout), nogil);
+  m.def("cat", on_dense(&cat), nogil);
+  m.def("stack", on_dense(&stack), nogil);
+  m.def("embedding", on_dense(&embedding), nogil);
+  m.def("argmax", on_dense(&argmax), nogil);
 }
 
 }  // namespace mixprec::python

@@ -144,6 +144,7 @@ void bind_tensor(py::module_& m) {
       .def("storage_offset", &Tensor::storage_offset)
       .def("data_ptr", [](Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()); })
       .def("is_contiguous", &Tensor::is_contiguous)
+      .def("_is_dense", &Tensor::is_dense, "Contiguous or channels-last (what kernels walk linearly)")
       .def("__len__", [](const Tensor& t) {
         if (t.dim() == 0) throw py::type_error("len() of a 0-d tensor");
         return t.size(0);
@@ -178,8 +179,10 @@ void bind_tensor(py::module_& m) {
       .def("detach", &Tensor::detach)
       .def("item", &Tensor::item)
       .def("clone", &Tensor::clone, release_gil())
-      .def("contiguous", &Tensor::contiguous, release_gil())
-      .def("_to_dtype", &Tensor::to, release_gil())
+      .def("contiguous", [](const Tensor& t) { return t.is_contiguous() ? t : dense(t).contiguous(); }, release_gil())
+      .def("_to_dtype", [](const Tensor& t, DType d) {
+        return t.dtype() == d || t.is_dense() || t.requires_grad() ? dense(t).to(d) : strided_copy(t, d);
+      }, release_gil())
       .def("copy_", [](Tensor& t, const Tensor& src) { t.copy_(src); return t; }, release_gil())
       .def("fill_", [](Tensor& t, double v) { t.fill_(v); return t; }, release_gil())
       .def("zero_", [](Tensor& t) { t.fill_(0.0); return t; }, release_gil())
@@ -204,6 +207,29 @@ void bind_tensor(py::module_& m) {
   // numpy defers to the tensor's reflected operators (array + tensor -> Tensor.__radd__).
   cls.attr("__array_ufunc__") = py::none();
 
+  // The views of python/mixprec/_views.py (transpose, permute, slicing, view): a tensor over
+  // the same storage with new geometry, no autograd (the Python layer makes views only where
+  // no graph is recorded). Every element it reaches must lie inside what `src` reaches, so a
+  // wrong geometry is an error here, never a read outside the buffer.
+  m.def("_as_strided", [](const Tensor& src, const Shape& shape, const Shape& strides, int64_t offset) {
+    if (shape.size() != strides.size())
+      throw py::value_error("_as_strided: " + std::to_string(shape.size()) + " sizes but " +
+                            std::to_string(strides.size()) + " strides");
+    const auto extent = [](const Shape& sizes, const Shape& steps, int64_t base, int64_t& lo, int64_t& hi) {
+      lo = hi = base;
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        if (sizes[i] < 0) throw py::value_error("_as_strided: negative size");
+        if (sizes[i] == 0) return false;
+        (steps[i] < 0 ? lo : hi) += (sizes[i] - 1) * steps[i];
+      }
+      return true;
+    };
+    int64_t src_lo = 0, src_hi = 0, lo = 0, hi = 0;
+    const bool src_any = extent(src.shape(), src.strides(), src.storage_offset(), src_lo, src_hi);
+    if (extent(shape, strides, offset, lo, hi) && (!src_any || lo < src_lo || hi > src_hi))
+      throw py::value_error("_as_strided: the view " + shape_str(shape) + " reaches outside " + src.str());
+    return src.as_strided(shape, strides, offset);
+  }, py::arg("src"), py::arg("shape"), py::arg("strides"), py::arg("offset"));
   m.def("from_numpy", &tensor_from_numpy, py::arg("array"),
         "A tensor sharing the array's memory (no copy); the array stays alive as long as the tensor");
   m.def("_empty", [](const Shape& s, DType d) { return Tensor::empty(s, d); }, release_gil());

@@ -8,7 +8,7 @@
 
 #include <cmath>
 
-#include "amp/unscale_kernel.h"
+#include "core/nonfinite_scan.h"
 #include "mixprec/autograd.h"
 #include "mixprec/ops.h"
 #include "mixprec/status.h"

@@ -1,5 +1,10 @@
 // engine.cpp: reverse-mode backward. Nodes run in reverse topological order, each once,
 // after all gradients flowing into it have been summed; leaves accumulate into .grad.
+// Tensor::backward (src/ops/tensor_backward.cpp) checks its arguments, turns grad mode and
+// autocast off and calls run_backward here with ops' add to sum two gradients: autograd
+// comes before ops in the layers, so the engine is handed the op instead of including it.
+#include "autograd/engine.h"
+
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -8,9 +13,7 @@
 #include "core/convert.h"
 #include "core/strided.h"
 #include "core/tensor_impl.h"
-#include "mixprec/amp.h"
 #include "mixprec/autograd.h"
-#include "mixprec/ops.h"
 #include "mixprec/status.h"
 
 namespace mixprec {
@@ -101,43 +104,21 @@ void accumulate_into(Tensor& dst, const Tensor& src) {
   dst.storage()->bump_version();
 }
 
-void Tensor::backward(const Tensor& gradient) const {
-  if (!requires_grad())
-    throw Error(Status::invalid_argument("backward: " + str() +
-                                         " does not require grad (no input requires grad, or "
-                                         "it was computed under NoGradGuard)"));
-  Tensor seed = gradient;
-  if (!seed.defined()) {
-    if (numel() != 1)
-      throw Error(Status::invalid_argument(
-          "backward: gradient can be implicitly created only for scalar outputs, got " +
-          shape_str(shape()) + "; pass a gradient of that shape"));
-    seed = Tensor::ones(shape(), dtype());
-  } else if (seed.shape() != shape()) {
-    throw Error(Status::invalid_argument("backward: gradient shape " + shape_str(seed.shape()) +
-                                         " does not match output shape " + shape_str(shape())));
-  }
-  if (seed.dtype() != dtype()) {
-    NoGradGuard ng;
-    seed = seed.to(dtype());
-  }
-  NoGradGuard ng;  // backward itself records nothing
-  // Backward runs each op in the dtypes its forward used, never re-cast by autocast.
-  amp::AutocastGuard no_autocast(false);
-  if (grad_fn() && grad_fn()->released())
+void run_backward(const Tensor& root, const Tensor& seed, GradientSum sum) {
+  if (root.grad_fn() && root.grad_fn()->released())
     throw Error(Status::invalid_argument(
-        "backward: trying to run backward through the graph a second time (" + str() +
+        "backward: trying to run backward through the graph a second time (" + root.str() +
         "'s graph was freed by an earlier backward)"));
-  if (!grad_fn()) {  // a leaf: d(self)/d(self) = seed
-    accumulate_leaf(*this, seed);
-    if (const auto* on_ready = leaf_grad_ready_hook()) (*on_ready)(*this);
+  if (!root.grad_fn()) {  // a leaf: d(self)/d(self) = seed
+    accumulate_leaf(root, seed);
+    if (const auto* on_ready = leaf_grad_ready_hook()) (*on_ready)(root);
     return;
   }
   std::unordered_map<Node*, Tensor> pending;
-  pending[grad_fn().get()] = seed;
+  pending[root.grad_fn().get()] = seed;
   // Hold the nodes alive while we run them: releasing one frees its edges.
   std::vector<std::shared_ptr<Node>> keep;
-  const std::vector<Node*> order = topological_order(grad_fn().get());
+  const std::vector<Node*> order = topological_order(root.grad_fn().get());
   // With a LeafGradReadyHook: how many edges into each leaf are still to run. A leaf is
   // complete when its last edge has run (or been skipped).
   const auto* on_ready = leaf_grad_ready_hook();
@@ -178,7 +159,7 @@ void Tensor::backward(const Tensor& gradient) const {
         accumulate_leaf(edges[i].leaf, std::move(g));
       } else {
         auto [slot, inserted] = pending.try_emplace(edges[i].fn.get(), g);
-        if (!inserted) slot->second = add(slot->second, g);
+        if (!inserted) slot->second = sum(slot->second, g);
       }
     }
     leaf_edges_done(node);

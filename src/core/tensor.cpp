@@ -1,5 +1,6 @@
-// tensor.cpp: factories, metadata and data access of Tensor. Differentiable conversions
-// (to, contiguous, reshape, ...) delegate to src/ops so the graph is recorded in one place.
+// tensor.cpp: factories, metadata and data access of Tensor. The methods that are ops
+// (to, contiguous, to_memory_format, reshape, backward) are defined in
+// src/ops/tensor_methods.cpp, beside the ops they call: core comes before ops in the layers.
 #include "mixprec/tensor.h"
 
 #include <cmath>
@@ -10,8 +11,6 @@
 #include "core/random.h"
 #include "core/strided.h"
 #include "core/tensor_impl.h"
-#include "mixprec/autograd.h"
-#include "mixprec/ops.h"
 #include "mixprec/status.h"
 
 namespace mixprec {
@@ -279,15 +278,6 @@ void Tensor::fill_(double value) {
   im.storage->bump_version();
 }
 
-Tensor Tensor::to(DType dtype) const { return dtype == this->dtype() ? *this : cast(*this, dtype); }
-Tensor Tensor::contiguous() const {
-  return is_contiguous() ? *this : mixprec::to_memory_format(*this, MemoryFormat::contiguous);
-}
-Tensor Tensor::to_memory_format(MemoryFormat format) const {
-  const bool already = format == MemoryFormat::contiguous ? is_contiguous()
-                                                          : (dim() != 4 || is_channels_last());
-  return already ? *this : mixprec::to_memory_format(*this, format);
-}
 Tensor Tensor::clone() const {
   Tensor out = empty(shape(), dtype(), suggest_memory_format());
   out.copy_(*this);
@@ -304,7 +294,6 @@ Tensor Tensor::detach() const {
   im->numel = src.numel;
   return Tensor(std::move(im));
 }
-Tensor Tensor::reshape(const Shape& shape) const { return mixprec::reshape(*this, shape); }
 
 Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offset) const {
   auto im = std::make_shared<TensorImpl>();

@@ -142,20 +142,17 @@ void DataLoader::State::produce(int64_t from) {
       not_full.wait(lock, [&] { return stop || int64_t(queue.size()) < opt.prefetch; });
       if (stop) return;
     }
-    Batch batch;
     try {
-      batch = build(b);
+      Batch batch = build(b);
+      std::lock_guard<std::mutex> lock(mu);
+      if (stop) return;
+      queue.push_back(std::move(batch));  // may allocate a deque block: inside the try too
     } catch (...) {  // e.g. allocation failure: hand it to the consumer, never terminate()
       std::lock_guard<std::mutex> lock(mu);
       error = std::current_exception();
       done = true;
       not_empty.notify_all();
       return;
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (stop) return;
-      queue.push_back(std::move(batch));
     }
     not_empty.notify_one();
   }

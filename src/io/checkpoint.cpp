@@ -1,13 +1,12 @@
-// io/checkpoint.cpp: TrainingState <-> one safetensors file, plus the last/best pointers
-// (whether a checkpoint may be resumed from is checkpoint_checks.cpp).
+// io/checkpoint.cpp: TrainingState <-> one safetensors file, and checkpoint file names.
+// Whether a checkpoint may be resumed from is checkpoint_checks.cpp; a run directory's
+// checkpoints (the last/best pointers, listing, pruning, the newest usable one) are
+// checkpoint_dir.cpp. Both call this file, which calls neither.
 // The safetensors layer (safetensors.cpp) already validates the container (truncation,
 // offsets, trailing bytes); this file validates what mixprec puts in it: format, version,
 // every metadata key and its type, and that every tensor belongs to the model, the
 // optimizer or the masters.
 #include "mixprec/checkpoint.h"
-
-#include <dirent.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -20,10 +19,7 @@
 #include <set>
 #include <sstream>
 
-#include "amp/unscale_kernel.h"
 #include "core/convert.h"
-#include "io/atomic_file.h"
-#include "io/byte_source.h"
 #include "io/checkpoint_format.h"
 #include "io/json_limits.h"
 #include "mixprec/safetensors.h"
@@ -179,33 +175,6 @@ StatusOr<TrainingState> from_file(SafetensorsFile file, const std::string& name)
   return st;
 }
 
-bool exists(const std::string& path, bool* is_dir = nullptr) {
-  struct stat sb;
-  if (::stat(path.c_str(), &sb) != 0) return false;
-  if (is_dir) *is_dir = S_ISDIR(sb.st_mode);
-  return true;
-}
-
-Status write_text_atomically(const std::string& path, const std::string& text) {
-  auto w = io::AtomicFileWriter::create(path);
-  if (!w.is_ok()) return w.status();
-  MIXPREC_RETURN_IF_ERROR((*w)->write(text.data(), text.size()));
-  return (*w)->commit();
-}
-
-bool safe_relative(const std::string& p) {
-  if (p.empty() || p[0] == '/') return false;
-  size_t start = 0;
-  while (start <= p.size()) {
-    size_t end = p.find('/', start);
-    if (end == std::string::npos) end = p.size();
-    const std::string part = p.substr(start, end - start);
-    if (part.empty() || part == "." || part == "..") return false;
-    start = end + 1;
-  }
-  return true;
-}
-
 }  // namespace
 
 Status check_checkpoint_encodable(const TrainingState& st) {
@@ -283,84 +252,6 @@ StatusOr<TrainingState> parse_checkpoint(const uint8_t* data, size_t size, const
   auto file = parse_safetensors(data, size, name);
   if (!file.is_ok()) return file.status();
   return from_file(std::move(file).value(), name);
-}
-
-Status update_pointer(const std::string& run_dir, const std::string& which,
-                      const std::string& checkpoint_filename) {
-  if (which != "last" && which != "best")
-    return Status::invalid_argument("update_pointer: which must be 'last' or 'best', got '" + which + "'");
-  if (!safe_relative(checkpoint_filename))
-    return Status::invalid_argument("update_pointer: checkpoint '" + checkpoint_filename +
-                                    "' must be a path relative to the run directory, without '..'");
-  // Full validation, not just existence: the pointer must never name a partial file.
-  const std::string file = run_dir + "/" + checkpoint_filename;
-  auto ck = load_checkpoint(file);
-  if (!ck.is_ok())
-    return Status(ck.status().code(), "update_pointer '" + which + "': " + ck.status().message());
-  // Nor a state a resume or rollback would refuse: what a pointer names is meant to be continued.
-  if (Status s = check_resumable(*ck, file); !s.is_ok())
-    return Status(StatusCode::bad_checkpoint, "update_pointer '" + which + "': " + s.message());
-  if (auto bad = find_nonfinite(*ck))
-    return Status(StatusCode::bad_checkpoint, "update_pointer '" + which + "': checkpoint '" + file +
-                                                  "' holds inf/NaN: " + bad->describe());
-  const json j = {{"checkpoint", checkpoint_filename}};
-  return write_text_atomically(run_dir + "/" + which + ".json", j.dump() + "\n");
-}
-
-StatusOr<std::string> read_pointer(const std::string& run_dir, const std::string& which) {
-  const std::string pointer = run_dir + "/" + which + ".json";
-  if (!exists(pointer)) return Status::not_found("run directory '" + run_dir + "' has no " + which + ".json");
-  // A pointer is a few dozen bytes; anything past 64 KiB is not one of ours. A FIFO or
-  // device placed here is refused, not waited on (io/byte_source.h).
-  auto read = io::read_regular_file(pointer, "pointer", 65536);
-  if (!read.is_ok()) return read.status();
-  const std::string& text = *read;
-  json j = json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("checkpoint") || !j["checkpoint"].is_string())
-    return Status::data_loss("pointer '" + pointer +
-                             "': expected {\"checkpoint\": \"<file name>\"}, got '" + text.substr(0, 80) + "'");
-  const std::string name = j["checkpoint"].get<std::string>();
-  if (!safe_relative(name))
-    return Status::data_loss("pointer '" + pointer + "': field 'checkpoint' must be relative, got '" + name + "'");
-  const std::string target = run_dir + "/" + name;
-  if (!exists(target)) return Status::not_found("pointer '" + pointer + "' names '" + name + "', which does not exist");
-  return target;
-}
-
-StatusOr<std::string> resolve_checkpoint(const std::string& path) {
-  bool is_dir = false;
-  if (!exists(path, &is_dir))
-    return Status::not_found("checkpoint '" + path + "': no such file or directory");
-  if (!is_dir) return path;
-  if (exists(path + "/last.json")) return read_pointer(path, "last");
-  const std::string fallback = path + "/last.safetensors";
-  if (exists(fallback)) return fallback;
-  return Status::not_found("run directory '" + path + "': neither last.json nor last.safetensors exists "
-                           "(no checkpoint saved yet?)");
-}
-
-StatusOr<std::vector<std::string>> prune_checkpoints(const std::string& run_dir, int64_t keep) {
-  std::vector<std::string> removed;
-  if (keep < 1) return removed;
-  auto listed = list_checkpoints(run_dir);
-  if (!listed.is_ok()) return listed.status();
-  // What a pointer names stays whatever its age: last.json is what a resume continues from,
-  // best.json what predict and serve may be pointed at.
-  std::vector<std::string> pinned;
-  for (const char* which : {"last", "best"})
-    if (auto target = read_pointer(run_dir, which); target.is_ok()) pinned.push_back(*target);
-  int64_t kept = 0;
-  for (const auto& [step, file] : *listed) {  // newest first
-    if (kept < keep) {
-      ++kept;
-      continue;
-    }
-    if (std::find(pinned.begin(), pinned.end(), file) != pinned.end()) continue;
-    if (std::remove(file.c_str()) != 0 && errno != ENOENT)
-      return Status::io_error("cannot remove old checkpoint '" + file + "': " + std::strerror(errno));
-    removed.push_back(file);
-  }
-  return removed;
 }
 
 std::string checkpoint_filename(int64_t global_step) {

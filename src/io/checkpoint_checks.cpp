@@ -1,11 +1,9 @@
 // io/checkpoint_checks.cpp: whether a checkpoint may be continued from, apart from whether
 // it is well formed (checkpoint.cpp): inf/NaN in any tensor (find_nonfinite), a scaler,
 // counters and rng_state a resume can use (check_resumable, one line per problem), and the
-// newest usable checkpoint of a run directory or a list (resolve_usable_checkpoint,
-// first_usable_checkpoint), which --resume and a rollback continue from.
-#include <dirent.h>
-#include <sys/stat.h>
-
+// one load-and-check sequence (load_usable_checkpoint) that a pointer, a resume and a
+// rollback all go through (checkpoint_dir.cpp). Uses checkpoint.cpp; is used by
+// checkpoint_dir.cpp; neither calls back.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -16,9 +14,10 @@
 #include <random>
 #include <sstream>
 
-#include "amp/unscale_kernel.h"
 #include "core/convert.h"
+#include "core/nonfinite_scan.h"
 #include "io/checkpoint_format.h"
+#include "io/checkpoint_checks.h"
 #include "mixprec/checkpoint.h"
 
 #if defined(__FAST_MATH__) || defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__
@@ -32,27 +31,6 @@ namespace {
 using io::kMasterPrefix;
 using io::kOptimizerPrefix;
 
-bool is_directory(const std::string& path) {
-  struct stat sb;
-  return ::stat(path.c_str(), &sb) == 0 && S_ISDIR(sb.st_mode);
-}
-
-// The step of a name checkpoint_filename made (at least 8 digits, no sign), or -1.
-int64_t step_of(const std::string& name) {
-  static const std::string prefix = "step-", suffix = ".safetensors";
-  if (name.size() < prefix.size() + 8 + suffix.size() || name.rfind(prefix, 0) != 0 ||
-      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
-    return -1;
-  const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-  if (digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
-  return std::stoll(digits);
-}
-
-std::string base_name(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 std::string number(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
@@ -65,7 +43,7 @@ std::string number(double v) {
 void scan(const std::string& name, const Tensor& t, std::optional<NonFiniteReport>& report) {
   if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) return;
   const Tensor dense = t.is_dense() ? t : t.contiguous();
-  const amp::UnscaleResult r = amp::find_nonfinite(dense);
+  const UnscaleResult r = mixprec::find_nonfinite(dense);
   if (r.nonfinite == 0) return;
   if (!report) {
     report.emplace();
@@ -169,18 +147,6 @@ void check_scaler(const std::map<std::string, double>& sc, Problems& p) {
   integer_in("skipped_steps", get("skipped_steps", false), 0, kMaxCount, "[0, 2^53]");
 }
 
-// A candidate's state, or why it is not usable (bad_checkpoint / its load error).
-StatusOr<TrainingState> load_usable(const std::string& file) {
-  auto st = load_checkpoint(file);
-  if (!st.is_ok()) return st.status();
-  MIXPREC_RETURN_IF_ERROR(check_resumable(*st, file));
-  if (auto bad = find_nonfinite(*st))
-    return Status(StatusCode::bad_checkpoint,
-                  "checkpoint '" + file + "' holds inf/NaN: " + bad->describe() +
-                      " (a resume or rollback never continues from a non-finite state)");
-  return st;
-}
-
 }  // namespace
 
 std::string NonFiniteReport::describe() const {
@@ -217,59 +183,15 @@ Status check_resumable(const TrainingState& st, const std::string& file) {
   return p.status();
 }
 
-StatusOr<std::vector<std::pair<int64_t, std::string>>> list_checkpoints(const std::string& run_dir) {
-  DIR* d = ::opendir(run_dir.c_str());
-  if (!d) return Status::io_error("run directory '" + run_dir + "': " + std::strerror(errno));
-  std::vector<std::pair<int64_t, std::string>> out;
-  while (dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (const int64_t step = step_of(name); step >= 0) out.emplace_back(step, run_dir + "/" + name);
-  }
-  ::closedir(d);
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  return out;
-}
-
-StatusOr<UsableCheckpoint> first_usable_checkpoint(const std::vector<std::string>& files) {
-  UsableCheckpoint out;
-  for (const std::string& f : files) {
-    auto st = load_usable(f);
-    if (st.is_ok()) {
-      out.file = f;
-      out.state = std::move(st).value();
-      return out;
-    }
-    out.skipped.push_back(st.status().message());
-  }
-  if (files.size() == 1) return Status(StatusCode::bad_checkpoint, out.skipped.front());
-  std::string m = "no usable checkpoint among " + std::to_string(files.size()) + " candidates";
-  for (const std::string& why : out.skipped) m += "\n  " + why;
-  return Status(StatusCode::bad_checkpoint, m);
-}
-
-StatusOr<UsableCheckpoint> resolve_usable_checkpoint(const std::string& path) {
-  auto target = resolve_checkpoint(path);
-  if (!target.is_ok()) return target.status();
-  if (!is_directory(path)) return first_usable_checkpoint({*target});
-  auto first = first_usable_checkpoint({*target});
-  if (first.is_ok()) return first;
-  // The pointer's target is not usable: fall back to the newest usable older checkpoint.
-  const int64_t target_step = step_of(base_name(*target));
-  auto all = list_checkpoints(path);
-  if (!all.is_ok()) return all.status();
-  std::vector<std::string> older;
-  for (const auto& [step, file] : *all)
-    if (file != *target && (target_step < 0 || step < target_step)) older.push_back(file);
-  if (older.empty())
-    return Status(StatusCode::bad_checkpoint, first.status().message() + "\nrun directory '" + path +
-                                                  "' holds no older checkpoint to fall back to");
-  auto fallback = first_usable_checkpoint(older);
-  if (!fallback.is_ok())
+StatusOr<TrainingState> load_usable_checkpoint(const std::string& file) {
+  auto st = load_checkpoint(file);
+  if (!st.is_ok()) return st.status();
+  if (Status s = check_resumable(*st, file); !s.is_ok()) return Status(StatusCode::bad_checkpoint, s.message());
+  if (auto bad = find_nonfinite(*st))
     return Status(StatusCode::bad_checkpoint,
-                  first.status().message() + "\nand no older checkpoint of '" + path + "' is usable either:\n" +
-                      fallback.status().message());
-  fallback->skipped.insert(fallback->skipped.begin(), first.status().message());
-  return fallback;
+                  "checkpoint '" + file + "' holds inf/NaN: " + bad->describe() +
+                      " (a resume or rollback never continues from a non-finite state)");
+  return st;
 }
 
 }  // namespace mixprec

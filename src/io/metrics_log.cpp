@@ -1,5 +1,6 @@
 // io/metrics_log.cpp: metrics.jsonl, written one flushed line at a time and read back
 // tolerating the partial last line a kill -9 can leave.
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -176,11 +177,24 @@ Status MetricsLog::write_line(const std::string& line) {
 }
 
 Status MetricsLog::log_step(int64_t step, int64_t epoch, double loss, double lr, double scale,
-                            bool skipped, double seconds) {
-  return write_line("{\"type\":\"step\",\"step\":" + std::to_string(step) + ",\"epoch\":" +
-                    std::to_string(epoch) + ",\"loss\":" + format_number(loss) + ",\"lr\":" +
-                    format_number(lr) + ",\"scale\":" + format_number(scale) + ",\"skipped\":" +
-                    (skipped ? "true" : "false") + ",\"time\":" + format_number(seconds) + "}");
+                            bool skipped, double seconds, const StepExtras& extras) {
+  std::string line = "{\"type\":\"step\",\"step\":" + std::to_string(step) + ",\"epoch\":" +
+                     std::to_string(epoch) + ",\"loss\":" + format_number(loss) + ",\"lr\":" +
+                     format_number(lr) + ",\"scale\":" + format_number(scale) + ",\"skipped\":" +
+                     (skipped ? "true" : "false") + ",\"time\":" + format_number(seconds);
+  if (extras.memory_bytes >= 0) line += ",\"memory_bytes\":" + std::to_string(extras.memory_bytes);
+  if (extras.peak_memory_bytes >= 0) line += ",\"peak_memory_bytes\":" + std::to_string(extras.peak_memory_bytes);
+  if (!extras.overflow.empty()) {
+    // Parameter names come from model files (user input): serialised by the JSON library,
+    // with invalid UTF-8 replaced, so a line always parses.
+    json names = json::array();
+    for (size_t i = 0; i < extras.overflow.size() && i < kMaxOverflowNames; ++i)
+      names.push_back({{"tensor", extras.overflow[i].first}, {"values", extras.overflow[i].second}});
+    line += ",\"overflow\":" + names.dump(-1, ' ', false, json::error_handler_t::replace) +
+            ",\"overflow_tensors\":" + std::to_string(std::max<int64_t>(extras.overflow_tensors,
+                                                                        int64_t(extras.overflow.size())));
+  }
+  return write_line(line + "}");
 }
 
 Status MetricsLog::log_eval(int64_t step, int64_t epoch, double accuracy, double loss, double seconds) {

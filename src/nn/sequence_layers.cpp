@@ -1,11 +1,11 @@
-// sequence_layers.cpp: the layers of a text classifier over byte tokens (nn_attention.h):
+// sequence_layers.cpp: the layers of a text classifier over byte tokens (nn_sequence.h):
 // the token + position embedding and the mean over positions.
 #include <vector>
 
 #include "mixprec/amp.h"
 #include "mixprec/autograd.h"
 #include "mixprec/memory.h"
-#include "mixprec/nn_attention.h"
+#include "mixprec/nn_sequence.h"
 #include "mixprec/ops.h"
 #include "mixprec/status.h"
 

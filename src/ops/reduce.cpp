@@ -21,8 +21,14 @@ std::vector<int64_t> normalize_axes(const char* op, const Tensor& src, std::vect
                                            " out of range for " + src.str()));
     d = k;
   }
+  // A dim named twice (0 and -n count as the same) is refused, as PyTorch refuses it ("dim 0
+  // appears multiple times in the list of dims"): dropping the copy silently would hide a
+  // caller's mistake, and the reductions must agree on what they reduce.
   std::sort(dims.begin(), dims.end());
-  dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+  const auto twice = std::adjacent_find(dims.begin(), dims.end());
+  if (twice != dims.end())
+    throw Error(Status::invalid_argument(std::string(op) + ": dim " + std::to_string(*twice) +
+                                         " appears twice in the list of dims for " + src.str()));
   return dims;
 }
 

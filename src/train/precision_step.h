@@ -84,6 +84,25 @@ class PrecisionStep {
   const amp::Preset& preset() const { return preset_; }
 
  private:
+  // What a step does, decided once from the preset, the options and the micro-batch count
+  // (plan()); each part of run() below reads these instead of deciding again.
+  struct Plan {
+    bool fuse = false;        // the fused update (set_fused_update), unless the preset rules it out
+    bool accumulate = false;  // O2: the masters' f32 .grad filled after each backward
+    bool overlap = false;     // data-parallel buckets reduced during the last backward
+  };
+  Plan plan(size_t micro_batches, bool injecting) const;
+  // The parts of run(), in order: zero the gradients and start the ranks' reduction; per
+  // micro-batch the autocast forward and loss (returns its value), then the scaled backward;
+  // the injected inf; the reduction over the ranks; clipping, the (fused) optimizer step
+  // under the scaler and the weight copies (returns whether the update was applied).
+  void begin_gradients(const Plan& plan);
+  double forward(const Batch& b, Tensor& loss);
+  void backward(const Tensor& loss, bool last, const Plan& plan);
+  void inject_inf(const std::string& name, const Plan& plan);
+  void reduce_over_ranks(Outcome& out);
+  bool update(const Plan& plan);
+
   amp::Preset preset_;
   std::shared_ptr<nn::Module> model_;
   std::optional<amp::MasterWeights> masters_;

@@ -23,7 +23,7 @@ namespace {
 struct Contender {
   PresetTiming timing;
   std::vector<double> forward, backward, update;
-  std::unique_ptr<PrecisionStep> step;
+  std::unique_ptr<BenchmarkStep> step;
 };
 
 double median_of(std::vector<double> v) {
@@ -33,6 +33,29 @@ double median_of(std::vector<double> v) {
 }
 
 }  // namespace
+
+BenchmarkStep::BenchmarkStep(const nn::ModelSpec& spec, const amp::Preset& preset, int64_t batch_size,
+                             uint64_t seed) {
+  TrainConfig config;  // Adam, lr 1e-3, PyTorch's scaler defaults: what `mixprec train` runs
+  config.model = spec.name;
+  config.precision = preset.name;
+  config.batch_size = batch_size;
+  manual_seed(seed);  // every preset starts from the same f32 weights
+  step_ = std::make_unique<PrecisionStep>(preset, nn::build_model(spec).value(), config);
+}
+
+BenchmarkStep::~BenchmarkStep() = default;
+
+BenchmarkStep::Phases BenchmarkStep::run(const Batch& batch) {
+  micro_[0] = batch;  // no vector built per step
+  const PrecisionStep::Outcome out = step_->run(micro_);
+  return Phases{out.loss, out.forward_ms, out.backward_ms, out.update_ms};
+}
+
+nn::Module& BenchmarkStep::model() { return step_->model(); }
+const amp::Preset& BenchmarkStep::preset() const { return step_->preset(); }
+
+int64_t primitive_creations() { return backend::onednn::onednn_primitive_creations(); }
 
 Batch synthetic_batch(const nn::ModelSpec& spec, int64_t n, uint64_t seed) {
   Batch batch;
@@ -128,32 +151,27 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
 
   const int64_t n = result.batch_size;
   manual_seed(o.seed);
-  const std::vector<Batch> micro{synthetic_batch(*spec, n, o.seed)};
+  const Batch batch = synthetic_batch(*spec, n, o.seed);
 
   std::vector<Contender> contenders;
   for (const std::string& name : o.presets) {
     auto preset = amp::preset_by_name(name);
     if (!preset.is_ok()) return preset.status();
-    TrainConfig config;  // Adam, lr 1e-3, PyTorch's scaler defaults: what `mixprec train` runs
-    config.model = o.model;
-    config.precision = name;
-    config.batch_size = n;
-    manual_seed(o.seed);  // every preset starts from the same f32 weights
     Contender c;
     c.timing.preset = name;
-    c.step = std::make_unique<PrecisionStep>(*preset, nn::build_model(*spec).value(), config);
+    c.step = std::make_unique<BenchmarkStep>(*spec, *preset, n, o.seed);
     if (result.parameters == 0) result.parameters = c.step->model().num_parameters();
     contenders.push_back(std::move(c));
   }
 
   for (int64_t i = 0; i < o.warmup; ++i)
-    for (Contender& c : contenders) c.timing.last_loss = c.step->run(micro).loss;
+    for (Contender& c : contenders) c.timing.last_loss = c.step->run(batch).loss;
 
   // One extra untimed step per preset measures its peak activation memory in isolation.
   for (Contender& c : contenders) {
     reset_peak_memory();
     const int64_t base = current_bytes(MemoryCategory::activations);
-    c.timing.last_loss = c.step->run(micro).loss;
+    c.timing.last_loss = c.step->run(batch).loss;
     c.timing.peak_activation_bytes = peak_bytes(MemoryCategory::activations) - base;
   }
 
@@ -162,9 +180,9 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
   for (int64_t i = 0; i < o.steps; ++i) {
     for (Contender& c : contenders) {
       const int64_t allocs = allocation_count();
-      const int64_t prims = backend::onednn::onednn_primitive_creations();
+      const int64_t prims = primitive_creations();
       const auto t0 = std::chrono::steady_clock::now();
-      const PrecisionStep::Outcome out = c.step->run(micro);
+      const BenchmarkStep::Phases out = c.step->run(batch);
       const auto t1 = std::chrono::steady_clock::now();
       c.timing.last_loss = out.loss;
       c.forward.push_back(out.forward_ms);
@@ -172,7 +190,7 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
       c.update.push_back(out.update_ms);
       c.timing.step_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
       c.timing.heap_allocations += allocation_count() - allocs;
-      c.timing.primitive_creations += backend::onednn::onednn_primitive_creations() - prims;
+      c.timing.primitive_creations += primitive_creations() - prims;
       if (on_progress) on_progress(++done, total);
     }
   }

@@ -249,9 +249,20 @@ StatusOr<TrainingRun::Next> TrainingRun::train_step(int64_t epoch, int64_t batch
   ++global_step_;
   window_images_ += samples;
   result_.losses.push_back(out.loss);
-  if (metrics_)
+  if (metrics_) {
+    MetricsLog::StepExtras extras;
+    const MemoryStats mem = memory_stats();
+    extras.memory_bytes = mem.total_current;
+    extras.peak_memory_bytes = mem.total_peak;
+    if (!out.stepped) {
+      const auto& bad = step_->scaler().last_nonfinite();
+      extras.overflow_tensors = int64_t(bad.size());
+      for (size_t i = 0; i < bad.size() && i < MetricsLog::kMaxOverflowNames; ++i)
+        extras.overflow.emplace_back(bad[i].name, bad[i].count);
+    }
     MIXPREC_RETURN_IF_ERROR(metrics_->log_step(global_step_, epoch, out.loss, step_->optimizer().lr(), out.scale_used,
-                                               !out.stepped, time_offset_ + seconds_since(t_start_)));
+                                               !out.stepped, time_offset_ + seconds_since(t_start_), extras));
+  }
   if (!out.stepped) attribute_skipped_step(step_->scaler(), nullptr, &skipped_by_tensor_);
   report_step(epoch, out);
   return Next::go_on;

@@ -104,6 +104,7 @@ check("charts-have-canvases", expected <= set(d.charts) and canvases >= len(d.ch
 # Four finished runs of 8 steps each are drawn, plus the live run's steps so far.
 check("loss-chart-shows-points", d.charts.get("loss", 0) > 4 * 8, d.charts)
 check("lr-chart-shows-points", d.charts.get("lr", 0) > 4 * 8, d.charts)
+check("memory-chart-shows-points", d.charts.get("memory", 0) > 4 * 8, d.charts)  # step lines carry memory_bytes
 check("accuracy-chart-shows-points", d.charts.get("accuracy", 0) >= 3, d.charts)
 check("table-lists-runs", alltext.count("finished") >= 4 and "running" in alltext, "states")
 check("experiment-state-file-shown", "paused-for-the-test" in d.texts and "hyperparameters.lr" in d.texts and

@@ -81,6 +81,21 @@ grep -q $'\r' fp32.log && fail "non-tty: carriage returns in piped output" || ec
 grep -q "step 2 skipped: inf/NaN gradient in fc1.weight (1 value)" inject.log && echo "ok   skipped-step-line" || fail "skipped-step-line: $(grep -i skipped inject.log)"
 grep -q "skipped steps 1 (inf/NaN gradients in fc1.weight x1)" inject.log && echo "ok   skipped-summary" || fail "skipped-summary: $(grep 'skipped steps' inject.log)"
 
+# ---- metrics.jsonl records memory on every step and the overflowing tensor at a skipped step ----
+"$BIN" train "${FAST[@]}" --max-steps 4 --no-eval --run-dir "$TMP/inject_run" --precision amp-fp16 \
+  --inject-nonfinite 2:fc1.weight > inject_run.log 2>&1 || fail "inject-run: $(tail -3 inject_run.log)"
+python3 - "$TMP/inject_run/metrics.jsonl" <<'PY' && echo "ok   metrics-overflow-and-memory" || fail "metrics-overflow-and-memory"
+import json, sys
+steps = [json.loads(l) for l in open(sys.argv[1]) if '"type":"step"' in l]
+assert len(steps) == 4, steps
+assert all(s["memory_bytes"] > 0 and s["peak_memory_bytes"] >= s["memory_bytes"] for s in steps), steps
+skipped = [s for s in steps if s["skipped"]]
+assert [s["step"] for s in skipped] == [2], skipped
+assert skipped[0]["overflow"] == [{"tensor": "fc1.weight", "values": 1}], skipped[0]
+assert skipped[0]["overflow_tensors"] == 1
+assert not any("overflow" in s for s in steps if not s["skipped"]), steps
+PY
+
 # ---- a run that fails before its first step leaves no run directory ----
 expect failed-run 3 "/nonexistent" -- "$BIN" train --data-dir /nonexistent --run-dir "$TMP/failed" --max-steps 1
 [[ ! -e "$TMP/failed" ]] && echo "ok   failed-run-dir-removed" || fail "failed-run-dir-removed: $(ls -A "$TMP/failed")"

@@ -65,3 +65,15 @@ def test_misuse_raises_a_python_error(case):
     with pytest.raises((ValueError, TypeError, RuntimeError, IndexError)) as info:
         CASES[case]()
     assert str(info.value), "the message must say what was wrong"
+
+
+def test_a_repeated_dim_is_the_engines_error():
+    # The engine refuses it (src/ops/reduce.cpp), as PyTorch does; the binding adds no check
+    # of its own for floating tensors, so Python sees the C++ message.
+    for call in (lambda: x2.mean((0, 0)), lambda: x2.sum((1, -1)), lambda: x2.mean((0, -2), True)):
+        with pytest.raises(mixprec.InvalidArgumentError, match=r"dim \d appears twice") as info:
+            call()
+        assert isinstance(info.value, RuntimeError)  # what PyTorch raises
+    with pytest.raises(mixprec.InvalidArgumentError, match="sum: dim 0 appears twice"):
+        mixprec.tensor([[1, 2], [3, 4]]).sum((0, 0))  # int64: summed outside the engine
+    np.testing.assert_allclose(x2.mean((1, 0)).item(), x2.numpy().astype(np.float64).mean(), rtol=1e-6)

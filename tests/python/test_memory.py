@@ -80,3 +80,39 @@ def test_pickle_and_deepcopy_keep_values_dtype_and_parameters():
     state = pickle.loads(pickle.dumps(model.state_dict()))
     assert state["0.weight"].dtype == mixprec.bfloat16 and not state["0.weight"].requires_grad
     model.load_state_dict(state)
+
+
+def test_views_outlive_their_base_and_numpy_arrays_of_views_outlive_both():
+    # A strided view holds the storage (not the base tensor object); a NumPy array of the view
+    # holds it after both are gone; a view of a from_numpy tensor holds the array.
+    base = mixprec.tensor(np.arange(24, dtype=np.float32).reshape(2, 3, 4)) * 1.0
+    view = base.permute(2, 0, 1)[1:, :, ::2]
+    del base
+    gc.collect()
+    mixprec.zeros(24).fill_(-1.0)
+    arr = view.numpy()
+    del view
+    gc.collect()
+    expected = np.arange(24, dtype=np.float32).reshape(2, 3, 4).transpose(2, 0, 1)[1:, :, ::2]
+    np.testing.assert_array_equal(arr, expected)
+    a = np.arange(24, dtype=np.float32).reshape(4, 6)
+    v = mixprec.from_numpy(a).t()[::2]
+    del a
+    gc.collect()
+    np.testing.assert_array_equal(v.numpy(), np.arange(24, dtype=np.float32).reshape(4, 6).T[::2])
+
+
+def test_view_and_mask_cycles_leave_nothing_behind():
+    a = np.ones((16, 8), dtype=np.float32)
+    refs_before = sys.getrefcount(a)
+    bytes_before = mixprec._mixprec._allocated_bytes()
+    for i in range(2_000):
+        t = mixprec.from_numpy(a)
+        v = t.t()[1:, ::2]
+        picked = (v * 2.0)[v > 0]  # a strided view through an op, a mask, a gather
+        assert picked.shape == (56,)
+        w = v.numpy()
+        del t, v, picked, w
+    gc.collect()
+    assert sys.getrefcount(a) == refs_before
+    assert mixprec._mixprec._allocated_bytes() == bytes_before

@@ -21,8 +21,11 @@ class Parameter(Tensor):
     def __init__(self, data=None, requires_grad=True):
         if data is None:
             data = _C._empty([0], dtype.float32)
-        # detach(): a new leaf over the same memory, as torch.nn.Parameter(data).
-        super().__init__(data.detach())
+        # detach(): a new leaf over the same memory, as torch.nn.Parameter(data). A strided view
+        # (data.t(), a stepped slice) becomes a dense copy: the engine's optimizers update a
+        # parameter and its state linearly (docs/python.md).
+        data = data.detach()
+        super().__init__(data if data._is_dense() else data.contiguous())
         self.requires_grad = requires_grad
 
     @classmethod

@@ -34,7 +34,10 @@
 // dtype" rule.
 #include "backend/kernels.h"
 #include "backend/onednn/conv_util.h"
+#include "backend/onednn/dispatch_log.h"
+#include "backend/onednn/dnnl_errors.h"
 #include "backend/onednn/half_emulation.h"
+#include "backend/onednn/memory_desc.h"
 #include "backend/onednn/reorder_util.h"
 #include "backend/onednn/weights_cache.h"
 

@@ -1,6 +1,8 @@
 // backend/onednn/conv_util.cpp: convolution geometry and the forward primitive_desc.
 #include "backend/onednn/conv_util.h"
 
+#include "backend/onednn/memory_desc.h"
+
 namespace mixprec::backend::onednn {
 namespace {
 [[noreturn]] void bad(const std::string& msg) { throw Error(Status::invalid_argument(msg)); }

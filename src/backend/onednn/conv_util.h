@@ -3,7 +3,7 @@
 // OH/OW output size.
 #pragma once
 #include "backend/kernel_params.h"
-#include "backend/onednn/memory_util.h"
+#include "backend/onednn/memory_desc.h"
 #include "backend/onednn/primitive_cache.h"
 
 namespace mixprec::backend::onednn {

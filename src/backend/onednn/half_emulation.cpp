@@ -5,10 +5,11 @@
 #include <algorithm>
 #include <numeric>
 
+#include "backend/onednn/dispatch_log.h"
+#include "backend/onednn/engine.h"
 #include "backend/onednn/reorder_util.h"
 #include "core/convert.h"
 #include "core/cpu_features.h"
-#include "backend/onednn/engine.h"
 
 namespace mixprec::backend::onednn {
 namespace {

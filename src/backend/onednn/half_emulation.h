@@ -29,7 +29,7 @@
 #include <string>
 
 #include "backend/kernels.h"
-#include "backend/onednn/memory_util.h"
+#include "backend/onednn/dispatch_log.h"
 #include "mixprec/memory.h"
 
 namespace mixprec::backend::onednn {

@@ -20,8 +20,10 @@
 // (half_emulation.h), backward weights returning f32 for it too.
 #include "backend/cpu/column_sum.h"
 #include "backend/kernels.h"
+#include "backend/onednn/dnnl_errors.h"
 #include "backend/onednn/half_emulation.h"
 #include "backend/onednn/matmul_util.h"
+#include "backend/onednn/memory_desc.h"
 #include "backend/onednn/reorder_util.h"
 #include "backend/onednn/serial_scope.h"
 

@@ -6,8 +6,11 @@
 // dst is contiguous, in the inputs' dtype (bf16 -> bf16, f32 accumulation inside oneDNN;
 // f16 is emulated on the f32 primitive, half_emulation.h).
 #include "backend/kernels.h"
+#include "backend/onednn/dispatch_log.h"
+#include "backend/onednn/dnnl_errors.h"
 #include "backend/onednn/half_emulation.h"
 #include "backend/onednn/matmul_util.h"
+#include "backend/onednn/memory_desc.h"
 #include "backend/onednn/reorder_util.h"
 
 namespace mixprec::backend::onednn {

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 
+#include "backend/onednn/dispatch_log.h"
+#include "backend/onednn/dnnl_errors.h"
+#include "backend/onednn/memory_desc.h"
 #include "backend/onednn/reorder_util.h"
 
 namespace mixprec::backend::onednn {

@@ -7,8 +7,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "backend/onednn/memory_desc.h"
 #include "backend/onednn/primitive_cache.h"
-#include "backend/onednn/memory_util.h"
 
 namespace mixprec::backend::onednn {
 

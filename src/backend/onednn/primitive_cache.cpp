@@ -1,6 +1,7 @@
 // backend/onednn/primitive_cache.cpp: the LRU map from PrimKey to cached primitives.
 #include "backend/onednn/primitive_cache.h"
 
+#include "backend/onednn/dispatch_log.h"
 #include "backend/onednn/half_emulation.h"
 
 #include <unordered_map>

@@ -14,7 +14,10 @@
 #include <cstring>
 
 #include "backend/kernels.h"
+#include "backend/onednn/dispatch_log.h"
+#include "backend/onednn/dnnl_errors.h"
 #include "backend/onednn/half_emulation.h"
+#include "backend/onednn/memory_desc.h"
 #include "backend/onednn/primitive_cache.h"
 #include "backend/onednn/reorder_util.h"
 #include "backend/onednn/serial_scope.h"

@@ -1,7 +1,7 @@
 // backend/onednn/reorder_util.h: cached oneDNN reorders between memory descs, and the
 // Tensor-level layout helpers the compute kernels use.
 #pragma once
-#include "backend/onednn/memory_util.h"
+#include "backend/onednn/memory_desc.h"
 
 namespace mixprec::backend::onednn {
 

@@ -10,7 +10,10 @@
 // dst keeps src's layout (any dense tensor; others are made contiguous first). Backward
 // reads dst, as kernels.h says; diff_dst is brought to dst's layout so one primitive serves.
 #include "backend/kernels.h"
+#include "backend/onednn/dispatch_log.h"
+#include "backend/onednn/dnnl_errors.h"
 #include "backend/onednn/half_emulation.h"
+#include "backend/onednn/memory_desc.h"
 #include "backend/onednn/primitive_cache.h"
 #include "backend/onednn/reorder_util.h"
 #include "backend/onednn/serial_scope.h"

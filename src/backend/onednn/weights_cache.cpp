@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/onednn/memory_desc.h"
 #include "backend/onednn/onednn_stats.h"
 #include "backend/onednn/primitive_cache.h"
 #include "backend/onednn/reorder_util.h"

@@ -12,7 +12,7 @@
 // Buffers of entries whose storage died are recycled for new entries of the same size, so
 // an autocast step that casts fresh bf16 weights every iteration does not allocate.
 #pragma once
-#include "backend/onednn/memory_util.h"
+#include "backend/onednn/memory_desc.h"
 
 namespace mixprec::backend::onednn {
 

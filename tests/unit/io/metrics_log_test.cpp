@@ -75,6 +75,45 @@ TEST(MetricsLog, EachRecordIsOneJsonLineWithTheDocumentedKeys) {
   EXPECT_FALSE(back->truncated_last_line);
 }
 
+// What the dashboard charts and lists: memory on every step line, and at a skipped step the
+// tensors that overflowed (at most kMaxOverflowNames, with the full count), names that are
+// not UTF-8 written with U+FFFD so that the line still parses; the reader keeps working.
+TEST(MetricsLog, StepExtrasCarryMemoryAndTheOverflowingTensors) {
+  TempFile t;
+  MetricsLog::StepExtras plain;
+  plain.memory_bytes = 1234;
+  plain.peak_memory_bytes = 5678;
+  MetricsLog::StepExtras skipped = plain;
+  skipped.overflow_tensors = 10;
+  for (int i = 0; i < 10; ++i) skipped.overflow.emplace_back("layer" + std::to_string(i) + ".weight", i + 1);
+  skipped.overflow[1].first = "bad\xff\xfename";
+  {
+    auto log = MetricsLog::open(t.path);
+    ASSERT_TRUE(log.is_ok()) << log.status().message();
+    ASSERT_TRUE((*log)->log_step(1, 0, 2.5, 1e-3, 65536, false, 0.25, plain).is_ok());
+    ASSERT_TRUE((*log)->log_step(2, 0, NAN, 1e-3, 32768, true, 0.5, skipped).is_ok());
+    ASSERT_TRUE((*log)->log_step(3, 0, 2.0, 1e-3, 32768, false, 0.75).is_ok());  // no extras
+  }
+  const auto text = lines(t.path);
+  ASSERT_EQ(text.size(), 3u);
+  const auto a = nlohmann::json::parse(text[0]);
+  EXPECT_EQ(a.at("memory_bytes"), 1234);
+  EXPECT_EQ(a.at("peak_memory_bytes"), 5678);
+  EXPECT_FALSE(a.contains("overflow"));
+  const auto b = nlohmann::json::parse(text[1]);  // throws (fails) if the bad name broke the line
+  ASSERT_EQ(b.at("overflow").size(), MetricsLog::kMaxOverflowNames);
+  EXPECT_EQ(b.at("overflow")[0].at("tensor"), "layer0.weight");
+  EXPECT_EQ(b.at("overflow")[0].at("values"), 1);
+  EXPECT_EQ(b.at("overflow")[1].at("tensor"), "bad\xef\xbf\xbd\xef\xbf\xbdname");
+  EXPECT_EQ(b.at("overflow_tensors"), 10);
+  const auto c = nlohmann::json::parse(text[2]);
+  EXPECT_FALSE(c.contains("memory_bytes"));
+  auto back = read_metrics(t.path);
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  ASSERT_EQ(back->records.size(), 3u);
+  EXPECT_TRUE(back->records[1].skipped);
+}
+
 TEST(MetricsLog, ResumeDropsRecordsAfterTheCheckpointStep) {
   TempFile t;
   {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/tensor_checks.h"
 #include "mixprec/amp.h"
 #include "mixprec/autograd.h"
 #include "mixprec/nn.h"
@@ -15,37 +16,13 @@
 namespace mixprec {
 namespace {
 
-Tensor f64(const std::vector<double>& v, const Shape& s) { return Tensor::from_vector_f64(v, s); }
-
-// Same dtype, shape and bytes (compares the contiguous buffers).
-::testing::AssertionResult bits_equal(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape())
-    return ::testing::AssertionFailure() << a.str() << " vs " << b.str();
-  const Tensor ca = a.contiguous(), cb = b.contiguous();
-  if (std::memcmp(ca.data(), cb.data(), size_t(a.numel()) * dtype_size(a.dtype())) != 0)
-    return ::testing::AssertionFailure() << "bytes differ";
-  return ::testing::AssertionSuccess();
-}
-
-// The message of the Error fn throws ("" if none).
-template <typename F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::bits_equal;
+using test::error_of;
+using test::expect_all_near;
+using test::f64;
 
 // batch_norm's input [2, 2, 1, 3] (as in norm_test.cpp)
 const std::vector<double> kBnInput = {1, 2, 3, 10, 20, 30, 4, 5, 6, 40, 50, 60};
-
-void expect_all_near(const Tensor& t, const std::vector<double>& expected, double tol) {
-  const std::vector<double> v = t.to_vector_f64();
-  ASSERT_EQ(v.size(), expected.size());
-  for (size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(v[i], expected[i], tol) << "element " << i;
-}
 
 // ---- autocast ----
 

@@ -13,7 +13,7 @@
 #include <limits>
 #include <random>
 
-#include "amp/unscale_kernel.h"
+#include "core/nonfinite_scan.h"
 #include "mixprec/half.h"
 #include "mixprec/optim.h"
 #include "optim/update_math.h"
@@ -254,12 +254,12 @@ TEST(FusedUpdateKernel, NonfiniteCheckCountsInfAndNanInEveryDtypeWithoutWriting)
     v[9] = 65504.0;  // the largest f16: finite
     const Tensor g = Tensor::from_vector_f64(v, {n}, d);
     const std::vector<double> before = g.to_vector_f64();
-    const amp::UnscaleResult r = amp::find_nonfinite(g);
+    const UnscaleResult r = mixprec::find_nonfinite(g);
     EXPECT_EQ(r.nonfinite, 3);
     EXPECT_EQ(r.first_index, 7);
     const std::vector<double> after = g.to_vector_f64();
     EXPECT_EQ(std::memcmp(before.data(), after.data(), before.size() * 8), 0);
-    const amp::UnscaleResult clean = amp::find_nonfinite(Tensor::ones({n}, d));
+    const UnscaleResult clean = mixprec::find_nonfinite(Tensor::ones({n}, d));
     EXPECT_EQ(clean.nonfinite, 0);
     EXPECT_EQ(clean.first_index, -1);
   }
@@ -273,7 +273,7 @@ TEST(FusedUpdateKernel, UnscaleOfSixteenBitGradientsRoundsOnceWithoutAHeapBuffer
     const std::vector<float> raw = randn(n, 8, 100.0f);
     Tensor g = Tensor::from_vector(raw, {n}, d);
     g.data_ptr<uint16_t>()[12345] = d == DType::bf16 ? 0x7fc0 : 0x7e00;  // NaN
-    const amp::UnscaleResult r = amp::unscale_and_check(g, inv);
+    const UnscaleResult r = mixprec::unscale_and_check(g, inv);
     EXPECT_EQ(r.nonfinite, 1);
     EXPECT_EQ(r.first_index, 12345);
     const uint16_t* got = g.data_ptr<uint16_t>();

@@ -7,7 +7,8 @@
 
 const RUNS_EVERY_MS = 5000, METRICS_EVERY_MS = 1500;
 const COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777", "#4b5563", "#65a30d"];
-const KNOWN_STEP_FIELDS = new Set(["type", "step", "epoch", "loss", "lr", "scale", "skipped", "time"]);
+const KNOWN_STEP_FIELDS = new Set(["type", "step", "epoch", "loss", "lr", "scale", "skipped", "time",
+  "memory_bytes", "peak_memory_bytes", "overflow", "overflow_tensors"]);
 
 const state = {
   runs: [], experiments: [], byId: new Map(),
@@ -282,8 +283,11 @@ const CHARTS = [
   { name: "throughput", title: "throughput (samples/s)", points: (r, s) => throughput(r, s.steps) },
   { name: "scale", title: "loss scale", log: true, points: (r, s) => s.steps.map(p => ({ x: p.step, y: p.scale })) },
   { name: "skipped", title: "skipped steps (cumulative)", points: (r, s) => cumulativeSkips(s.steps) },
-  { name: "memory", title: "memory (bytes)", note: "metrics.jsonl does not record memory: train prints its peak in the summary",
-    points: (r, s) => s.steps.filter(p => typeof p.memory_bytes === "number").map(p => ({ x: p.step, y: p.memory_bytes })) },
+  { name: "memory", title: "tensor memory held after each step (MiB)",
+    note: "the tracking allocator's bytes (runs older than this field draw nothing)",
+    points: (r, s) => s.steps.filter(p => typeof p.memory_bytes === "number").map(p => ({ x: p.step, y: p.memory_bytes / 1048576 })) },
+  { name: "peak_memory", title: "peak tensor memory so far (MiB)",
+    points: (r, s) => s.steps.filter(p => typeof p.peak_memory_bytes === "number").map(p => ({ x: p.step, y: p.peak_memory_bytes / 1048576 })) },
   { name: "other", title: "other logged values", note: "numbers in step lines beyond step, loss, lr, scale, time",
     points: () => [] },
 ];
@@ -335,7 +339,7 @@ function drawCharts() {
 }
 
 // The skipped steps of the ticked runs, with whatever a step line says beyond the usual
-// fields (the overflowing tensor, once metrics.jsonl records it).
+// fields. Names are set as text by el(), never as HTML (tensor names come from model files).
 function drawSkippedList() {
   const box = document.getElementById("skipped");
   box.replaceChildren();
@@ -347,7 +351,12 @@ function drawSkippedList() {
     const list = el("ul", {});
     for (const p of skipped.slice(-50)) {
       const extra = Object.entries(p).filter(([k]) => !KNOWN_STEP_FIELDS.has(k)).map(([k, v]) => k + " " + fmt(typeof v === "object" ? JSON.stringify(v) : v));
-      list.append(el("li", {}, "step " + p.step + ": inf/NaN gradients, loss scale " + fmt(p.scale) + (extra.length ? " — " + extra.join(", ") : "")));
+      // The GradScaler's attribution: which tensors held inf/NaN, with how many values.
+      const where = Array.isArray(p.overflow) && p.overflow.length
+        ? " in " + p.overflow.map(o => String(o.tensor) + " (" + fmt(o.values) + ")").join(", ") +
+          (p.overflow_tensors > p.overflow.length ? " and " + (p.overflow_tensors - p.overflow.length) + " more" : "")
+        : "";
+      list.append(el("li", {}, "step " + p.step + ": inf/NaN gradients" + where + ", loss scale " + fmt(p.scale) + (extra.length ? " — " + extra.join(", ") : "")));
     }
     box.append(el("div", {}, run.name + ": " + skipped.length + " skipped steps" + (skipped.length > 50 ? " (the last 50)" : "")), list);
   }

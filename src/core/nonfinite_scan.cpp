@@ -1,11 +1,11 @@
-// unscale_kernel.cpp: one pass per gradient that unscales and counts inf/NaN, and the
+// nonfinite_scan.cpp: one pass per gradient that unscales and counts inf/NaN, and the
 // read-only count. Tiles of kTile elements are split over the OpenMP threads with a static
 // schedule; counts add up and the first index is a min, so the report is the same on any
 // thread count. 16-bit gradients are widened per tile on the stack (no heap buffer).
 // This file must never be built with -ffast-math / -ffinite-math-only: the compiler
 // would be allowed to assume no inf/NaN exist and delete the check. The test
 // GradScaler.InfInOneElementIsFound fails if that happens.
-#include "amp/unscale_kernel.h"
+#include "core/nonfinite_scan.h"
 
 #include <omp.h>
 
@@ -17,10 +17,10 @@
 #include "mixprec/status.h"
 
 #if defined(__FAST_MATH__) || defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__
-#error "unscale_kernel.cpp must be compiled without fast-math: it checks for inf/NaN"
+#error "nonfinite_scan.cpp must be compiled without fast-math: it checks for inf/NaN"
 #endif
 
-namespace mixprec::amp {
+namespace mixprec {
 
 namespace {
 
@@ -135,4 +135,4 @@ UnscaleResult find_nonfinite(const Tensor& grad) {
                   "inf/NaN check", grad);
 }
 
-}  // namespace mixprec::amp
+}  // namespace mixprec

@@ -17,7 +17,7 @@ set(MIXPREC_FUZZ_LIB_SOURCES
   autograd/engine.cpp autograd/grad_mode.cpp
   backend/onednn/engine.cpp backend/onednn/half_emulation.cpp backend/onednn/memory_desc.cpp backend/onednn/dispatch_log.cpp backend/onednn/dnnl_errors.cpp
   backend/onednn/primitive_cache.cpp backend/onednn/reorder.cpp
-  backend/cpu/layout.cpp backend/ref/ref_util.cpp backend/ref/reorder.cpp
+  backend/cpu/layout.cpp backend/ref/ref_util.cpp backend/ref/reorder.cpp backend/dispatch_log.cpp
   serve/request.cpp http/request_parser.cpp http/message.cpp
   experiment/experiment_file.cpp experiment/searcher_file.cpp experiment/search_space.cpp experiment/experiment_state.cpp)
 foreach(f ${MIXPREC_FUZZ_LIB_SOURCES})

@@ -1,5 +1,9 @@
-// ops_gradcheck_test.cpp: every differentiable op, through the public API and the autograd
-// engine, against central finite differences in float64 (f64 runs on backend/ref).
+// ops_gradcheck_test.cpp: gradients through the public API and the autograd engine against
+// central finite differences in float64, for the configurations and compositions one
+// registry entry does not reach (strides, padding, no bias or affine, other dims, exponents,
+// channels-last inputs, small networks). Each registered op's own gradient check is
+// generated from the registry (src/ops/registry.cpp) by tests/unit/ops/op_harness_test.cpp;
+// a case that only repeated an entry's configuration is not kept here.
 // Loss used: L = sum(op(inputs) * R) with a fixed random R, so every output element
 // contributes with a different weight (a plain sum would make layer_norm's input gradient
 // identically zero). Dropout's gradient is checked against its own mask (finite
@@ -26,18 +30,6 @@ TEST(OpsGradcheck, Conv2dWithBiasStrideAndPadding) {
 TEST(OpsGradcheck, Conv2dNoBias) {
   check_op("conv2d", [](auto& x) { return conv2d(x[0], x[1], Tensor(), 1, 0); },
            {random_tensor({1, 2, 4, 4}, 4), random_tensor({3, 2, 2, 2}, 5)});
-}
-
-TEST(OpsGradcheck, Linear) {
-  check_op("linear", [](auto& x) { return linear(x[0], x[1], x[2]); },
-           {random_tensor({3, 5}, 6), random_tensor({4, 5}, 7), random_tensor({4}, 8)});
-}
-
-TEST(OpsGradcheck, Matmul2dAnd3d) {
-  check_op("matmul2d", [](auto& x) { return matmul(x[0], x[1]); },
-           {random_tensor({3, 4}, 9), random_tensor({4, 2}, 10)});
-  check_op("bmm", [](auto& x) { return matmul(x[0], x[1]); },
-           {random_tensor({2, 3, 4}, 11), random_tensor({2, 4, 5}, 12)});
 }
 
 TEST(OpsGradcheck, ReluAwayFromKink) {
@@ -67,9 +59,7 @@ TEST(OpsGradcheck, AvgPool) {
   check_op("avg_pool2d", [](auto& t) { return avg_pool2d(t[0], 2); }, {random_tensor({1, 2, 4, 6}, 15)});
 }
 
-TEST(OpsGradcheck, SoftmaxAndLogSoftmax) {
-  check_op("softmax", [](auto& t) { return softmax(t[0], 1); }, {random_tensor({3, 5}, 16)});
-  check_op("log_softmax", [](auto& t) { return log_softmax(t[0], -1); }, {random_tensor({3, 5}, 17)});
+TEST(OpsGradcheck, LogSoftmaxOverDim0) {
   check_op("log_softmax_dim0", [](auto& t) { return log_softmax(t[0], 0); }, {random_tensor({4, 3}, 18)});
 }
 
@@ -85,11 +75,6 @@ TEST(OpsGradcheck, BinaryWithBroadcasting) {
   check_op("mul_scalar", [](auto& t) { return add(mul(t[0], 2.5), 1.0); }, {random_tensor({4}, 27)});
 }
 
-TEST(OpsGradcheck, UnaryMath) {
-  check_op("exp", [](auto& t) { return exp(t[0]); }, {random_tensor({5}, 28)});
-  check_op("log", [](auto& t) { return log(t[0]); }, {random_tensor({5}, 29, 0.5, 3.0)});
-}
-
 TEST(OpsGradcheck, Reductions) {
   check_op("sum_all", [](auto& t) { return sum(t[0]); }, {random_tensor({2, 3, 4}, 30)});
   check_op("sum_dim", [](auto& t) { return sum(t[0], {1}, false); }, {random_tensor({2, 3, 4}, 31)});
@@ -97,20 +82,13 @@ TEST(OpsGradcheck, Reductions) {
            {random_tensor({2, 3, 4}, 32)});
 }
 
-TEST(OpsGradcheck, Losses) {
+TEST(OpsGradcheck, NllLossSumAfterLogSoftmax) {
   const Tensor target = Tensor::from_vector_i64({2, 0, 1}, {3});
-  check_op("cross_entropy", [&](auto& t) { return cross_entropy(t[0], target); },
-           {random_tensor({3, 4}, 33)});
   check_op("nll_loss_sum", [&](auto& t) { return nll_loss(log_softmax(t[0], 1), target, Reduction::sum); },
            {random_tensor({3, 4}, 34)});
-  check_op("mse_loss", [](auto& t) { return mse_loss(t[0], t[1]); },
-           {random_tensor({2, 3}, 35), random_tensor({2, 3}, 36)});
 }
 
-TEST(OpsGradcheck, ReshapeFlattenTransposeAndLayout) {
-  check_op("flatten", [](auto& t) { return flatten(t[0], 1); }, {random_tensor({2, 3, 2, 2}, 37)});
-  check_op("reshape", [](auto& t) { return reshape(t[0], {3, -1}); }, {random_tensor({2, 3, 2}, 38)});
-  check_op("transpose", [](auto& t) { return transpose(t[0], 0, 1); }, {random_tensor({2, 3}, 39)});
+TEST(OpsGradcheck, ChannelsLastThenFlatten) {
   check_op("channels_last_then_flatten",
            [](auto& t) { return flatten(t[0].to_memory_format(MemoryFormat::channels_last), 1); },
            {random_tensor({2, 3, 2, 2}, 40)});
@@ -131,9 +109,7 @@ TEST(OpsGradcheck, SmallCnnEndToEnd) {
 
 // ---- normalisation, activations, pow, joining ----
 
-TEST(NormActivationJoinGradcheck, LayerNormInputWeightBias) {
-  check_op("layer_norm_last_dim", [](auto& x) { return layer_norm(x[0], {5}, x[1], x[2]); },
-           {random_tensor({3, 5}, 1), random_tensor({5}, 2, 0.5, 1.5), random_tensor({5}, 3)});
+TEST(NormActivationJoinGradcheck, LayerNormOverTwoDims) {
   check_op(
       "layer_norm_last_two_dims",
       [](auto& x) {
@@ -181,10 +157,6 @@ TEST(NormActivationJoinGradcheck, BatchNormWithoutAffine) {
   check_op("batch_norm_no_affine",
            [](auto& x) { return batch_norm(x[0], Tensor(), Tensor(), Tensor(), Tensor(), true); },
            {random_tensor({5, 2}, 22)});
-}
-
-TEST(NormActivationJoinGradcheck, Gelu) {
-  check_op("gelu", [](auto& x) { return gelu(x[0]); }, {random_tensor({3, 4}, 23, -3.0, 3.0)});
 }
 
 TEST(NormActivationJoinGradcheck, Pow) {

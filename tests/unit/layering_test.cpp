@@ -78,7 +78,7 @@ Layers layers_from_design(const std::vector<std::string>& doc) {
     l.order.push_back(row[0]);
     l.folder[m[1]] = row[0];
   }
-  const std::regex name(R"(`([a-z_0-9]+\.h)`)");
+  const std::regex name(R"(`([a-z_0-9]+\.(?:h|def))`)");  // ops.def: the op list
   for (const auto& row : table_after(doc, "| layer | public headers |")) {
     if (row.size() < 2) continue;
     for (auto it = std::sregex_iterator(row[1].begin(), row[1].end(), name); it != std::sregex_iterator(); ++it) {
@@ -171,7 +171,7 @@ std::vector<Source> repository_sources() {
   for (const char* dir : {"src", "include"})
     for (const auto& e : fs::recursive_directory_iterator(kSource / dir)) {
       const std::string ext = e.path().extension().string();
-      if (ext != ".cpp" && ext != ".h" && ext != ".inc") continue;
+      if (ext != ".cpp" && ext != ".h" && ext != ".inc" && ext != ".def") continue;
       out.push_back({fs::relative(e.path(), kSource).generic_string(), lines_of(e.path())});
     }
   std::sort(out.begin(), out.end(), [](const Source& a, const Source& b) { return a.path < b.path; });

@@ -4,6 +4,7 @@
 #pragma once
 #include <string>
 
+#include "backend/dispatch_log.h"
 #include "mixprec/tensor.h"
 
 namespace mixprec::backend::onednn {
@@ -12,9 +13,8 @@ namespace mixprec::backend::onednn {
 std::string describe(const Tensor& t);
 std::string describe(const Shape& shape, DType d);
 
-// MIXPREC_VERBOSE contains "dispatch" (read once).
-bool dispatch_verbose();
-// Prints "mixprec: dispatch <kind> -> <impl> (oneDNN)" to stderr once per distinct line
+// dispatch_verbose() (MIXPREC_VERBOSE=dispatch) is backend/dispatch_log.h's, the one switch
+// and log shared with the ops' route. Prints "mixprec: dispatch <kind> -> <impl> (oneDNN)" to stderr once per distinct line
 // when dispatch_verbose(); kind names the kernel and dtype, e.g. "conv2d_forward f32".
 // Reference kernels (impl "ref:*") are flagged as slow.
 // `detail` (shapes, layouts) is printed only for reference kernels, to find the culprit.

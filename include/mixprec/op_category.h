@@ -35,6 +35,8 @@ enum class OpId : uint16_t {
   transpose, neg, attention_softmax, embedding,
   // lower (placed last so that the rows above keep their numbers)
   scaled_dot_product_attention,
+  // lower: PyTorch's BLAS-style ops (src/ops/blas.cpp)
+  mm, mv, addmm, addmv, addr, baddbmm, addbmm, chain_matmul,
   count
 };
 

@@ -57,6 +57,26 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor conv2d(const Tensor& src, const Tensor& weights, const Tensor& bias = Tensor(),
               int64_t stride = 1, int64_t padding = 0);
 
+// ---- PyTorch's BLAS-style ops (lower policy, each its own row; src/ops/blas.cpp) ----
+// PyTorch's names, argument order and defaults (beta and alpha are keyword-only there).
+// Every operand has one floating dtype (outside autocast a mix raises, as PyTorch's does).
+// The add* ops return beta * input + alpha * product, input broadcast to the product's
+// shape; beta == 0 ignores input's values (NaN included), as PyTorch.
+Tensor mm(const Tensor& input, const Tensor& mat2);  // [M, K] x [K, N] -> [M, N]
+Tensor mv(const Tensor& input, const Tensor& vec);   // [M, K] x [K] -> [M]
+Tensor addmm(const Tensor& input, const Tensor& mat1, const Tensor& mat2, double beta = 1.0,
+             double alpha = 1.0);  // product mat1 [M, K] x mat2 [K, N]
+Tensor addmv(const Tensor& input, const Tensor& mat, const Tensor& vec, double beta = 1.0,
+             double alpha = 1.0);  // product mat [M, K] x vec [K]
+Tensor addr(const Tensor& input, const Tensor& vec1, const Tensor& vec2, double beta = 1.0,
+            double alpha = 1.0);  // outer product vec1 [M] x vec2 [N]
+Tensor baddbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, double beta = 1.0,
+               double alpha = 1.0);  // product batch1 [B, M, K] x batch2 [B, K, N] -> [B, M, N]
+Tensor addbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, double beta = 1.0,
+              double alpha = 1.0);  // sum over b of batch1[b] x batch2[b] -> [M, N]
+// The product of 2-D matrices in the cheapest order (PyTorch's choice: multi_dot's).
+Tensor chain_matmul(const std::vector<Tensor>& matrices);
+
 // ---- pooling ----
 Tensor max_pool2d(const Tensor& src, int64_t kernel, int64_t stride = -1, int64_t padding = 0);
 Tensor avg_pool2d(const Tensor& src, int64_t kernel, int64_t stride = -1, int64_t padding = 0);

@@ -66,6 +66,19 @@ constexpr PolicyRow kPolicyTable[] = {
     // As PyTorch 2.x's autocast (1.13 has no such op): Q, K and V in the autocast dtype; the
     // op keeps its softmax statistics in f32 inside (ops/attention.cpp).
     {OpId::scaled_dot_product_attention, "scaled_dot_product_attention", CastPolicy::lower},
+    // PyTorch's BLAS-style ops, each its own row (src/ops/blas.cpp). mm, addmm, baddbmm,
+    // addbmm and chain_matmul as PyTorch 1.13's CPU autocast; mv, addmv and addr are on
+    // its CUDA list only (1.13's CPU leaves them f32): mixprec lowers them too, as the
+    // matrix-matrix forms, since 16-bit operands halve a memory-bound product's traffic
+    // (kDifferences).
+    {OpId::mm, "mm", CastPolicy::lower},
+    {OpId::mv, "mv", CastPolicy::lower},
+    {OpId::addmm, "addmm", CastPolicy::lower},
+    {OpId::addmv, "addmv", CastPolicy::lower},
+    {OpId::addr, "addr", CastPolicy::lower},
+    {OpId::baddbmm, "baddbmm", CastPolicy::lower},
+    {OpId::addbmm, "addbmm", CastPolicy::lower},
+    {OpId::chain_matmul, "chain_matmul", CastPolicy::lower},
 };
 
 constexpr size_t kOpCount = size_t(OpId::count);
@@ -89,6 +102,13 @@ constexpr const char* kF32Loss =
     "losses are f32 for 16-bit inputs even without autocast, so pure-bf16 training still "
     "reports and differentiates an f32 loss";
 
+constexpr const char* kCpuLowers =
+    "PyTorch 1.13 lowers it on CUDA only; mixprec lowers it on CPU too, as the matrix-matrix "
+    "forms (16-bit operands halve a memory-bound product's traffic)";
+constexpr const char* kOneDtype =
+    "PyTorch 1.13 casts a bf16 input to the f32 operands' dtype here but raises in addmm and "
+    "addbmm; mixprec asks one dtype of every add* op's operands";
+
 constexpr TorchDifference kDifferences[] = {
     {OpId::softmax, "bf16_autocast", "bf16", "bf16", "f32", kF32Accuracy},
     {OpId::log_softmax, "bf16_autocast", "bf16", "bf16", "f32", kF32Accuracy},
@@ -106,6 +126,18 @@ constexpr TorchDifference kDifferences[] = {
      "PyTorch has no bf16 mse kernel on CPU; mixprec computes every loss in f32"},
     {OpId::nll_loss, "no_autocast", "bf16", "bf16", "f32", kF32Loss},
     {OpId::cross_entropy, "no_autocast", "bf16", "bf16", "f32", kF32Loss},
+    {OpId::mv, "bf16_autocast", "f32", "f32", "bf16", kCpuLowers},
+    {OpId::mv, "bf16_autocast", "bf16_f32", "error", "bf16", kCpuLowers},
+    {OpId::addmv, "bf16_autocast", "f32", "f32", "bf16", kCpuLowers},
+    {OpId::addmv, "bf16_autocast", "bf16_f32", "f32", "bf16", kCpuLowers},
+    {OpId::addmv, "no_autocast", "bf16_f32", "f32", "error", kOneDtype},
+    {OpId::addr, "bf16_autocast", "f32", "f32", "bf16", kCpuLowers},
+    {OpId::addr, "bf16_autocast", "bf16_f32", "f32", "bf16", kCpuLowers},
+    {OpId::addr, "no_autocast", "bf16_f32", "f32", "error", kOneDtype},
+    {OpId::baddbmm, "no_autocast", "bf16_f32", "f32", "error", kOneDtype},
+    {OpId::chain_matmul, "bf16_autocast", "bf16_f32", "error", "bf16",
+     "PyTorch 1.13 lowers only the mm calls inside chain_matmul, after checking that the "
+     "matrices share a dtype; mixprec lowers the op's inputs, as its other lower rows"},
 };
 
 // -1: no override; otherwise the CastPolicy value. Atomics: overrides are set rarely, read

@@ -181,6 +181,37 @@ std::vector<OpEntry> make_registry() {
        [](V x) { return conv2d(x[0], x[1], x[2], 1, 1); },
        [](V x) { return ref::conv2d_forward(w(x[0]), w(x[1]), w(x[2]), {1, 1, 1, 1}); }});
 
+  // ---- blas.cpp (beta and alpha away from 1 so that both scalings are checked; the
+  // inputs broadcast to the product where PyTorch allows it) ----
+  auto scaled_sum = [](const Tensor& input, const Tensor& product, double beta, double alpha) {
+    return ref::binary(BinaryOp::add, ref::linear_scale(w(input), beta, 0.0), ref::linear_scale(product, alpha, 0.0));
+  };
+  auto mm_ref = [](const Tensor& a, const Tensor& b) { return ref::matmul(w(a), w(b), false, false); };
+  auto column = [](const Tensor& v) { return w(v).reshape({v.size(0), 1}); };
+  add({"mm", OpId::mm, {in({4, 6}), in({6, 3})}, [](V x) { return mm(x[0], x[1]); },
+       [=](V x) { return mm_ref(x[0], x[1]); }});
+  add({"mv", OpId::mv, {in({4, 6}), in({6})}, [](V x) { return mv(x[0], x[1]); },
+       [=](V x) { return ref::matmul(w(x[0]), column(x[1]), false, false).reshape({4}); }});
+  add({"addmm", OpId::addmm, {in({3}), in({4, 6}), in({6, 3})},
+       [](V x) { return addmm(x[0], x[1], x[2], 0.5, 2.0); },
+       [=](V x) { return scaled_sum(x[0], mm_ref(x[1], x[2]), 0.5, 2.0); }});
+  add({"addmv", OpId::addmv, {in({4}), in({4, 6}), in({6})},
+       [](V x) { return addmv(x[0], x[1], x[2], 0.5, 2.0); },
+       [=](V x) { return scaled_sum(x[0], ref::matmul(w(x[1]), column(x[2]), false, false).reshape({4}), 0.5, 2.0); }});
+  add({"addr", OpId::addr, {in({4, 1}), in({4}), in({3})},
+       [](V x) { return addr(x[0], x[1], x[2], 0.5, 2.0); },
+       [=](V x) { return scaled_sum(x[0], ref::matmul(column(x[1]), w(x[2]).reshape({1, 3}), false, false), 0.5, 2.0); }});
+  add({"baddbmm", OpId::baddbmm, {in({1, 4, 3}), in({2, 4, 6}), in({2, 6, 3})},
+       [](V x) { return baddbmm(x[0], x[1], x[2], 0.5, 2.0); },
+       [=](V x) { return scaled_sum(x[0], mm_ref(x[1], x[2]), 0.5, 2.0); }});
+  add({"addbmm", OpId::addbmm, {in({4, 3}), in({2, 4, 6}), in({2, 6, 3})},
+       [](V x) { return addbmm(x[0], x[1], x[2], 0.5, 2.0); },
+       [=](V x) { return scaled_sum(x[0], ref::reduce(ReduceOp::sum, mm_ref(x[1], x[2]), {0}, false), 0.5, 2.0); }});
+  // Four matrices: the order comes from the dynamic programme ((A(BC))D here).
+  add({"chain_matmul", OpId::chain_matmul, {in({4, 6}), in({6, 2}), in({2, 5}), in({5, 3})},
+       [](V x) { return chain_matmul({x[0], x[1], x[2], x[3]}); },
+       [=](V x) { return mm_ref(w(mm_ref(w(mm_ref(x[0], x[1])), x[2])), x[3]); }});
+
   // ---- pooling.cpp, fused_relu_pool.cpp ----
   add({"max_pool2d", OpId::max_pool2d, {in({2, 3, 6, 6})}, [](V x) { return max_pool2d(x[0], 2); },
        [](V x) { return ref::max_pool2d_forward(w(x[0]), backend::Pool2dParams{}).dst; }});

@@ -37,6 +37,8 @@ enum class OpId : uint16_t {
   scaled_dot_product_attention,
   // lower: PyTorch's BLAS-style ops (src/ops/blas.cpp)
   mm, mv, addmm, addmv, addr, baddbmm, addbmm, chain_matmul,
+  // lower: as PyTorch 2's CPU autocast (1.13 leaves it alone; src/amp/policy.cpp's kDifferences)
+  prelu,
   count
 };
 

@@ -133,6 +133,10 @@ Tensor batch_norm(const Tensor& src, const Tensor& running_mean, const Tensor& r
                   double eps = 1e-5);
 
 // ---- activations (keep policy: run in the input dtype) ----
+// F.prelu: input for input > 0, weight * input otherwise; weight holds one value, or one per
+// channel (input's dim 1; a 0-D or 1-D input has one channel). A weight of another floating
+// dtype is cast to the input's (PyTorch's rule). Autocast: its own row, lower.
+Tensor prelu(const Tensor& input, const Tensor& weight);
 // Exact GELU: x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2))), PyTorch's default approximate='none'.
 Tensor gelu(const Tensor& src);
 // Zeroes each element with probability p (draws from the global generator, manual_seed) and

@@ -79,6 +79,8 @@ constexpr PolicyRow kPolicyTable[] = {
     {OpId::baddbmm, "baddbmm", CastPolicy::lower},
     {OpId::addbmm, "addbmm", CastPolicy::lower},
     {OpId::chain_matmul, "chain_matmul", CastPolicy::lower},
+    // As PyTorch 2's CPU autocast; 1.13 leaves prelu in its input dtype (kDifferences).
+    {OpId::prelu, "prelu", CastPolicy::lower},
 };
 
 constexpr size_t kOpCount = size_t(OpId::count);
@@ -109,6 +111,9 @@ constexpr const char* kOneDtype =
     "PyTorch 1.13 casts a bf16 input to the f32 operands' dtype here but raises in addmm and "
     "addbmm; mixprec asks one dtype of every add* op's operands";
 
+constexpr const char* kTorch2Lowers =
+    "PyTorch 1.13's CPU autocast leaves it alone; PyTorch 2's lowers it, as mixprec does";
+
 constexpr TorchDifference kDifferences[] = {
     {OpId::softmax, "bf16_autocast", "bf16", "bf16", "f32", kF32Accuracy},
     {OpId::log_softmax, "bf16_autocast", "bf16", "bf16", "f32", kF32Accuracy},
@@ -138,6 +143,7 @@ constexpr TorchDifference kDifferences[] = {
     {OpId::chain_matmul, "bf16_autocast", "bf16_f32", "error", "bf16",
      "PyTorch 1.13 lowers only the mm calls inside chain_matmul, after checking that the "
      "matrices share a dtype; mixprec lowers the op's inputs, as its other lower rows"},
+    {OpId::prelu, "bf16_autocast", "f32", "f32", "bf16", kTorch2Lowers},
 };
 
 // -1: no override; otherwise the CastPolicy value. Atomics: overrides are set rarely, read

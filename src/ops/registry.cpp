@@ -168,6 +168,25 @@ std::vector<OpEntry> make_registry() {
        },
        [](V x) { return ref::dropout_reference(x[0], kDropoutP, kDropoutSeed); }});
 
+  // ---- prelu.cpp: one weight per channel (values both sides of 0) and a single weight ----
+  auto prelu_reference = [](V x) {
+    const Tensor input = w(x[0]);
+    const std::vector<double> v = input.to_vector_f64(), wt = x[1].to_vector_f64();
+    const int64_t C = input.dim() >= 2 ? input.size(1) : 1;
+    int64_t inner = 1;
+    for (int64_t d = 2; d < input.dim(); ++d) inner *= input.size(d);
+    std::vector<double> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      const double a = wt.size() == 1 ? wt[0] : wt[size_t((int64_t(i) / inner) % C)];
+      out[i] = v[i] > 0 ? v[i] : a * v[i];
+    }
+    return Tensor::from_vector_f64(out, input.shape(), DType::f64);
+  };
+  add({"prelu", OpId::prelu, {in({2, 3, 4}), in({3}, 0.1, 0.5)}, [](V x) { return prelu(x[0], x[1]); },
+       prelu_reference});
+  add({"prelu_single_weight", OpId::prelu, {in({2, 3, 2, 2}), in({1}, 0.1, 0.5)},
+       [](V x) { return prelu(x[0], x[1]); }, prelu_reference});
+
   // ---- matmul.cpp, conv.cpp ----
   add({"linear", OpId::linear, {in({4, 6}), in({5, 6}), in({5})},
        [](V x) { return linear(x[0], x[1], x[2]); },

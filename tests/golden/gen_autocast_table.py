@@ -105,6 +105,7 @@ CASES = {
                [((4, 3), False), ((2, 4, 8), False), ((2, 8, 3), False)]),
     "chain_matmul": (lambda a, b, c: torch.chain_matmul(a, b, c),
                      [((4, 8), False), ((8, 3), False), ((3, 5), False)]),
+    "prelu": (lambda x, w: F.prelu(x, w), [((2, 3, 4), False), ((3,), True)]),
     # Public ops that reach a row: mixprec's mul(Tensor, double) / add(Tensor, double).
     "mul_scalar": (lambda x: torch.mul(x, 2.5), [((4, 5), False)]),
     "add_scalar": (lambda x: torch.add(x, 2.5), [((4, 5), False)]),

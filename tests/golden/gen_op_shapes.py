@@ -31,6 +31,7 @@ OPS = {
     "baddbmm": lambda x, a, b, **kw: torch.baddbmm(x, a, b, **kw),
     "addbmm": lambda x, a, b, **kw: torch.addbmm(x, a, b, **kw),
     "chain_matmul": lambda *m: torch.chain_matmul(*m),
+    "prelu": lambda x, w: F.prelu(x, w),
 }
 
 CASES = [
@@ -78,6 +79,17 @@ CASES = [
     ["chain_matmul", [[4, 8], [7, 3]], {}],
     ["chain_matmul", [[4, 8], [8]], {}],
     ["chain_matmul", [], {}],
+    ["prelu", [[2, 3, 4], [3]], {}],
+    ["prelu", [[2, 3, 4], [1]], {}],
+    ["prelu", [[2, 3, 4], []], {}],
+    ["prelu", [[2, 3, 4, 5], [3]], {}],
+    ["prelu", [[2, 3, 4, 5, 6], [3]], {}],
+    ["prelu", [[4, 3], [3]], {}],
+    ["prelu", [[5], [1]], {}],
+    ["prelu", [[], [1]], {}],
+    ["prelu", [[2, 3, 4], [4]], {}],
+    ["prelu", [[2, 3, 4], [3, 1]], {}],
+    ["prelu", [[5], [5]], {}],
 ]
 
 

@@ -116,6 +116,7 @@ std::vector<OpCase> cases() {
        [](V x) { return addbmm(x[0], x[1], x[2], 0.5, 2.0); }},
       {"chain_matmul", OpId::chain_matmul, {{{4, 8}, false}, {{8, 3}, false}, {{3, 5}, false}},
        [](V x) { return chain_matmul({x[0], x[1], x[2]}); }},
+      {"prelu", OpId::prelu, {{{2, 3, 4}, false}, {{3}, true}}, [](V x) { return prelu(x[0], x[1]); }},
       {"mul_scalar", OpId::mul, {{{4, 5}, false}}, [](V x) { return mul(x[0], 2.5); }},
       {"add_scalar", OpId::add, {{{4, 5}, false}}, [](V x) { return add(x[0], 2.5); }},
   };

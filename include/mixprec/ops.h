@@ -43,9 +43,13 @@ Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, double b);
 Tensor add(const Tensor& a, double b);
-Tensor neg(const Tensor& a);
-Tensor exp(const Tensor& a);
-Tensor log(const Tensor& a);
+// The elementwise ops of one tensor (neg, exp, log, ...): one declaration
+// `Tensor name(const Tensor& a);` per MIXPREC_UNARY_OP line of mixprec/ops.def.
+#define MIXPREC_OP(name, policy, torch113)
+#define MIXPREC_UNARY_OP(name, policy, low, high, torch113) Tensor name(const Tensor& a);
+#include "mixprec/ops.def"
+#undef MIXPREC_UNARY_OP
+#undef MIXPREC_OP
 Tensor relu(const Tensor& a);
 
 // ---- matrix ops ----

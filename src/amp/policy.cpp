@@ -1,5 +1,5 @@
-// policy.cpp: the autocast policy table, one row per op, its overrides, and the list of
-// where the ops' dtypes differ from PyTorch 1.13 on CPU.
+// policy.cpp: the autocast policy table (its rows come from include/mixprec/ops.def), its
+// overrides, and the list of where the ops' dtypes differ from PyTorch 1.13 on CPU.
 // Source: PyTorch 1.13's CPU autocast as run by tests/golden/gen_autocast_table.py
 // (tests/golden/data/autocast_dtypes_torch113.json): conv/linear/matmul/bmm lower, the
 // losses fp32, everything else in the input dtype, mixed dtypes promoted. Deliberate
@@ -21,77 +21,15 @@ struct PolicyRow {
   CastPolicy policy;
 };
 
+// Generated from include/mixprec/ops.def (the reasons for each row's policy are there).
 constexpr PolicyRow kPolicyTable[] = {
-    {OpId::conv2d, "conv2d", CastPolicy::lower},
-    {OpId::linear, "linear", CastPolicy::lower},
-    {OpId::matmul, "matmul", CastPolicy::lower},
-    {OpId::bmm, "bmm", CastPolicy::lower},
-    {OpId::softmax, "softmax", CastPolicy::fp32},
-    {OpId::log_softmax, "log_softmax", CastPolicy::fp32},
-    {OpId::layer_norm, "layer_norm", CastPolicy::fp32},
-    {OpId::sum, "sum", CastPolicy::fp32},
-    {OpId::mean, "mean", CastPolicy::fp32},
-    {OpId::mse_loss, "mse_loss", CastPolicy::fp32},
-    {OpId::nll_loss, "nll_loss", CastPolicy::fp32},
-    {OpId::cross_entropy, "cross_entropy", CastPolicy::fp32},
-    {OpId::add, "add", CastPolicy::promote},
-    {OpId::sub, "sub", CastPolicy::promote},
-    {OpId::mul, "mul", CastPolicy::promote},
-    {OpId::div, "div", CastPolicy::promote},
-    {OpId::cat, "cat", CastPolicy::promote},
-    {OpId::stack, "stack", CastPolicy::promote},
-    // As PyTorch: a bf16 input gives a bf16 output. The kernels compute in f32 or wider
-    // and round once at the output (batch_norm's statistics are f64, whatever the input),
-    // so there is no accuracy reason to lift the output to f32.
-    {OpId::batch_norm, "batch_norm", CastPolicy::keep},
-    {OpId::exp, "exp", CastPolicy::keep},
-    {OpId::log, "log", CastPolicy::keep},
-    {OpId::pow, "pow", CastPolicy::keep},
-    {OpId::relu, "relu", CastPolicy::keep},
-    {OpId::gelu, "gelu", CastPolicy::keep},
-    {OpId::max_pool2d, "max_pool2d", CastPolicy::keep},
-    {OpId::avg_pool2d, "avg_pool2d", CastPolicy::keep},
-    {OpId::dropout, "dropout", CastPolicy::keep},
-    {OpId::reshape, "reshape", CastPolicy::keep},
-    {OpId::flatten, "flatten", CastPolicy::keep},
-    {OpId::transpose, "transpose", CastPolicy::keep},
-    {OpId::neg, "neg", CastPolicy::keep},
-    // mixprec's own row (PyTorch has no such op): attention's softmax over its 16-bit scores
-    // runs in their dtype with f32 arithmetic inside and one rounding out
-    // (backend/cpu/softmax_rows.h). softmax's fp32 row would move the [B*H, S, S] scores
-    // through two casts each way for no accuracy gain. docs/amp.md lists the difference.
-    {OpId::attention_softmax, "attention_softmax", CastPolicy::keep},
-    // As PyTorch 1.13 on CPU: F.embedding is on neither autocast list (f32 weight -> f32 rows).
-    {OpId::embedding, "embedding", CastPolicy::keep},
-    // As PyTorch 2.x's autocast (1.13 has no such op): Q, K and V in the autocast dtype; the
-    // op keeps its softmax statistics in f32 inside (ops/attention.cpp).
-    {OpId::scaled_dot_product_attention, "scaled_dot_product_attention", CastPolicy::lower},
-    // PyTorch's BLAS-style ops, each its own row (src/ops/blas.cpp). mm, addmm, baddbmm,
-    // addbmm and chain_matmul as PyTorch 1.13's CPU autocast; mv, addmv and addr are on
-    // its CUDA list only (1.13's CPU leaves them f32): mixprec lowers them too, as the
-    // matrix-matrix forms, since 16-bit operands halve a memory-bound product's traffic
-    // (kDifferences).
-    {OpId::mm, "mm", CastPolicy::lower},
-    {OpId::mv, "mv", CastPolicy::lower},
-    {OpId::addmm, "addmm", CastPolicy::lower},
-    {OpId::addmv, "addmv", CastPolicy::lower},
-    {OpId::addr, "addr", CastPolicy::lower},
-    {OpId::baddbmm, "baddbmm", CastPolicy::lower},
-    {OpId::addbmm, "addbmm", CastPolicy::lower},
-    {OpId::chain_matmul, "chain_matmul", CastPolicy::lower},
-    // As PyTorch 2's CPU autocast; 1.13 leaves prelu in its input dtype (kDifferences).
-    {OpId::prelu, "prelu", CastPolicy::lower},
+#define MIXPREC_OP(name, policy, torch113) {OpId::name, #name, CastPolicy::policy},
+#include "mixprec/ops.def"
+#undef MIXPREC_OP
 };
 
 constexpr size_t kOpCount = size_t(OpId::count);
-static_assert(std::size(kPolicyTable) == kOpCount, "every OpId needs exactly one policy row");
-
-constexpr bool rows_in_enum_order() {
-  for (size_t i = 0; i < std::size(kPolicyTable); ++i)
-    if (size_t(kPolicyTable[i].op) != i) return false;
-  return true;
-}
-static_assert(rows_in_enum_order(), "policy rows must follow the OpId order");
+static_assert(std::size(kPolicyTable) == kOpCount, "every OpId has exactly one policy row");
 
 // The reasons are repeated word for word in docs/amp.md (the test compares whole rows).
 constexpr const char* kF32Accuracy =

@@ -76,6 +76,7 @@ AttentionOperands split_attention_heads(const Tensor& qkv_in, int64_t B, int64_t
         (qkv.defined() ? qkv.str() : std::string("undefined"))));
   const int64_t S = qkv.size(0) / B, E = qkv.size(1) / 3, D = E / H;
   const DType dt = qkv.dtype();
+  ops_detail::AutocastOff cast_already;  // the parts' reshape must not apply reshape's row
   const Tensor src = qkv.is_contiguous() ? qkv.detach() : qkv.detach().contiguous();
   // Part p's columns seen as [B, S, H, D]; its operand is a permuting copy of that view.
   auto part_view = [&](int64_t p) {

@@ -69,11 +69,11 @@ std::vector<OpEntry> make_registry() {
       return p.reshape({4, p.size(2), p.size(3)});
     };
   };
-  add({"split_attention_heads_q", OpId::transpose, {in({4, 12})},
+  add({"split_attention_heads.q", OpId::transpose, {in({4, 12})},
        [](V x) { return split_attention_heads(x[0], 2, 2, 0.5).q; }, heads_reference(0, {0, 2, 1, 3}, 0.5)});
-  add({"split_attention_heads_k", OpId::transpose, {in({4, 12})},
+  add({"split_attention_heads.k", OpId::transpose, {in({4, 12})},
        [](V x) { return split_attention_heads(x[0], 2, 2, 0.5).k; }, heads_reference(1, {0, 2, 3, 1}, 1.0)});
-  add({"split_attention_heads_v_untransposed_k", OpId::transpose, {in({4, 12})},
+  OpEntry heads_vk{"split_attention_heads.v_untransposed_k", OpId::transpose, {in({4, 12})},
        [](V x) {
          const AttentionOperands o = split_attention_heads(x[0], 2, 2, 0.5, /*k_transposed=*/false);
          return mixprec::add(o.v, mixprec::mul(o.k, 2.0));  // both parts reach the gradient
@@ -86,14 +86,16 @@ std::vector<OpEntry> make_registry() {
          std::vector<double> sum(v.size());
          for (size_t i = 0; i < v.size(); ++i) sum[i] = v[i] + 2.0 * k[i];
          return Tensor::from_vector_f64(sum, {4, 2, 2}, DType::f64);
-       }});
+       }};
+  heads_vk.also_consults = {OpId::add, OpId::mul};
+  add(heads_vk);
   add({"narrow", OpId::reshape, {in({5, 3})}, [](V x) { return narrow(x[0], 1, 3); },
        [](V x) { return w(x[0]).reshape({15}).as_strided({3, 3}, {3, 1}, 3).contiguous(); }});
   add({"attention_softmax", OpId::attention_softmax, {in({2, 3, 5}, -2.0, 2.0)},
        [](V x) { return attention_softmax(x[0]); },
        [](V x) { return ref::softmax_forward(w(x[0]), 2); }});
   // Causal: [2, 4, 4] blocks, row i sees columns 0..i (the reference: a -inf upper triangle).
-  add({"attention_softmax_causal", OpId::attention_softmax, {in({2, 4, 4}, -2.0, 2.0)},
+  add({"attention_softmax.causal", OpId::attention_softmax, {in({2, 4, 4}, -2.0, 2.0)},
        [](V x) { return attention_softmax(x[0], /*causal=*/true); },
        [](V x) { return ref::causal_softmax_reference(w(x[0])); }});
 
@@ -126,7 +128,7 @@ std::vector<OpEntry> make_registry() {
   };
   add({"scaled_dot_product_attention", OpId::scaled_dot_product_attention, {in({2, 5, 3}), in({2, 5, 3}), in({2, 5, 4})},
        [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], false, std::nullopt, 2); }, sdpa_reference(false)});
-  add({"scaled_dot_product_attention_causal", OpId::scaled_dot_product_attention,
+  add({"scaled_dot_product_attention.causal", OpId::scaled_dot_product_attention,
        {in({2, 5, 3}), in({2, 5, 3}), in({2, 5, 4})},
        [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], true, std::nullopt, 2); }, sdpa_reference(true)});
 
@@ -143,16 +145,18 @@ std::vector<OpEntry> make_registry() {
        binary(BinaryOp::mul)});
   add({"div", OpId::div, {in({3, 4}), in({4}, 0.5, 1.5)}, [](V x) { return div(x[0], x[1]); },
        binary(BinaryOp::div)});
-  add({"mul_scalar", OpId::mul, {in({3, 4})}, [](V x) { return mul(x[0], 1.5); },
+  add({"mul.scalar", OpId::mul, {in({3, 4})}, [](V x) { return mul(x[0], 1.5); },
        [](V x) { return ref::linear_scale(w(x[0]), 1.5, 0.0); }});
-  add({"add_scalar", OpId::add, {in({3, 4})}, [](V x) { return mixprec::add(x[0], 0.25); },
+  add({"add.scalar", OpId::add, {in({3, 4})}, [](V x) { return mixprec::add(x[0], 0.25); },
        [](V x) { return ref::linear_scale(w(x[0]), 1.0, 0.25); }});
-  add({"neg", OpId::neg, {in({3, 4})}, [](V x) { return neg(x[0]); },
-       [](V x) { return ref::unary(UnaryOp::neg, w(x[0])); }});
-  add({"exp", OpId::exp, {in({3, 4})}, [](V x) { return exp(x[0]); },
-       [](V x) { return ref::unary(UnaryOp::exp, w(x[0])); }});
-  add({"log", OpId::log, {in({3, 4}, 0.5, 1.5)}, [](V x) { return log(x[0]); },
-       [](V x) { return ref::unary(UnaryOp::log, w(x[0])); }});
+  // The ops of one tensor with a UnaryOp kernel: one entry per MIXPREC_UNARY_OP line.
+#define MIXPREC_OP(name, policy, torch113)
+#define MIXPREC_UNARY_OP(name, policy, low, high, torch113)                                 \
+  add({#name, OpId::name, {in({3, 4}, low, high)}, [](V x) { return mixprec::name(x[0]); }, \
+       [](V x) { return ref::unary(UnaryOp::name, w(x[0])); }});
+#include "mixprec/ops.def"
+#undef MIXPREC_UNARY_OP
+#undef MIXPREC_OP
   add({"pow", OpId::pow, {in({3, 4})}, [](V x) { return pow(x[0], 3.0); },
        [](V x) { return ref::pow_reference(x[0], 3.0); }});
 
@@ -184,7 +188,7 @@ std::vector<OpEntry> make_registry() {
   };
   add({"prelu", OpId::prelu, {in({2, 3, 4}), in({3}, 0.1, 0.5)}, [](V x) { return prelu(x[0], x[1]); },
        prelu_reference});
-  add({"prelu_single_weight", OpId::prelu, {in({2, 3, 2, 2}), in({1}, 0.1, 0.5)},
+  add({"prelu.single_weight", OpId::prelu, {in({2, 3, 2, 2}), in({1}, 0.1, 0.5)},
        [](V x) { return prelu(x[0], x[1]); }, prelu_reference});
 
   // ---- matmul.cpp, conv.cpp ----
@@ -193,7 +197,7 @@ std::vector<OpEntry> make_registry() {
        [](V x) { return ref::linear_forward(w(x[0]), w(x[1]), w(x[2])); }});
   add({"matmul", OpId::matmul, {in({4, 6}), in({6, 3})}, [](V x) { return matmul(x[0], x[1]); },
        [](V x) { return ref::matmul(w(x[0]), w(x[1]), false, false); }});
-  add({"matmul_3d", OpId::bmm, {in({2, 4, 6}), in({2, 6, 3})},
+  add({"matmul.3d", OpId::bmm, {in({2, 4, 6}), in({2, 6, 3})},
        [](V x) { return matmul(x[0], x[1]); },
        [](V x) { return ref::matmul(w(x[0]), w(x[1]), false, false); }});
   add({"conv2d", OpId::conv2d, {in({2, 3, 5, 5}), in({4, 3, 3, 3}), in({4})},
@@ -237,9 +241,11 @@ std::vector<OpEntry> make_registry() {
   add({"avg_pool2d", OpId::avg_pool2d, {in({2, 3, 6, 6})},
        [](V x) { return avg_pool2d(x[0], 3, 2, 1); },
        [](V x) { return ref::avg_pool2d_forward(w(x[0]), {3, 3, 2, 2, 1, 1}); }});
-  add({"relu_max_pool2d", OpId::max_pool2d, {in({2, 3, 6, 6})},
-       [](V x) { return relu_max_pool2d(x[0], 2); },
-       [](V x) { return ref::relu_max_pool2d_reference(x[0], 2); }});
+  OpEntry rmp{"relu_max_pool2d", OpId::max_pool2d, {in({2, 3, 6, 6})},
+              [](V x) { return relu_max_pool2d(x[0], 2); },
+              [](V x) { return ref::relu_max_pool2d_reference(x[0], 2); }};
+  rmp.also_consults = {OpId::relu};
+  add(rmp);
   // src needs no gradient: the fused first-layer kernel's case (others run the composition).
   add({"conv2d_relu_max_pool2d", OpId::conv2d,
        {InputSpec{{2, 3, 6, 6}, -1.0, 1.0, false, 0}, in({16, 3, 3, 3}), in({16})},
@@ -251,11 +257,11 @@ std::vector<OpEntry> make_registry() {
   // ---- reduce.cpp ----
   add({"sum", OpId::sum, {in({3, 4})}, [](V x) { return sum(x[0], {1}); },
        [](V x) { return ref::reduce(ReduceOp::sum, w(x[0]), {1}, false); }});
-  add({"sum_all", OpId::sum, {in({3, 4})}, [](V x) { return sum(x[0]); },
+  add({"sum.all", OpId::sum, {in({3, 4})}, [](V x) { return sum(x[0]); },
        [](V x) { return ref::reduce(ReduceOp::sum, w(x[0]), {0, 1}, false); }});
   add({"mean", OpId::mean, {in({3, 4})}, [](V x) { return mean(x[0], {0}, true); },
        [](V x) { return ref::reduce(ReduceOp::mean, w(x[0]), {0}, true); }});
-  add({"mean_all", OpId::mean, {in({3, 4})}, [](V x) { return mean(x[0]); },
+  add({"mean.all", OpId::mean, {in({3, 4})}, [](V x) { return mean(x[0]); },
        [](V x) { return ref::reduce(ReduceOp::mean, w(x[0]), {0, 1}, false); }});
 
   // ---- softmax.cpp, loss.cpp ----
@@ -307,6 +313,11 @@ std::vector<OpEntry> make_registry() {
 const std::vector<OpEntry>& all_ops() {
   static const std::vector<OpEntry> ops = make_registry();
   return ops;
+}
+
+std::string_view function_of(const OpEntry& e) {
+  const std::string_view n = e.name;
+  return n.substr(0, n.find('.'));
 }
 
 const OpEntry* find_op(std::string_view name) {

@@ -60,6 +60,21 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // src [N, C, H, W], weights [O, C, KH, KW], bias [O] -> [N, O, OH, OW]
 Tensor conv2d(const Tensor& src, const Tensor& weights, const Tensor& bias = Tensor(),
               int64_t stride = 1, int64_t padding = 0);
+// F.conv1d: input [N, C, L] (or unbatched [C, L]), weight [O, C, K], bias [O] -> [N, O, OL],
+// OL = (L + 2 padding - K) / stride + 1. A conv2d of unit height (exact). dilation and groups
+// are PyTorch's arguments; values other than 1 are refused (not supported yet).
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int64_t stride = 1,
+              int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
+// F.conv_transpose2d: input [N, C_in, H, W] (or [C_in, H, W]), weight [C_in, C_out, KH, KW]
+// (PyTorch's layout), bias [C_out] -> [N, C_out, OH, OW], OH = (H - 1) stride - 2 padding +
+// KH + output_padding (output_padding < stride). The adjoint of conv2d: decoders' and
+// segmentation heads' upsampling. groups and dilation other than 1 are refused.
+Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int64_t stride = 1,
+                        int64_t padding = 0, int64_t output_padding = 0, int64_t groups = 1, int64_t dilation = 1);
+// F.conv_transpose1d: input [N, C_in, L] (or [C_in, L]), weight [C_in, C_out, K]; as
+// conv_transpose2d of unit height.
+Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int64_t stride = 1,
+                        int64_t padding = 0, int64_t output_padding = 0, int64_t groups = 1, int64_t dilation = 1);
 
 // ---- PyTorch's BLAS-style ops (lower policy, each its own row; src/ops/blas.cpp) ----
 // PyTorch's names, argument order and defaults (beta and alpha are keyword-only there).

@@ -52,6 +52,10 @@ constexpr const char* kOneDtype =
 constexpr const char* kTorch2Lowers =
     "PyTorch 1.13's CPU autocast leaves it alone; PyTorch 2's lowers it, as mixprec does";
 
+constexpr const char* kNoBf16Deconv =
+    "PyTorch 1.13 has no bf16 transposed convolution on CPU: its autocast runs it in f32 and "
+    "a bf16 call fails; PyTorch 2 lowers it, as mixprec does";
+
 constexpr TorchDifference kDifferences[] = {
     {OpId::softmax, "bf16_autocast", "bf16", "bf16", "f32", kF32Accuracy},
     {OpId::log_softmax, "bf16_autocast", "bf16", "bf16", "f32", kF32Accuracy},
@@ -82,6 +86,14 @@ constexpr TorchDifference kDifferences[] = {
      "PyTorch 1.13 lowers only the mm calls inside chain_matmul, after checking that the "
      "matrices share a dtype; mixprec lowers the op's inputs, as its other lower rows"},
     {OpId::prelu, "bf16_autocast", "f32", "f32", "bf16", kTorch2Lowers},
+    {OpId::conv_transpose1d, "bf16_autocast", "f32", "f32", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose1d, "bf16_autocast", "bf16", "f32", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose1d, "bf16_autocast", "bf16_f32", "f32", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose1d, "no_autocast", "bf16", "error", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose2d, "bf16_autocast", "f32", "f32", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose2d, "bf16_autocast", "bf16", "f32", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose2d, "bf16_autocast", "bf16_f32", "f32", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose2d, "no_autocast", "bf16", "error", "bf16", kNoBf16Deconv},
 };
 
 // -1: no override; otherwise the CastPolicy value. Atomics: overrides are set rarely, read

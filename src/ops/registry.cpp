@@ -235,6 +235,28 @@ std::vector<OpEntry> make_registry() {
        [](V x) { return chain_matmul({x[0], x[1], x[2], x[3]}); },
        [=](V x) { return mm_ref(w(mm_ref(w(mm_ref(x[0], x[1])), x[2])), x[3]); }});
 
+  // ---- conv.cpp's conv1d, conv_transpose.cpp (stride 2 with padding and output padding;
+  // the transposed references are backend/ref's direct scatter loops) ----
+  add({"conv1d", OpId::conv1d, {in({2, 3, 7}), in({4, 3, 3}), in({4})},
+       [](V x) { return conv1d(x[0], x[1], x[2], 2, 1); },
+       [](V x) {
+         return ref::conv2d_forward(w(x[0]).reshape({2, 3, 1, 7}), w(x[1]).reshape({4, 3, 1, 3}), w(x[2]), {1, 2, 0, 1})
+             .reshape({2, 4, 4});
+       }});
+  add({"conv_transpose2d", OpId::conv_transpose2d, {in({2, 3, 4, 4}), in({3, 4, 3, 3}), in({4})},
+       [](V x) { return conv_transpose2d(x[0], x[1], x[2], 2, 1, 1); },
+       [](V x) { return ref::conv_transpose2d_reference(x[0], x[1], x[2], 2, 2, 1, 1, 1, 1); }});
+  add({"conv_transpose2d.no_bias", OpId::conv_transpose2d, {in({1, 2, 3, 3}), in({2, 3, 2, 2})},
+       [](V x) { return conv_transpose2d(x[0], x[1]); },
+       [](V x) { return ref::conv_transpose2d_reference(x[0], x[1], Tensor(), 1, 1, 0, 0, 0, 0); }});
+  add({"conv_transpose1d", OpId::conv_transpose1d, {in({2, 3, 5}), in({3, 4, 3}), in({4})},
+       [](V x) { return conv_transpose1d(x[0], x[1], x[2], 2, 1, 1); },
+       [](V x) {
+         return ref::conv_transpose2d_reference(w(x[0]).reshape({2, 3, 1, 5}), w(x[1]).reshape({3, 4, 1, 3}), x[2], 1, 2,
+                                                0, 1, 0, 1)
+             .reshape({2, 4, 10});
+       }});
+
   // ---- pooling.cpp, fused_relu_pool.cpp ----
   add({"max_pool2d", OpId::max_pool2d, {in({2, 3, 6, 6})}, [](V x) { return max_pool2d(x[0], 2); },
        [](V x) { return ref::max_pool2d_forward(w(x[0]), backend::Pool2dParams{}).dst; }});

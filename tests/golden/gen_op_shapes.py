@@ -32,6 +32,9 @@ OPS = {
     "addbmm": lambda x, a, b, **kw: torch.addbmm(x, a, b, **kw),
     "chain_matmul": lambda *m: torch.chain_matmul(*m),
     "prelu": lambda x, w: F.prelu(x, w),
+    "conv1d": lambda *xs, **kw: F.conv1d(*xs, **kw),
+    "conv_transpose1d": lambda *xs, **kw: F.conv_transpose1d(*xs, **kw),
+    "conv_transpose2d": lambda *xs, **kw: F.conv_transpose2d(*xs, **kw),
 }
 
 CASES = [
@@ -90,6 +93,35 @@ CASES = [
     ["prelu", [[2, 3, 4], [4]], {}],
     ["prelu", [[2, 3, 4], [3, 1]], {}],
     ["prelu", [[5], [5]], {}],
+    # Convolutions: dilation and groups stay 1 (mixprec refuses other values; docs/amp.md).
+    ["conv1d", [[2, 3, 8], [4, 3, 3]], {}],
+    ["conv1d", [[2, 3, 8], [4, 3, 3], [4]], {"stride": 2, "padding": 1}],
+    ["conv1d", [[3, 8], [4, 3, 3], [4]], {"padding": 2}],
+    ["conv1d", [[2, 3, 8], [4, 3, 8]], {}],
+    ["conv1d", [[2, 3, 8], [4, 3, 9]], {}],
+    ["conv1d", [[2, 5, 8], [4, 3, 3]], {}],
+    ["conv1d", [[2, 3, 8], [4, 3, 3], [5]], {}],
+    ["conv1d", [[2, 3, 8], [4, 3, 3, 3]], {}],
+    ["conv1d", [[2, 3, 4, 8], [4, 3, 3]], {}],
+    ["conv1d", [[2, 3, 8], [4, 3, 3]], {"stride": 0}],
+    ["conv1d", [[2, 3, 8], [4, 3, 3]], {"padding": -1}],
+    ["conv_transpose1d", [[2, 3, 5], [3, 4, 3]], {}],
+    ["conv_transpose1d", [[2, 3, 5], [3, 4, 3], [4]], {"stride": 2, "padding": 1, "output_padding": 1}],
+    ["conv_transpose1d", [[3, 5], [3, 4, 3]], {"stride": 3}],
+    ["conv_transpose1d", [[2, 5, 5], [3, 4, 3]], {}],
+    ["conv_transpose1d", [[2, 3, 5], [3, 4, 3], [3]], {}],
+    ["conv_transpose1d", [[2, 3, 5], [3, 4, 3]], {"stride": 2, "output_padding": 2}],
+    ["conv_transpose1d", [[2, 3, 1], [3, 4, 3]], {"padding": 2}],
+    ["conv_transpose2d", [[2, 3, 4, 4], [3, 4, 3, 3]], {}],
+    ["conv_transpose2d", [[2, 3, 4, 4], [3, 4, 3, 3], [4]], {"stride": 2, "padding": 1, "output_padding": 1}],
+    ["conv_transpose2d", [[2, 3, 4, 5], [3, 2, 2, 3]], {"stride": 3}],
+    ["conv_transpose2d", [[3, 4, 4], [3, 4, 3, 3], [4]], {"stride": 2}],
+    ["conv_transpose2d", [[2, 4, 4, 4], [3, 4, 3, 3]], {}],
+    ["conv_transpose2d", [[2, 3, 4, 4], [3, 4, 3, 3], [3]], {}],
+    ["conv_transpose2d", [[2, 3, 4, 4], [3, 4, 3]], {}],
+    ["conv_transpose2d", [[2, 3, 4, 4], [3, 4, 3, 3]], {"stride": 2, "output_padding": 2}],
+    ["conv_transpose2d", [[2, 3, 4, 4], [3, 4, 3, 3]], {"output_padding": 1}],
+    ["conv_transpose2d", [[2, 3, 1, 1], [3, 4, 3, 3]], {"padding": 2}],
 ]
 
 

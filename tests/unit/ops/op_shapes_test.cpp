@@ -34,6 +34,18 @@ const std::map<std::string, std::function<Tensor(Args, Kw)>>& ops() {
       {"addbmm", [](Args x, Kw k) { return addbmm(x.at(0), x.at(1), x.at(2), kw(k, "beta", 1), kw(k, "alpha", 1)); }},
       {"chain_matmul", [](Args x, Kw) { return chain_matmul(x); }},
       {"prelu", [](Args x, Kw) { return prelu(x.at(0), x.at(1)); }},
+      {"conv1d", [](Args x, Kw k) {
+         return conv1d(x.at(0), x.at(1), x.size() > 2 ? x[2] : Tensor(), int64_t(kw(k, "stride", 1)),
+                       int64_t(kw(k, "padding", 0)));
+       }},
+      {"conv_transpose1d", [](Args x, Kw k) {
+         return conv_transpose1d(x.at(0), x.at(1), x.size() > 2 ? x[2] : Tensor(), int64_t(kw(k, "stride", 1)),
+                                 int64_t(kw(k, "padding", 0)), int64_t(kw(k, "output_padding", 0)));
+       }},
+      {"conv_transpose2d", [](Args x, Kw k) {
+         return conv_transpose2d(x.at(0), x.at(1), x.size() > 2 ? x[2] : Tensor(), int64_t(kw(k, "stride", 1)),
+                                 int64_t(kw(k, "padding", 0)), int64_t(kw(k, "output_padding", 0)));
+       }},
   };
   return m;
 }

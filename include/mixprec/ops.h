@@ -65,6 +65,12 @@ Tensor conv2d(const Tensor& src, const Tensor& weights, const Tensor& bias = Ten
 // are PyTorch's arguments; values other than 1 are refused (not supported yet).
 Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int64_t stride = 1,
               int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
+// F.conv3d: input [N, C, D, H, W] (or [C, D, H, W]), weight [O, C, KD, KH, KW], bias [O] ->
+// [N, O, OD, OH, OW], the same stride and padding on the three axes. One conv2d over
+// (channel, depth tap) pairs (exact; ops/conv3d.cpp). dilation and groups other than 1 are
+// refused.
+Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int64_t stride = 1,
+              int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
 // F.conv_transpose2d: input [N, C_in, H, W] (or [C_in, H, W]), weight [C_in, C_out, KH, KW]
 // (PyTorch's layout), bias [C_out] -> [N, C_out, OH, OW], OH = (H - 1) stride - 2 padding +
 // KH + output_padding (output_padding < stride). The adjoint of conv2d: decoders' and

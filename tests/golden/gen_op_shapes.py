@@ -7,6 +7,14 @@ arguments) and records the output shape, or "error: <PyTorch's message>". The C+
 mixprec's op of the same name on the same shapes and expects the same shape, or an Error
 where PyTorch raises (mixprec's own message, naming the op and the shapes).
 
+Where PyTorch runs, it also records the output values and the gradient of every input for
+the loss sum(out * r), so the C++ test checks semantics (weight layouts, where
+output_padding goes, beta and alpha, the x = 0 side of prelu) against PyTorch itself, not
+only against mixprec's float64 references. Operand k's element i is
+float32(((i * 7919 + k * 104729 + 13) % 2001 - 1000) / 1000) and r's element i is
+((i * 31 + 7) % 17 - 8) / 8, computed from integers so that C++ builds the same values.
+Values are float32, written with 9 significant digits (exact).
+
 Each case: [op, [operand shapes], {keyword arguments}]. The C++ side maps op names to
 calls, with the keyword arguments by name; keep the two in step.
 
@@ -33,6 +41,7 @@ OPS = {
     "chain_matmul": lambda *m: torch.chain_matmul(*m),
     "prelu": lambda x, w: F.prelu(x, w),
     "conv1d": lambda *xs, **kw: F.conv1d(*xs, **kw),
+    "conv3d": lambda *xs, **kw: F.conv3d(*xs, **kw),
     "conv_transpose1d": lambda *xs, **kw: F.conv_transpose1d(*xs, **kw),
     "conv_transpose2d": lambda *xs, **kw: F.conv_transpose2d(*xs, **kw),
 }
@@ -105,6 +114,12 @@ CASES = [
     ["conv1d", [[2, 3, 4, 8], [4, 3, 3]], {}],
     ["conv1d", [[2, 3, 8], [4, 3, 3]], {"stride": 0}],
     ["conv1d", [[2, 3, 8], [4, 3, 3]], {"padding": -1}],
+    ["conv3d", [[2, 3, 4, 5, 5], [4, 3, 2, 3, 3], [4]], {}],
+    ["conv3d", [[2, 2, 5, 4, 6], [3, 2, 3, 2, 3], [3]], {"stride": 2, "padding": 1}],
+    ["conv3d", [[2, 4, 4, 4], [3, 2, 2, 2, 2]], {"padding": 1}],
+    ["conv3d", [[2, 3, 4, 5, 5], [4, 2, 2, 3, 3]], {}],
+    ["conv3d", [[2, 3, 1, 5, 5], [4, 3, 2, 3, 3]], {}],
+    ["conv3d", [[2, 3, 4, 5, 5], [4, 3, 3, 3]], {}],
     ["conv_transpose1d", [[2, 3, 5], [3, 4, 3]], {}],
     ["conv_transpose1d", [[2, 3, 5], [3, 4, 3], [4]], {"stride": 2, "padding": 1, "output_padding": 1}],
     ["conv_transpose1d", [[3, 5], [3, 4, 3]], {"stride": 3}],
@@ -125,23 +140,48 @@ CASES = [
 ]
 
 
+def operand(k, shape):
+    n = 1
+    for s in shape:
+        n *= s
+    v = [((i * 7919 + k * 104729 + 13) % 2001 - 1000) / 1000 for i in range(n)]
+    return torch.tensor(v, dtype=torch.float32).reshape(shape).requires_grad_()
+
+
+def loss_weights(n):
+    return torch.tensor([((i * 31 + 7) % 17 - 8) / 8 for i in range(n)], dtype=torch.float32)
+
+
+def f32s(t):
+    return [float(f"{v:.9g}") for v in t.detach().flatten().tolist()]
+
+
 def run(op, shapes, kwargs):
-    torch.manual_seed(0)
-    xs = [torch.rand(*s) if s else torch.tensor(0.5) for s in shapes]
+    """(output shape, values) or ("error: ...", None)."""
+    xs = [operand(k, s) for k, s in enumerate(shapes)]
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # chain_matmul's deprecation
-            return list(OPS[op](*xs, **kwargs).shape)
+            y = OPS[op](*xs, **kwargs)
     except (RuntimeError, IndexError) as e:
-        return "error: " + str(e).split("\n")[0]
+        return "error: " + str(e).split("\n")[0], None
+    (y.flatten() * loss_weights(y.numel())).sum().backward()
+    grads = [f32s(x.grad) if x.grad is not None else None for x in xs]
+    return list(y.shape), {"out": f32s(y), "grads": grads}
 
 
 def main():
     torch.set_num_threads(1)
-    cases = [{"op": op, "shapes": shapes, "kwargs": kw, "torch": run(op, shapes, kw)} for op, shapes, kw in CASES]
+    cases = []
+    for op, shapes, kw in CASES:
+        result, values = run(op, shapes, kw)
+        case = {"op": op, "shapes": shapes, "kwargs": kw, "torch": result}
+        if values is not None:
+            case["values"] = values
+        cases.append(case)
     golden = {"generator": "tests/golden/gen_op_shapes.py", "torch_version": torch.__version__, "cases": cases}
     with open(OUT, "w") as f:
-        json.dump(golden, f, indent=1)
+        json.dump(golden, f, separators=(",", ":"))  # one line: ~6700 numbers
         f.write("\n")
     for c in cases:
         print(c["op"], c["shapes"], c["kwargs"], "->", c["torch"])

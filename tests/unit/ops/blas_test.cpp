@@ -33,7 +33,9 @@ TEST(Blas, BetaZeroIgnoresNanInInputAndDefaultsAreOne) {
 TEST(Blas, DtypeMismatchIsAnErrorOutsideAutocastAndCastUnderIt) {
   const Tensor a = Tensor::uniform({4, 6}, -1, 1), b = Tensor::uniform({6, 3}, -1, 1).to(DType::bf16);
   EXPECT_THROW(mm(a, b), Error);
-  EXPECT_THROW(addmm(Tensor::zeros({4, 3}, DType::bf16), a, a.to(DType::f32).reshape({6, 4}).detach()), Error);
+  const Tensor input16 = Tensor::zeros({4, 3}, DType::bf16), b32 = b.to(DType::f32);
+  EXPECT_NO_THROW(addmm(input16.to(DType::f32), a, b32));  // the shapes fit: only the dtype differs below
+  EXPECT_THROW(addmm(input16, a, b32), Error);
   amp::AutocastGuard g(DType::bf16);
   EXPECT_EQ(mm(a, b).dtype(), DType::bf16);
 }

@@ -42,6 +42,20 @@ constexpr const char* kF32Loss =
     "losses are f32 for 16-bit inputs even without autocast, so pure-bf16 training still "
     "reports and differentiates an f32 loss";
 
+constexpr const char* kCpuLowers =
+    "PyTorch 1.13 lowers it on CUDA only; mixprec lowers it on CPU too, as the matrix-matrix "
+    "forms (16-bit operands halve a memory-bound product's traffic)";
+constexpr const char* kOneDtype =
+    "PyTorch 1.13 casts a bf16 input to the f32 operands' dtype here but raises in addmm and "
+    "addbmm; mixprec asks one dtype of every add* op's operands";
+
+constexpr const char* kTorch2Lowers =
+    "PyTorch 1.13's CPU autocast leaves it alone; PyTorch 2's lowers it, as mixprec does";
+
+constexpr const char* kNoBf16Deconv =
+    "PyTorch 1.13 has no bf16 transposed convolution on CPU: its autocast runs it in f32 and "
+    "a bf16 call fails; PyTorch 2 lowers it, as mixprec does";
+
 constexpr TorchDifference kDifferences[] = {
     {OpId::softmax, "bf16_autocast", "bf16", "bf16", "f32", kF32Accuracy},
     {OpId::log_softmax, "bf16_autocast", "bf16", "bf16", "f32", kF32Accuracy},
@@ -59,6 +73,27 @@ constexpr TorchDifference kDifferences[] = {
      "PyTorch has no bf16 mse kernel on CPU; mixprec computes every loss in f32"},
     {OpId::nll_loss, "no_autocast", "bf16", "bf16", "f32", kF32Loss},
     {OpId::cross_entropy, "no_autocast", "bf16", "bf16", "f32", kF32Loss},
+    {OpId::mv, "bf16_autocast", "f32", "f32", "bf16", kCpuLowers},
+    {OpId::mv, "bf16_autocast", "bf16_f32", "error", "bf16", kCpuLowers},
+    {OpId::addmv, "bf16_autocast", "f32", "f32", "bf16", kCpuLowers},
+    {OpId::addmv, "bf16_autocast", "bf16_f32", "f32", "bf16", kCpuLowers},
+    {OpId::addmv, "no_autocast", "bf16_f32", "f32", "error", kOneDtype},
+    {OpId::addr, "bf16_autocast", "f32", "f32", "bf16", kCpuLowers},
+    {OpId::addr, "bf16_autocast", "bf16_f32", "f32", "bf16", kCpuLowers},
+    {OpId::addr, "no_autocast", "bf16_f32", "f32", "error", kOneDtype},
+    {OpId::baddbmm, "no_autocast", "bf16_f32", "f32", "error", kOneDtype},
+    {OpId::chain_matmul, "bf16_autocast", "bf16_f32", "error", "bf16",
+     "PyTorch 1.13 lowers only the mm calls inside chain_matmul, after checking that the "
+     "matrices share a dtype; mixprec lowers the op's inputs, as its other lower rows"},
+    {OpId::prelu, "bf16_autocast", "f32", "f32", "bf16", kTorch2Lowers},
+    {OpId::conv_transpose1d, "bf16_autocast", "f32", "f32", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose1d, "bf16_autocast", "bf16", "f32", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose1d, "bf16_autocast", "bf16_f32", "f32", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose1d, "no_autocast", "bf16", "error", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose2d, "bf16_autocast", "f32", "f32", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose2d, "bf16_autocast", "bf16", "f32", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose2d, "bf16_autocast", "bf16_f32", "f32", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose2d, "no_autocast", "bf16", "error", "bf16", kNoBf16Deconv},
 };
 
 // -1: no override; otherwise the CastPolicy value. Atomics: overrides are set rarely, read

@@ -184,6 +184,25 @@ std::vector<OpEntry> make_registry() {
        },
        [](V x) { return ref::dropout_reference(x[0], kDropoutP, kDropoutSeed); }});
 
+  // ---- prelu.cpp: one weight per channel (values both sides of 0) and a single weight ----
+  auto prelu_reference = [](V x) {
+    const Tensor input = w(x[0]);
+    const std::vector<double> v = input.to_vector_f64(), wt = x[1].to_vector_f64();
+    const int64_t C = input.dim() >= 2 ? input.size(1) : 1;
+    int64_t inner = 1;
+    for (int64_t d = 2; d < input.dim(); ++d) inner *= input.size(d);
+    std::vector<double> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      const double a = wt.size() == 1 ? wt[0] : wt[size_t((int64_t(i) / inner) % C)];
+      out[i] = v[i] > 0 ? v[i] : a * v[i];
+    }
+    return Tensor::from_vector_f64(out, input.shape(), DType::f64);
+  };
+  add({"prelu", OpId::prelu, {in({2, 3, 4}), in({3}, 0.1, 0.5)}, [](V x) { return prelu(x[0], x[1]); },
+       prelu_reference});
+  add({"prelu.single_weight", OpId::prelu, {in({2, 3, 2, 2}), in({1}, 0.1, 0.5)},
+       [](V x) { return prelu(x[0], x[1]); }, prelu_reference});
+
   // ---- matmul.cpp, conv.cpp ----
   add({"linear", OpId::linear, {in({4, 6}), in({5, 6}), in({5})},
        [](V x) { return linear(x[0], x[1], x[2]); },
@@ -196,6 +215,102 @@ std::vector<OpEntry> make_registry() {
   add({"conv2d", OpId::conv2d, {in({2, 3, 5, 5}), in({4, 3, 3, 3}), in({4})},
        [](V x) { return conv2d(x[0], x[1], x[2], 1, 1); },
        [](V x) { return ref::conv2d_forward(w(x[0]), w(x[1]), w(x[2]), {1, 1, 1, 1}); }});
+
+  // ---- blas.cpp (beta and alpha away from 1 so that both scalings are checked; the
+  // inputs broadcast to the product where PyTorch allows it) ----
+  auto scaled_sum = [](const Tensor& input, const Tensor& product, double beta, double alpha) {
+    return ref::binary(BinaryOp::add, ref::linear_scale(w(input), beta, 0.0), ref::linear_scale(product, alpha, 0.0));
+  };
+  auto mm_ref = [](const Tensor& a, const Tensor& b) { return ref::matmul(w(a), w(b), false, false); };
+  auto column = [](const Tensor& v) { return w(v).reshape({v.size(0), 1}); };
+  add({"mm", OpId::mm, {in({4, 6}), in({6, 3})}, [](V x) { return mm(x[0], x[1]); },
+       [=](V x) { return mm_ref(x[0], x[1]); }});
+  add({"mv", OpId::mv, {in({4, 6}), in({6})}, [](V x) { return mv(x[0], x[1]); },
+       [=](V x) { return ref::matmul(w(x[0]), column(x[1]), false, false).reshape({4}); }});
+  add({"addmm", OpId::addmm, {in({3}), in({4, 6}), in({6, 3})},
+       [](V x) { return addmm(x[0], x[1], x[2], 0.5, 2.0); },
+       [=](V x) { return scaled_sum(x[0], mm_ref(x[1], x[2]), 0.5, 2.0); }});
+  add({"addmv", OpId::addmv, {in({4}), in({4, 6}), in({6})},
+       [](V x) { return addmv(x[0], x[1], x[2], 0.5, 2.0); },
+       [=](V x) { return scaled_sum(x[0], ref::matmul(w(x[1]), column(x[2]), false, false).reshape({4}), 0.5, 2.0); }});
+  add({"addr", OpId::addr, {in({4, 1}), in({4}), in({3})},
+       [](V x) { return addr(x[0], x[1], x[2], 0.5, 2.0); },
+       [=](V x) { return scaled_sum(x[0], ref::matmul(column(x[1]), w(x[2]).reshape({1, 3}), false, false), 0.5, 2.0); }});
+  add({"baddbmm", OpId::baddbmm, {in({1, 4, 3}), in({2, 4, 6}), in({2, 6, 3})},
+       [](V x) { return baddbmm(x[0], x[1], x[2], 0.5, 2.0); },
+       [=](V x) { return scaled_sum(x[0], mm_ref(x[1], x[2]), 0.5, 2.0); }});
+  add({"addbmm", OpId::addbmm, {in({4, 3}), in({2, 4, 6}), in({2, 6, 3})},
+       [](V x) { return addbmm(x[0], x[1], x[2], 0.5, 2.0); },
+       [=](V x) { return scaled_sum(x[0], ref::reduce(ReduceOp::sum, mm_ref(x[1], x[2]), {0}, false), 0.5, 2.0); }});
+  // Four matrices: the order comes from the dynamic programme ((A(BC))D here).
+  add({"chain_matmul", OpId::chain_matmul, {in({4, 6}), in({6, 2}), in({2, 5}), in({5, 3})},
+       [](V x) { return chain_matmul({x[0], x[1], x[2], x[3]}); },
+       [=](V x) { return mm_ref(w(mm_ref(w(mm_ref(x[0], x[1])), x[2])), x[3]); }});
+
+  // ---- conv.cpp's conv1d, conv_transpose.cpp (stride 2 with padding and output padding;
+  // the transposed references are backend/ref's direct scatter loops) ----
+  add({"conv1d", OpId::conv1d, {in({2, 3, 7}), in({4, 3, 3}), in({4})},
+       [](V x) { return conv1d(x[0], x[1], x[2], 2, 1); },
+       [](V x) {
+         return ref::conv2d_forward(w(x[0]).reshape({2, 3, 1, 7}), w(x[1]).reshape({4, 3, 1, 3}), w(x[2]), {1, 2, 0, 1})
+             .reshape({2, 4, 4});
+       }});
+  // conv3d: the reference sums each depth tap's ref::conv2d_forward over the zero-padded
+  // depth planes, in f64 (another route than the op's single conv2d over channel x tap).
+  add({"conv3d", OpId::conv3d, {in({2, 2, 4, 4, 4}), in({3, 2, 2, 3, 3}), in({3})},
+       [](V x) { return conv3d(x[0], x[1], x[2], 2, 1); },
+       [](V x) {
+         const Tensor input = w(x[0]), weight = w(x[1]);
+         const int64_t N = 2, C = 2, D = 4, O = 3, KD = 2, S = 2, P = 1, OD = (D + 2 * P - KD) / S + 1;  // 3
+         const std::vector<double> xv = input.to_vector_f64(), wv = weight.to_vector_f64(), bv = w(x[2]).to_vector_f64();
+         std::vector<double> out;
+         Shape plane_shape;
+         std::vector<std::vector<double>> planes(static_cast<size_t>(OD));  // [N, O, OH, OW] per od
+         for (int64_t od = 0; od < OD; ++od) {
+           std::vector<double> acc;
+           for (int64_t kd = 0; kd < KD; ++kd) {
+             const int64_t d = od * S - P + kd;
+             if (d < 0 || d >= D) continue;
+             std::vector<double> xs(size_t(N * C * 16)), ws(size_t(O * C * 9));
+             for (int64_t n = 0; n < N; ++n)
+               for (int64_t c = 0; c < C; ++c)
+                 for (int64_t i = 0; i < 16; ++i) xs[size_t((n * C + c) * 16 + i)] = xv[size_t(((n * C + c) * D + d) * 16 + i)];
+             for (int64_t o = 0; o < O; ++o)
+               for (int64_t c = 0; c < C; ++c)
+                 for (int64_t i = 0; i < 9; ++i) ws[size_t((o * C + c) * 9 + i)] = wv[size_t(((o * C + c) * KD + kd) * 9 + i)];
+             const Tensor r = ref::conv2d_forward(Tensor::from_vector_f64(xs, {N, C, 4, 4}, DType::f64),
+                                                  Tensor::from_vector_f64(ws, {O, C, 3, 3}, DType::f64), Tensor(),
+                                                  {S, S, P, P});
+             plane_shape = r.shape();
+             const std::vector<double> rv = r.to_vector_f64();
+             if (acc.empty()) acc.assign(rv.size(), 0.0);
+             for (size_t i = 0; i < rv.size(); ++i) acc[i] += rv[i];
+           }
+           planes[size_t(od)] = acc;
+         }
+         const int64_t OH = plane_shape[2], OW = plane_shape[3];
+         out.assign(size_t(N * O * OD * OH * OW), 0.0);
+         for (int64_t n = 0; n < N; ++n)
+           for (int64_t o = 0; o < O; ++o)
+             for (int64_t od = 0; od < OD; ++od)
+               for (int64_t i = 0; i < OH * OW; ++i)
+                 out[size_t(((n * O + o) * OD + od) * OH * OW + i)] =
+                     planes[size_t(od)][size_t((n * O + o) * OH * OW + i)] + bv[size_t(o)];
+         return Tensor::from_vector_f64(out, {N, O, OD, OH, OW}, DType::f64);
+       }});
+  add({"conv_transpose2d", OpId::conv_transpose2d, {in({2, 3, 4, 4}), in({3, 4, 3, 3}), in({4})},
+       [](V x) { return conv_transpose2d(x[0], x[1], x[2], 2, 1, 1); },
+       [](V x) { return ref::conv_transpose2d_reference(x[0], x[1], x[2], 2, 2, 1, 1, 1, 1); }});
+  add({"conv_transpose2d.no_bias", OpId::conv_transpose2d, {in({1, 2, 3, 3}), in({2, 3, 2, 2})},
+       [](V x) { return conv_transpose2d(x[0], x[1]); },
+       [](V x) { return ref::conv_transpose2d_reference(x[0], x[1], Tensor(), 1, 1, 0, 0, 0, 0); }});
+  add({"conv_transpose1d", OpId::conv_transpose1d, {in({2, 3, 5}), in({3, 4, 3}), in({4})},
+       [](V x) { return conv_transpose1d(x[0], x[1], x[2], 2, 1, 1); },
+       [](V x) {
+         return ref::conv_transpose2d_reference(w(x[0]).reshape({2, 3, 1, 5}), w(x[1]).reshape({3, 4, 1, 3}), x[2], 1, 2,
+                                                0, 1, 0, 1)
+             .reshape({2, 4, 10});
+       }});
 
   // ---- pooling.cpp, fused_relu_pool.cpp ----
   add({"max_pool2d", OpId::max_pool2d, {in({2, 3, 6, 6})}, [](V x) { return max_pool2d(x[0], 2); },

@@ -95,6 +95,11 @@ struct LayerType {
   const char* language_model_hint = nullptr;
   // Its body's rows follow one deeper (a residual block): the summary walks them.
   bool block = false;
+  // A small model file that uses it, for the tests every type gets (layer_types_test: it
+  // plans, builds, runs and its modules are its own; onnx_export_test: its ONNX graph gives
+  // mixprec's logits). Input: 2x6x6 images and 3 classes, or 8 byte ids when its first layer
+  // reads ids (a language model of context 8 when it ends in lm_head).
+  const char* example = nullptr;
 };
 
 // Every layer type, in the order error messages list them.

@@ -49,6 +49,7 @@ const LayerType linear_type{
       return onnx_linear(static_cast<const Linear&>(m), w, path, x);
     }),
     .output_op = amp::OpId::linear,
+    .example = "layers: [flatten, linear: {out: 5, bias: false}, linear: {out: classes}]",
 };
 
 // ---- layernorm: [F] or each position of [T, E]
@@ -77,6 +78,7 @@ const LayerType layernorm_type{
     .output_op = amp::OpId::layer_norm,
     .normalization = true,
     .per_position = true,
+    .example = "layers: [flatten, layernorm, linear: {out: classes}]",
 };
 
 // ---- dropout: any shape; the identity in eval mode (and so in ONNX)
@@ -95,6 +97,7 @@ const LayerType dropout_type{
     }),
     .output_op = amp::OpId::dropout,
     .per_position = true,
+    .example = "layers: [flatten, dropout: {p: 0.3}, linear: {out: classes}]",
 };
 
 // ---- relu, gelu: any shape
@@ -111,6 +114,7 @@ const LayerType relu_type{
     }),
     .output_op = amp::OpId::relu,
     .per_position = true,
+    .example = "layers: [flatten, relu, linear: {out: classes}]",
 };
 
 const LayerType gelu_type{
@@ -124,6 +128,7 @@ const LayerType gelu_type{
     }),
     .output_op = amp::OpId::gelu,
     .per_position = true,
+    .example = "layers: [flatten, gelu, linear: {out: classes}]",
 };
 
 // ---- residual: [layers] is x + f(x); {layers: [...], shortcut: [...]} is g(x) + f(x), a
@@ -182,6 +187,7 @@ const LayerType residual_type{
     .output_op = amp::OpId::add,
     .autocast_why = "x + f(x): the wider of the two",
     .block = true,
+    .example = "layers: [residual: {layers: [conv2d: {out: 3, padding: 1}, relu], shortcut: [conv2d: {out: 3, kernel: 1}]}, residual: [relu], global_avgpool, linear: {out: classes}]",
 };
 
 #undef MIXPREC_TAKE

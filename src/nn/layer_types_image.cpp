@@ -56,6 +56,7 @@ const LayerType conv2d_type{
       return onnx_conv2d(static_cast<const Conv2d&>(m), w, path, x);
     }),
     .output_op = amp::OpId::conv2d,
+    .example = "layers: [conv2d: {out: 4, kernel: 3, stride: 2, padding: 1}, flatten, linear: {out: classes}]",
 };
 
 // ---- maxpool2d: [C, H, W] -> [C, H', W']
@@ -85,6 +86,7 @@ const LayerType maxpool2d_type{
       return onnx_max_pool(w, x, p.kernel(), p.stride(), p.padding(), path);
     }),
     .output_op = amp::OpId::max_pool2d,
+    .example = "layers: [maxpool2d: {kernel: 3, stride: 2, padding: 1}, flatten, linear: {out: classes}]",
 };
 
 // ---- batchnorm2d: [C, H, W], running statistics
@@ -111,6 +113,7 @@ const LayerType batchnorm2d_type{
     }),
     .output_op = amp::OpId::batch_norm,
     .normalization = true,
+    .example = "layers: [batchnorm2d, global_avgpool, linear: {out: classes}]",
 };
 
 // ---- global_avgpool: [C, H, W] -> [C]; a sequence [T, E] -> [E], the mean over its positions
@@ -151,6 +154,7 @@ const LayerType global_avgpool_type{
                        2};
     }),
     .output_op = amp::OpId::mean,
+    .example = "layers: [global_avgpool, linear: {out: classes}]",
 };
 
 // ---- sequence: [C, H, W] -> [C*H, W], the image's rows as tokens (for encoder layers)
@@ -185,6 +189,7 @@ const LayerType sequence_type{
       return OnnxValue{w.node("Reshape", {x.name, target}, onnx_join(path, "tokens")), 3};
     }),
     .output_op = amp::OpId::flatten,
+    .example = "layers: [sequence, layernorm, global_avgpool, linear: {out: classes}]",
 };
 
 // ---- flatten: [C, H, W] -> [C*H*W]
@@ -205,6 +210,7 @@ const LayerType flatten_type{
       return onnx_flatten(w, x, path);
     }),
     .output_op = amp::OpId::flatten,
+    .example = "layers: [flatten, linear: {out: classes}]",
 };
 
 #undef MIXPREC_TAKE

@@ -77,6 +77,7 @@ const LayerType embedding_type{
     .output_op = amp::OpId::embedding,
     .reads_ids = true,
     .per_position = true,
+    .example = "layers: [embedding: {dim: 8}, global_avgpool, linear: {out: classes}]",
 };
 
 // ---- encoder: [T, E] -> [T, E], BERT's post-norm transformer encoder layer
@@ -122,6 +123,7 @@ const LayerType encoder_type{
     .output_op = amp::OpId::layer_norm,
     .autocast_why = "ends in layer norm (autocast: fp32); its matmuls run in {autocast}",
     .language_model_hint = "encoder attends to later positions too: use decoder",
+    .example = "layers: [embedding: {dim: 8}, encoder: {heads: 2, ffn: 16}, global_avgpool, linear: {out: classes}]",
 };
 
 // ---- decoder: [T, E] -> [T, E], GPT-2's pre-norm block with causal attention
@@ -175,6 +177,7 @@ const LayerType decoder_type{
     .output_op = amp::OpId::add,
     .per_position = true,
     .per_position_note = " (causal attention)",
+    .example = "layers: [embedding: {dim: 8, context: 8}, decoder: {heads: 2}, layernorm, lm_head]",
 };
 
 // ---- lm_head: [T, E] -> [T, 256], the next byte's logits at every position
@@ -218,6 +221,7 @@ const LayerType lm_head_type{
     .output_op = amp::OpId::linear,  // a linear without bias
     .ends_language_model = true,
     .per_position = true,
+    .example = "layers: [embedding: {dim: 8, context: 8}, lm_head: {tied: false}]",
 };
 
 #undef MIXPREC_TAKE

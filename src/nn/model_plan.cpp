@@ -64,7 +64,9 @@ int64_t product(const std::vector<int64_t>& s) {
 // A summary row: the layer as built, with what its type says about its dtypes.
 ModelFileLayer row_of(const LayerType& t, const std::string& full, const std::vector<int64_t>& shape,
                       int64_t parameters, const std::string& precision, int nesting) {
-  ModelFileLayer r{full, t.name, shape, parameters, precision, nesting};
+  ModelFileLayer r;
+  r.name = full, r.type = t.name, r.output_shape = shape, r.parameters = parameters, r.precision = precision;
+  r.depth = nesting;
   r.output_op = t.output_op;
   r.normalization = t.normalization;
   r.block = t.block;

@@ -95,6 +95,9 @@ struct LayerType {
   const char* language_model_hint = nullptr;
   // Its body's rows follow one deeper (a residual block): the summary walks them.
   bool block = false;
+  // The elements per sample it holds from forward until backward (null: its output's, which
+  // the next layer keeps): train's memory estimate before anything is allocated.
+  double (*kept_activations)(const LayerPlan& p) = nullptr;
   // A small model file that uses it, for the tests every type gets (layer_types_test: it
   // plans, builds, runs and its modules are its own; onnx_export_test: its ONNX graph gives
   // mixprec's logits). Input: 2x6x6 images and 3 classes, or 8 byte ids when its first layer

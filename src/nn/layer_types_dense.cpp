@@ -13,6 +13,7 @@ namespace {
 
 using plan_detail::kMaxWidth;
 using plan_detail::Planner;
+using plan_detail::product;
 using plan_detail::shape_text;
 using Shape_ = std::vector<int64_t>;
 
@@ -78,6 +79,7 @@ const LayerType layernorm_type{
     .output_op = amp::OpId::layer_norm,
     .normalization = true,
     .per_position = true,
+    .kept_activations = [](const LayerPlan& p) { return 2 * double(product(p.output_shape)); },  // and x-hat
     .example = "layers: [flatten, layernorm, linear: {out: classes}]",
 };
 
@@ -97,6 +99,7 @@ const LayerType dropout_type{
     }),
     .output_op = amp::OpId::dropout,
     .per_position = true,
+    .kept_activations = [](const LayerPlan& p) { return 2 * double(product(p.output_shape)); },  // and its mask
     .example = "layers: [flatten, dropout: {p: 0.3}, linear: {out: classes}]",
 };
 

@@ -113,6 +113,7 @@ const LayerType batchnorm2d_type{
     }),
     .output_op = amp::OpId::batch_norm,
     .normalization = true,
+    .kept_activations = [](const LayerPlan& p) { return 2 * double(product(p.output_shape)); },  // and x-hat
     .example = "layers: [batchnorm2d, global_avgpool, linear: {out: classes}]",
 };
 
@@ -210,6 +211,7 @@ const LayerType flatten_type{
       return onnx_flatten(w, x, path);
     }),
     .output_op = amp::OpId::flatten,
+    .kept_activations = [](const LayerPlan&) { return 0.0; },  // a view of its input
     .example = "layers: [flatten, linear: {out: classes}]",
 };
 

@@ -3,6 +3,7 @@
 // lm_head (a language model's last layer), and the attention the two blocks share in ONNX.
 // Each entry: its parameters, its plan (shapes, parameter count, errors), its module, its
 // ONNX nodes, its summary row.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -80,6 +81,15 @@ const LayerType embedding_type{
     .example = "layers: [embedding: {dim: 8}, global_avgpool, linear: {out: classes}]",
 };
 
+// What an encoder or decoder block [T, E] holds for backward, feed-forward width F: its
+// output, q, k, v and their per-head copies, attention output and projection, two norms and
+// two residual sums (13 E per position), the feed-forward hidden layer before and after its
+// activation (2 F), and per head the scores and their softmax (2 T per position).
+double attention_block_activations(const LayerPlan& p, double F) {
+  const double T = double(p.output_shape[0]), E = double(p.in), H = double(std::max<int64_t>(p.heads, 1));
+  return T * E + T * (13 * E + 2 * F) + 2 * H * T * T;
+}
+
 // ---- encoder: [T, E] -> [T, E], BERT's post-norm transformer encoder layer
 Status plan_encoder(Planner& pl, const LayerArgs& a, Shape_& shape, LayerPlan& m) {
   if (shape.size() != 2)
@@ -123,6 +133,7 @@ const LayerType encoder_type{
     .output_op = amp::OpId::layer_norm,
     .autocast_why = "ends in layer norm (autocast: fp32); its matmuls run in {autocast}",
     .language_model_hint = "encoder attends to later positions too: use decoder",
+    .kept_activations = [](const LayerPlan& p) { return attention_block_activations(p, double(p.out)); },
     .example = "layers: [embedding: {dim: 8}, encoder: {heads: 2, ffn: 16}, global_avgpool, linear: {out: classes}]",
 };
 
@@ -177,6 +188,7 @@ const LayerType decoder_type{
     .output_op = amp::OpId::add,
     .per_position = true,
     .per_position_note = " (causal attention)",
+    .kept_activations = [](const LayerPlan& p) { return attention_block_activations(p, 4.0 * double(p.in)); },
     .example = "layers: [embedding: {dim: 8, context: 8}, decoder: {heads: 2}, layernorm, lm_head]",
 };
 

@@ -18,23 +18,15 @@ enum class CastPolicy : uint8_t {
             // for every op on neither of its lists)
 };
 
-// Every row of the policy table. Adding an enumerator without a row in the policy table
-// (src/amp/policy.cpp) fails to compile. Every op consults its own row (and only its own:
-// an op built from others, such as flatten or mse_loss, runs them without autocast after
-// its cast); tests/unit/amp/autocast_table_test.cpp checks each row against its op, and the
-// op registry (src/ops/registry.h) names the row each registered op consults.
+// Every row of the policy table, in the order of include/mixprec/ops.def (the one list of
+// ops: name, policy, PyTorch case). Every op consults its own row (and only its own: an op
+// built from others, such as flatten or mse_loss, runs them without autocast after its
+// cast); tests/unit/amp/autocast_table_test.cpp checks each row against the registered ops
+// that consult it, and the op registry (src/ops/registry.h) names the row of each entry.
 enum class OpId : uint16_t {
-  // lower
-  conv2d, linear, matmul, bmm,
-  // fp32
-  softmax, log_softmax, layer_norm, sum, mean, mse_loss, nll_loss, cross_entropy,
-  // promote (mul and add also for mul(Tensor, double) / add(Tensor, double))
-  add, sub, mul, div, cat, stack,
-  // keep
-  batch_norm, exp, log, pow, relu, gelu, max_pool2d, avg_pool2d, dropout, reshape, flatten,
-  transpose, neg, attention_softmax, embedding,
-  // lower (placed last so that the rows above keep their numbers)
-  scaled_dot_product_attention,
+#define MIXPREC_OP(name, policy, torch113) name,
+#include "mixprec/ops.def"
+#undef MIXPREC_OP
   count
 };
 

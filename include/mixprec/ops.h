@@ -43,9 +43,13 @@ Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, double b);
 Tensor add(const Tensor& a, double b);
-Tensor neg(const Tensor& a);
-Tensor exp(const Tensor& a);
-Tensor log(const Tensor& a);
+// The elementwise ops of one tensor (neg, exp, log, ...): one declaration
+// `Tensor name(const Tensor& a);` per MIXPREC_UNARY_OP line of mixprec/ops.def.
+#define MIXPREC_OP(name, policy, torch113)
+#define MIXPREC_UNARY_OP(name, policy, low, high, torch113) Tensor name(const Tensor& a);
+#include "mixprec/ops.def"
+#undef MIXPREC_UNARY_OP
+#undef MIXPREC_OP
 Tensor relu(const Tensor& a);
 
 // ---- matrix ops ----
@@ -56,6 +60,41 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // src [N, C, H, W], weights [O, C, KH, KW], bias [O] -> [N, O, OH, OW]
 Tensor conv2d(const Tensor& src, const Tensor& weights, const Tensor& bias = Tensor(),
               int64_t stride = 1, int64_t padding = 0);
+// F.conv1d: input [N, C, L] (or unbatched [C, L]), weight [O, C, K], bias [O] -> [N, O, OL],
+// OL = (L + 2 padding - K) / stride + 1. A conv2d of unit height (exact). dilation and groups
+// are PyTorch's arguments; values other than 1 are refused (not supported yet).
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int64_t stride = 1,
+              int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
+// F.conv_transpose2d: input [N, C_in, H, W] (or [C_in, H, W]), weight [C_in, C_out, KH, KW]
+// (PyTorch's layout), bias [C_out] -> [N, C_out, OH, OW], OH = (H - 1) stride - 2 padding +
+// KH + output_padding (output_padding < stride). The adjoint of conv2d: decoders' and
+// segmentation heads' upsampling. groups and dilation other than 1 are refused.
+Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int64_t stride = 1,
+                        int64_t padding = 0, int64_t output_padding = 0, int64_t groups = 1, int64_t dilation = 1);
+// F.conv_transpose1d: input [N, C_in, L] (or [C_in, L]), weight [C_in, C_out, K]; as
+// conv_transpose2d of unit height.
+Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int64_t stride = 1,
+                        int64_t padding = 0, int64_t output_padding = 0, int64_t groups = 1, int64_t dilation = 1);
+
+// ---- PyTorch's BLAS-style ops (lower policy, each its own row; src/ops/blas.cpp) ----
+// PyTorch's names, argument order and defaults (beta and alpha are keyword-only there).
+// Every operand has one floating dtype (outside autocast a mix raises, as PyTorch's does).
+// The add* ops return beta * input + alpha * product, input broadcast to the product's
+// shape; beta == 0 ignores input's values (NaN included), as PyTorch.
+Tensor mm(const Tensor& input, const Tensor& mat2);  // [M, K] x [K, N] -> [M, N]
+Tensor mv(const Tensor& input, const Tensor& vec);   // [M, K] x [K] -> [M]
+Tensor addmm(const Tensor& input, const Tensor& mat1, const Tensor& mat2, double beta = 1.0,
+             double alpha = 1.0);  // product mat1 [M, K] x mat2 [K, N]
+Tensor addmv(const Tensor& input, const Tensor& mat, const Tensor& vec, double beta = 1.0,
+             double alpha = 1.0);  // product mat [M, K] x vec [K]
+Tensor addr(const Tensor& input, const Tensor& vec1, const Tensor& vec2, double beta = 1.0,
+            double alpha = 1.0);  // outer product vec1 [M] x vec2 [N]
+Tensor baddbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, double beta = 1.0,
+               double alpha = 1.0);  // product batch1 [B, M, K] x batch2 [B, K, N] -> [B, M, N]
+Tensor addbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, double beta = 1.0,
+              double alpha = 1.0);  // sum over b of batch1[b] x batch2[b] -> [M, N]
+// The product of 2-D matrices in the cheapest order (PyTorch's choice: multi_dot's).
+Tensor chain_matmul(const std::vector<Tensor>& matrices);
 
 // ---- pooling ----
 Tensor max_pool2d(const Tensor& src, int64_t kernel, int64_t stride = -1, int64_t padding = 0);
@@ -113,6 +152,10 @@ Tensor batch_norm(const Tensor& src, const Tensor& running_mean, const Tensor& r
                   double eps = 1e-5);
 
 // ---- activations (keep policy: run in the input dtype) ----
+// F.prelu: input for input > 0, weight * input otherwise; weight holds one value, or one per
+// channel (input's dim 1; a 0-D or 1-D input has one channel). A weight of another floating
+// dtype is cast to the input's (PyTorch's rule). Autocast: its own row, lower.
+Tensor prelu(const Tensor& input, const Tensor& weight);
 // Exact GELU: x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2))), PyTorch's default approximate='none'.
 Tensor gelu(const Tensor& src);
 // Zeroes each element with probability p (draws from the global generator, manual_seed) and

@@ -1,5 +1,5 @@
-// policy.cpp: the autocast policy table, one row per op, its overrides, and the list of
-// where the ops' dtypes differ from PyTorch 1.13 on CPU.
+// policy.cpp: the autocast policy table (its rows come from include/mixprec/ops.def), its
+// overrides, and the list of where the ops' dtypes differ from PyTorch 1.13 on CPU.
 // Source: PyTorch 1.13's CPU autocast as run by tests/golden/gen_autocast_table.py
 // (tests/golden/data/autocast_dtypes_torch113.json): conv/linear/matmul/bmm lower, the
 // losses fp32, everything else in the input dtype, mixed dtypes promoted. Deliberate
@@ -21,62 +21,15 @@ struct PolicyRow {
   CastPolicy policy;
 };
 
+// Generated from include/mixprec/ops.def (the reasons for each row's policy are there).
 constexpr PolicyRow kPolicyTable[] = {
-    {OpId::conv2d, "conv2d", CastPolicy::lower},
-    {OpId::linear, "linear", CastPolicy::lower},
-    {OpId::matmul, "matmul", CastPolicy::lower},
-    {OpId::bmm, "bmm", CastPolicy::lower},
-    {OpId::softmax, "softmax", CastPolicy::fp32},
-    {OpId::log_softmax, "log_softmax", CastPolicy::fp32},
-    {OpId::layer_norm, "layer_norm", CastPolicy::fp32},
-    {OpId::sum, "sum", CastPolicy::fp32},
-    {OpId::mean, "mean", CastPolicy::fp32},
-    {OpId::mse_loss, "mse_loss", CastPolicy::fp32},
-    {OpId::nll_loss, "nll_loss", CastPolicy::fp32},
-    {OpId::cross_entropy, "cross_entropy", CastPolicy::fp32},
-    {OpId::add, "add", CastPolicy::promote},
-    {OpId::sub, "sub", CastPolicy::promote},
-    {OpId::mul, "mul", CastPolicy::promote},
-    {OpId::div, "div", CastPolicy::promote},
-    {OpId::cat, "cat", CastPolicy::promote},
-    {OpId::stack, "stack", CastPolicy::promote},
-    // As PyTorch: a bf16 input gives a bf16 output. The kernels compute in f32 or wider
-    // and round once at the output (batch_norm's statistics are f64, whatever the input),
-    // so there is no accuracy reason to lift the output to f32.
-    {OpId::batch_norm, "batch_norm", CastPolicy::keep},
-    {OpId::exp, "exp", CastPolicy::keep},
-    {OpId::log, "log", CastPolicy::keep},
-    {OpId::pow, "pow", CastPolicy::keep},
-    {OpId::relu, "relu", CastPolicy::keep},
-    {OpId::gelu, "gelu", CastPolicy::keep},
-    {OpId::max_pool2d, "max_pool2d", CastPolicy::keep},
-    {OpId::avg_pool2d, "avg_pool2d", CastPolicy::keep},
-    {OpId::dropout, "dropout", CastPolicy::keep},
-    {OpId::reshape, "reshape", CastPolicy::keep},
-    {OpId::flatten, "flatten", CastPolicy::keep},
-    {OpId::transpose, "transpose", CastPolicy::keep},
-    {OpId::neg, "neg", CastPolicy::keep},
-    // mixprec's own row (PyTorch has no such op): attention's softmax over its 16-bit scores
-    // runs in their dtype with f32 arithmetic inside and one rounding out
-    // (backend/cpu/softmax_rows.h). softmax's fp32 row would move the [B*H, S, S] scores
-    // through two casts each way for no accuracy gain. docs/amp.md lists the difference.
-    {OpId::attention_softmax, "attention_softmax", CastPolicy::keep},
-    // As PyTorch 1.13 on CPU: F.embedding is on neither autocast list (f32 weight -> f32 rows).
-    {OpId::embedding, "embedding", CastPolicy::keep},
-    // As PyTorch 2.x's autocast (1.13 has no such op): Q, K and V in the autocast dtype; the
-    // op keeps its softmax statistics in f32 inside (ops/attention.cpp).
-    {OpId::scaled_dot_product_attention, "scaled_dot_product_attention", CastPolicy::lower},
+#define MIXPREC_OP(name, policy, torch113) {OpId::name, #name, CastPolicy::policy},
+#include "mixprec/ops.def"
+#undef MIXPREC_OP
 };
 
 constexpr size_t kOpCount = size_t(OpId::count);
-static_assert(std::size(kPolicyTable) == kOpCount, "every OpId needs exactly one policy row");
-
-constexpr bool rows_in_enum_order() {
-  for (size_t i = 0; i < std::size(kPolicyTable); ++i)
-    if (size_t(kPolicyTable[i].op) != i) return false;
-  return true;
-}
-static_assert(rows_in_enum_order(), "policy rows must follow the OpId order");
+static_assert(std::size(kPolicyTable) == kOpCount, "every OpId has exactly one policy row");
 
 // The reasons are repeated word for word in docs/amp.md (the test compares whole rows).
 constexpr const char* kF32Accuracy =
@@ -88,6 +41,20 @@ constexpr const char* kMixedNorm =
 constexpr const char* kF32Loss =
     "losses are f32 for 16-bit inputs even without autocast, so pure-bf16 training still "
     "reports and differentiates an f32 loss";
+
+constexpr const char* kCpuLowers =
+    "PyTorch 1.13 lowers it on CUDA only; mixprec lowers it on CPU too, as the matrix-matrix "
+    "forms (16-bit operands halve a memory-bound product's traffic)";
+constexpr const char* kOneDtype =
+    "PyTorch 1.13 casts a bf16 input to the f32 operands' dtype here but raises in addmm and "
+    "addbmm; mixprec asks one dtype of every add* op's operands";
+
+constexpr const char* kTorch2Lowers =
+    "PyTorch 1.13's CPU autocast leaves it alone; PyTorch 2's lowers it, as mixprec does";
+
+constexpr const char* kNoBf16Deconv =
+    "PyTorch 1.13 has no bf16 transposed convolution on CPU: its autocast runs it in f32 and "
+    "a bf16 call fails; PyTorch 2 lowers it, as mixprec does";
 
 constexpr TorchDifference kDifferences[] = {
     {OpId::softmax, "bf16_autocast", "bf16", "bf16", "f32", kF32Accuracy},
@@ -106,6 +73,27 @@ constexpr TorchDifference kDifferences[] = {
      "PyTorch has no bf16 mse kernel on CPU; mixprec computes every loss in f32"},
     {OpId::nll_loss, "no_autocast", "bf16", "bf16", "f32", kF32Loss},
     {OpId::cross_entropy, "no_autocast", "bf16", "bf16", "f32", kF32Loss},
+    {OpId::mv, "bf16_autocast", "f32", "f32", "bf16", kCpuLowers},
+    {OpId::mv, "bf16_autocast", "bf16_f32", "error", "bf16", kCpuLowers},
+    {OpId::addmv, "bf16_autocast", "f32", "f32", "bf16", kCpuLowers},
+    {OpId::addmv, "bf16_autocast", "bf16_f32", "f32", "bf16", kCpuLowers},
+    {OpId::addmv, "no_autocast", "bf16_f32", "f32", "error", kOneDtype},
+    {OpId::addr, "bf16_autocast", "f32", "f32", "bf16", kCpuLowers},
+    {OpId::addr, "bf16_autocast", "bf16_f32", "f32", "bf16", kCpuLowers},
+    {OpId::addr, "no_autocast", "bf16_f32", "f32", "error", kOneDtype},
+    {OpId::baddbmm, "no_autocast", "bf16_f32", "f32", "error", kOneDtype},
+    {OpId::chain_matmul, "bf16_autocast", "bf16_f32", "error", "bf16",
+     "PyTorch 1.13 lowers only the mm calls inside chain_matmul, after checking that the "
+     "matrices share a dtype; mixprec lowers the op's inputs, as its other lower rows"},
+    {OpId::prelu, "bf16_autocast", "f32", "f32", "bf16", kTorch2Lowers},
+    {OpId::conv_transpose1d, "bf16_autocast", "f32", "f32", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose1d, "bf16_autocast", "bf16", "f32", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose1d, "bf16_autocast", "bf16_f32", "f32", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose1d, "no_autocast", "bf16", "error", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose2d, "bf16_autocast", "f32", "f32", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose2d, "bf16_autocast", "bf16", "f32", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose2d, "bf16_autocast", "bf16_f32", "f32", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose2d, "no_autocast", "bf16", "error", "bf16", kNoBf16Deconv},
 };
 
 // -1: no override; otherwise the CastPolicy value. Atomics: overrides are set rarely, read

@@ -29,6 +29,7 @@
 #include <optional>
 #include <vector>
 
+#include "backend/dispatch_log.h"
 #include "backend/kernel_params.h"
 #include "mixprec/tensor.h"
 

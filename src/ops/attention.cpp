@@ -31,7 +31,7 @@ Tensor permute(const Tensor& src_in, const std::array<int, 4>& dims, double scal
                                            std::to_string(dims[3]) + ")"));
     seen[size_t(d)] = true;
   }
-  Tensor dst = cpu::permute_forward(src, dims, scale);
+  Tensor dst = ops_detail::dispatch_cpu("permute", src.dtype(), [&] { return cpu::permute_forward(src, dims, scale); });
   if (any_requires_grad({&src})) {
     std::array<int, 4> inverse{};
     for (int k = 0; k < 4; ++k) inverse[size_t(dims[size_t(k)])] = k;
@@ -54,12 +54,15 @@ Tensor narrow(const Tensor& src_in, int64_t start, int64_t length) {
   const int64_t rows = shape[0];
   shape[0] = length;
   const int64_t row = rows > 0 ? src.numel() / rows : 0;
-  Tensor dst = src.as_strided(shape, contiguous_strides(shape), src.storage_offset() + start * row)
-                   .clone();
+  const Tensor rows_view = src.as_strided(shape, contiguous_strides(shape), src.storage_offset() + start * row);
+  Tensor dst = ops_detail::route(
+      "narrow", src.dtype(), true, [&] { return rows_view.clone(); }, ops_detail::no_kernel,
+      [&] { return ref::reorder(rows_view, src.dtype(), MemoryFormat::contiguous); });
   if (any_requires_grad({&cast_src})) {
     const Shape full = cast_src.shape();
     record_op(dst, "narrow", {&cast_src}, [full, start, row](const Tensor& diff_dst) {
-      return std::vector<Tensor>{cpu::narrow_rows_backward(diff_dst, full, start, row)};
+      return std::vector<Tensor>{ops_detail::dispatch_cpu(
+          "narrow_backward", diff_dst.dtype(), [&] { return cpu::narrow_rows_backward(diff_dst, full, start, row); })};
     });
   }
   return dst;
@@ -76,6 +79,7 @@ AttentionOperands split_attention_heads(const Tensor& qkv_in, int64_t B, int64_t
         (qkv.defined() ? qkv.str() : std::string("undefined"))));
   const int64_t S = qkv.size(0) / B, E = qkv.size(1) / 3, D = E / H;
   const DType dt = qkv.dtype();
+  ops_detail::AutocastOff cast_already;  // the parts' reshape must not apply reshape's row
   const Tensor src = qkv.is_contiguous() ? qkv.detach() : qkv.detach().contiguous();
   // Part p's columns seen as [B, S, H, D]; its operand is a permuting copy of that view.
   auto part_view = [&](int64_t p) {
@@ -91,11 +95,14 @@ AttentionOperands split_attention_heads(const Tensor& qkv_in, int64_t B, int64_t
       // with K's rows contiguous, which oneDNN's bf16 batched matmul runs ~1.7x faster at
       // head sizes like 32 than a dense K^T (ONEDNN_VERBOSE, AMD Zen5); the view's values
       // and shape are those of the dense K^T.
-      const Tensor k = cpu::permute_forward(part_view(p), kHeadsFirst, 1.0);
+      const Tensor k = ops_detail::dispatch_cpu("split_attention_heads", dt,
+                                                [&] { return cpu::permute_forward(part_view(p), kHeadsFirst, 1.0); });
       parts[1] = k.as_strided({B * H, D, S}, {S * D, 1, D}, k.storage_offset());
       continue;
     }
-    const Tensor four = cpu::permute_forward(part_view(p), perms[size_t(p)], scales[size_t(p)]);
+    const Tensor four = ops_detail::dispatch_cpu("split_attention_heads", dt, [&] {
+      return cpu::permute_forward(part_view(p), perms[size_t(p)], scales[size_t(p)]);
+    });
     parts[size_t(p)] = four.reshape({B * H, four.size(2), four.size(3)});
   }
   if (any_requires_grad({&qkv})) {
@@ -109,7 +116,7 @@ AttentionOperands split_attention_heads(const Tensor& qkv_in, int64_t B, int64_t
       std::vector<Tensor> cols;
       for (auto& b : *blocks) cols.push_back(b.defined() ? b : Tensor::zeros({B * S, E}, dt));
       *blocks = {};
-      return std::vector<Tensor>{cpu::cat_forward(cols, 1)};
+      return std::vector<Tensor>{ops_detail::dispatch_cpu("split_attention_heads_backward", dt, [&] { return cpu::cat_forward(cols, 1); })};
     });
     for (int p = 0; p < 3; ++p) {
       std::array<int, 4> inverse{};
@@ -119,7 +126,9 @@ AttentionOperands split_attention_heads(const Tensor& qkv_in, int64_t B, int64_t
       record_op(parts[size_t(p)], "split_attention_heads_part", {&join},
                 [blocks, p, inverse, four, scale, B, S, E, dt](const Tensor& diff_dst) {
                   const Tensor g = diff_dst.is_contiguous() ? diff_dst : diff_dst.contiguous();
-                  (*blocks)[size_t(p)] = cpu::permute_forward(g.reshape(four), inverse, scale).reshape({B * S, E});
+                  (*blocks)[size_t(p)] = ops_detail::dispatch_cpu("split_attention_heads_backward", dt, [&] {
+                                           return cpu::permute_forward(g.reshape(four), inverse, scale);
+                                         }).reshape({B * S, E});
                   return std::vector<Tensor>{Tensor::zeros({1}, dt)};
                 });
     }
@@ -136,17 +145,18 @@ Tensor attention_softmax(const Tensor& scores_in, bool causal) {
     throw Error(Status::invalid_argument("attention_softmax: causal needs [..., S, S] scores, got " + scores.str()));
   const Tensor x = scores.is_contiguous() ? scores.detach() : scores.detach().contiguous();
   const int64_t axis = x.dim() - 1;
-  const bool on_ref = x.dtype() == DType::f64;  // f64 (gradchecks): the reference softmax
-  Tensor y = !on_ref ? cpu::softmax_rows_forward(x, causal)
-             : causal ? ref::causal_softmax_reference(x)
-                      : ref::softmax_forward(x, axis);
+  const bool own = x.dtype() != DType::f64;  // f64 (gradchecks): the reference softmax
+  Tensor y = ops_detail::route(
+      "attention_softmax", x.dtype(), own, [&] { return cpu::softmax_rows_forward(x, causal); }, ops_detail::no_kernel,
+      [&] { return causal ? ref::causal_softmax_reference(x).to(x.dtype()) : ref::softmax_forward(x, axis); });
   if (any_requires_grad({&scores})) {
     const Tensor saved = y.detach();
     // y is exactly 0 in hidden columns, so dx = y * (dy - sum(dy * y)) is 0 there too.
-    record_op(y, "attention_softmax", {&scores}, [saved, axis, on_ref](const Tensor& diff_dst) {
+    record_op(y, "attention_softmax", {&scores}, [saved, axis, own](const Tensor& diff_dst) {
       const Tensor g = diff_dst.dtype() == saved.dtype() ? diff_dst.contiguous() : diff_dst.to(saved.dtype());
-      return std::vector<Tensor>{on_ref ? ref::softmax_backward(g, saved, axis)
-                                        : cpu::softmax_rows_backward(saved, g)};
+      return std::vector<Tensor>{ops_detail::route(
+          "attention_softmax_backward", g.dtype(), own, [&] { return cpu::softmax_rows_backward(saved, g); },
+          ops_detail::no_kernel, [&] { return ref::softmax_backward(g, saved, axis); })};
     });
   }
   return y;
@@ -184,12 +194,13 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   };
   cpu::AttentionTiles saved{q0.detach().contiguous(), k0.detach().contiguous(), v0.detach().contiguous(),
                             Tensor(), Tensor(), causal, scale, block_rows};
-  cpu::attention_tiles_forward(saved, mm);
+  ops_detail::dispatch_cpu("scaled_dot_product_attention", q0.dtype(), [&] { cpu::attention_tiles_forward(saved, mm); });
   Tensor out = saved.out;
   if (any_requires_grad({&q0, &k0, &v0})) {
     saved.out = out.detach();
     record_op(out, "scaled_dot_product_attention", {&q0, &k0, &v0}, [saved, mm](const Tensor& d_out) {
-      return cpu::attention_tiles_backward(saved, d_out, mm);
+      return ops_detail::dispatch_cpu("scaled_dot_product_attention_backward", d_out.dtype(),
+                                      [&] { return cpu::attention_tiles_backward(saved, d_out, mm); });
     });
   }
   return out;

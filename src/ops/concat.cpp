@@ -71,7 +71,8 @@ void record_vector_op(Tensor& out, const char* name, const std::vector<Tensor>& 
 Tensor cat_impl(const char* name, const std::vector<Tensor>& inputs, int64_t d) {
   std::vector<Tensor> src(inputs.size());
   for (size_t t = 0; t < inputs.size(); ++t) src[t] = inputs[t].detach().contiguous();
-  Tensor out = backend::cpu::cat_forward(src, d);
+  const DType dt = src[0].dtype();
+  Tensor out = ops_detail::dispatch_cpu(name, dt, [&] { return backend::cpu::cat_forward(src, d); });
   if (any_input_requires_grad(inputs)) {
     std::vector<Shape> shapes;
     std::vector<bool> needs;
@@ -80,7 +81,8 @@ Tensor cat_impl(const char* name, const std::vector<Tensor>& inputs, int64_t d) 
       needs.push_back(x.requires_grad());
     }
     record_vector_op(out, name, inputs, [shapes, needs, d](const Tensor& diff_dst) {
-      return backend::cpu::cat_backward(diff_dst, shapes, needs, d);
+      return ops_detail::dispatch_cpu("cat_backward", diff_dst.dtype(),
+                                      [&] { return backend::cpu::cat_backward(diff_dst, shapes, needs, d); });
     });
   }
   return out;

@@ -1,37 +1,39 @@
-// conv.cpp: 2-D convolution (lower policy under autocast), forward and backward.
+// conv.cpp: 2-D convolution and conv1d (a conv2d of unit height, exact: the same sums in
+// the same kernels; PyTorch computes conv1d the same way), each with its own row of the
+// autocast table (lower), forward and backward.
 // Backward never asks for the input gradient of a layer whose input needs none: for the
 // first layer, oneDNN 2.6's f32 backward-data is a reference kernel taking seconds.
 #include "autograd/node.h"
 #include "ops/autocast_hook.h"
 #include "mixprec/ops.h"
+#include "ops/conv_common.h"
 #include "ops/dispatch.h"
 
 namespace mixprec {
 
 using namespace backend;
 
-Tensor conv2d(const Tensor& src_in, const Tensor& weights_in, const Tensor& bias_in,
-              int64_t stride, int64_t padding) {
-  const auto in = ops_detail::autocast_inputs(amp::OpId::conv2d, {src_in, weights_in, bias_in});
-  const Tensor &src = in[0], &weights = in[1], &bias = in[2];
+namespace ops_detail {
+
+Tensor conv2d_with_params(const char* op, const Tensor& src, const Tensor& weights, const Tensor& bias,
+                          const Conv2dParams& p) {
   if (src.dim() != 4 || weights.dim() != 4 || src.size(1) != weights.size(1))
     throw Error(Status::invalid_argument(
-        "conv2d: src " + shape_str(src.shape()) + " and weights " + shape_str(weights.shape()) +
+        std::string(op) + ": src " + shape_str(src.shape()) + " and weights " + shape_str(weights.shape()) +
         " do not fit (expected src [N, C, H, W], weights [O, C, KH, KW] with the same C)"));
   if (bias.defined() && (bias.dim() != 1 || bias.size(0) != weights.size(0)))
-    throw Error(Status::invalid_argument("conv2d: bias " + shape_str(bias.shape()) +
+    throw Error(Status::invalid_argument(std::string(op) + ": bias " + shape_str(bias.shape()) +
                                          " does not match weights " + shape_str(weights.shape())));
-  if (stride < 1 || padding < 0)
-    throw Error(Status::invalid_argument("conv2d: stride must be >= 1 and padding >= 0, got " +
-                                         std::to_string(stride) + ", " + std::to_string(padding)));
+  if (p.stride_h < 1 || p.stride_w < 1 || p.pad_h < 0 || p.pad_w < 0)
+    throw Error(Status::invalid_argument(std::string(op) + ": stride must be >= 1 and padding >= 0, got " +
+                                         std::to_string(p.stride_w) + ", " + std::to_string(p.pad_w)));
   if (src.dtype() != weights.dtype() || (bias.defined() && bias.dtype() != src.dtype()))
-    throw Error(Status::invalid_argument("conv2d: dtype mismatch: src " + src.str() + ", weights " +
+    throw Error(Status::invalid_argument(std::string(op) + ": dtype mismatch: src " + src.str() + ", weights " +
                                          weights.str() + (bias.defined() ? ", bias " + bias.str() : "") +
                                          " (cast one, or use autocast)"));
-  const Conv2dParams p{stride, stride, padding, padding};
-  if (conv_out_size(src.size(2), weights.size(2), stride, padding) < 1 ||
-      conv_out_size(src.size(3), weights.size(3), stride, padding) < 1)
-    throw Error(Status::invalid_argument("conv2d: kernel " + shape_str(weights.shape()) +
+  if (conv_out_size(src.size(2), weights.size(2), p.stride_h, p.pad_h) < 1 ||
+      conv_out_size(src.size(3), weights.size(3), p.stride_w, p.pad_w) < 1)
+    throw Error(Status::invalid_argument(std::string(op) + ": kernel " + shape_str(weights.shape()) +
                                          " is larger than the padded input " + shape_str(src.shape())));
   Tensor dst = ops_detail::dispatch(
       "conv2d", src.dtype(), [&] { return onednn::conv2d_forward(src, weights, bias, p); },
@@ -68,6 +70,48 @@ Tensor conv2d(const Tensor& src_in, const Tensor& weights_in, const Tensor& bias
               });
   }
   return dst;
+}
+
+
+}  // namespace ops_detail
+
+Tensor conv2d(const Tensor& src_in, const Tensor& weights_in, const Tensor& bias_in,
+              int64_t stride, int64_t padding) {
+  const auto in = ops_detail::autocast_inputs(amp::OpId::conv2d, {src_in, weights_in, bias_in});
+  if (stride < 1 || padding < 0)
+    throw Error(Status::invalid_argument("conv2d: stride must be >= 1 and padding >= 0, got " +
+                                         std::to_string(stride) + ", " + std::to_string(padding)));
+  return ops_detail::conv2d_with_params("conv2d", in[0], in[1], in[2], {stride, stride, padding, padding});
+}
+
+// input [N, C, L] (or unbatched [C, L]), weight [O, C, K] -> [N, O, (L + 2 padding - K) /
+// stride + 1]: conv2d on [N, C, 1, L] with weight [O, C, 1, K], stride and padding along W.
+Tensor conv1d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, int64_t stride,
+              int64_t padding, int64_t dilation, int64_t groups) {
+  const auto in = ops_detail::autocast_inputs(amp::OpId::conv1d, {input_in, weight_in, bias_in});
+  const Tensor &input = in[0], &weight = in[1], &bias = in[2];
+  if (!input.defined() || !weight.defined() || (input.dim() != 2 && input.dim() != 3) || weight.dim() != 3)
+    throw Error(Status::invalid_argument(
+        "conv1d: expected input [N, C, L] or [C, L] and weight [O, C, K], got " +
+        (input.defined() ? shape_str(input.shape()) : std::string("undefined")) + " and " +
+        (weight.defined() ? shape_str(weight.shape()) : std::string("undefined"))));
+  ops_detail::require_unit("conv1d", "dilation", dilation);
+  ops_detail::require_unit("conv1d", "groups", groups);
+  const bool batched = input.dim() == 3;
+  const int64_t N = batched ? input.size(0) : 1, C = input.size(-2), L = input.size(-1);
+  if (C != weight.size(1))
+    throw Error(Status::invalid_argument("conv1d: weight " + shape_str(weight.shape()) + " expects " +
+                                         std::to_string(weight.size(1)) + " input channels, input " +
+                                         shape_str(input.shape()) + " has " + std::to_string(C)));
+  if (stride < 1 || padding < 0)
+    throw Error(Status::invalid_argument("conv1d: stride must be >= 1 and padding >= 0, got " +
+                                         std::to_string(stride) + ", " + std::to_string(padding)));
+  ops_detail::AutocastOff inside;  // conv1d's row is applied; the reshapes must not apply theirs
+  const Tensor out = ops_detail::conv2d_with_params(
+      "conv1d", reshape(input, {N, C, 1, L}), reshape(weight, {weight.size(0), C, 1, weight.size(2)}), bias,
+      {1, stride, 0, padding});
+  const int64_t O = out.size(1), OL = out.size(3);
+  return batched ? reshape(out, {N, O, OL}) : reshape(out, {O, OL});
 }
 
 }  // namespace mixprec

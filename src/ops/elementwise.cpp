@@ -147,4 +147,14 @@ Tensor log(const Tensor& a_in) {
   return out;
 }
 
+Tensor sigmoid(const Tensor& a_in) {
+  const Tensor a = ops_detail::autocast_input(amp::OpId::sigmoid, a_in);
+  Tensor out = run_unary("sigmoid", UnaryOp::sigmoid, a);
+  if (any_requires_grad({&a}))
+    record_op(out, "sigmoid", {&a}, [y = out.detach()](const Tensor& g) {
+      return std::vector<Tensor>{mul(g, mul(y, add(neg(y), 1.0)))};  // d sigmoid(x) = y (1 - y)
+    });
+  return out;
+}
+
 }  // namespace mixprec

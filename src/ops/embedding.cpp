@@ -42,12 +42,14 @@ Tensor embedding(const Tensor& indices, const Tensor& weight_in) {
   const std::vector<int64_t> idx = checked_indices(indices, weight);
   Shape shape = indices.shape();
   shape.push_back(weight.size(1));
-  Tensor out = backend::cpu::embedding_forward(weight.detach(), idx, shape);
+  Tensor out = ops_detail::dispatch_cpu("embedding", weight.dtype(),
+                                        [&] { return backend::cpu::embedding_forward(weight.detach(), idx, shape); });
   if (any_requires_grad({&weight})) {
     const int64_t rows = weight.size(0);
     const DType dtype = weight.dtype();
     record_op(out, "embedding", {&weight}, [idx, rows, dtype](const Tensor& diff_dst) {
-      return std::vector<Tensor>{backend::cpu::embedding_backward(diff_dst, idx, rows, dtype)};
+      return std::vector<Tensor>{ops_detail::dispatch_cpu(
+          "embedding_backward", dtype, [&] { return backend::cpu::embedding_backward(diff_dst, idx, rows, dtype); })};
     });
   }
   return out;

@@ -18,7 +18,9 @@ using namespace backend;
 Tensor cast(const Tensor& src, DType dtype) {
   if (src.dtype() == dtype) return src;
   Tensor in = src.is_dense() ? src : src.contiguous();
-  Tensor out = cpu::convert_dense(in, dtype);
+  Tensor out = ops_detail::route(
+      "cast", src.dtype(), true, [&] { return cpu::convert_dense(in, dtype); }, ops_detail::no_kernel,
+      [&] { return ref::reorder(in, dtype, in.is_channels_last() ? MemoryFormat::channels_last : MemoryFormat::contiguous); });
   if (is_floating(dtype)) record_cast(src, out);
   return out;
 }
@@ -73,7 +75,15 @@ Tensor reshape_impl(const Tensor& src, const Shape& shape) {
                                          shape_str(shape)));
   // A view when the memory is already in logical order; otherwise reorder first (a
   // channels-last activation flattened for a linear layer).
-  Tensor in = src.is_contiguous() ? src.detach() : src.detach().contiguous();
+  Tensor in;
+  if (src.is_contiguous()) {
+    ops_detail::note_view("reshape", src.dtype());
+    in = src.detach();
+  } else {
+    in = ops_detail::route(
+        "reshape", src.dtype(), true, [&] { return src.detach().contiguous(); }, ops_detail::no_kernel,
+        [&] { return ref::reorder(src.detach(), src.dtype(), MemoryFormat::contiguous); });
+  }
   Tensor out = in.as_strided(resolved, contiguous_strides(resolved), in.storage_offset());
   if (any_requires_grad({&src})) {
     const Shape src_shape = src.shape();
@@ -119,8 +129,15 @@ Tensor transpose(const Tensor& src_in, int64_t dim0, int64_t dim1) {
   std::swap(shape[size_t(a)], shape[size_t(b)]);
   std::swap(strides[size_t(a)], strides[size_t(b)]);
   Tensor view = src.detach().as_strided(shape, strides, src.storage_offset());
-  Tensor out = Tensor::empty(shape, src.dtype());
-  out.copy_(view);
+  // The copy: core's strided copy (Tensor::copy_), or ref's reorder into row-major order.
+  Tensor out = ops_detail::route(
+      "transpose", src.dtype(), true,
+      [&] {
+        Tensor dense = Tensor::empty(shape, src.dtype());
+        dense.copy_(view);
+        return dense;
+      },
+      ops_detail::no_kernel, [&] { return ref::reorder(view, src.dtype(), MemoryFormat::contiguous); });
   if (any_requires_grad({&src})) {
     record_op(out, "transpose", {&src}, [a, b](const Tensor& diff_dst) {
       return std::vector<Tensor>{transpose(diff_dst, a, b)};

@@ -44,7 +44,7 @@ Tensor nll_loss(const Tensor& log_probs_raw, const Tensor& target, Reduction r) 
   Tensor lp = log_probs_in.dtype() == DType::f64 ? log_probs_in : log_probs_in.to(DType::f32);
   const int64_t N = lp.size(0), C = lp.size(1);
   const DType dt = lp.dtype();
-  const std::vector<double> picked = backend::cpu::nll_rows(lp, t);
+  const std::vector<double> picked = ops_detail::dispatch_cpu("nll_loss", dt, [&] { return backend::cpu::nll_rows(lp, t); });
   Tensor out;
   if (r == Reduction::none) {
     out = Tensor::from_vector_f64(picked, {N}, dt);
@@ -56,8 +56,10 @@ Tensor nll_loss(const Tensor& log_probs_raw, const Tensor& target, Reduction r) 
   if (any_requires_grad({&lp})) {
     record_op(out, "nll_loss", {&lp}, [t, N, C, r, dt](const Tensor& diff_dst) {
       // d/d lp[i, t_i] = -g_i (/N for mean); zero elsewhere.
-      return std::vector<Tensor>{backend::cpu::nll_backward(
-          diff_dst.to_vector_f64(), r == Reduction::none, r == Reduction::mean, t, N, C, dt)};
+      return std::vector<Tensor>{ops_detail::dispatch_cpu("nll_loss_backward", dt, [&] {
+        return backend::cpu::nll_backward(diff_dst.to_vector_f64(), r == Reduction::none, r == Reduction::mean, t, N,
+                                          C, dt);
+      })};
     });
   }
   return out;
@@ -80,7 +82,8 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, Reduction r)
   const int64_t N = logits.size(0);
   const Tensor x = logits.contiguous().detach();
   auto lse = std::make_shared<std::vector<double>>();
-  const std::vector<double> rows = backend::cpu::cross_entropy_rows(x, t, *lse);
+  const std::vector<double> rows =
+      ops_detail::dispatch_cpu("cross_entropy", x.dtype(), [&] { return backend::cpu::cross_entropy_rows(x, t, *lse); });
   Tensor out;
   if (r == Reduction::none) {
     out = Tensor::from_vector_f64(rows, {N}, dt);
@@ -91,8 +94,10 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, Reduction r)
   }
   if (any_requires_grad({&logits})) {
     record_op(out, "cross_entropy", {&logits}, [x, t, lse, r](const Tensor& diff_dst) {
-      return std::vector<Tensor>{backend::cpu::cross_entropy_backward(
-          x, diff_dst.to_vector_f64(), r == Reduction::none, r == Reduction::mean, t, *lse)};
+      return std::vector<Tensor>{ops_detail::dispatch_cpu("cross_entropy_backward", x.dtype(), [&] {
+        return backend::cpu::cross_entropy_backward(x, diff_dst.to_vector_f64(), r == Reduction::none,
+                                                    r == Reduction::mean, t, *lse);
+      })};
     });
   }
   return out;
@@ -117,7 +122,7 @@ Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction r) {
 Tensor argmax(const Tensor& src) {
   if (src.dim() != 2)
     throw Error(Status::invalid_argument("argmax: expected [N, C], got " + shape_str(src.shape())));
-  return backend::cpu::argmax_rows(src);
+  return ops_detail::dispatch_cpu("argmax", src.dtype(), [&] { return backend::cpu::argmax_rows(src); });
 }
 
 }  // namespace mixprec

@@ -92,13 +92,16 @@ Tensor layer_norm(const Tensor& src_in, const Shape& normalized_shape, const Ten
   const Tensor x = src.detach().contiguous();  // rows of d contiguous values
   const std::vector<double> w = affine_values(weight, d, 1.0), b = affine_values(bias, d, 0.0);
   auto stats = std::make_shared<backend::cpu::LayerNormStats>();
-  Tensor dst = backend::cpu::layer_norm_forward(x, d, w, b, eps, *stats);
+  Tensor dst = ops_detail::dispatch_cpu("layer_norm", x.dtype(),
+                                        [&] { return backend::cpu::layer_norm_forward(x, d, w, b, eps, *stats); });
   if (any_requires_grad({&src, &weight, &bias})) {
     const AffineGrads need(src, weight, bias);
     record_op(dst, "layer_norm", {&src, &weight, &bias},
               [x, stats, w, d, normalized_shape, need](const Tensor& diff_dst) {
-                backend::cpu::LayerNormGrads lg = backend::cpu::layer_norm_backward(
-                    x, diff_dst.contiguous(), d, w, *stats, need.x, need.w || need.b);
+                backend::cpu::LayerNormGrads lg = ops_detail::dispatch_cpu("layer_norm_backward", x.dtype(), [&] {
+                  return backend::cpu::layer_norm_backward(x, diff_dst.contiguous(), d, w, *stats, need.x,
+                                                           need.w || need.b);
+                });
                 return need.pack(lg.dx, lg.dw, lg.db, normalized_shape);
               });
   }
@@ -164,17 +167,19 @@ Tensor batch_norm(const Tensor& src_in, const Tensor& running_mean, const Tensor
   const bool batch_stats = training || !running_mean.defined();
   // --sync-bn (batch_norm_sync.h): training statistics over every process's batch.
   const std::shared_ptr<const BatchNormSync> sync = training ? current_batch_norm_sync() : nullptr;
-  backend::cpu::BatchNormForward r = backend::cpu::batch_norm_forward(
-      x, w, b, batch_stats, running_mean, running_var, training && running_mean.defined(),
-      momentum, eps, sync.get());
+  backend::cpu::BatchNormForward r = ops_detail::dispatch_cpu("batch_norm", x.dtype(), [&] {
+    return backend::cpu::batch_norm_forward(x, w, b, batch_stats, running_mean, running_var,
+                                            training && running_mean.defined(), momentum, eps, sync.get());
+  });
   Tensor dst = r.dst;
   const auto stats = r.stats;
   if (any_requires_grad({&src, &weight, &bias})) {
     const AffineGrads need(src, weight, bias);
     record_op(dst, "batch_norm", {&src, &weight, &bias},
               [x, stats, w, batch_stats, need, sync](const Tensor& diff_dst) {
-                backend::cpu::BatchNormGrads bg =
-                    backend::cpu::batch_norm_backward(x, diff_dst, *stats, w, batch_stats, need.x, sync.get());
+                backend::cpu::BatchNormGrads bg = ops_detail::dispatch_cpu("batch_norm_backward", x.dtype(), [&] {
+                  return backend::cpu::batch_norm_backward(x, diff_dst, *stats, w, batch_stats, need.x, sync.get());
+                });
                 return need.pack(bg.dx, bg.sum_dy_xhat, bg.sum_dy, Shape{x.size(1)});
               });
   }

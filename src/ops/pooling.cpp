@@ -46,6 +46,9 @@ Tensor max_pool2d(const Tensor& src_in, int64_t kernel, int64_t stride, int64_t 
   if (any_requires_grad({&src})) {
     record_op(r.dst, "max_pool2d", {&src},
               [ws = r.workspace, src_shape = src.shape(), p, on_onednn](const Tensor& diff_dst) {
+                // The forward's backend, whose private workspace (argmax) this reads.
+                if (ops_detail::dispatch_verbose())
+                  ops_detail::note_dispatch("max_pool2d_backward", diff_dst.dtype(), on_onednn ? "onednn" : "ref");
                 Tensor g = on_onednn ? onednn::max_pool2d_backward(diff_dst, ws, src_shape, p)
                                      : ref::max_pool2d_backward(diff_dst, ws, src_shape, p);
                 return std::vector<Tensor>{g};

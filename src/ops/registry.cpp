@@ -69,11 +69,11 @@ std::vector<OpEntry> make_registry() {
       return p.reshape({4, p.size(2), p.size(3)});
     };
   };
-  add({"split_attention_heads_q", OpId::transpose, {in({4, 12})},
+  add({"split_attention_heads.q", OpId::transpose, {in({4, 12})},
        [](V x) { return split_attention_heads(x[0], 2, 2, 0.5).q; }, heads_reference(0, {0, 2, 1, 3}, 0.5)});
-  add({"split_attention_heads_k", OpId::transpose, {in({4, 12})},
+  add({"split_attention_heads.k", OpId::transpose, {in({4, 12})},
        [](V x) { return split_attention_heads(x[0], 2, 2, 0.5).k; }, heads_reference(1, {0, 2, 3, 1}, 1.0)});
-  add({"split_attention_heads_v_untransposed_k", OpId::transpose, {in({4, 12})},
+  OpEntry heads_vk{"split_attention_heads.v_untransposed_k", OpId::transpose, {in({4, 12})},
        [](V x) {
          const AttentionOperands o = split_attention_heads(x[0], 2, 2, 0.5, /*k_transposed=*/false);
          return mixprec::add(o.v, mixprec::mul(o.k, 2.0));  // both parts reach the gradient
@@ -86,14 +86,16 @@ std::vector<OpEntry> make_registry() {
          std::vector<double> sum(v.size());
          for (size_t i = 0; i < v.size(); ++i) sum[i] = v[i] + 2.0 * k[i];
          return Tensor::from_vector_f64(sum, {4, 2, 2}, DType::f64);
-       }});
+       }};
+  heads_vk.also_consults = {OpId::add, OpId::mul};
+  add(heads_vk);
   add({"narrow", OpId::reshape, {in({5, 3})}, [](V x) { return narrow(x[0], 1, 3); },
        [](V x) { return w(x[0]).reshape({15}).as_strided({3, 3}, {3, 1}, 3).contiguous(); }});
   add({"attention_softmax", OpId::attention_softmax, {in({2, 3, 5}, -2.0, 2.0)},
        [](V x) { return attention_softmax(x[0]); },
        [](V x) { return ref::softmax_forward(w(x[0]), 2); }});
   // Causal: [2, 4, 4] blocks, row i sees columns 0..i (the reference: a -inf upper triangle).
-  add({"attention_softmax_causal", OpId::attention_softmax, {in({2, 4, 4}, -2.0, 2.0)},
+  add({"attention_softmax.causal", OpId::attention_softmax, {in({2, 4, 4}, -2.0, 2.0)},
        [](V x) { return attention_softmax(x[0], /*causal=*/true); },
        [](V x) { return ref::causal_softmax_reference(w(x[0])); }});
 
@@ -126,7 +128,7 @@ std::vector<OpEntry> make_registry() {
   };
   add({"scaled_dot_product_attention", OpId::scaled_dot_product_attention, {in({2, 5, 3}), in({2, 5, 3}), in({2, 5, 4})},
        [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], false, std::nullopt, 2); }, sdpa_reference(false)});
-  add({"scaled_dot_product_attention_causal", OpId::scaled_dot_product_attention,
+  add({"scaled_dot_product_attention.causal", OpId::scaled_dot_product_attention,
        {in({2, 5, 3}), in({2, 5, 3}), in({2, 5, 4})},
        [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2], true, std::nullopt, 2); }, sdpa_reference(true)});
 
@@ -143,16 +145,18 @@ std::vector<OpEntry> make_registry() {
        binary(BinaryOp::mul)});
   add({"div", OpId::div, {in({3, 4}), in({4}, 0.5, 1.5)}, [](V x) { return div(x[0], x[1]); },
        binary(BinaryOp::div)});
-  add({"mul_scalar", OpId::mul, {in({3, 4})}, [](V x) { return mul(x[0], 1.5); },
+  add({"mul.scalar", OpId::mul, {in({3, 4})}, [](V x) { return mul(x[0], 1.5); },
        [](V x) { return ref::linear_scale(w(x[0]), 1.5, 0.0); }});
-  add({"add_scalar", OpId::add, {in({3, 4})}, [](V x) { return mixprec::add(x[0], 0.25); },
+  add({"add.scalar", OpId::add, {in({3, 4})}, [](V x) { return mixprec::add(x[0], 0.25); },
        [](V x) { return ref::linear_scale(w(x[0]), 1.0, 0.25); }});
-  add({"neg", OpId::neg, {in({3, 4})}, [](V x) { return neg(x[0]); },
-       [](V x) { return ref::unary(UnaryOp::neg, w(x[0])); }});
-  add({"exp", OpId::exp, {in({3, 4})}, [](V x) { return exp(x[0]); },
-       [](V x) { return ref::unary(UnaryOp::exp, w(x[0])); }});
-  add({"log", OpId::log, {in({3, 4}, 0.5, 1.5)}, [](V x) { return log(x[0]); },
-       [](V x) { return ref::unary(UnaryOp::log, w(x[0])); }});
+  // The ops of one tensor with a UnaryOp kernel: one entry per MIXPREC_UNARY_OP line.
+#define MIXPREC_OP(name, policy, torch113)
+#define MIXPREC_UNARY_OP(name, policy, low, high, torch113)                                 \
+  add({#name, OpId::name, {in({3, 4}, low, high)}, [](V x) { return mixprec::name(x[0]); }, \
+       [](V x) { return ref::unary(UnaryOp::name, w(x[0])); }});
+#include "mixprec/ops.def"
+#undef MIXPREC_UNARY_OP
+#undef MIXPREC_OP
   add({"pow", OpId::pow, {in({3, 4})}, [](V x) { return pow(x[0], 3.0); },
        [](V x) { return ref::pow_reference(x[0], 3.0); }});
 
@@ -168,18 +172,90 @@ std::vector<OpEntry> make_registry() {
        },
        [](V x) { return ref::dropout_reference(x[0], kDropoutP, kDropoutSeed); }});
 
+  // ---- prelu.cpp: one weight per channel (values both sides of 0) and a single weight ----
+  auto prelu_reference = [](V x) {
+    const Tensor input = w(x[0]);
+    const std::vector<double> v = input.to_vector_f64(), wt = x[1].to_vector_f64();
+    const int64_t C = input.dim() >= 2 ? input.size(1) : 1;
+    int64_t inner = 1;
+    for (int64_t d = 2; d < input.dim(); ++d) inner *= input.size(d);
+    std::vector<double> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      const double a = wt.size() == 1 ? wt[0] : wt[size_t((int64_t(i) / inner) % C)];
+      out[i] = v[i] > 0 ? v[i] : a * v[i];
+    }
+    return Tensor::from_vector_f64(out, input.shape(), DType::f64);
+  };
+  add({"prelu", OpId::prelu, {in({2, 3, 4}), in({3}, 0.1, 0.5)}, [](V x) { return prelu(x[0], x[1]); },
+       prelu_reference});
+  add({"prelu.single_weight", OpId::prelu, {in({2, 3, 2, 2}), in({1}, 0.1, 0.5)},
+       [](V x) { return prelu(x[0], x[1]); }, prelu_reference});
+
   // ---- matmul.cpp, conv.cpp ----
   add({"linear", OpId::linear, {in({4, 6}), in({5, 6}), in({5})},
        [](V x) { return linear(x[0], x[1], x[2]); },
        [](V x) { return ref::linear_forward(w(x[0]), w(x[1]), w(x[2])); }});
   add({"matmul", OpId::matmul, {in({4, 6}), in({6, 3})}, [](V x) { return matmul(x[0], x[1]); },
        [](V x) { return ref::matmul(w(x[0]), w(x[1]), false, false); }});
-  add({"matmul_3d", OpId::bmm, {in({2, 4, 6}), in({2, 6, 3})},
+  add({"matmul.3d", OpId::bmm, {in({2, 4, 6}), in({2, 6, 3})},
        [](V x) { return matmul(x[0], x[1]); },
        [](V x) { return ref::matmul(w(x[0]), w(x[1]), false, false); }});
   add({"conv2d", OpId::conv2d, {in({2, 3, 5, 5}), in({4, 3, 3, 3}), in({4})},
        [](V x) { return conv2d(x[0], x[1], x[2], 1, 1); },
        [](V x) { return ref::conv2d_forward(w(x[0]), w(x[1]), w(x[2]), {1, 1, 1, 1}); }});
+
+  // ---- blas.cpp (beta and alpha away from 1 so that both scalings are checked; the
+  // inputs broadcast to the product where PyTorch allows it) ----
+  auto scaled_sum = [](const Tensor& input, const Tensor& product, double beta, double alpha) {
+    return ref::binary(BinaryOp::add, ref::linear_scale(w(input), beta, 0.0), ref::linear_scale(product, alpha, 0.0));
+  };
+  auto mm_ref = [](const Tensor& a, const Tensor& b) { return ref::matmul(w(a), w(b), false, false); };
+  auto column = [](const Tensor& v) { return w(v).reshape({v.size(0), 1}); };
+  add({"mm", OpId::mm, {in({4, 6}), in({6, 3})}, [](V x) { return mm(x[0], x[1]); },
+       [=](V x) { return mm_ref(x[0], x[1]); }});
+  add({"mv", OpId::mv, {in({4, 6}), in({6})}, [](V x) { return mv(x[0], x[1]); },
+       [=](V x) { return ref::matmul(w(x[0]), column(x[1]), false, false).reshape({4}); }});
+  add({"addmm", OpId::addmm, {in({3}), in({4, 6}), in({6, 3})},
+       [](V x) { return addmm(x[0], x[1], x[2], 0.5, 2.0); },
+       [=](V x) { return scaled_sum(x[0], mm_ref(x[1], x[2]), 0.5, 2.0); }});
+  add({"addmv", OpId::addmv, {in({4}), in({4, 6}), in({6})},
+       [](V x) { return addmv(x[0], x[1], x[2], 0.5, 2.0); },
+       [=](V x) { return scaled_sum(x[0], ref::matmul(w(x[1]), column(x[2]), false, false).reshape({4}), 0.5, 2.0); }});
+  add({"addr", OpId::addr, {in({4, 1}), in({4}), in({3})},
+       [](V x) { return addr(x[0], x[1], x[2], 0.5, 2.0); },
+       [=](V x) { return scaled_sum(x[0], ref::matmul(column(x[1]), w(x[2]).reshape({1, 3}), false, false), 0.5, 2.0); }});
+  add({"baddbmm", OpId::baddbmm, {in({1, 4, 3}), in({2, 4, 6}), in({2, 6, 3})},
+       [](V x) { return baddbmm(x[0], x[1], x[2], 0.5, 2.0); },
+       [=](V x) { return scaled_sum(x[0], mm_ref(x[1], x[2]), 0.5, 2.0); }});
+  add({"addbmm", OpId::addbmm, {in({4, 3}), in({2, 4, 6}), in({2, 6, 3})},
+       [](V x) { return addbmm(x[0], x[1], x[2], 0.5, 2.0); },
+       [=](V x) { return scaled_sum(x[0], ref::reduce(ReduceOp::sum, mm_ref(x[1], x[2]), {0}, false), 0.5, 2.0); }});
+  // Four matrices: the order comes from the dynamic programme ((A(BC))D here).
+  add({"chain_matmul", OpId::chain_matmul, {in({4, 6}), in({6, 2}), in({2, 5}), in({5, 3})},
+       [](V x) { return chain_matmul({x[0], x[1], x[2], x[3]}); },
+       [=](V x) { return mm_ref(w(mm_ref(w(mm_ref(x[0], x[1])), x[2])), x[3]); }});
+
+  // ---- conv.cpp's conv1d, conv_transpose.cpp (stride 2 with padding and output padding;
+  // the transposed references are backend/ref's direct scatter loops) ----
+  add({"conv1d", OpId::conv1d, {in({2, 3, 7}), in({4, 3, 3}), in({4})},
+       [](V x) { return conv1d(x[0], x[1], x[2], 2, 1); },
+       [](V x) {
+         return ref::conv2d_forward(w(x[0]).reshape({2, 3, 1, 7}), w(x[1]).reshape({4, 3, 1, 3}), w(x[2]), {1, 2, 0, 1})
+             .reshape({2, 4, 4});
+       }});
+  add({"conv_transpose2d", OpId::conv_transpose2d, {in({2, 3, 4, 4}), in({3, 4, 3, 3}), in({4})},
+       [](V x) { return conv_transpose2d(x[0], x[1], x[2], 2, 1, 1); },
+       [](V x) { return ref::conv_transpose2d_reference(x[0], x[1], x[2], 2, 2, 1, 1, 1, 1); }});
+  add({"conv_transpose2d.no_bias", OpId::conv_transpose2d, {in({1, 2, 3, 3}), in({2, 3, 2, 2})},
+       [](V x) { return conv_transpose2d(x[0], x[1]); },
+       [](V x) { return ref::conv_transpose2d_reference(x[0], x[1], Tensor(), 1, 1, 0, 0, 0, 0); }});
+  add({"conv_transpose1d", OpId::conv_transpose1d, {in({2, 3, 5}), in({3, 4, 3}), in({4})},
+       [](V x) { return conv_transpose1d(x[0], x[1], x[2], 2, 1, 1); },
+       [](V x) {
+         return ref::conv_transpose2d_reference(w(x[0]).reshape({2, 3, 1, 5}), w(x[1]).reshape({3, 4, 1, 3}), x[2], 1, 2,
+                                                0, 1, 0, 1)
+             .reshape({2, 4, 10});
+       }});
 
   // ---- pooling.cpp, fused_relu_pool.cpp ----
   add({"max_pool2d", OpId::max_pool2d, {in({2, 3, 6, 6})}, [](V x) { return max_pool2d(x[0], 2); },
@@ -187,9 +263,11 @@ std::vector<OpEntry> make_registry() {
   add({"avg_pool2d", OpId::avg_pool2d, {in({2, 3, 6, 6})},
        [](V x) { return avg_pool2d(x[0], 3, 2, 1); },
        [](V x) { return ref::avg_pool2d_forward(w(x[0]), {3, 3, 2, 2, 1, 1}); }});
-  add({"relu_max_pool2d", OpId::max_pool2d, {in({2, 3, 6, 6})},
-       [](V x) { return relu_max_pool2d(x[0], 2); },
-       [](V x) { return ref::relu_max_pool2d_reference(x[0], 2); }});
+  OpEntry rmp{"relu_max_pool2d", OpId::max_pool2d, {in({2, 3, 6, 6})},
+              [](V x) { return relu_max_pool2d(x[0], 2); },
+              [](V x) { return ref::relu_max_pool2d_reference(x[0], 2); }};
+  rmp.also_consults = {OpId::relu};
+  add(rmp);
   // src needs no gradient: the fused first-layer kernel's case (others run the composition).
   add({"conv2d_relu_max_pool2d", OpId::conv2d,
        {InputSpec{{2, 3, 6, 6}, -1.0, 1.0, false, 0}, in({16, 3, 3, 3}), in({16})},
@@ -201,11 +279,11 @@ std::vector<OpEntry> make_registry() {
   // ---- reduce.cpp ----
   add({"sum", OpId::sum, {in({3, 4})}, [](V x) { return sum(x[0], {1}); },
        [](V x) { return ref::reduce(ReduceOp::sum, w(x[0]), {1}, false); }});
-  add({"sum_all", OpId::sum, {in({3, 4})}, [](V x) { return sum(x[0]); },
+  add({"sum.all", OpId::sum, {in({3, 4})}, [](V x) { return sum(x[0]); },
        [](V x) { return ref::reduce(ReduceOp::sum, w(x[0]), {0, 1}, false); }});
   add({"mean", OpId::mean, {in({3, 4})}, [](V x) { return mean(x[0], {0}, true); },
        [](V x) { return ref::reduce(ReduceOp::mean, w(x[0]), {0}, true); }});
-  add({"mean_all", OpId::mean, {in({3, 4})}, [](V x) { return mean(x[0]); },
+  add({"mean.all", OpId::mean, {in({3, 4})}, [](V x) { return mean(x[0]); },
        [](V x) { return ref::reduce(ReduceOp::mean, w(x[0]), {0, 1}, false); }});
 
   // ---- softmax.cpp, loss.cpp ----
@@ -257,6 +335,11 @@ std::vector<OpEntry> make_registry() {
 const std::vector<OpEntry>& all_ops() {
   static const std::vector<OpEntry> ops = make_registry();
   return ops;
+}
+
+std::string_view function_of(const OpEntry& e) {
+  const std::string_view n = e.name;
+  return n.substr(0, n.find('.'));
 }
 
 const OpEntry* find_op(std::string_view name) {

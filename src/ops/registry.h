@@ -7,10 +7,12 @@
 // - a float64 reference (`reference`, backend/ref: the kernel contract's ref functions or
 //   backend/ref/op_reference.h), computed from the same input values;
 // - which dtypes it supports and how it is differentiable.
-// Adding an op: its entry goes in registry.cpp, in its family's block; the op harness
+// Adding an op: its row goes in include/mixprec/ops.def and its entry in registry.cpp, in
+// its family's block (a MIXPREC_UNARY_OP's entry comes from its ops.def line); the op harness
 // (tests/unit/ops/op_harness_test.cpp) then checks forward in f32/bf16/f16 against the
 // reference, gradients by finite differences in f64, and autocast dtypes for every policy.
-// tests/unit/ops/op_route_test.cpp fails for a public op without an entry.
+// tests/unit/ops/op_route_test.cpp fails for a public op without an entry, an entry naming
+// no public op, and an op whose kernel call bypasses ops/dispatch.h.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -35,7 +37,9 @@ struct InputSpec {
 using OpFn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 struct OpEntry {
-  const char* name;                   // the public function (a variant: "matmul_3d")
+  // The public function, exactly (op_route_test matches it against include/mixprec), or
+  // "<function>.<variant>" for another case of the same function ("matmul.3d").
+  const char* name;
   std::optional<amp::OpId> category;  // the policy row it consults; none: not an autocast op
   std::vector<InputSpec> inputs;
   OpFn run;        // the op through the public API
@@ -44,7 +48,14 @@ struct OpEntry {
   bool differentiable = true;  // records autograd (gradient check in f64)
   bool f32_for_half = false;   // 16-bit inputs give an f32 output (the losses)
   double tolerance = 1.0;      // multiplies the harness's per-dtype tolerance
+  // Rows the call consults besides `category`: a fused op that applies two rows
+  // (relu_max_pool2d: relu's, then max_pool2d's) or a case that composes ops. The autocast
+  // table test overrides every other row to check that none leaks in.
+  std::vector<amp::OpId> also_consults = {};
 };
+
+// The public function an entry calls: its name up to the variant's '.'.
+std::string_view function_of(const OpEntry& e);
 
 const std::vector<OpEntry>& all_ops();
 const OpEntry* find_op(std::string_view name);

@@ -2,9 +2,9 @@
 """gen_autocast_table.py: what PyTorch's CPU autocast does to each op, for
 tests/unit/amp/autocast_table_test.cpp.
 
-For every row of mixprec's autocast policy table (src/amp/policy.cpp) and the public ops
-that reach a row (mul/add by a scalar), runs the PyTorch equivalent and records the output
-dtype (or the error) for three input variants:
+For every row of mixprec's autocast policy table with a PyTorch case (the torch113 column
+of include/mixprec/ops.def, which this script reads), runs that PyTorch call and records
+the output dtype (or the error) for three input variants:
 
   f32       every floating input float32
   bf16      every floating input bfloat16
@@ -20,7 +20,8 @@ torch.autocast("cpu", dtype=torch.float16) has no per-op record: PyTorch 1.13 wa
 CPU autocast supports only bfloat16, disables itself, and then raises when the region is
 entered; the warning and the error are recorded once under "f16_autocast_cpu".
 
-The op cases (shapes, arguments) are the ones the C++ test builds; keep them in step.
+The C++ test runs every registered op that consults a row with its own shapes and compares
+dtypes only, which the shapes do not change.
 
 It also records the gradient of cross_entropy (mean over rows) with respect to f32 logits
 for rows of 10 and 1000 classes, as float32 bit patterns, under "cross_entropy_grad". The
@@ -32,6 +33,7 @@ has torch): /usr/bin/python3 tests/golden/gen_autocast_table.py
 """
 import json
 import os
+import re
 import struct
 import warnings
 
@@ -50,50 +52,46 @@ def rnd(*shape, positive=False):
     return x + 0.5 if positive else x * 2 - 1
 
 
-# name -> (function of the floating inputs, [(shape, positive)] of the floating inputs).
-# The first floating input is the data input. Integer targets and running statistics are
-# not autocast inputs and are created inside the function (targets i64, statistics f32).
-TARGET4 = torch.tensor([1, 0, 3, 2])
-CASES = {
-    "conv2d": (lambda x, w, b: F.conv2d(x, w, b, stride=1, padding=1),
-               [((2, 3, 6, 6), False), ((4, 3, 3, 3), False), ((4,), False)]),
-    "linear": (lambda x, w, b: F.linear(x, w, b), [((4, 8), False), ((5, 8), False), ((5,), False)]),
-    "matmul": (lambda a, b: torch.matmul(a, b), [((4, 8), False), ((8, 3), False)]),
-    "bmm": (lambda a, b: torch.bmm(a, b), [((2, 4, 8), False), ((2, 8, 3), False)]),
-    "softmax": (lambda x: F.softmax(x, 1), [((4, 5), False)]),
-    "log_softmax": (lambda x: F.log_softmax(x, 1), [((4, 5), False)]),
-    "layer_norm": (lambda x, w, b: F.layer_norm(x, (6,), w, b),
-                   [((4, 6), False), ((6,), True), ((6,), False)]),
-    "batch_norm": (lambda x, w, b: F.batch_norm(x, torch.zeros(3), torch.ones(3), w, b, True),
-                   [((2, 3, 4, 4), False), ((3,), True), ((3,), False)]),
-    "exp": (lambda x: torch.exp(x), [((7,), False)]),
-    "log": (lambda x: torch.log(x), [((7,), True)]),
-    "pow": (lambda x: torch.pow(x, 3.0), [((4, 6), False)]),
-    "sum": (lambda x: torch.sum(x, 1), [((3, 4), False)]),
-    "mean": (lambda x: torch.mean(x), [((3, 4), False)]),
-    "mse_loss": (lambda a, b: F.mse_loss(a, b), [((4, 5), False), ((4, 5), False)]),
-    "nll_loss": (lambda x: F.nll_loss(x, TARGET4), [((4, 5), False)]),
-    "cross_entropy": (lambda x: F.cross_entropy(x, TARGET4), [((4, 5), False)]),
-    "add": (lambda a, b: torch.add(a, b), [((4, 5), False), ((4, 5), False)]),
-    "sub": (lambda a, b: torch.sub(a, b), [((4, 5), False), ((4, 5), False)]),
-    "mul": (lambda a, b: torch.mul(a, b), [((4, 5), False), ((5,), False)]),
-    "div": (lambda a, b: torch.div(a, b), [((4, 5), False), ((4, 5), True)]),
-    "cat": (lambda a, b: torch.cat([a, b], 0), [((2, 3), False), ((2, 3), False)]),
-    "stack": (lambda a, b: torch.stack([a, b], 1), [((2, 3), False), ((2, 3), False)]),
-    "relu": (lambda x: F.relu(x), [((4, 5), False)]),
-    "gelu": (lambda x: F.gelu(x), [((4, 5), False)]),
-    "max_pool2d": (lambda x: F.max_pool2d(x, 2), [((1, 2, 4, 4), False)]),
-    "avg_pool2d": (lambda x: F.avg_pool2d(x, 2), [((1, 2, 4, 4), False)]),
-    "dropout": (lambda x: F.dropout(x, 0.4, True), [((5, 7), False)]),
-    "reshape": (lambda x: torch.reshape(x, (5, 4)), [((4, 5), False)]),
-    "flatten": (lambda x: torch.flatten(x, 1), [((2, 3, 2, 2), False)]),
-    "transpose": (lambda x: torch.transpose(x, 0, 1), [((3, 4), False)]),
-    "neg": (lambda x: torch.neg(x), [((4, 5), False)]),
-    "embedding": (lambda w: F.embedding(torch.tensor([[4, 0], [2, 4]]), w), [((5, 3), False)]),
-    # Public ops that reach a row: mixprec's mul(Tensor, double) / add(Tensor, double).
-    "mul_scalar": (lambda x: torch.mul(x, 2.5), [((4, 5), False)]),
-    "add_scalar": (lambda x: torch.add(x, 2.5), [((4, 5), False)]),
-}
+# The cases: one per row of include/mixprec/ops.def whose torch113 column is a PyTorch call
+# (not "none: ..."), a Python expression over x(shape...) (uniform in [-1, 1)) and
+# p(shape...) (uniform in [0.5, 1.5)): floating inputs made in the order written, the first
+# being the data input. Integer targets and running statistics are not autocast inputs and
+# are written as constants in the expression (targets i64, statistics f32).
+OPS_DEF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include", "mixprec",
+                       "ops.def")
+ROW = re.compile(r'^MIXPREC_(?:UNARY_)?OP\((\w+),.*"(.*)"\)\s*$')
+
+
+def read_cases(path=OPS_DEF):
+    cases = {}
+    with open(path) as f:
+        for line in f:
+            m = ROW.match(line)
+            if m and not m.group(2).startswith("none:"):
+                cases[m.group(1)] = m.group(2)
+    return cases
+
+
+class Inputs:
+    """x(...) and p(...) for one evaluation: the i-th input made gets dtypes[i]."""
+
+    def __init__(self, dtypes=None):
+        self.dtypes, self.made = dtypes, 0
+
+    def make(self, shape, positive):
+        dt = self.dtypes[self.made] if self.dtypes is not None else torch.float32
+        self.made += 1
+        return rnd(*shape, positive=positive).to(dt)
+
+    def env(self):
+        return {"torch": torch, "F": F, "x": lambda *s: self.make(s, False), "p": lambda *s: self.make(s, True)}
+
+
+def input_count(expr):
+    counter = Inputs()
+    eval(expr, counter.env())
+    return counter.made
+
 
 MODES = {
     "bf16_autocast": lambda: torch.autocast("cpu", dtype=torch.bfloat16),
@@ -101,26 +99,24 @@ MODES = {
 }
 
 
-def variants(specs):
-    n = len(specs)
+def variants(n):
     out = {"f32": [torch.float32] * n, "bf16": [torch.bfloat16] * n}
     if n > 1:
         out["bf16_f32"] = [torch.bfloat16] + [torch.float32] * (n - 1)
     return out
 
 
-def run(fn, specs, dtypes, mode):
+def run(expr, dtypes, mode):
     torch.manual_seed(0)
-    inputs = [rnd(*shape, positive=pos).to(dt) for (shape, pos), dt in zip(specs, dtypes)]
     ctx = MODES[mode]
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the f16 warning is recorded once, below
             if ctx is None:
-                y = fn(*inputs)
+                y = eval(expr, Inputs(dtypes).env())
             else:
                 with ctx():
-                    y = fn(*inputs)
+                    y = eval(expr, Inputs(dtypes).env())
         return NAMES[y.dtype]
     except RuntimeError as e:
         return "error: " + str(e).split("\n")[0]
@@ -165,8 +161,9 @@ def cross_entropy_grads():
 def main():
     torch.set_num_threads(1)
     ops = {}
-    for name, (fn, specs) in CASES.items():
-        ops[name] = {mode: {v: run(fn, specs, dts, mode) for v, dts in variants(specs).items()}
+    for name, expr in read_cases().items():
+        n = input_count(expr)
+        ops[name] = {mode: {v: run(expr, dts, mode) for v, dts in variants(n).items()}
                      for mode in MODES}
     golden = {
         "generator": "tests/golden/gen_autocast_table.py",

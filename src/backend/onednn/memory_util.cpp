@@ -102,27 +102,15 @@ std::string describe(const Tensor& t) {
                                e.what() + ")"));
 }
 
-bool dispatch_verbose() {
-  static const bool on = [] {
-    const char* v = std::getenv("MIXPREC_VERBOSE");
-    return v != nullptr && std::strstr(v, "dispatch") != nullptr;
-  }();
-  return on;
-}
-
 void dispatch_log(const std::string& kind, const std::string& impl_name,
                   const std::string& detail) {
   if (!dispatch_verbose()) return;
-  static std::mutex mu;
-  static std::set<std::string> seen;
-  std::string line = "mixprec: dispatch " + kind + " -> " + impl_name + " (oneDNN)";
+  std::string line = kind + " -> " + impl_name + " (oneDNN)";
   // oneDNN's reference kernels run scalar loops: f32 conv1 backward-data as ref:any took
   // 7-12 s at batch 256 (limits.md §2), so make them stand out.
   if (impl_name.rfind("ref:", 0) == 0)
     line += " [slow reference kernel" + (detail.empty() ? "" : ": " + detail) + "]";
-  std::lock_guard<std::mutex> lock(mu);
-  if (!seen.insert(line).second) return;
-  std::fprintf(stderr, "%s\n", line.c_str());
+  dispatch_log_line(line);
 }
 
 }  // namespace mixprec::backend::onednn

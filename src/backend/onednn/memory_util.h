@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "backend/dispatch_log.h"
 #include "backend/onednn/engine.h"
 #include "mixprec/status.h"
 #include "mixprec/tensor.h"
@@ -56,9 +57,8 @@ std::string describe(const Shape& shape, DType d);
 // Error(unimplemented) and anything else Error(internal); `what` names op, dtypes, shapes.
 [[noreturn]] void rethrow_dnnl(const dnnl::error& e, const std::string& what);
 
-// MIXPREC_VERBOSE contains "dispatch" (read once).
-bool dispatch_verbose();
-// Prints "mixprec: dispatch <kind> -> <impl> (oneDNN)" to stderr once per distinct line
+// dispatch_verbose() (MIXPREC_VERBOSE=dispatch) is backend/dispatch_log.h's, shared with
+// the ops' route. Prints "mixprec: dispatch <kind> -> <impl> (oneDNN)" to stderr once per distinct line
 // when dispatch_verbose(); kind names the kernel and dtype, e.g. "conv2d_forward f32".
 // Reference kernels (impl "ref:*") are flagged as slow.
 // `detail` (shapes, layouts) is printed only for reference kernels, to find the culprit.

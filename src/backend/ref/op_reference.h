@@ -35,6 +35,12 @@ Tensor permute_reference(const Tensor& src, const std::vector<int64_t>& perm);
 // global generator after manual_seed(seed)), top 53 bits as u in [0, 1): kept if u >= p,
 // scaled by 1 / (1 - p).
 Tensor dropout_reference(const Tensor& src, double p, uint64_t seed);
+// F.conv_transpose2d from its definition (groups 1, dilation 1): input [N, C_in, H, W] scatters
+// input[n, ci, h, w] * weight[ci, co, kh, kw] into out[n, co, h * stride - padding + kh,
+// w * stride - padding + kw]; out is [N, C_out, (H - 1) stride - 2 padding + KH +
+// output_padding, likewise W], plus bias[co] (bias may be undefined).
+Tensor conv_transpose2d_reference(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride_h,
+                                  int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t out_pad_h, int64_t out_pad_w);
 // softmax over the last dim of [..., S, S] where row i of each S x S block sees columns
 // 0..i only (the others: probability 0, as after a -inf mask).
 Tensor causal_softmax_reference(const Tensor& src);

@@ -1,6 +1,8 @@
-// autocast_table_test.cpp: every row of the autocast policy table against its op, and every
-// op's output dtype against PyTorch 1.13's (tests/golden/data/autocast_dtypes_torch113.json,
-// written by tests/golden/gen_autocast_table.py).
+// autocast_table_test.cpp: every row of the autocast policy table against the registered ops
+// that consult it (src/ops/registry.h: no hand-kept list of cases here), and every op's
+// output dtype against PyTorch 1.13's for its row's case in include/mixprec/ops.def
+// (tests/golden/data/autocast_dtypes_torch113.json, written by
+// tests/golden/gen_autocast_table.py from ops.def).
 //
 // - Table and ops agree: under bf16 and f16 autocast, with each row's own policy and with
 //   each of the four policies forced by an override, an op's output equals (dtype and bits)
@@ -14,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -28,88 +31,41 @@
 #include "mixprec/autograd.h"
 #include "mixprec/ops.h"
 #include "mixprec/status.h"
+#include "ops/registry.h"
 
 namespace mixprec::amp {
 namespace {
 
-struct InputSpec {
-  Shape shape;
-  bool positive;  // values in [0.5, 1.5) (log, a divisor, a norm weight); else [-1, 1)
-};
+using registry::OpEntry;
 
-// The golden's op cases (gen_autocast_table.py CASES): same names, shapes and arguments.
-// The first floating input is the data input; targets and running statistics are made
-// inside (i64 / f32), as they are not autocast inputs.
-struct OpCase {
-  std::string name;  // the golden's key
-  OpId op;           // the row it exercises
-  std::vector<InputSpec> inputs;
-  std::function<Tensor(const std::vector<Tensor>&)> fn;
-  bool in_pytorch = true;  // false: mixprec's own op, absent from the PyTorch golden
-};
-
-const Tensor& target4() {
-  static const Tensor t = Tensor::from_vector_i64({1, 0, 3, 2}, {4});
-  return t;
+// The cases: every registered op that consults a row (src/ops/registry.cpp, generated in
+// part from include/mixprec/ops.def), so a new op is checked here by registering.
+std::vector<const OpEntry*> cases() {
+  std::vector<const OpEntry*> out;
+  for (const OpEntry& e : registry::all_ops())
+    if (e.category) out.push_back(&e);
+  return out;
 }
 
-std::vector<OpCase> cases() {
-  using V = const std::vector<Tensor>&;
-  return {
-      {"conv2d", OpId::conv2d, {{{2, 3, 6, 6}, false}, {{4, 3, 3, 3}, false}, {{4}, false}},
-       [](V x) { return conv2d(x[0], x[1], x[2], 1, 1); }},
-      {"linear", OpId::linear, {{{4, 8}, false}, {{5, 8}, false}, {{5}, false}},
-       [](V x) { return linear(x[0], x[1], x[2]); }},
-      {"matmul", OpId::matmul, {{{4, 8}, false}, {{8, 3}, false}}, [](V x) { return matmul(x[0], x[1]); }},
-      {"bmm", OpId::bmm, {{{2, 4, 8}, false}, {{2, 8, 3}, false}}, [](V x) { return matmul(x[0], x[1]); }},
-      {"softmax", OpId::softmax, {{{4, 5}, false}}, [](V x) { return softmax(x[0], 1); }},
-      {"log_softmax", OpId::log_softmax, {{{4, 5}, false}}, [](V x) { return log_softmax(x[0], 1); }},
-      {"layer_norm", OpId::layer_norm, {{{4, 6}, false}, {{6}, true}, {{6}, false}},
-       [](V x) { return layer_norm(x[0], {6}, x[1], x[2]); }},
-      {"batch_norm", OpId::batch_norm, {{{2, 3, 4, 4}, false}, {{3}, true}, {{3}, false}},
-       [](V x) { return batch_norm(x[0], Tensor::zeros({3}), Tensor::ones({3}), x[1], x[2], true); }},
-      {"exp", OpId::exp, {{{7}, false}}, [](V x) { return exp(x[0]); }},
-      {"log", OpId::log, {{{7}, true}}, [](V x) { return log(x[0]); }},
-      {"pow", OpId::pow, {{{4, 6}, false}}, [](V x) { return pow(x[0], 3.0); }},
-      {"sum", OpId::sum, {{{3, 4}, false}}, [](V x) { return sum(x[0], {1}); }},
-      {"mean", OpId::mean, {{{3, 4}, false}}, [](V x) { return mean(x[0]); }},
-      {"mse_loss", OpId::mse_loss, {{{4, 5}, false}, {{4, 5}, false}}, [](V x) { return mse_loss(x[0], x[1]); }},
-      {"nll_loss", OpId::nll_loss, {{{4, 5}, false}}, [](V x) { return nll_loss(x[0], target4()); }},
-      {"cross_entropy", OpId::cross_entropy, {{{4, 5}, false}},
-       [](V x) { return cross_entropy(x[0], target4()); }},
-      {"add", OpId::add, {{{4, 5}, false}, {{4, 5}, false}}, [](V x) { return add(x[0], x[1]); }},
-      {"sub", OpId::sub, {{{4, 5}, false}, {{4, 5}, false}}, [](V x) { return sub(x[0], x[1]); }},
-      {"mul", OpId::mul, {{{4, 5}, false}, {{5}, false}}, [](V x) { return mul(x[0], x[1]); }},
-      {"div", OpId::div, {{{4, 5}, false}, {{4, 5}, true}}, [](V x) { return div(x[0], x[1]); }},
-      {"cat", OpId::cat, {{{2, 3}, false}, {{2, 3}, false}}, [](V x) { return cat({x[0], x[1]}, 0); }},
-      {"stack", OpId::stack, {{{2, 3}, false}, {{2, 3}, false}}, [](V x) { return stack({x[0], x[1]}, 1); }},
-      {"relu", OpId::relu, {{{4, 5}, false}}, [](V x) { return relu(x[0]); }},
-      {"gelu", OpId::gelu, {{{4, 5}, false}}, [](V x) { return gelu(x[0]); }},
-      {"max_pool2d", OpId::max_pool2d, {{{1, 2, 4, 4}, false}}, [](V x) { return max_pool2d(x[0], 2); }},
-      {"avg_pool2d", OpId::avg_pool2d, {{{1, 2, 4, 4}, false}}, [](V x) { return avg_pool2d(x[0], 2); }},
-      {"dropout", OpId::dropout, {{{5, 7}, false}}, [](V x) {
-         manual_seed(7);  // the same mask in every run the test compares
-         return dropout(x[0], 0.4, true);
-       }},
-      {"reshape", OpId::reshape, {{{4, 5}, false}}, [](V x) { return reshape(x[0], {5, 4}); }},
-      {"flatten", OpId::flatten, {{{2, 3, 2, 2}, false}}, [](V x) { return flatten(x[0], 1); }},
-      {"transpose", OpId::transpose, {{{3, 4}, false}}, [](V x) { return transpose(x[0], 0, 1); }},
-      {"neg", OpId::neg, {{{4, 5}, false}}, [](V x) { return neg(x[0]); }},
-      {"embedding", OpId::embedding, {{{5, 3}, false}},
-       [](V x) { return embedding(Tensor::from_vector_i64({4, 0, 2, 4}, {2, 2}), x[0]); }},
-      {"attention_softmax", OpId::attention_softmax, {{{2, 3, 5}, false}},
-       [](V x) { return attention_softmax(x[0]); }, /*in_pytorch=*/false},
-      {"scaled_dot_product_attention", OpId::scaled_dot_product_attention,
-       {{{2, 5, 4}, false}, {{2, 5, 4}, false}, {{2, 5, 4}, false}},
-       [](V x) { return scaled_dot_product_attention(x[0], x[1], x[2]); }, /*in_pytorch=*/false},
-      {"mul_scalar", OpId::mul, {{{4, 5}, false}}, [](V x) { return mul(x[0], 2.5); }},
-      {"add_scalar", OpId::add, {{{4, 5}, false}}, [](V x) { return add(x[0], 2.5); }},
+OpId row_of(const OpEntry& e) { return *e.category; }
+
+// Each row's PyTorch 1.13 case (ops.def's torch113 column), which
+// tests/golden/gen_autocast_table.py ran: "none: why" where PyTorch 1.13 has no such op.
+bool in_pytorch(OpId op) {
+  static constexpr const char* kTorch113[] = {
+#define MIXPREC_OP(name, policy, torch113) torch113,
+#include "mixprec/ops.def"
+#undef MIXPREC_OP
   };
+  static_assert(std::size(kTorch113) == size_t(OpId::count));
+  return std::string(kTorch113[size_t(op)]).rfind("none:", 0) != 0;
 }
 
-// The golden's input variants for a case.
-std::map<std::string, std::vector<DType>> variants(const OpCase& c) {
-  const size_t n = c.inputs.size();
+// The golden's input variants for a case, over its floating inputs (integer inputs, such as
+// a loss's targets or embedding's indices, are not autocast inputs).
+std::map<std::string, std::vector<DType>> variants(const OpEntry& e) {
+  size_t n = 0;
+  for (const registry::InputSpec& s : e.inputs) n += s.classes == 0;
   std::map<std::string, std::vector<DType>> v{{"f32", std::vector<DType>(n, DType::f32)},
                                               {"bf16", std::vector<DType>(n, DType::bf16)}};
   if (n > 1) {
@@ -120,12 +76,21 @@ std::map<std::string, std::vector<DType>> variants(const OpCase& c) {
   return v;
 }
 
-std::vector<Tensor> make_inputs(const OpCase& c, const std::vector<DType>& dtypes) {
+// The entry's inputs, floating ones in `dtypes` (in order), class indices as the op harness
+// makes them.
+std::vector<Tensor> make_inputs(const OpEntry& e, const std::vector<DType>& dtypes) {
   std::vector<Tensor> out;
-  for (size_t i = 0; i < c.inputs.size(); ++i) {
+  size_t k = 0;
+  for (size_t i = 0; i < e.inputs.size(); ++i) {
+    const registry::InputSpec& s = e.inputs[i];
+    if (s.classes > 0) {
+      std::vector<int64_t> t(size_t(shape_numel(s.shape)));
+      for (size_t j = 0; j < t.size(); ++j) t[j] = int64_t(j * 7 + 3) % s.classes;
+      out.push_back(Tensor::from_vector_i64(t, s.shape));
+      continue;
+    }
     manual_seed(100 + i);
-    const InputSpec& s = c.inputs[i];
-    out.push_back(Tensor::uniform(s.shape, s.positive ? 0.5 : -1.0, s.positive ? 1.5 : 1.0).to(dtypes[i]));
+    out.push_back(Tensor::uniform(s.shape, s.low, s.high).to(dtypes[k++]));
   }
   return out;
 }
@@ -134,13 +99,14 @@ std::vector<Tensor> make_inputs(const OpCase& c, const std::vector<DType>& dtype
 std::vector<Tensor> cast_by_hand(const std::vector<Tensor>& in, CastPolicy p, DType autocast) {
   auto castable = [](const Tensor& x) { return is_floating(x.dtype()) && x.dtype() != DType::f64; };
   std::vector<Tensor> out;
-  DType widest = in[0].dtype();
-  for (const Tensor& x : in) widest = promote_types(widest, x.dtype());
+  std::optional<DType> widest;  // over the floating inputs (integer ones stay as they are)
+  for (const Tensor& x : in)
+    if (is_floating(x.dtype())) widest = widest ? promote_types(*widest, x.dtype()) : x.dtype();
   for (const Tensor& x : in) {
     switch (p) {
       case CastPolicy::lower: out.push_back(castable(x) ? x.to(autocast) : x); break;
       case CastPolicy::fp32: out.push_back(castable(x) ? x.to(DType::f32) : x); break;
-      case CastPolicy::promote: out.push_back(x.to(widest)); break;
+      case CastPolicy::promote: out.push_back(is_floating(x.dtype()) ? x.to(*widest) : x); break;
       case CastPolicy::keep: out.push_back(x); break;
     }
   }
@@ -148,9 +114,10 @@ std::vector<Tensor> cast_by_hand(const std::vector<Tensor>& in, CastPolicy p, DT
 }
 
 // The op's output, or nullopt when it throws (mixprec::Error: a dtype mismatch).
-std::optional<Tensor> run(const OpCase& c, const std::vector<Tensor>& in) {
+std::optional<Tensor> run(const OpEntry& c, const std::vector<Tensor>& in) {
   try {
-    return c.fn(in);
+    NoGradGuard ng;
+    return c.run(in);
   } catch (const Error&) {
     return std::nullopt;
   }
@@ -170,7 +137,7 @@ struct OverridesCleared {
 
 TEST(AutocastTable, EveryRowHasACase) {
   std::set<OpId> covered;
-  for (const OpCase& c : cases()) covered.insert(c.op);
+  for (const OpEntry* c : cases()) covered.insert(row_of(*c));
   for (int i = 0; i < int(OpId::count); ++i) EXPECT_TRUE(covered.count(OpId(i))) << op_name(OpId(i));
 }
 
@@ -181,15 +148,17 @@ TEST(AutocastTable, EveryOpAppliesItsRowAndOnlyItsRow) {
   OverridesCleared cleanup;
   const std::optional<CastPolicy> policies[] = {std::nullopt, CastPolicy::lower, CastPolicy::fp32,
                                                 CastPolicy::promote, CastPolicy::keep};
-  for (const OpCase& c : cases()) {
+  for (const OpEntry* e : cases()) {
+    const OpEntry& c = *e;
+    if (!c.half) continue;  // f32 only: bf16 inputs and the lower policy do not apply
     for (const DType ac : {DType::bf16, DType::f16}) {
       for (const auto& [variant, dtypes] : variants(c)) {
         for (const auto& forced : policies) {
           clear_policy_overrides();
-          if (forced) set_policy_override(c.op, *forced);
-          const CastPolicy p = policy_for(c.op);
-          SCOPED_TRACE(c.name + " under " + dtype_name(ac) + " autocast, inputs " + variant + ", policy " +
-                       policy_name(p) + (forced ? " (forced)" : ""));
+          if (forced) set_policy_override(row_of(c), *forced);
+          const CastPolicy p = policy_for(row_of(c));
+          SCOPED_TRACE(std::string(c.name) + " under " + dtype_name(ac) + " autocast, inputs " + variant +
+                       ", policy " + policy_name(p) + (forced ? " (forced)" : ""));
           const std::vector<Tensor> in = make_inputs(c, dtypes);
           std::optional<Tensor> under;
           {
@@ -206,12 +175,15 @@ TEST(AutocastTable, EveryOpAppliesItsRowAndOnlyItsRow) {
 }
 
 // Another row's override must not reach an op: flatten does not use reshape's row, neg not
-// mul's, mse_loss not sub's/mean's, relu_max_pool2d's fallback not relu's twice, ...
+// mul's, mse_loss not sub's/mean's, relu_max_pool2d's fallback not relu's twice, ... (the
+// rows an entry declares in also_consults excepted).
 TEST(AutocastTable, OtherRowsOverridesDoNotLeakIntoAnOp) {
   OverridesCleared cleanup;
-  for (const OpCase& c : cases()) {
+  for (const OpEntry* e : cases()) {
+    const OpEntry& c = *e;
+    if (!c.half) continue;
     for (const auto& [variant, dtypes] : variants(c)) {
-      SCOPED_TRACE(c.name + ", inputs " + variant);
+      SCOPED_TRACE(std::string(c.name) + ", inputs " + variant);
       const std::vector<Tensor> in = make_inputs(c, dtypes);
       clear_policy_overrides();
       std::optional<Tensor> alone;
@@ -219,8 +191,12 @@ TEST(AutocastTable, OtherRowsOverridesDoNotLeakIntoAnOp) {
         AutocastGuard g(DType::bf16);
         alone = run(c, in);
       }
-      for (int i = 0; i < int(OpId::count); ++i)
-        if (OpId(i) != c.op) set_policy_override(OpId(i), CastPolicy::lower);
+      for (int i = 0; i < int(OpId::count); ++i) {
+        const OpId other = OpId(i);
+        const bool consulted = other == row_of(c) || std::find(c.also_consults.begin(), c.also_consults.end(),
+                                                                 other) != c.also_consults.end();
+        if (!consulted) set_policy_override(other, CastPolicy::lower);
+      }
       std::optional<Tensor> others_lowered;
       {
         AutocastGuard g(DType::bf16);
@@ -243,21 +219,28 @@ std::string golden_dtype(const nlohmann::json& v) {
   return s.rfind("error", 0) == 0 ? "error" : s;
 }
 
+// Every registered op against its row's PyTorch case: an op's variants (matmul.3d, sum.all,
+// mul.scalar) must give the dtypes of their row's PyTorch case, for the input variants they
+// have.
 TEST(AutocastTable, OutputDtypesMatchPyTorchOrAreListedDifferences) {
   clear_policy_overrides();
   const nlohmann::json golden = load_golden();
   const auto listed = differences_from_pytorch();
   std::vector<int> used(listed.size(), 0);
   std::set<std::string> seen;
-  for (const OpCase& c : cases()) {
-    if (!c.in_pytorch) continue;
-    ASSERT_TRUE(golden.at("ops").contains(c.name)) << c.name << ": regenerate the golden";
-    seen.insert(c.name);
+  for (const OpEntry* e : cases()) {
+    const OpEntry& c = *e;
+    if (!in_pytorch(row_of(c))) continue;
+    const std::string row = op_name(row_of(c));
+    ASSERT_TRUE(golden.at("ops").contains(row))
+        << row << ": regenerate the golden (/usr/bin/python3 tests/golden/gen_autocast_table.py)";
+    seen.insert(row);
     for (const std::string mode : {"bf16_autocast", "no_autocast"}) {
-      const nlohmann::json& g = golden.at("ops").at(c.name).at(mode);
+      const nlohmann::json& g = golden.at("ops").at(row).at(mode);
       for (const auto& [variant, dtypes] : variants(c)) {
-        SCOPED_TRACE(c.name + ", " + mode + ", inputs " + variant);
-        ASSERT_TRUE(g.contains(variant));
+        if (!c.half && variant != "f32") continue;
+        SCOPED_TRACE(std::string(c.name) + " (row " + row + "), " + mode + ", inputs " + variant);
+        ASSERT_TRUE(g.contains(variant)) << "PyTorch's case of this row has other inputs";
         std::optional<Tensor> out;
         if (mode == "bf16_autocast") {
           AutocastGuard guard(DType::bf16);
@@ -269,7 +252,7 @@ TEST(AutocastTable, OutputDtypesMatchPyTorchOrAreListedDifferences) {
         int matches = 0;
         for (size_t k = 0; k < listed.size(); ++k) {
           const TorchDifference& d = listed[k];
-          if (op_name(d.op) != c.name || d.mode != mode || d.inputs != variant) continue;
+          if (op_name(d.op) != row || d.mode != mode || d.inputs != variant) continue;
           ++matches;
           ++used[k];
           EXPECT_EQ(torch, d.pytorch) << "the listed PyTorch dtype is stale";
@@ -282,9 +265,11 @@ TEST(AutocastTable, OutputDtypesMatchPyTorchOrAreListedDifferences) {
       }
     }
   }
-  EXPECT_EQ(seen.size(), golden.at("ops").size()) << "the golden has ops this test does not run";
+  for (int i = 0; i < int(OpId::count); ++i)
+    if (in_pytorch(OpId(i))) EXPECT_TRUE(seen.count(op_name(OpId(i)))) << op_name(OpId(i)) << ": no registered op ran";
+  EXPECT_EQ(seen.size(), golden.at("ops").size()) << "the golden has rows ops.def does not give a PyTorch case";
   for (size_t k = 0; k < listed.size(); ++k)
-    EXPECT_EQ(used[k], 1) << "listed difference not found in the golden: " << op_name(listed[k].op) << " "
+    EXPECT_GE(used[k], 1) << "listed difference not found in the golden: " << op_name(listed[k].op) << " "
                           << listed[k].mode << " " << listed[k].inputs;
 }
 

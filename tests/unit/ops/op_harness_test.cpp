@@ -52,8 +52,12 @@ double tolerance(DType dt) {
   }
 }
 
+// gtest names allow [A-Za-z0-9_]: "matmul.3d" runs as matmul_3d.
 std::string param_name(const ::testing::TestParamInfo<size_t>& info) {
-  return registry::all_ops()[info.param].name;
+  std::string name = registry::all_ops()[info.param].name;
+  for (char& c : name)
+    if (c == '.') c = '_';
+  return name;
 }
 
 class OpHarness : public ::testing::TestWithParam<size_t> {

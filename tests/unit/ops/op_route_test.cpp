@@ -9,7 +9,11 @@
 // - a src/ops file that reaches a backend other than through kernels.h, includes an amp
 //   header (amp sits above ops), or holds a kernel loop (OpenMP, intrinsics, raw element
 //   buffers: those live in src/backend);
-// - a src/nn file that includes a backend or holds a kernel loop (modules compose ops).
+// - a src/nn file that includes a backend or holds a kernel loop (modules compose ops);
+// - a registered op whose kernels do not all go through ops/dispatch.h's route: run forward
+//   and backward, an op must log its route (MIXPREC_VERBOSE=dispatch), and with
+//   MIXPREC_BACKEND=ref every kernel it runs must be a ref kernel, or a cpu kernel the log
+//   says has no ref counterpart.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -20,7 +24,12 @@
 #include <string>
 #include <vector>
 
+#include "backend/dispatch_log.h"
+#include "common/finite_diff.h"
 #include "mixprec/amp.h"
+#include "mixprec/autograd.h"
+#include "mixprec/ops.h"
+#include "ops/dispatch.h"
 #include "ops/registry.h"
 
 namespace mixprec {
@@ -45,39 +54,36 @@ std::vector<fs::path> sources_in(const fs::path& dir) {
   return files;
 }
 
-// The functions returning a Tensor (or attention's operands) declared in the public op headers.
+// The functions returning a Tensor (or attention's operands) declared in the public op
+// headers, and the ops ops.def declares (MIXPREC_UNARY_OP lines).
 std::set<std::string> public_ops() {
   const std::regex decl(R"(^(?:Tensor|AttentionOperands)\s+([a-z_0-9]+)\s*\()");
+  const std::regex unary(R"(^MIXPREC_UNARY_OP\(([a-z_0-9]+),)");
   std::set<std::string> names;
-  for (const char* h : {"ops.h", "ops_fused.h"})
+  for (const char* h : {"ops.h", "ops_fused.h", "ops.def"})
     for (const auto& line : lines_of(kSource / "include/mixprec" / h)) {
       std::smatch m;
-      if (std::regex_search(line, m, decl)) names.insert(m[1]);
+      if (std::regex_search(line, m, decl) || std::regex_search(line, m, unary)) names.insert(m[1]);
     }
   return names;
 }
 
+// Names match exactly: an entry is the public function's name, or that name, a '.' and a
+// variant ("matmul.3d"), so the entry relu_max_pool2d does not stand in for relu, nor
+// log_softmax for log.
 TEST(OpRoute, EveryPublicOpIsRegistered) {
   const std::set<std::string> ops = public_ops();
   ASSERT_GT(ops.size(), 30u) << "the header scan found too few ops";
-  for (const auto& name : ops) {
-    bool found = false;
-    for (const auto& e : registry::all_ops()) {
-      const std::string n = e.name;
-      // Variants register as <op>_<what> (matmul_3d, sum_all, mul_scalar).
-      found = found || n == name || n.rfind(name + "_", 0) == 0;
-    }
-    EXPECT_TRUE(found) << "public op " << name
-                       << " has no entry in src/ops/registry.cpp (register it: the op harness "
-                          "checks only registered ops)";
-  }
+  std::set<std::string> registered;
+  for (const auto& e : registry::all_ops()) registered.insert(std::string(registry::function_of(e)));
+  for (const auto& name : ops)
+    EXPECT_TRUE(registered.count(name)) << "public op " << name
+                                        << " has no entry in src/ops/registry.cpp (register it: the op "
+                                           "harness checks only registered ops)";
   // And every entry names a public op.
-  for (const auto& e : registry::all_ops()) {
-    const std::string n = e.name;
-    bool known = ops.count(n) > 0;
-    for (const auto& name : ops) known = known || n.rfind(name + "_", 0) == 0;
-    EXPECT_TRUE(known) << "registry entry " << n << " matches no public op";
-  }
+  for (const auto& e : registry::all_ops())
+    EXPECT_TRUE(ops.count(std::string(registry::function_of(e))))
+        << "registry entry " << e.name << " names no public op (\"<function>\" or \"<function>.<variant>\")";
 }
 
 TEST(OpRoute, EveryPolicyRowIsConsultedByARegisteredOp) {
@@ -87,6 +93,88 @@ TEST(OpRoute, EveryPolicyRowIsConsultedByARegisteredOp) {
     EXPECT_TRUE(used) << "policy row " << amp::op_name(amp::OpId(i))
                       << " is consulted by no registered op";
   }
+}
+
+// ---- the kernel route, run ----
+
+// The entry's inputs in dtype (class indices as the op harness makes them).
+std::vector<Tensor> inputs_for(const registry::OpEntry& e, DType dtype) {
+  std::vector<Tensor> xs;
+  for (size_t i = 0; i < e.inputs.size(); ++i) {
+    const registry::InputSpec& s = e.inputs[i];
+    if (s.classes > 0) {
+      std::vector<int64_t> t(size_t(shape_numel(s.shape)));
+      for (size_t k = 0; k < t.size(); ++k) t[k] = int64_t(k * 7 + 3) % s.classes;
+      xs.push_back(Tensor::from_vector_i64(t, s.shape));
+    } else {
+      Tensor x = test::random_tensor(s.shape, 1000 + i, s.low, s.high, dtype);
+      if (e.differentiable && s.needs_grad) x.requires_grad_(true);
+      xs.push_back(x);
+    }
+  }
+  return xs;
+}
+
+// The backends the dispatch log named while the entry ran forward and backward (the text
+// after " -> ", without a fallback's reason; oneDNN's own implementation lines, which say
+// "(oneDNN)", are marked as such).
+std::vector<std::string> backends_logged(const registry::OpEntry& e, DType dtype) {
+  std::vector<std::string> lines;
+  backend::set_dispatch_sink([&](const std::string& line) { lines.push_back(line); });
+  backend::set_dispatch_verbose(true);
+  struct Restore {
+    ~Restore() {
+      backend::set_dispatch_verbose(false);
+      backend::set_dispatch_sink({});
+    }
+  } restore;
+  Tensor out = e.run(inputs_for(e, dtype));
+  if (e.differentiable && out.requires_grad()) out.backward(Tensor::ones(out.shape(), out.dtype()));
+  std::vector<std::string> backends;
+  for (const std::string& line : lines) {
+    const size_t arrow = line.find(" -> ");
+    std::string b = arrow == std::string::npos ? line : line.substr(arrow + 4);
+    if (b.find(" (oneDNN)") != std::string::npos) b = "oneDNN implementation: " + b;
+    const size_t colon = b.find(": ");
+    if (colon != std::string::npos && b.rfind("oneDNN implementation", 0) != 0) b = b.substr(0, colon);
+    backends.push_back(b);
+  }
+  return backends;
+}
+
+std::vector<DType> dtypes_of(const registry::OpEntry& e) {
+  if (e.half) return {DType::f32, DType::bf16};
+  return {DType::f32};
+}
+
+TEST(OpRoute, EveryRegisteredOpLogsItsRoute) {
+  ops_detail::set_forced_ref(false);
+  const std::set<std::string> production = {"onednn", "cpu", "composition of ops", "view", "ref (fallback)"};
+  for (const auto& e : registry::all_ops())
+    for (DType dt : dtypes_of(e)) {
+      SCOPED_TRACE(std::string(e.name) + " " + dtype_name(dt));
+      const std::vector<std::string> backends = backends_logged(e, dt);
+      EXPECT_FALSE(backends.empty()) << "no kernel call went through ops/dispatch.h's route";
+      for (const std::string& b : backends)
+        if (b.rfind("oneDNN implementation", 0) != 0) EXPECT_TRUE(production.count(b)) << b;
+    }
+}
+
+// MIXPREC_BACKEND=ref reaches every op: each kernel it runs is backend/ref's, or a cpu
+// kernel that has no ref counterpart and says so; oneDNN runs nothing.
+TEST(OpRoute, BackendRefReachesEveryRegisteredOp) {
+  ops_detail::set_forced_ref(true);
+  struct Restore {
+    ~Restore() { ops_detail::set_forced_ref(false); }
+  } restore;
+  const std::set<std::string> on_ref = {"ref", "cpu (no ref kernel)", "composition of ops", "view"};
+  for (const auto& e : registry::all_ops())
+    for (DType dt : dtypes_of(e)) {
+      SCOPED_TRACE(std::string(e.name) + " " + dtype_name(dt));
+      const std::vector<std::string> backends = backends_logged(e, dt);
+      EXPECT_FALSE(backends.empty()) << "no kernel call went through ops/dispatch.h's route";
+      for (const std::string& b : backends) EXPECT_TRUE(on_ref.count(b)) << b;
+    }
 }
 
 struct Rule {

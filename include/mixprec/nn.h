@@ -95,6 +95,43 @@ class Conv2d : public Module {
   int64_t stride, padding;
 };
 
+// nn.Conv1d: PyTorch's arguments in its order (dilation and groups other than 1 are
+// refused: the ops do not take them yet) and its default initialisation (fan_in = in x k).
+class Conv1d : public Module {
+ public:
+  Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1,
+         int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1, bool bias = true);
+  Tensor forward(const Tensor& input) override;  // [N, C, L] -> [N, O, OL]
+  const char* type_name() const override { return "Conv1d"; }
+  Tensor weight;  // [out, in, k]
+  Tensor bias;    // [out] or undefined
+  int64_t stride, padding;
+};
+
+// nn.ConvTranspose2d: PyTorch's arguments in its order (groups and dilation other than 1
+// refused) and initialisation: the weight is [in, out, k, k] and PyTorch's fan_in is
+// weight.size(1) x k x k = out x k x k, for the weight's bound and the bias's.
+class ConvTranspose2d : public Module {
+ public:
+  ConvTranspose2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1,
+                  int64_t padding = 0, int64_t output_padding = 0, int64_t groups = 1, bool bias = true,
+                  int64_t dilation = 1);
+  Tensor forward(const Tensor& input) override;  // [N, C_in, H, W] -> [N, C_out, OH, OW]
+  const char* type_name() const override { return "ConvTranspose2d"; }
+  Tensor weight;  // [in, out, k, k]
+  Tensor bias;    // [out] or undefined
+  int64_t stride, padding, output_padding;
+};
+
+// nn.PReLU: num_parameters weights (1, or the input's channels), each `init` (0.25).
+class PReLU : public Module {
+ public:
+  explicit PReLU(int64_t num_parameters = 1, double init = 0.25);
+  Tensor forward(const Tensor& input) override { return prelu(input, weight); }
+  const char* type_name() const override { return "PReLU"; }
+  Tensor weight;  // [num_parameters]
+};
+
 class ReLU : public Module {
  public:
   Tensor forward(const Tensor& input) override { return relu(input); }

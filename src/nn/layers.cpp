@@ -1,4 +1,5 @@
-// layers.cpp: Linear and Conv2d with PyTorch's default initialisation, and Dropout.
+// layers.cpp: Linear, Conv2d, Conv1d and ConvTranspose2d with PyTorch's default
+// initialisation, PReLU, and Dropout.
 #include <cmath>
 
 #include "mixprec/nn.h"
@@ -20,6 +21,13 @@ void check_positive(const char* layer, const char* field, int64_t v) {
   if (v < 1)
     throw Error(Status::invalid_argument(std::string(layer) + ": " + field + " must be >= 1, got " +
                                          std::to_string(v)));
+}
+
+// PyTorch's dilation and groups, which the convolution ops take only as 1 for now.
+void check_unit(const char* layer, const char* field, int64_t v) {
+  if (v != 1)
+    throw Error(Status::invalid_argument(std::string(layer) + ": " + field + " " + std::to_string(v) +
+                                         " is not supported (only 1)"));
 }
 
 }  // namespace
@@ -47,6 +55,47 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, i
 
 Tensor Conv2d::forward(const Tensor& input) {
   return conv2d(input, weight, bias, stride, padding);
+}
+
+Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride_,
+               int64_t padding_, int64_t dilation, int64_t groups, bool with_bias)
+    : stride(stride_), padding(padding_) {
+  check_positive("Conv1d", "in_channels", in_channels);
+  check_positive("Conv1d", "out_channels", out_channels);
+  check_positive("Conv1d", "kernel_size", kernel_size);
+  check_unit("Conv1d", "dilation", dilation);
+  check_unit("Conv1d", "groups", groups);
+  const int64_t fan_in = in_channels * kernel_size;
+  weight = register_parameter("weight", default_init({out_channels, in_channels, kernel_size}, fan_in));
+  if (with_bias) bias = register_parameter("bias", default_init({out_channels}, fan_in));
+}
+
+Tensor Conv1d::forward(const Tensor& input) { return conv1d(input, weight, bias, stride, padding); }
+
+ConvTranspose2d::ConvTranspose2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride_,
+                                 int64_t padding_, int64_t output_padding_, int64_t groups, bool with_bias,
+                                 int64_t dilation)
+    : stride(stride_), padding(padding_), output_padding(output_padding_) {
+  check_positive("ConvTranspose2d", "in_channels", in_channels);
+  check_positive("ConvTranspose2d", "out_channels", out_channels);
+  check_positive("ConvTranspose2d", "kernel_size", kernel_size);
+  check_unit("ConvTranspose2d", "groups", groups);
+  check_unit("ConvTranspose2d", "dilation", dilation);
+  // PyTorch's fan_in of a [in, out, k, k] weight is its dim 1 times the kernel's area.
+  const int64_t fan_in = out_channels * kernel_size * kernel_size;
+  weight = register_parameter("weight",
+                              default_init({in_channels, out_channels, kernel_size, kernel_size}, fan_in));
+  if (with_bias) bias = register_parameter("bias", default_init({out_channels}, fan_in));
+}
+
+Tensor ConvTranspose2d::forward(const Tensor& input) {
+  return conv_transpose2d(input, weight, bias, stride, padding, output_padding);
+}
+
+PReLU::PReLU(int64_t num_parameters, double init) {
+  check_positive("PReLU", "num_parameters", num_parameters);
+  MemoryCategoryGuard mg(MemoryCategory::parameters);
+  weight = register_parameter("weight", Tensor::full({num_parameters}, init));
 }
 
 Dropout::Dropout(double p_) : p(p_) {

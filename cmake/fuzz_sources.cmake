@@ -16,7 +16,7 @@ set(MIXPREC_FUZZ_LIB_SOURCES
   amp/unscale_kernel.cpp
   autograd/engine.cpp autograd/grad_mode.cpp
   backend/onednn/engine.cpp backend/onednn/half_emulation.cpp backend/onednn/memory_util.cpp
-  backend/onednn/primitive_cache.cpp backend/onednn/reorder.cpp
+  backend/onednn/primitive_cache.cpp backend/onednn/reorder.cpp backend/dispatch_log.cpp
   backend/cpu/layout.cpp backend/ref/ref_util.cpp backend/ref/reorder.cpp
   serve/request.cpp http/request_parser.cpp http/message.cpp
   experiment/experiment_file.cpp experiment/searcher_file.cpp experiment/search_space.cpp experiment/experiment_state.cpp)

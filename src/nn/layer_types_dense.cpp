@@ -1,5 +1,5 @@
 // layer_types_dense.cpp: the layer types of any shape (layer_type.h): linear, layernorm,
-// dropout, relu, gelu, and the residual block. Each entry: its parameters, its plan (shapes,
+// dropout, relu, gelu, the residual block and prelu. Each entry: its parameters, its plan (shapes,
 // parameter count, errors), its module, its ONNX nodes, its summary row.
 #include <cmath>
 #include <string>
@@ -134,6 +134,45 @@ const LayerType gelu_type{
     .example = "layers: [flatten, gelu, linear: {out: classes}]",
 };
 
+// ---- prelu: any shape; x for x > 0, a x otherwise, one slope a or one per channel (dim 0 of a
+// sample: an image's or a sequence's channels, a table's features)
+Status plan_prelu(Planner& pl, const LayerArgs& a, Shape_& shape, LayerPlan& m) {
+  const int64_t channels = shape.empty() ? 1 : shape[0];
+  MIXPREC_TAKE(n, pl.integer(a.p, "num_parameters", a.at, 1, 1, kMaxWidth));
+  if (n != 1 && n != channels)
+    return pl.error(a.at + "/num_parameters", "num_parameters: " + std::to_string(n) + ", but the input " +
+                                                  shape_text(shape) + " has " + std::to_string(channels) +
+                                                  " channels (1: one slope for all, or one per channel)");
+  MIXPREC_TAKE(init, pl.number(a.p, "init", a.at, 0.25, -1000.0, 1000.0, false));
+  m.parameters = n;
+  MIXPREC_RETURN_IF_ERROR(pl.budget(a.at, m.parameters));
+  m.in = n, m.p = init;
+  return Status::ok();
+}
+
+const LayerType prelu_type{
+    .name = "prelu",
+    .params = {{"num_parameters", LayerParam::integer}, {"init", LayerParam::number}},
+    .plan = plan_prelu,
+    .build = MIXPREC_MODULE_PART([](const LayerPlan& p, BuildState&) -> std::shared_ptr<Module> {
+      return std::make_shared<PReLU>(p.in, p.p);
+    }),
+    .emits = MIXPREC_MODULE_PART([](const Module& m, const OnnxValue&) { return dynamic_cast<const PReLU*>(&m) != nullptr; }),
+    .emit_onnx = MIXPREC_MODULE_PART([](const Module& module, OnnxWriter& w, const std::string& path,
+                                        const OnnxValue& x) -> StatusOr<OnnxValue> {
+      // PRelu broadcasts its slope from the right: one per channel is [C, 1, ...] over
+      // [B, C, ...] (x's rank less the batch and the channel dims as trailing ones).
+      const auto& m = static_cast<const PReLU&>(module);
+      Shape slope{m.weight.size(0)};
+      if (m.weight.size(0) > 1)
+        for (int i = 2; i < x.rank; ++i) slope.push_back(1);
+      const std::string a = w.weight(onnx_join(path, "weight"), m.weight.reshape(slope));
+      return OnnxValue{w.node("PRelu", {x.name, a}, onnx_join(path, "out")), x.rank};
+    }),
+    .output_op = amp::OpId::prelu,
+    .example = "layers: [prelu: {num_parameters: 2, init: 0.1}, flatten, prelu, linear: {out: classes}]",
+};
+
 // ---- residual: [layers] is x + f(x); {layers: [...], shortcut: [...]} is g(x) + f(x), a
 // projection shortcut (ResNet's 1x1 conv + batch norm when the shape changes), planned from
 // the same input.
@@ -248,7 +287,7 @@ OnnxValue onnx_add(OnnxWriter& w, const OnnxValue& a, const OnnxValue& b, const 
 #endif  // MIXPREC_LAYER_PLAN_ONLY
 
 std::vector<const LayerType*> dense_layer_types() {
-  return {&linear_type, &layernorm_type, &dropout_type, &relu_type, &gelu_type, &residual_type};
+  return {&linear_type, &layernorm_type, &dropout_type, &relu_type, &gelu_type, &residual_type, &prelu_type};
 }
 
 }  // namespace mixprec::nn

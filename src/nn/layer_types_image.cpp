@@ -1,6 +1,6 @@
 // layer_types_image.cpp: the layer types of images [C, H, W] (layer_type.h): conv2d,
-// maxpool2d, batchnorm2d, global_avgpool (also a sequence's mean), flatten and sequence (an
-// image's rows as tokens). Each entry: its parameters, its plan (shapes, parameter count,
+// maxpool2d, batchnorm2d, global_avgpool (also a sequence's mean), flatten, sequence (an
+// image's rows as tokens), conv1d (over channels by length [C, L]) and conv_transpose2d. Each entry: its parameters, its plan (shapes, parameter count,
 // errors), its module, its ONNX nodes, its summary row.
 #include <string>
 
@@ -57,6 +57,111 @@ const LayerType conv2d_type{
     }),
     .output_op = amp::OpId::conv2d,
     .example = "layers: [conv2d: {out: 4, kernel: 3, stride: 2, padding: 1}, flatten, linear: {out: classes}]",
+};
+
+// ---- conv1d: [C, L] -> [out_channels, L'], channels by length (an image's rows after
+// `sequence`: C*H rows of W values)
+Status plan_conv1d(Planner& pl, const LayerArgs& a, Shape_& shape, LayerPlan& m) {
+  if (shape.size() != 2)
+    return pl.error(a.at, "conv1d takes channels by length [C, L] (e.g. an image's rows after sequence); its input "
+                          "here is " + shape_text(shape));
+  MIXPREC_TAKE(out, pl.integer(a.p, "out_channels", a.at, std::nullopt, 1, kMaxWidth));
+  MIXPREC_TAKE(k, pl.integer(a.p, "kernel_size", a.at, std::nullopt, 1, kMaxKernel));
+  MIXPREC_TAKE(s, pl.integer(a.p, "stride", a.at, 1, 1, kMaxKernel));
+  MIXPREC_TAKE(pad, pl.integer(a.p, "padding", a.at, 0, 0, kMaxKernel));
+  MIXPREC_TAKE(bias, pl.boolean(a.p, "bias", a.at, true));
+  if (shape[1] + 2 * pad < k)
+    return pl.error(a.at, "conv1d: a kernel of " + std::to_string(k) + " does not fit the input " + shape_text(shape) +
+                              " with padding " + std::to_string(pad));
+  m.parameters = out * shape[0] * k + (bias ? out : 0);  // factors <= 65536, 65536, 64: exact
+  MIXPREC_RETURN_IF_ERROR(pl.budget(a.at, m.parameters));
+  m.in = shape[0], m.out = out, m.kernel = k, m.stride = s, m.padding = pad, m.bias = bias;
+  shape = {out, (shape[1] + 2 * pad - k) / s + 1};
+  return Status::ok();
+}
+
+const LayerType conv1d_type{
+    .name = "conv1d",
+    .params = {{"out_channels", LayerParam::integer}, {"kernel_size", LayerParam::integer},
+               {"stride", LayerParam::integer}, {"padding", LayerParam::integer}, {"bias", LayerParam::boolean}},
+    .plan = plan_conv1d,
+    .build = MIXPREC_MODULE_PART([](const LayerPlan& p, BuildState&) -> std::shared_ptr<Module> {
+      return std::make_shared<Conv1d>(p.in, p.out, p.kernel, p.stride, p.padding, /*dilation=*/1, /*groups=*/1, p.bias);
+    }),
+    .emits = MIXPREC_MODULE_PART([](const Module& m, const OnnxValue&) { return dynamic_cast<const Conv1d*>(&m) != nullptr; }),
+    .emit_onnx = MIXPREC_MODULE_PART([](const Module& module, OnnxWriter& w, const std::string& path,
+                                        const OnnxValue& x) -> StatusOr<OnnxValue> {
+      const auto& m = static_cast<const Conv1d&>(module);
+      std::vector<std::string> in{x.name, w.weight(onnx_join(path, "weight"), m.weight)};
+      if (m.bias.defined()) in.push_back(w.weight(onnx_join(path, "bias"), m.bias));
+      return OnnxValue{w.node("Conv", in, onnx_join(path, "out"),
+                              {{"kernel_shape", std::vector<int64_t>{m.weight.size(2)}},
+                               {"strides", std::vector<int64_t>{m.stride}},
+                               {"pads", std::vector<int64_t>{m.padding, m.padding}}}),
+                       3};
+    }),
+    .output_op = amp::OpId::conv1d,
+    .example = "layers: [sequence, conv1d: {out_channels: 4, kernel_size: 3, stride: 2, padding: 1}, relu, flatten, "
+               "linear: {out: classes}]",
+};
+
+// ---- conv_transpose2d: [C, H, W] -> [out_channels, H', W'], H' = (H - 1) stride - 2 padding +
+// kernel_size + output_padding: a decoder's or segmentation head's upsampling
+Status plan_conv_transpose2d(Planner& pl, const LayerArgs& a, Shape_& shape, LayerPlan& m) {
+  MIXPREC_RETURN_IF_ERROR(pl.needs_image("conv_transpose2d", a.at, shape));
+  MIXPREC_TAKE(out, pl.integer(a.p, "out_channels", a.at, std::nullopt, 1, kMaxWidth));
+  MIXPREC_TAKE(k, pl.integer(a.p, "kernel_size", a.at, std::nullopt, 1, kMaxKernel));
+  MIXPREC_TAKE(s, pl.integer(a.p, "stride", a.at, 1, 1, kMaxKernel));
+  MIXPREC_TAKE(pad, pl.integer(a.p, "padding", a.at, 0, 0, kMaxKernel));
+  MIXPREC_TAKE(output_padding, pl.integer(a.p, "output_padding", a.at, 0, 0, kMaxKernel));
+  MIXPREC_TAKE(bias, pl.boolean(a.p, "bias", a.at, true));
+  if (output_padding >= s)
+    return pl.error(a.at + "/output_padding", "output_padding: " + std::to_string(output_padding) +
+                                                  " must be smaller than the stride " + std::to_string(s) +
+                                                  " (it picks one of the stride's output sizes)");
+  // H, W <= 2^20 and each factor <= 64: no overflow. Bounded, so that upsampling layers cannot
+  // grow a shape past what flatten and the parameter counts assume.
+  const int64_t h = (shape[1] - 1) * s - 2 * pad + k + output_padding, w = (shape[2] - 1) * s - 2 * pad + k + output_padding;
+  if (h < 1 || w < 1 || h > kMaxWidth || w > kMaxWidth)
+    return pl.error(a.at, "conv_transpose2d: the input " + shape_text(shape) + " gives " + std::to_string(h) + "x" +
+                              std::to_string(w) + " (expected 1.." + std::to_string(kMaxWidth) + " each)");
+  m.parameters = shape[0] * out * k * k + (bias ? out : 0);
+  MIXPREC_RETURN_IF_ERROR(pl.budget(a.at, m.parameters));
+  m.in = shape[0], m.out = out, m.kernel = k, m.stride = s, m.padding = pad, m.output_padding = output_padding;
+  m.bias = bias;
+  shape = {out, h, w};
+  return Status::ok();
+}
+
+const LayerType conv_transpose2d_type{
+    .name = "conv_transpose2d",
+    .params = {{"out_channels", LayerParam::integer}, {"kernel_size", LayerParam::integer},
+               {"stride", LayerParam::integer}, {"padding", LayerParam::integer},
+               {"output_padding", LayerParam::integer}, {"bias", LayerParam::boolean}},
+    .plan = plan_conv_transpose2d,
+    .build = MIXPREC_MODULE_PART([](const LayerPlan& p, BuildState&) -> std::shared_ptr<Module> {
+      return std::make_shared<ConvTranspose2d>(p.in, p.out, p.kernel, p.stride, p.padding, p.output_padding, /*groups=*/1,
+                                               p.bias);
+    }),
+    .emits = MIXPREC_MODULE_PART(
+        [](const Module& m, const OnnxValue&) { return dynamic_cast<const ConvTranspose2d*>(&m) != nullptr; }),
+    .emit_onnx = MIXPREC_MODULE_PART([](const Module& module, OnnxWriter& w, const std::string& path,
+                                        const OnnxValue& x) -> StatusOr<OnnxValue> {
+      // ONNX's ConvTranspose weight is [C_in, C_out, kH, kW], as PyTorch's.
+      const auto& m = static_cast<const ConvTranspose2d&>(module);
+      const int64_t k = m.weight.size(2), s = m.stride, p = m.padding, op = m.output_padding;
+      std::vector<std::string> in{x.name, w.weight(onnx_join(path, "weight"), m.weight)};
+      if (m.bias.defined()) in.push_back(w.weight(onnx_join(path, "bias"), m.bias));
+      return OnnxValue{w.node("ConvTranspose", in, onnx_join(path, "out"),
+                              {{"kernel_shape", std::vector<int64_t>{k, k}},
+                               {"strides", std::vector<int64_t>{s, s}},
+                               {"pads", std::vector<int64_t>{p, p, p, p}},
+                               {"output_padding", std::vector<int64_t>{op, op}}}),
+                       4};
+    }),
+    .output_op = amp::OpId::conv_transpose2d,
+    .example = "layers: [conv_transpose2d: {out_channels: 3, kernel_size: 3, stride: 2, padding: 1, output_padding: 1}, "
+               "global_avgpool, linear: {out: classes}]",
 };
 
 // ---- maxpool2d: [C, H, W] -> [C, H', W']
@@ -258,7 +363,8 @@ OnnxValue onnx_flatten(OnnxWriter& w, const OnnxValue& x, const std::string& pat
 #endif  // MIXPREC_LAYER_PLAN_ONLY
 
 std::vector<const LayerType*> image_layer_types() {
-  return {&conv2d_type, &maxpool2d_type, &batchnorm2d_type, &global_avgpool_type, &flatten_type, &sequence_type};
+  return {&conv2d_type,         &maxpool2d_type, &batchnorm2d_type, &global_avgpool_type,
+          &flatten_type,        &sequence_type,  &conv1d_type,      &conv_transpose2d_type};
 }
 
 }  // namespace mixprec::nn

@@ -4,6 +4,7 @@
 // ops apply it (amp::policy_for): a way to see where mixed precision computes in 16 bits. What
 // a layer type contributes (its policy row, normalisation, "why") comes with its row
 // (nn::ModelFileLayer, from the type's one entry in src/nn): nothing here names a type.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -191,7 +192,10 @@ int run_summary(const SummaryFlags& f) {
   std::printf("model %s: %lld parameters, input %lldx%lldx%lld, %lld classes, precision %s (%s)\n",
               f.model.c_str(), (long long)(*model)->num_parameters(), (long long)c, (long long)h, (long long)w,
               (long long)classes, preset->name.c_str(), preset->description);
-  std::printf("%-24s %-15s %-16s %12s  %-7s %-6s %s\n", "layer", "type", "output", "parameters", "weights", "output",
+  // The type column fits the longest type name (conv_transpose2d), 15 wide at least.
+  int type_width = 15;
+  for (const nn::ModelFileLayer& r : rows) type_width = std::max(type_width, int(r.type.size()));
+  std::printf("%-24s %-*s %-16s %12s  %-7s %-6s %s\n", "layer", type_width, "type", "output", "parameters", "weights", "output",
               "why");
   for (size_t i = 0; i < rows.size(); ++i) {
     const nn::ModelFileLayer& r = rows[i];
@@ -203,8 +207,8 @@ int run_summary(const SummaryFlags& f) {
     else if (preset->autocast_dtype && !r.autocast_why.empty()) why = with_autocast(r.autocast_why, *preset->autocast_dtype);
     else if (preset->autocast_dtype && r.output_op) why = std::string("autocast: ") + amp::policy_name(amp::policy_for(*r.output_op));
     else if (!preset->autocast_dtype) why = "no autocast: the weights' dtype throughout";
-    std::printf("%-24s %-15s %-16s %12lld  %-7s %-6s %s\n", (std::string(size_t(2 * r.depth), ' ') + r.name).c_str(),
-                r.type.c_str(), shape_text(r.output_shape).c_str(), (long long)r.parameters, weights.c_str(),
+    std::printf("%-24s %-*s %-16s %12lld  %-7s %-6s %s\n", (std::string(size_t(2 * r.depth), ' ') + r.name).c_str(),
+                type_width, r.type.c_str(), shape_text(r.output_shape).c_str(), (long long)r.parameters, weights.c_str(),
                 dtype_name(computed[i]), why.c_str());
   }
   std::printf("The loss (cross_entropy) runs in f32 under every preset%s.\n",

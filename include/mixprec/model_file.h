@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mixprec/nn.h"
+#include "mixprec/op_category.h"
 #include "mixprec/status.h"
 
 namespace mixprec::nn {
@@ -25,6 +26,15 @@ struct ModelFileLayer {
   int64_t parameters = 0;
   std::string precision;  // "auto" (the preset's autocast) or "fp32"
   int depth = 0;          // nesting (residual blocks)
+  // What its layer type says about its dtypes: the policy-table row whose cast decides its
+  // output (none: it keeps its input's dtype); whether its weights are a normalisation's
+  // (kept f32 by the presets that keep norms f32); a block (residual) whose body's rows
+  // follow one deeper and which outputs the wider of x and f(x); and the summary's "why" where
+  // the row's policy alone would mislead ("{autocast}" stands for the autocast dtype).
+  std::optional<amp::OpId> output_op;
+  bool normalization = false;
+  bool block = false;
+  std::string autocast_why;
 };
 
 // True when the file's first layer is an embedding: a text classifier, whose input is byte

@@ -13,14 +13,12 @@
 
 #include "mixprec/dtype.h"
 #include "mixprec/tensor.h"
+#include "nn/onnx_writer.h"
 
 namespace mixprec::onnx_export {
 
-// One node attribute: an int, a float or a list of ints (all the ops emitted here need).
-struct Attr {
-  std::string name;
-  std::variant<int64_t, float, std::vector<int64_t>> value;
-};
+// One node attribute: an int, a float or a list of ints (the layer types write them too).
+using Attr = nn::OnnxAttr;
 
 class OnnxGraph {
  public:

@@ -1,4 +1,5 @@
-// model_file.cpp: a model file's plan (model_plan.h) built from the nn layers.
+// model_file.cpp: a model file's plan (model_plan.h) built from the nn layers, each by its
+// layer type's entry (layer_type.h), into a Sequential, a language model or a text classifier.
 #include "mixprec/model_file.h"
 
 #include "io/yaml_json.h"
@@ -7,55 +8,16 @@
 #include "mixprec/nn_attention.h"
 #include "nn/language_model_layers.h"
 #include "nn/text_classifier.h"
+#include "nn/layer_type.h"
 #include "nn/model_plan.h"
 #include "nn/model_planner.h"
 
 namespace mixprec::nn {
 namespace {
 
-// What the layers being built share: the decoder count (GPT-2's initialisation scales by it)
-// and the token table a tied lm_head reads.
-struct BuildState {
-  int64_t decoders = 0;
-  std::shared_ptr<Embedding> tokens;
-};
+std::shared_ptr<Module> build_layer(const LayerPlan& p, BuildState& state);
 
-std::shared_ptr<Sequential> build_block(const std::vector<LayerPlan>& plans, BuildState& state);
-
-std::shared_ptr<Module> build_layer(const LayerPlan& p, BuildState& state) {
-  std::shared_ptr<Module> m;
-  if (p.type == "conv2d") m = std::make_shared<Conv2d>(p.in, p.out, p.kernel, p.stride, p.padding, p.bias);
-  else if (p.type == "linear") m = std::make_shared<Linear>(p.in, p.out, p.bias);
-  else if (p.type == "maxpool2d") m = std::make_shared<MaxPool2d>(p.kernel, p.stride, p.padding);
-  else if (p.type == "batchnorm2d") m = std::make_shared<BatchNorm2d>(p.in, p.eps, p.momentum);
-  else if (p.type == "layernorm") m = std::make_shared<LayerNorm>(Shape{p.in}, p.eps);  // the last dim
-  else if (p.type == "dropout") m = std::make_shared<Dropout>(p.p);
-  else if (p.type == "relu") m = std::make_shared<ReLU>();
-  else if (p.type == "gelu") m = std::make_shared<GELU>();
-  else if (p.type == "flatten") m = std::make_shared<Flatten>();
-  else if (p.type == "sequence") m = std::make_shared<Flatten>(1, 2);  // [N, C, H, W] -> [N, C*H, W]
-  else if (p.type == "global_avgpool" && p.input_shape.size() == 2) m = std::make_shared<SequenceMeanPool>();
-  else if (p.type == "global_avgpool") m = std::make_shared<GlobalAvgPool>();
-  else if (p.type == "embedding") {
-    auto e = std::make_shared<TokenEmbedding>(256, p.in, p.out);
-    state.tokens = e->tokens;
-    m = e;
-  } else if (p.type == "decoder") {
-    auto block = std::make_shared<GptBlock>(p.in, p.heads);
-    init_gpt2_block(*block, state.decoders);
-    m = block;
-  } else if (p.type == "lm_head") {
-    m = p.tied ? std::make_shared<LmHead>(state.tokens) : std::make_shared<LmHead>(p.out, p.in);
-  }
-  else if (p.type == "encoder")
-    m = std::make_shared<TransformerEncoderLayer>(p.in, p.heads, p.out, p.p, Activation::gelu, p.eps);
-  else if (p.type == "residual")
-    m = std::make_shared<Residual>(build_block(p.body, state),
-                                   p.shortcut.empty() ? nullptr : build_block(p.shortcut, state));
-  else throw Error(Status::internal("model file: a planned layer of unknown type '" + p.type + "'"));
-  if (p.precision == "fp32") m->set_autocast(false);  // and its input cast to f32 (Module::operator())
-  return m;
-}
+}  // namespace
 
 std::shared_ptr<Sequential> build_block(const std::vector<LayerPlan>& plans, BuildState& state) {
   auto seq = std::make_shared<Sequential>();
@@ -63,15 +25,15 @@ std::shared_ptr<Sequential> build_block(const std::vector<LayerPlan>& plans, Bui
   return seq;
 }
 
-int64_t count_decoders(const std::vector<LayerPlan>& plans) {
-  int64_t n = 0;
-  for (const LayerPlan& p : plans) n += (p.type == "decoder") + count_decoders(p.body) + count_decoders(p.shortcut);
-  return n;
-}
-
-}  // namespace
-
 namespace {
+
+std::shared_ptr<Module> build_layer(const LayerPlan& p, BuildState& state) {
+  const LayerType* t = find_layer_type(p.type);
+  if (t == nullptr) throw Error(Status::internal("model file: a planned layer of unknown type '" + p.type + "'"));
+  std::shared_ptr<Module> m = t->build(p, state);
+  if (p.precision == "fp32") m->set_autocast(false);  // and its input cast to f32 (Module::operator())
+  return m;
+}
 
 // The file's non-empty `layers` list; nullopt for a text too malformed to tell (the planner
 // reports what is wrong, at its line).
@@ -84,10 +46,11 @@ std::optional<nlohmann::json> layers_of(const std::string& text) {
 }
 
 std::optional<int64_t> context_of(const nlohmann::json& layers) {
-  if (plan_detail::entry_type(layers.back()) != "lm_head") return std::nullopt;
+  if (!plan_detail::ends_language_model(layers.back())) return std::nullopt;
   const auto& first = layers[0];
-  if (first.is_object() && first.contains("embedding") && first["embedding"].is_object()) {
-    const auto& context = first["embedding"].value("context", nlohmann::json(kDefaultLanguageModelContext));
+  const std::string type = plan_detail::entry_type(first);
+  if (first.is_object() && plan_detail::reads_ids(first) && first[type].is_object()) {
+    const auto& context = first[type].value("context", nlohmann::json(kDefaultLanguageModelContext));
     // An out-of-range value is the planner's to report, at its line and column.
     if (context.is_number_integer() && context.get<int64_t>() >= 1 && context.get<int64_t>() <= 65536)
       return context.get<int64_t>();
@@ -95,10 +58,7 @@ std::optional<int64_t> context_of(const nlohmann::json& layers) {
   return kDefaultLanguageModelContext;
 }
 
-bool reads_text(const nlohmann::json& layers) {
-  const auto& first = layers[0];
-  return (first.is_string() && first == "embedding") || (first.is_object() && first.contains("embedding"));
-}
+bool reads_text(const nlohmann::json& layers) { return plan_detail::reads_ids(layers[0]); }
 
 }  // namespace
 
@@ -142,13 +102,13 @@ StatusOr<std::shared_ptr<Module>> build_model_file(const std::string& text, cons
   auto plan = plan_model_file(text, source, channels, height, width, classes, layers, max_parameters, token_input);
   if (!plan.is_ok()) return plan.status();
   BuildState state;
-  state.decoders = count_decoders(*plan);
-  if (!plan->empty() && plan->back().type == "lm_head") {  // a language model: also steps token by token
+  state.plan = &*plan;
+  if (!plan->empty() && find_layer_type(plan->back().type)->ends_language_model) {  // a language model: also steps token by token
     auto lm = std::make_shared<FileLanguageModel>(plan->front().in);  // the embedding's positions
     for (const LayerPlan& p : *plan) lm->add(p.name, build_layer(p, state));
     return std::shared_ptr<Module>(lm);
   }
-  if (!plan->empty() && plan->front().type == "embedding" && plan->front().mask_padding) {
+  if (!plan->empty() && plan->front().mask_padding) {
     auto classifier = std::make_shared<FileTextClassifier>();  // padding masked in attention and pooling
     for (const LayerPlan& p : *plan) classifier->add(p.name, build_layer(p, state));
     return std::shared_ptr<Module>(classifier);

@@ -8,6 +8,8 @@
 
 #include "nn/model_planner.h"
 
+#include "nn/layer_type.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -23,7 +25,7 @@ namespace plan_detail {
 
 std::vector<std::string> type_names() {
   std::vector<std::string> names;
-  for (const LayerType& t : layer_types()) names.push_back(t.name);
+  for (const LayerType* t : layer_types()) names.push_back(t->name);
   names.push_back("repeat");
   return names;
 }
@@ -32,6 +34,16 @@ std::string shape_text(const std::vector<int64_t>& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
   return out + "]";
+}
+
+bool ends_language_model(const json& entry) {
+  const LayerType* t = find_layer_type(entry_type(entry));
+  return t != nullptr && t->ends_language_model;
+}
+
+bool reads_ids(const json& entry) {
+  const LayerType* t = find_layer_type(entry_type(entry));
+  return t != nullptr && t->reads_ids;
 }
 
 std::string entry_type(const json& entry) {
@@ -47,6 +59,19 @@ int64_t product(const std::vector<int64_t>& s) {
   int64_t p = 1;
   for (int64_t d : s) p *= d;
   return p;
+}
+
+// A summary row: the layer as built, with what its type says about its dtypes.
+ModelFileLayer row_of(const LayerType& t, const std::string& full, const std::vector<int64_t>& shape,
+                      int64_t parameters, const std::string& precision, int nesting) {
+  ModelFileLayer r;
+  r.name = full, r.type = t.name, r.output_shape = shape, r.parameters = parameters, r.precision = precision;
+  r.depth = nesting;
+  r.output_op = t.output_op;
+  r.normalization = t.normalization;
+  r.block = t.block;
+  if (t.autocast_why) r.autocast_why = t.autocast_why;
+  return r;
 }
 
 // Appends the layers of the list at `pointer` to `seq`; `shape` flows through them.
@@ -136,68 +161,36 @@ Status Planner::layer(const json& entry, const std::string& at, std::vector<Laye
   } else {
     return error(at, "expected a layer: a type name (relu) or type: {parameters}");
   }
-  const LayerType* lt = nullptr;
-  for (const LayerType& t : layer_types())
-    if (type == t.name) lt = &t;
+  const LayerType* lt = find_layer_type(type);
   if (lt == nullptr)
     return error(entry.is_string() ? at : params_at,
                  "unknown layer type '" + type + "'" + did_you_mean(type, type_names()) + " (expected one of: " +
                      list_text(type_names()) + ")");
   if (!names.insert(name).second) return error(at, "two layers named '" + name + "' in one block");
   const std::string full = prefix.empty() ? name : prefix + "." + name;
-  const std::vector<int64_t> in = shape;
 
   LayerPlan m;
   m.type = type;
   m.name = name;
   m.precision = precision;
-  m.input_shape = in;
-  if (type == "residual") {
+  m.input_shape = shape;
+  std::map<std::string, json> p;
+  if (lt->block) {
+    // A block's rows come before its body's (the summary's order); its totals after.
     MIXPREC_RETURN_IF_ERROR(fits_language_model(type, at));
     const size_t row = rows_ ? rows_->size() : 0;
-    if (rows_) rows_->push_back({full, type, {}, 0, precision, nesting});
-    // residual: [layers] is x + f(x); residual: {layers: [...], shortcut: [...]} is
-    // g(x) + f(x), a projection shortcut (ResNet's 1x1 conv + batch norm when the shape
-    // changes), planned from the same input.
-    json body = params, shortcut;
-    std::string body_at = params_at;
-    if (params.is_object()) {
-      for (auto it = params.begin(); it != params.end(); ++it)
-        if (it.key() != "layers" && it.key() != "shortcut")
-          return error(params_at + "/" + it.key(), "'" + it.key() + "' in a residual block" +
-                                                       did_you_mean(it.key(), {"layers", "shortcut"}) +
-                                                       " (expected layers: [...] and optionally shortcut: [...])");
-      if (!params.contains("layers")) return error(params_at, "a residual block needs layers: [...]");
-      body = params["layers"];
-      body_at = params_at + "/layers";
-      if (params.contains("shortcut")) shortcut = params["shortcut"];
-    }
-    MIXPREC_RETURN_IF_ERROR(block(body, body_at, m.body, shape, full + ".body", nesting + 1));
-    std::vector<int64_t> other = in;
-    if (!shortcut.is_null())
-      MIXPREC_RETURN_IF_ERROR(
-          block(shortcut, params_at + "/shortcut", m.shortcut, other, full + ".shortcut", nesting + 1));
-    if (shape != other)
-      return error(at, "residual block '" + full + "': its layers turn " + shape_text(in) + " into " +
-                           shape_text(shape) + (shortcut.is_null()
-                                                    ? "; x + f(x) needs f(x) of x's shape (or a shortcut: [...] "
-                                                      "that gives " + shape_text(shape) + ")"
-                                                    : " but its shortcut into " + shape_text(other) +
-                                                          "; shortcut(x) + f(x) needs both of one shape"));
-    for (const LayerPlan& b : m.body) m.parameters += b.parameters;
-    for (const LayerPlan& b : m.shortcut) m.parameters += b.parameters;
-    m.output_shape = shape;
+    if (rows_) rows_->push_back(row_of(*lt, full, {}, 0, precision, nesting));
+    MIXPREC_RETURN_IF_ERROR(lt->plan(*this, LayerArgs{p, params, params_at, at, full, nesting}, shape, m));
     if (rows_) (*rows_)[row].output_shape = shape, (*rows_)[row].parameters = m.parameters;
   } else {
     if (!params.is_null() && !params.is_object())
       return error(params_at, type + ": expected parameters as name: value, got " + params.dump().substr(0, 40));
-    std::map<std::string, json> p;
     std::vector<std::string> allowed;
-    for (const Param& q : lt->params) allowed.push_back(q.name);
+    for (const LayerParam& q : lt->params) allowed.push_back(q.name);
     if (params.is_object())
       for (auto it = params.begin(); it != params.end(); ++it) {
-        const Param* q = nullptr;
-        for (const Param& c : lt->params)
+        const LayerParam* q = nullptr;
+        for (const LayerParam& c : lt->params)
           if (it.key() == c.name) q = &c;
         if (q == nullptr)
           return error(params_at + "/" + it.key(),
@@ -205,13 +198,91 @@ Status Planner::layer(const json& entry, const std::string& at, std::vector<Laye
                            (allowed.empty() ? " (it takes none)" : " (it takes: " + list_text(allowed) + ")"));
         p[it.key()] = it.value();
       }
-    auto result = make_layer(type, p, params_at, shape, m);
-    if (!result.is_ok()) return result;
-    m.output_shape = shape;
-    if (rows_) rows_->push_back({full, type, shape, m.parameters, precision, nesting});
+    MIXPREC_RETURN_IF_ERROR(fits_language_model(type, params_at));
+    if (ids_ && !lt->reads_ids)
+      return error(params_at, type + ": the input is text as byte ids " + shape_text(shape) +
+                                  "; a text classifier or language model starts with embedding: {dim: N}");
+    if (!ids_ && lt->reads_ids)
+      return error(params_at, type + " takes byte ids (--dataset csv --text-column NAME); its input here is " +
+                                  shape_text(shape));
+    MIXPREC_RETURN_IF_ERROR(lt->plan(*this, LayerArgs{p, params, params_at, at, full, nesting}, shape, m));
+    if (rows_) rows_->push_back(row_of(*lt, full, shape, m.parameters, precision, nesting));
   }
+  m.output_shape = shape;
   seq.push_back(std::move(m));
   return Status::ok();
+}
+
+// An integer parameter: given, "classes" (for out), or its default; in [lo, hi].
+StatusOr<int64_t> Planner::integer(const std::map<std::string, json>& p, const char* key, const std::string& at,
+                          std::optional<int64_t> fallback, int64_t lo, int64_t hi) {
+  auto it = p.find(key);
+  if (it == p.end()) {
+    if (fallback) return *fallback;
+    return error(at, std::string("needs ") + key + ": N" + (std::string(key) == "out" ? " (or classes)" : ""));
+  }
+  const json& v = it->second;
+  if (std::string(key) == "out" && v.is_string() && v == "classes") return classes_;
+  if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi)
+    return error(at + "/" + key, std::string(key) + ": expected an integer in " + std::to_string(lo) + ".." +
+                                     std::to_string(hi) + (std::string(key) == "out" ? " or classes" : "") +
+                                     ", got " + v.dump().substr(0, 40));
+  return v.get<int64_t>();
+}
+
+StatusOr<double> Planner::number(const std::map<std::string, json>& p, const char* key, const std::string& at, double fallback,
+                        double lo, double hi, bool hi_open) {
+  auto it = p.find(key);
+  if (it == p.end()) return fallback;
+  const json& v = it->second;
+  const bool ok = v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= lo &&
+                  (hi_open ? v.get<double>() < hi : v.get<double>() <= hi);
+  if (!ok)
+    return error(at + "/" + key, std::string(key) + ": expected a number in [" + std::to_string(lo) + ", " +
+                                     std::to_string(hi) + (hi_open ? ")" : "]") + ", got " + v.dump().substr(0, 40));
+  return v.get<double>();
+}
+
+StatusOr<bool> Planner::boolean(const std::map<std::string, json>& p, const char* key, const std::string& at, bool fallback) {
+  auto it = p.find(key);
+  if (it == p.end()) return fallback;
+  if (!it->second.is_boolean()) return error(at + "/" + key, std::string(key) + ": expected true or false");
+  return it->second.get<bool>();
+}
+
+// Counts a layer's parameters against the budget before the layer allocates them.
+Status Planner::budget(const std::string& at, int64_t layer_parameters) {
+  if (layer_parameters > max_parameters_ - parameters_)
+    return error(at, "the model would pass " + std::to_string(max_parameters_) + " parameters (this layer has " +
+                         std::to_string(layer_parameters) + ")");
+  parameters_ += layer_parameters;
+  return Status::ok();
+}
+
+Status Planner::needs_image(const std::string& type, const std::string& at, const std::vector<int64_t>& shape) {
+  if (shape.size() == 3) return Status::ok();
+  return error(at, type + " takes images [C, H, W]; its input here is " + shape_text(shape));
+}
+
+Status Planner::fits_language_model(const std::string& type, const std::string& at) {
+  if (ended_) return error(at, type + " after lm_head: lm_head is a language model's last layer");
+  if (!language_model_) {
+    if (find_layer_type(type)->ends_language_model)
+      return error(at, "lm_head ends a language model: it must be the file's last layer (a classifier ends in "
+                       "[classes], e.g. global_avgpool then linear: {out: classes})");
+    return Status::ok();
+  }
+  const LayerType* t = find_layer_type(type);
+  if (t->per_position) return Status::ok();
+  std::vector<std::string> allowed;
+  for (const LayerType* c : layer_types())
+    if (c->per_position) allowed.push_back(std::string(c->name) + (c->per_position_note ? c->per_position_note : ""));
+  std::string listed;
+  for (size_t i = 0; i < allowed.size(); ++i)
+    listed += (i == 0 ? "" : i + 1 == allowed.size() ? " and " : ", ") + allowed[i];
+  return error(at, type + " in a language model (a file ending in lm_head): each position may only see itself and "
+                          "the ones before it, so its layers are " + listed +
+                          (t->language_model_hint ? std::string("; ") + t->language_model_hint : ""));
 }
 
 std::string Planner::list_text(const std::vector<std::string>& names) {
@@ -252,7 +323,7 @@ StatusOr<std::vector<LayerPlan>> plan_model_file(const std::string& text, const 
     return Status::invalid_argument(source + ": expected a mapping with layers: [...] (and optionally name: ...)");
   const nlohmann::json& list = (*doc)["layers"];
   // A file ending in lm_head is a language model: byte ids in, the next byte's logits out.
-  const bool language_model = list.is_array() && !list.empty() && plan_detail::entry_type(list.back()) == "lm_head";
+  const bool language_model = list.is_array() && !list.empty() && plan_detail::ends_language_model(list.back());
   if (language_model && !token_input)
     return Status::invalid_argument(source + ": ends in lm_head, a language model of text: train it on "
                                     "--dataset kjv or --dataset text");

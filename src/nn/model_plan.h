@@ -15,7 +15,7 @@ struct LayerPlan {
   std::string type, name, precision;  // "conv2d", "conv1" or "3", "auto" / "fp32"
   // What the type takes. embedding: in = positions, out = width; encoder: in = width,
   // out = feed-forward width, heads; decoder: in = width, heads; lm_head: in = width, out = 256.
-  int64_t in = 0, out = 0, kernel = 0, stride = 0, padding = 0, heads = 0;
+  int64_t in = 0, out = 0, kernel = 0, stride = 0, padding = 0, heads = 0, output_padding = 0;
   bool bias = true;
   bool tied = true;  // lm_head: its weight is the embedding's token table
   bool mask_padding = false;  // embedding: byte 0 is padding that attention and pooling skip

@@ -13,6 +13,7 @@
 // The plan (layer shapes without building anything) is nn's internal form of a model file;
 // the estimate needs its per-layer shapes, which the public ModelFileLayer rows only get from
 // a build, and a build allocates the weights this is meant to check first.
+#include "nn/layer_type.h"
 #include "nn/model_plan.h"
 #include "train/precision_step.h"
 
@@ -47,17 +48,10 @@ struct Walk {
 void walk(const std::vector<nn::LayerPlan>& layers, Walk& w) {
   for (const nn::LayerPlan& p : layers) {
     const double out = elements(p.output_shape);
-    double kept = out;  // what the next layer keeps of it, or what backward needs
-    if (p.type == "flatten") kept = 0;  // a view of its input
-    if (p.type == "dropout" || p.type == "batchnorm2d" || p.type == "layernorm") kept += out;  // mask / x-hat
-    if ((p.type == "encoder" || p.type == "decoder") && p.output_shape.size() == 2) {
-      const double T = double(p.output_shape[0]), E = double(p.in), H = double(std::max<int64_t>(p.heads, 1));
-      const double F = p.type == "encoder" ? double(p.out) : 4 * E;
-      // q, k, v and their per-head copies, attention output and projection, two norms and
-      // two residual sums (13 E per position), the feed-forward hidden layer before and after
-      // its activation (2 F), and per head the scores and their softmax (2 T per position).
-      kept += T * (13 * E + 2 * F) + 2 * H * T * T;
-    }
+    // What the next layer keeps of it, or what backward needs: its layer type's count
+    // (layer_type.h), else its output.
+    const nn::LayerType* type = nn::find_layer_type(p.type);
+    const double kept = type && type->kept_activations ? type->kept_activations(p) : out;
     walk(p.body, w);
     walk(p.shortcut, w);
     w.kept += kept;

@@ -61,6 +61,24 @@ def conv2d(x, w, b, strides, pads):
     return acc.astype(x.dtype)
 
 
+def conv_transpose2d(x, w, b, strides, pads, output_padding):
+    """ONNX ConvTranspose (group 1, dilation 1): each input pixel scatters w [C, O, kh, kw]."""
+    n, c, h, wd = x.shape
+    _, o, kh, kw = w.shape
+    full_h = (h - 1) * strides[0] + kh + output_padding[0]
+    full_w = (wd - 1) * strides[1] + kw + output_padding[1]
+    acc = np.zeros((n, o, full_h, full_w), dtype=np.float64)
+    xd = x.astype(np.float64)
+    for i in range(kh):
+        for j in range(kw):
+            contrib = np.einsum("nchw,co->nohw", xd, w[:, :, i, j].astype(np.float64))
+            acc[:, :, i:i + strides[0] * h:strides[0], j:j + strides[1] * wd:strides[1]] += contrib
+    acc = acc[:, :, pads[0]:full_h - pads[2], pads[1]:full_w - pads[3]]
+    if b is not None:
+        acc += b.astype(np.float64)[None, :, None, None]
+    return acc.astype(x.dtype)
+
+
 def max_pool(x, k, strides, pads):
     xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])), constant_values=-np.inf)
     oh = (x.shape[2] + pads[0] + pads[2] - k[0]) // strides[0] + 1
@@ -95,9 +113,21 @@ def run_numpy(model, feeds):
             y = rounded(ERF(x[0].astype(np.float64)), x[0])
         elif op == "Identity":
             y = x[0]
+        elif op == "Conv" and x[0].ndim == 3:  # 1-D: a conv2d of unit height
+            assert a.get("group", 1) == 1 and a.get("dilations", [1]) == [1]
+            p = a.get("pads", [0, 0])
+            y = conv2d(x[0][:, :, None, :], x[1][:, :, None, :], x[2] if len(x) > 2 else None,
+                       [1] + a.get("strides", [1]), [0, p[0], 0, p[1]])[:, :, 0, :]
         elif op == "Conv":
             assert a.get("group", 1) == 1 and a.get("dilations", [1, 1]) == [1, 1]
             y = conv2d(x[0], x[1], x[2] if len(x) > 2 else None, a.get("strides", [1, 1]), a.get("pads", [0, 0, 0, 0]))
+        elif op == "ConvTranspose":
+            assert a.get("group", 1) == 1 and a.get("dilations", [1, 1]) == [1, 1] and "output_shape" not in a
+            y = conv_transpose2d(x[0], x[1], x[2] if len(x) > 2 else None, a.get("strides", [1, 1]),
+                                 a.get("pads", [0, 0, 0, 0]), a.get("output_padding", [0, 0]))
+        elif op == "PRelu":
+            y = rounded(np.where(x[0] > 0, x[0].astype(np.float64), x[0].astype(np.float64) * x[1].astype(np.float64)),
+                        x[0])
         elif op == "MaxPool":
             assert a.get("ceil_mode", 0) == 0
             y = max_pool(x[0], a["kernel_shape"], a.get("strides", [1, 1]), a.get("pads", [0, 0, 0, 0]))

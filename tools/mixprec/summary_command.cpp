@@ -1,7 +1,10 @@
 // summary_command.cpp: `mixprec summary --model X --precision P`: a network's layers, the
 // shape each outputs, its parameters, and the dtype its weights are kept in and its output is
 // computed in under the preset, derived from the preset and the autocast policy table as the
-// ops apply it (amp::policy_for): a way to see where mixed precision computes in 16 bits.
+// ops apply it (amp::policy_for): a way to see where mixed precision computes in 16 bits. What
+// a layer type contributes (its policy row, normalisation, "why") comes with its row
+// (nn::ModelFileLayer, from the type's one entry in src/nn): nothing here names a type.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -20,22 +23,6 @@ struct SummaryFlags {
   std::string model = "cnn", precision = "amp-bf16", input;
   int64_t classes = 0;
 };
-
-// The policy-table row each layer type's forward consults.
-std::optional<amp::OpId> op_of(const std::string& type) {
-  static const std::map<std::string, amp::OpId> ops = {
-      {"conv2d", amp::OpId::conv2d},        {"linear", amp::OpId::linear},   {"batchnorm2d", amp::OpId::batch_norm},
-      {"layernorm", amp::OpId::layer_norm}, {"relu", amp::OpId::relu},       {"gelu", amp::OpId::gelu},
-      {"maxpool2d", amp::OpId::max_pool2d}, {"dropout", amp::OpId::dropout}, {"flatten", amp::OpId::flatten}, {"sequence", amp::OpId::flatten},
-      {"global_avgpool", amp::OpId::mean},  {"residual", amp::OpId::add},
-      {"embedding", amp::OpId::embedding},
-      // A transformer encoder layer ends in its layer norm: that row decides its output; a
-      // decoder block in its residual add (the stream keeps its dtype); lm_head is a linear.
-      {"encoder", amp::OpId::layer_norm}, {"decoder", amp::OpId::add}, {"lm_head", amp::OpId::linear}};
-  auto it = ops.find(type);
-  if (it == ops.end()) return std::nullopt;
-  return it->second;
-}
 
 DType wider(DType a, DType b) {
   auto rank = [](DType d) { return d == DType::f64 ? 3 : d == DType::f32 ? 2 : 1; };
@@ -67,15 +54,15 @@ std::vector<DType> output_dtypes(const std::vector<nn::ModelFileLayer>& rows, co
     const nn::ModelFileLayer& r = rows[i];
     close_until(r.depth);
     const bool fp32 = r.precision == "fp32" || !fp32_depths.empty();
-    if (r.type == "residual") {
+    if (r.block) {
       if (r.precision == "fp32") fp32_depths.push_back(r.depth);
       open.push_back({i, fp32 ? DType::f32 : x});
       if (fp32) x = DType::f32;
       continue;
     }
     if (fp32) x = DType::f32;
-    else if (preset.autocast_dtype && op_of(r.type)) {
-      switch (amp::policy_for(*op_of(r.type))) {
+    else if (preset.autocast_dtype && r.output_op) {
+      switch (amp::policy_for(*r.output_op)) {
         case amp::CastPolicy::lower: x = *preset.autocast_dtype; break;
         case amp::CastPolicy::fp32: x = DType::f32; break;
         default: break;  // promote / keep: one input here, its dtype
@@ -85,6 +72,13 @@ std::vector<DType> output_dtypes(const std::vector<nn::ModelFileLayer>& rows, co
   }
   close_until(0);
   return out;
+}
+
+// A layer type's "why" (nn::ModelFileLayer::autocast_why) with the autocast dtype in place.
+std::string with_autocast(std::string why, DType autocast) {
+  const std::string mark = "{autocast}";
+  if (auto at = why.find(mark); at != std::string::npos) why.replace(at, mark.size(), dtype_name(autocast));
+  return why;
 }
 
 std::string shape_text(const std::vector<int64_t>& s) {
@@ -198,22 +192,23 @@ int run_summary(const SummaryFlags& f) {
   std::printf("model %s: %lld parameters, input %lldx%lldx%lld, %lld classes, precision %s (%s)\n",
               f.model.c_str(), (long long)(*model)->num_parameters(), (long long)c, (long long)h, (long long)w,
               (long long)classes, preset->name.c_str(), preset->description);
-  std::printf("%-24s %-15s %-16s %12s  %-7s %-6s %s\n", "layer", "type", "output", "parameters", "weights", "output",
+  // The type column fits the longest type name (conv_transpose2d), 15 wide at least.
+  int type_width = 15;
+  for (const nn::ModelFileLayer& r : rows) type_width = std::max(type_width, int(r.type.size()));
+  std::printf("%-24s %-*s %-16s %12s  %-7s %-6s %s\n", "layer", type_width, "type", "output", "parameters", "weights", "output",
               "why");
   for (size_t i = 0; i < rows.size(); ++i) {
     const nn::ModelFileLayer& r = rows[i];
-    const bool norm = r.type == "batchnorm2d" || r.type == "layernorm";
     const std::string weights =
-        r.parameters == 0 ? "-" : dtype_name(norm && preset->keep_norm_fp32 ? DType::f32 : preset->param_dtype);
+        r.parameters == 0 ? "-" : dtype_name(r.normalization && preset->keep_norm_fp32 ? DType::f32 : preset->param_dtype);
     std::string why;
     if (r.precision == "fp32") why = "precision: fp32 in the file";
-    else if (r.type == "residual") why = "x + f(x): the wider of the two";
-    else if (preset->autocast_dtype && r.type == "encoder")
-      why = "ends in layer norm (autocast: fp32); its matmuls run in " + std::string(dtype_name(*preset->autocast_dtype));
-    else if (preset->autocast_dtype && op_of(r.type)) why = std::string("autocast: ") + amp::policy_name(amp::policy_for(*op_of(r.type)));
+    else if (r.block) why = r.autocast_why;
+    else if (preset->autocast_dtype && !r.autocast_why.empty()) why = with_autocast(r.autocast_why, *preset->autocast_dtype);
+    else if (preset->autocast_dtype && r.output_op) why = std::string("autocast: ") + amp::policy_name(amp::policy_for(*r.output_op));
     else if (!preset->autocast_dtype) why = "no autocast: the weights' dtype throughout";
-    std::printf("%-24s %-15s %-16s %12lld  %-7s %-6s %s\n", (std::string(size_t(2 * r.depth), ' ') + r.name).c_str(),
-                r.type.c_str(), shape_text(r.output_shape).c_str(), (long long)r.parameters, weights.c_str(),
+    std::printf("%-24s %-*s %-16s %12lld  %-7s %-6s %s\n", (std::string(size_t(2 * r.depth), ' ') + r.name).c_str(),
+                type_width, r.type.c_str(), shape_text(r.output_shape).c_str(), (long long)r.parameters, weights.c_str(),
                 dtype_name(computed[i]), why.c_str());
   }
   std::printf("The loss (cross_entropy) runs in f32 under every preset%s.\n",

@@ -21,7 +21,9 @@
 #include "mixprec/autograd.h"
 #include "mixprec/models.h"
 #include "mixprec/onnx_export.h"
+#include "mixprec/model_file.h"
 #include "mixprec/precision.h"
+#include "nn/layer_type.h"
 
 namespace mixprec {
 namespace {
@@ -83,7 +85,8 @@ struct Case {
 Tensor reference_logits(Case& c, const std::string& precision, const ExportOptions& options) {
   NoGradGuard no_grad;
   Tensor x = c.input;
-  if (!c.spec.language_model) {  // (x - mean) / std per channel, as predict and the graph do
+  const bool ids = c.spec.language_model || c.spec.token_input;
+  if (!ids) {  // (x - mean) / std per channel, as predict and the graph do
     std::vector<float> v = x.to_vector();
     const int64_t per_channel = c.spec.height * c.spec.width;
     for (size_t i = 0; i < v.size(); ++i) {
@@ -102,7 +105,7 @@ Tensor reference_logits(Case& c, const std::string& precision, const ExportOptio
   c.model->to(preset.param_dtype, preset.keep_norm_fp32);
   std::optional<amp::AutocastGuard> autocast;
   if (preset.autocast_dtype) autocast.emplace(*preset.autocast_dtype);
-  return (*c.model)(c.spec.language_model ? x : x.to(preset.param_dtype)).to(DType::f32);
+  return (*c.model)(ids ? x : x.to(preset.param_dtype)).to(DType::f32);
 }
 
 // Exports, runs onnx_run.py's numpy runtime on the file and compares logits; returns its report.
@@ -199,6 +202,33 @@ TEST(OnnxExport, Fp16GraphsMatchMixprecO2Fp16) {
   // Both round to f16 after each op; mixprec's kernels and the reference interpreter differ
   // in accumulation order, worth a few f16 ulps (GPT: 2.9e-3 worst seen; logits are ~1).
   for (Case c : {cnn(), mlp(), resnet(), transformer(), gpt(), model_file()}) expect_round_trip(c, "fp16", 1e-2, 1e-2);
+}
+
+// Each layer type's example model file (src/nn/layer_type.h), as train builds it: a new type's
+// ONNX nodes are checked by being listed.
+TEST(OnnxExport, EveryLayerTypesExampleMatchesMixprecInFp32AndFp16) {
+  for (const nn::LayerType* t : nn::layer_types()) {
+    const std::string text = t->example;
+    nn::ModelSpec spec = nn::model_file_spec(std::string("example-") + t->name, text);
+    if (spec.language_model) {  // context 8: 8 tokens
+      spec.width = 9;
+    } else if (spec.token_input) {
+      spec.width = 8, spec.classes = 3;
+    } else {
+      spec.channels = 2, spec.height = 6, spec.width = 6, spec.classes = 3;
+    }
+    std::vector<int64_t> tokens;
+    for (int64_t i = 0; i < 16; ++i) tokens.push_back((i * 37 + 11) % 256);
+    const Tensor input = spec.language_model || spec.token_input ? Tensor::from_vector_i64(tokens, {2, 8})
+                                                                 : image_input(2, 2, 6, 6);
+    for (const char* precision : {"fp32", "fp16"}) {
+      auto model = nn::build_model(spec);
+      ASSERT_TRUE(model.is_ok()) << t->name << ": " << model.status().message();
+      const bool fp32 = std::string(precision) == "fp32";  // tolerances as the tests above
+      expect_round_trip({std::string("layer type ") + t->name, spec, *model, input}, precision, fp32 ? 1e-4 : 1e-2,
+                        fp32 ? 1e-5 : 1e-2);
+    }
+  }
 }
 
 TEST(OnnxExport, Fp16AndBf16FilesAreHalfTheSize) {

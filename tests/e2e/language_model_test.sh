@@ -55,7 +55,7 @@ b=$(losses split/metrics.jsonl)
 # A text bigger than the old 1 GiB cap of reading it whole: 2 GiB of zeros (sparse: no disk)
 # then the corpus. It is mapped, not read, so it trains in the memory of the 60 KB corpus:
 # peak RSS (the process's VmHWM, via getrusage of the child) within 48 MiB of the small run's;
-# reading it would take 2 GiB. No timing involved: both runs do the same 10 steps.
+# reading it would take 2 GiB. No timing involved: both runs do the same 4 steps.
 truncate -s 2G big.txt && cat corpus.txt >> big.txt
 peak_kib() {
   /usr/bin/python3 - "$@" <<'PY'
@@ -66,11 +66,11 @@ if r.returncode != 0:
 print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 PY
 }
-BIG=(--model gpt-tiny --dataset text --batch-size 8 --test-subset 16 --no-self-check --precision fp32 --max-steps 10
-     --eval-every 10)
+BIG=(--model gpt-tiny --dataset text --batch-size 8 --test-subset 16 --no-self-check --precision fp32 --max-steps 4
+     --eval-every 4)
 small_kib=$(peak_kib "$BIN" train "${BIG[@]}" --data-dir corpus.txt --run-dir rss-small) || fail "lm-big-small-run: $small_kib"
 big_kib=$(peak_kib "$BIN" train "${BIG[@]}" --data-dir big.txt --run-dir rss-big) || fail "lm-big-run: $big_kib"
-grep -q '"step":10,' rss-big/metrics.jsonl 2> /dev/null && [[ $big_kib =~ ^[0-9]+$ && $small_kib =~ ^[0-9]+$ ]] &&
+grep -q '"step":4,' rss-big/metrics.jsonl 2> /dev/null && [[ $big_kib =~ ^[0-9]+$ && $small_kib =~ ^[0-9]+$ ]] &&
   (( big_kib <= small_kib + 48 * 1024 )) &&
   echo "ok   lm-big-text-mapped (2 GiB + 60 KB file: peak RSS $((big_kib / 1024)) MiB vs $((small_kib / 1024)) MiB for 60 KB)" ||
   fail "lm-big-text-mapped: peak RSS $big_kib KiB vs $small_kib KiB"

@@ -54,6 +54,14 @@ struct ImageDataset {
   // the loader gives each window's first width-1 bytes as tokens and the next byte at every
   // position as labels (load_text_windows).
   bool text = false;
+  // A language model's text read in place from a memory-mapped file (load_text_windows):
+  // `images` stays empty, `labels` too (the targets are the next bytes), and sample i is the
+  // window of `width` bytes at corpus + corpus_begin + i * (width - 1) (the fixed windows, as
+  // for a copied text). A shuffling loader draws every training window at a seeded random
+  // offset in [corpus_begin, corpus_end - width] instead (text_window_start). Null: the
+  // samples are in `images`.
+  std::shared_ptr<const uint8_t> corpus;
+  int64_t corpus_begin = 0, corpus_end = 0;
   // Samples are short texts to classify (a CSV's text column): each is `width` byte ids in
   // `images` (channels = height = 1), the text's bytes then 0s (byte 0 is the padding, never
   // a text byte); the loader gives them as i64 token ids [batch, width], one label per sample.
@@ -70,7 +78,9 @@ struct ImageDataset {
 
   int64_t sample_bytes() const { return channels * height * width; }  // values per sample
   const float* sample_features(int64_t i) const { return features.data() + i * sample_bytes(); }
-  const uint8_t* image(int64_t i) const { return images.data() + i * sample_bytes(); }
+  const uint8_t* image(int64_t i) const {
+    return corpus ? corpus.get() + corpus_begin + i * (width - 1) : images.data() + i * sample_bytes();
+  }
   // The first min(first_n, count) samples (negative first_n gives an empty dataset).
   ImageDataset subset(int64_t first_n) const;
   // Samples [begin, end) (clamped to [0, count]), with everything else of this dataset.
@@ -135,14 +145,27 @@ StatusOr<ImageDataset> load_image_folder(const std::string& dir, const std::vect
 StatusOr<std::pair<ImageDataset, ImageDataset>> split_off(const ImageDataset& dataset, double fraction);
 
 // ---- text (byte-level language modelling) ----
-// The bytes of a text file (any encoding; UTF-8 is read byte by byte, vocabulary 256) cut
-// into windows of `window` bytes that overlap by one byte, so every byte but the first of a
-// split is a prediction target exactly once. The last `val_fraction` of the file is the
-// test split, the rest the train split. Errors: not_found / io_error naming the file;
-// invalid_argument when a split is shorter than one window or the file exceeds
-// kMaxDatasetBytes.
+// The largest text file read (1 TiB): far beyond any disk here, and small enough that window
+// counts and offsets times a shard count stay far from int64's range.
+inline constexpr int64_t kMaxTextBytes = int64_t(1) << 40;
+// The bytes of a text file (any encoding; UTF-8 is read byte by byte, vocabulary 256) as
+// windows of `window` bytes, mapped from the file and never copied (ImageDataset::corpus),
+// so a corpus bigger than memory trains in the memory of a small one. The last
+// `val_fraction` of the file is the test split, the rest the train split. A split has
+// (bytes - 1) / (window - 1) samples: its fixed windows, overlapping by one byte so every
+// byte but the first is a prediction target exactly once; an epoch of a shuffling loader is
+// as many windows at random offsets (text_window_start). Errors: not_found / io_error naming
+// the file; data_loss for a FIFO, directory or device; invalid_argument when a split is
+// shorter than one window or the file exceeds kMaxTextBytes.
 StatusOr<ImageDataset> load_text_windows(const std::string& path, int64_t window, Split split,
                                          double val_fraction = 0.1);
+// Where the training window at `position` of epoch `epoch` starts: uniform over [begin, end -
+// window] (end - begin >= window), a function of (seed, epoch, position) alone (a
+// counter-based hash, SplitMix64's finaliser, with unbiased rejection). The loader's position
+// is batch index x global batch size + row, so a resumed run, which restarts its epoch at a
+// batch index, draws exactly the windows an uninterrupted run would have drawn, with no state
+// beyond the checkpoint's (epoch, batch).
+int64_t text_window_start(uint64_t seed, int64_t epoch, int64_t position, int64_t begin, int64_t end, int64_t window);
 
 // ---- tables (CSV) ----
 struct CsvTable {
@@ -275,7 +298,9 @@ class DataLoader {
   int64_t epoch() const;     // the epoch next() serves
   int64_t position() const;  // index of the batch next() returns next (for checkpoints)
   // The sample order epoch `epoch` uses (identity when shuffle is off): this loader's shard
-  // of it when sharded.
+  // of it when sharded. For a mapped text (ImageDataset::corpus) the start offsets of the
+  // epoch's windows into the file instead (the loader itself computes them batch by batch:
+  // this vector is for tests, and has one entry per window of the epoch).
   std::vector<int64_t> epoch_order(int64_t epoch) const;
 
  private:

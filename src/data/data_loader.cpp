@@ -1,7 +1,9 @@
 // data_loader.cpp: batches of normalised f32 images built ahead of the training loop by one
 // background thread, through a bounded queue. An epoch's order depends only on (seed,
 // epoch), and an epoch can start at any batch, so a resumed run sees exactly the batches
-// an uninterrupted run would have seen.
+// an uninterrupted run would have seen. A mapped text's training windows are drawn at
+// offsets that are a function of (seed, epoch, position) (text_window_start): the same holds
+// for them with no order stored at all.
 #include <algorithm>
 #include <array>
 #include <condition_variable>
@@ -13,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "io/mapped_file.h"
 #include "mixprec/data.h"
 
 namespace mixprec {
@@ -40,13 +43,14 @@ struct DataLoader::State {
   DataLoaderOptions opt;
   int64_t num_batches = 0;
   int64_t covered = 0;  // positions of an epoch's order that batches use (all shards together)
+  int64_t samples = 0;  // of them, this shard's
   std::vector<std::array<float, 256>> lut;  // per channel: pixel byte -> normalised f32
 
   // Consumer side (the thread calling next()).
   bool started = false;
   int64_t epoch = 0;
   int64_t next_index = 0;      // batch next() returns next
-  std::vector<int64_t> order;  // sample order of `epoch`; read-only while a producer runs
+  std::vector<int64_t> order;  // sample order of `epoch` (empty for a mapped text); read-only while a producer runs
 
   // Producer side, guarded by mu.
   std::thread producer;
@@ -61,12 +65,23 @@ struct DataLoader::State {
   void stop_producer();
 };
 
+// A mapped text's window at this shard's position `local` of the epoch: its position in the
+// whole epoch (every shard_count-th, from shard_rank, as epoch_order shards) keys the draw,
+// so global batch k holds the same windows however many processes share it.
+namespace {
+int64_t window_start(const ImageDataset& d, const DataLoaderOptions& opt, int64_t epoch, int64_t local) {
+  const int64_t position = local * opt.shard_count + opt.shard_rank;
+  if (!opt.shuffle) return d.corpus_begin + position * (d.width - 1);  // the fixed windows, in order
+  return text_window_start(opt.seed, epoch, position, d.corpus_begin, d.corpus_end, d.width);
+}
+}  // namespace
+
 // images[i] = lut[c][pixel] for sample order[b * B + i]; labels widened to i64.
 Batch DataLoader::State::build(int64_t b) const {
   MemoryCategoryGuard guard(MemoryCategory::data);
   const ImageDataset& d = *ds;
   const int64_t begin = b * opt.batch_size;
-  const int64_t end = std::min(begin + opt.batch_size, int64_t(order.size()));
+  const int64_t end = std::min(begin + opt.batch_size, samples);
   const int64_t B = end - begin, plane = d.height * d.width;
   Batch out;
   out.index = b;
@@ -78,11 +93,14 @@ Batch DataLoader::State::build(int64_t b) const {
     int64_t* tokens = out.images.data_ptr<int64_t>();
     int64_t* next = out.labels.data_ptr<int64_t>();
     for (int64_t i = 0; i < B; ++i) {
-      const uint8_t* src = d.image(order[size_t(begin + i)]);
+      const uint8_t* src = d.corpus ? d.corpus.get() + window_start(d, opt, epoch, begin + i) : d.image(order[size_t(begin + i)]);
       for (int64_t j = 0; j + 1 < L; ++j) {
         *tokens++ = src[j];
         *next++ = src[j + 1];
       }
+      // Copied: its pages leave the resident set, which then stays the size of a batch's
+      // windows however much of a big file an epoch visits (the page cache keeps them).
+      if (d.corpus) io::release_pages(src, size_t(L));
     }
     return out;
   }
@@ -216,6 +234,7 @@ DataLoader::DataLoader(std::shared_ptr<const ImageDataset> dataset, DataLoaderOp
     s.num_batches = n / global + (!options.drop_last && n % global >= shards ? 1 : 0);
   }
   s.covered = std::min(n, s.num_batches * bs * shards);
+  s.samples = (s.covered - options.shard_rank + shards - 1) / shards;  // positions = rank (mod shards) below covered
   // Pixels go through a table per channel; a table's numbers (tabular) are computed.
   const int64_t lut_channels = s.ds->tabular ? 0 : s.ds->channels;
   s.lut.resize(size_t(lut_channels));
@@ -232,11 +251,7 @@ DataLoader::DataLoader(std::shared_ptr<const ImageDataset> dataset, DataLoaderOp
 DataLoader::~DataLoader() { state_->stop_producer(); }
 
 int64_t DataLoader::num_batches() const { return state_->num_batches; }
-int64_t DataLoader::num_samples() const {
-  const State& s = *state_;
-  const int64_t shards = s.opt.shard_count;
-  return (s.covered - s.opt.shard_rank + shards - 1) / shards;  // positions = rank (mod shards) below covered
-}
+int64_t DataLoader::num_samples() const { return state_->samples; }
 const DataLoaderOptions& DataLoader::options() const { return state_->opt; }
 const ImageDataset& DataLoader::dataset() const { return *state_->ds; }
 int64_t DataLoader::epoch() const { return state_->epoch; }
@@ -246,6 +261,11 @@ std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
   const State& s = *state_;
   const int64_t n = s.ds->count;
   std::vector<int64_t> order;
+  if (s.ds->corpus) {  // a mapped text: its windows' start offsets (State::window_start)
+    order.resize(size_t(s.samples));
+    for (int64_t i = 0; i < s.samples; ++i) order[size_t(i)] = window_start(*s.ds, s.opt, epoch, i);
+    return order;
+  }
   if (s.opt.shuffle) {
     order = shuffled_order(n, s.opt.seed, epoch);
   } else {
@@ -273,7 +293,8 @@ Status DataLoader::begin_epoch(int64_t epoch, int64_t start_batch) {
         "DataLoader::begin_epoch: start_batch {}: expected 0..{} (num_batches)", start_batch,
         s.num_batches));
   s.stop_producer();
-  s.order = epoch_order(epoch);
+  if (s.ds->corpus) s.order.clear();  // windows are computed as batches are built: nothing to store
+  else s.order = epoch_order(epoch);
   s.epoch = epoch;
   s.next_index = start_batch;
   s.started = true;

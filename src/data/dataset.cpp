@@ -59,11 +59,18 @@ ImageDataset ImageDataset::slice(int64_t begin, int64_t end) const {
   out.height = height;
   out.width = width;
   const int64_t per = sample_bytes();  // bytes per image, or values per table row
-  if (tabular) out.features.assign(features.begin() + b * per, features.begin() + e * per);
-  else out.images.assign(images.begin() + b * per, images.begin() + e * per);
+  if (corpus) {  // a mapped text: the same map, narrowed to the bytes of windows b..e-1
+    out.corpus = corpus;
+    out.corpus_begin = corpus_begin + b * (width - 1);
+    out.corpus_end = n > 0 ? out.corpus_begin + n * (width - 1) + 1 : out.corpus_begin;
+  } else if (tabular) {
+    out.features.assign(features.begin() + b * per, features.begin() + e * per);
+  } else {
+    out.images.assign(images.begin() + b * per, images.begin() + e * per);
+  }
   out.tabular = tabular;
   out.feature_names = feature_names;
-  out.labels.assign(labels.begin() + b, labels.begin() + e);
+  if (!corpus) out.labels.assign(labels.begin() + b, labels.begin() + e);
   out.num_classes = num_classes;
   out.name = name;
   out.source = n == count ? source
@@ -85,6 +92,16 @@ Status ImageDataset::validate() const {
   if (count < 0 || channels < 1 || height < 1 || width < 1)
     return bad(fmt::format("shape [{}, {}, {}, {}]: expected count >= 0 and C, H, W >= 1",
                            count, channels, height, width));
+  if (corpus) {  // a mapped text: windows of its bytes, nothing stored per sample
+    if (!text || channels != 1 || height != 1 || width < 2 || !images.empty() || !labels.empty())
+      return bad("a mapped text must be a language model's windows [count, 1, 1, width >= 2] with no stored "
+                 "images or labels");
+    if (corpus_begin < 0 || (count > 0 && corpus_end - corpus_begin < count * (width - 1) + 1))
+      return bad(fmt::format("text bytes {}..{} hold fewer than {} windows of {}", corpus_begin, corpus_end, count,
+                             width));
+    if (num_classes != 256) return bad(fmt::format("num_classes {}: a byte-level text has 256", num_classes));
+    return Status::ok();
+  }
   if (!tabular && int64_t(images.size()) != count * sample_bytes())
     return bad(fmt::format("images has {} bytes: expected {} = {} x {} x {} x {}",
                            images.size(), count * sample_bytes(), count, channels, height, width));

@@ -10,6 +10,7 @@
 #include "core/convert.h"
 #include "core/storage.h"
 #include "io/checksums.h"
+#include "io/mapped_file.h"
 #include "mixprec/ops.h"
 
 namespace mixprec::train {
@@ -48,6 +49,19 @@ uint64_t hash_tensors(const std::vector<Tensor>& tensors) {
 uint64_t hash_text(const std::string& text) { return io::hash_bytes(text.data(), text.size()); }
 
 uint64_t hash_dataset(const ImageDataset& d) {
+  if (d.corpus) {
+    // A mapped text may be many GiB: its extent and the first and last 64 KiB of it tell
+    // ranks given different files apart without reading (and keeping resident) all of it.
+    const int64_t range[3] = {d.corpus_begin, d.corpus_end, d.width};
+    uint64_t h = io::hash_bytes(range, sizeof range);
+    const int64_t n = d.corpus_end - d.corpus_begin, part = std::min<int64_t>(n, 65536);
+    const uint8_t* bytes = d.corpus.get() + d.corpus_begin;
+    h = io::hash_bytes(bytes, size_t(part), h);
+    h = io::hash_bytes(bytes + n - part, size_t(part), h);
+    io::release_pages(bytes, size_t(part));
+    io::release_pages(bytes + n - part, size_t(part));
+    return h;
+  }
   uint64_t h = io::hash_bytes(d.images.data(), d.images.size());
   h = io::hash_bytes(d.labels.data(), d.labels.size(), h);
   return io::hash_bytes(d.features.data(), d.features.size() * sizeof(float), h);

@@ -9,16 +9,18 @@
 # it takes.
 #
 #   bench/asha_vs_random.sh [--build-dir build] [--out DIR] [--cores 2] [--target 0.92]
+#       [--max-steps 2304]   (the top rung; rungs at max_steps / 16 and / 4, eta 4)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=build OUT="" CORES=$(nproc) TARGET=0.92
+BUILD=build OUT="" CORES=$(nproc) TARGET=0.92 MAX_STEPS=2304
 while [[ $# -gt 0 ]]; do
   case $1 in
     --build-dir) BUILD=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --cores) CORES=$2; shift 2 ;;
     --target) TARGET=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --max-steps) MAX_STEPS=$2; shift 2 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "asha_vs_random.sh: unknown flag $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -28,10 +30,15 @@ BIN=$BUILD/mixprec
 OUT=${OUT:-$BUILD/asha-vs-random/$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
-ASHA_FILE=$ROOT/bench/experiments/asha-fmnist.yaml
+[[ $MAX_STEPS =~ ^[1-9][0-9]*$ ]] && (( MAX_STEPS % 16 == 0 )) ||
+  { echo "asha_vs_random.sh: --max-steps must be a positive multiple of 16, got '$MAX_STEPS'" >&2; exit 2; }
+# The experiment file with its rungs scaled to --max-steps (and its recipe path made absolute).
+ASHA_FILE=$OUT/asha-fmnist.yaml
+sed -e "s/^max_steps: .*/max_steps: $MAX_STEPS/" -e "s/^  min_steps: .*/  min_steps: $(( MAX_STEPS / 16 ))/" \
+    -e "s#recipe: ../../recipes/#recipe: $ROOT/recipes/#" "$ROOT/bench/experiments/asha-fmnist.yaml" > "$ASHA_FILE"
 
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') (family $(grep -m1 'cpu family' /proc/cpuinfo | grep -o '[0-9]*$'), model $(grep -m1 '^model' /proc/cpuinfo | grep -o '[0-9]*$')), $(nproc) vCPUs, load $(cut -d' ' -f1 /proc/loadavg)"
-echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown); experiment $ASHA_FILE; $CORES cores"
+echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown); bench/experiments/asha-fmnist.yaml with max_steps $MAX_STEPS; $CORES cores"
 
 start=$(date +%s)
 "$BIN" sweep "$ASHA_FILE" --experiment-dir "$OUT/asha" --cores "$CORES" > "$OUT/asha.log" 2>&1 ||
@@ -61,7 +68,6 @@ n_random=$(( asha_steps / max_steps )); (( n_random >= 1 )) || n_random=1
 sed -e "s/^name: asha-fmnist/name: random-fmnist/" -e "s/^  name: asha/  name: random/" \
     -e "s/^  max_trials: 16/  max_trials: $n_random/" -e '/^  reduction_factor:/d' -e '/^  min_steps:/d' \
     "$ASHA_FILE" > "$OUT/random-fmnist.yaml"
-sed -i "s#recipe: ../../recipes/#recipe: $ROOT/recipes/#" "$OUT/random-fmnist.yaml"
 start=$(date +%s)
 "$BIN" sweep "$OUT/random-fmnist.yaml" --experiment-dir "$OUT/random" --cores "$CORES" > "$OUT/random.log" 2>&1 ||
   { echo "asha_vs_random.sh: the random sweep failed; see $OUT/random.log" >&2; tail -5 "$OUT/random.log" >&2; exit 1; }

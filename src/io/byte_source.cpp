@@ -73,13 +73,9 @@ StatusOr<int> open_regular_file(const std::string& path, const std::string& what
   return fd;
 }
 
-StatusOr<std::string> read_regular_file(const std::string& path, const std::string& what,
-                                        uint64_t max_bytes) {
+StatusOr<SizedFile> open_regular_file_within(const std::string& path, const std::string& what, uint64_t max_bytes) {
   auto fd = open_regular_file(path, what);
   if (!fd.is_ok()) return fd.status();
-  // The size is known before reading: a file over the limit is refused without reading it (a
-  // 1 GiB text dataset used to be read whole first). The loop below still stops at the limit,
-  // for a file that grows while it is read.
   struct stat st {};
   if (::fstat(*fd, &st) != 0) {
     const int err = errno;
@@ -91,25 +87,36 @@ StatusOr<std::string> read_regular_file(const std::string& path, const std::stri
     return Status::data_loss(what + " '" + path + "': " + std::to_string(st.st_size) +
                              " bytes, expected at most " + std::to_string(max_bytes));
   }
+  return SizedFile{*fd, uint64_t(st.st_size)};
+}
+
+StatusOr<std::string> read_regular_file(const std::string& path, const std::string& what,
+                                        uint64_t max_bytes) {
+  // The size is known before reading: a file over the limit is refused without reading it (a
+  // 1 GiB text dataset used to be read whole first). The loop below still stops at the limit,
+  // for a file that grows while it is read.
+  auto opened = open_regular_file_within(path, what, max_bytes);
+  if (!opened.is_ok()) return opened.status();
+  const int fd = opened->fd;
   std::string text;
   char buf[65536];
   for (;;) {
-    const ssize_t r = ::read(*fd, buf, sizeof buf);
+    const ssize_t r = ::read(fd, buf, sizeof buf);
     if (r < 0) {
       const int err = errno;
       if (err == EINTR) continue;
-      ::close(*fd);
+      ::close(fd);
       return Status::io_error("reading " + what + " '" + path + "': " + std::strerror(err));
     }
     if (r == 0) break;
     if (uint64_t(r) > max_bytes - text.size()) {
-      ::close(*fd);
+      ::close(fd);
       return Status::data_loss(what + " '" + path + "': more than " + std::to_string(max_bytes) +
                                " bytes, expected at most " + std::to_string(max_bytes));
     }
     text.append(buf, size_t(r));
   }
-  ::close(*fd);
+  ::close(fd);
   return text;
 }
 

@@ -15,6 +15,15 @@
 
 namespace mixprec::io {
 
+// A regular file opened (open_regular_file) with its size, refused as data_loss without being
+// read when it is larger than max_bytes; on an error the descriptor is already closed.
+// read_regular_file and map_regular_file both start here.
+struct SizedFile {
+  int fd = -1;
+  uint64_t size = 0;
+};
+StatusOr<SizedFile> open_regular_file_within(const std::string& path, const std::string& what, uint64_t max_bytes);
+
 class ByteSource {
  public:
   virtual ~ByteSource() = default;

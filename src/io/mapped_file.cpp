@@ -2,39 +2,29 @@
 #include "io/mapped_file.h"
 
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
+#include "io/byte_source.h"
 #include "mixprec/files.h"
 
 namespace mixprec::io {
 
 StatusOr<MappedFile> map_regular_file(const std::string& path, const std::string& what, uint64_t max_bytes) {
-  auto fd = open_regular_file(path, what);
-  if (!fd.is_ok()) return fd.status();
-  struct stat st {};
-  if (::fstat(*fd, &st) != 0) {
-    const int err = errno;
-    ::close(*fd);
-    return Status::io_error("cannot stat " + what + " '" + path + "': " + std::strerror(err));
-  }
-  if (uint64_t(st.st_size) > max_bytes) {
-    ::close(*fd);
-    return Status::data_loss(what + " '" + path + "': " + std::to_string(st.st_size) + " bytes, expected at most " +
-                             std::to_string(max_bytes));
-  }
+  auto opened = open_regular_file_within(path, what, max_bytes);
+  if (!opened.is_ok()) return opened.status();
+  const int fd = opened->fd;
   MappedFile out;
-  out.size = uint64_t(st.st_size);
+  out.size = opened->size;
   if (out.size == 0) {  // mmap refuses a length of 0; there is nothing to read anyway
-    ::close(*fd);
+    ::close(fd);
     return out;
   }
-  void* p = ::mmap(nullptr, size_t(out.size), PROT_READ, MAP_PRIVATE, *fd, 0);
+  void* p = ::mmap(nullptr, size_t(out.size), PROT_READ, MAP_PRIVATE, fd, 0);
   const int err = errno;
-  ::close(*fd);  // the mapping keeps the file open
+  ::close(fd);  // the mapping keeps the file open
   if (p == MAP_FAILED) return Status::io_error("cannot map " + what + " '" + path + "': " + std::strerror(err));
   ::madvise(p, size_t(out.size), MADV_RANDOM);  // advice only: its failure changes nothing
   const size_t length = size_t(out.size);

@@ -34,6 +34,12 @@
 #define MIXPREC_MODULE_PART(...) __VA_ARGS__
 #endif
 
+// The planners' way to take a StatusOr's value or return its error (every family file uses it).
+#define MIXPREC_TAKE(var, expr)                    \
+  auto var##_or = (expr);                          \
+  if (!var##_or.is_ok()) return var##_or.status(); \
+  const auto var = *var##_or
+
 namespace mixprec::nn {
 
 class MultiheadAttention;

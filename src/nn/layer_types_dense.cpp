@@ -17,11 +17,6 @@ using plan_detail::product;
 using plan_detail::shape_text;
 using Shape_ = std::vector<int64_t>;
 
-#define MIXPREC_TAKE(var, expr)                    \
-  auto var##_or = (expr);                          \
-  if (!var##_or.is_ok()) return var##_or.status(); \
-  const auto var = *var##_or
-
 // ---- linear: [F] -> [out]
 Status plan_linear(Planner& pl, const LayerArgs& a, Shape_& shape, LayerPlan& m) {
   if (shape.size() != 1)

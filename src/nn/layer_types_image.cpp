@@ -18,11 +18,6 @@ using plan_detail::product;
 using plan_detail::shape_text;
 using Shape_ = std::vector<int64_t>;
 
-#define MIXPREC_TAKE(var, expr)                    \
-  auto var##_or = (expr);                          \
-  if (!var##_or.is_ok()) return var##_or.status(); \
-  const auto var = *var##_or
-
 // ---- conv2d: [C, H, W] -> [out, H', W']
 Status plan_conv2d(Planner& pl, const LayerArgs& a, Shape_& shape, LayerPlan& m) {
   MIXPREC_RETURN_IF_ERROR(pl.needs_image("conv2d", a.at, shape));

@@ -22,11 +22,6 @@ using plan_detail::Planner;
 using plan_detail::shape_text;
 using Shape_ = std::vector<int64_t>;
 
-#define MIXPREC_TAKE(var, expr)                    \
-  auto var##_or = (expr);                          \
-  if (!var##_or.is_ok()) return var##_or.status(); \
-  const auto var = *var##_or
-
 // ---- embedding: byte ids [T] -> [T, dim], tokens + learned positions
 Status plan_embedding(Planner& pl, const LayerArgs& a, Shape_& shape, LayerPlan& m) {
   MIXPREC_TAKE(dim, pl.integer(a.p, "dim", a.at, std::nullopt, 1, kMaxWidth));

@@ -59,7 +59,9 @@ struct ImageDataset {
   // window of `width` bytes at corpus + corpus_begin + i * (width - 1) (the fixed windows, as
   // for a copied text). A shuffling loader draws every training window at a seeded random
   // offset in [corpus_begin, corpus_end - width] instead (text_window_start). Null: the
-  // samples are in `images`.
+  // samples are in `images`. Only load_text_windows sets it: the loader drops the pages it
+  // has copied from the process (MADV_DONTNEED), which for anything but a read-only file
+  // mapping would erase the bytes.
   std::shared_ptr<const uint8_t> corpus;
   int64_t corpus_begin = 0, corpus_end = 0;
   // Samples are short texts to classify (a CSV's text column): each is `width` byte ids in

@@ -39,7 +39,7 @@ struct F16RangeCounts {
 // in double (exact for an f32 scale): how a gradient computed at that loss scale would fare
 // in f16. A tensor that is already f16 has no flushed values (they are zeros by now). One
 // read pass, split over the OpenMP threads for large tensors; the counts do not depend on
-// the thread count. Other dtypes: invalid_argument.
+// the thread count. Other dtypes, and a view with gaps (not dense): invalid_argument.
 F16RangeCounts count_f16_range(const Tensor& t, float scale = 1.0f);
 
 }  // namespace mixprec

@@ -1,8 +1,9 @@
 // f16_range.cpp: the bulk count of include/mixprec/f16_range.h. Tiles of kTile elements are
 // widened to f32 on the stack (16-bit) and classified with the thresholds of f16_range():
-// as bit ranges at scale 1, in double after any other scale; tiles are split over the OpenMP threads with a static schedule and
-// the counts add up, so the result is the same on any thread count. Order does not matter
-// (a count per class), so the buffer is read in storage order: t must be dense.
+// as bit ranges at scale 1, in double after any other scale. Tiles are split over the OpenMP
+// threads with a static schedule and the counts add up, so the result is the same on any
+// thread count. Order does not matter (a count per class), so the buffer is read in storage
+// order: t must be dense (channels-last included).
 // Like nonfinite_scan.cpp, never built with finite-math: the NaN/inf class would vanish.
 #include "mixprec/f16_range.h"
 
@@ -10,7 +11,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 
 #include "core/convert.h"
 #include "mixprec/status.h"
@@ -89,7 +89,9 @@ F16RangeCounts count_f16_range(const Tensor& t, float scale) {
   const DType d = t.dtype();
   if (d != DType::f32 && d != DType::f64 && d != DType::bf16 && d != DType::f16)
     throw Error(Status::invalid_argument("count_f16_range: expected a floating tensor, got " + t.str()));
-  MIXPREC_CHECK(t.is_dense(), "count_f16_range: the tensor is dense");
+  if (!t.is_dense())
+    throw Error(Status::invalid_argument("count_f16_range: expected a dense tensor (a view with gaps: call "
+                                         ".contiguous() first), got " + t.str()));
   const int64_t n = t.numel();
   const char* base = static_cast<const char*>(t.data());
   const double s = double(scale);

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "mixprec/f16_range.h"
@@ -132,13 +133,27 @@ TEST(F16Range, LargeTensorsCountTheSameOnAnyThreadCount) {
   }
 }
 
-TEST(F16Range, RefusesIntegerTensors) {
+TEST(F16Range, RefusesIntegerTensorsAndViewsWithGaps) {
   try {
     count_f16_range(Tensor::from_vector_i64({1, 2}, {2}));
     FAIL() << "an int64 tensor was counted";
   } catch (const Error& e) {
     EXPECT_NE(e.status().message().find("floating"), std::string::npos) << e.status().message();
   }
+  // Every other element of a buffer (stride 2): a view with gaps.
+  auto buffer = std::make_shared<std::vector<float>>(std::vector<float>{0x1p-20f, 1.0f, 0x1p-30f, 1.0f});
+  const Tensor every_other = Tensor::from_external(buffer->data(), {2}, {2}, DType::f32, buffer);
+  try {
+    count_f16_range(every_other);
+    FAIL() << "a view with gaps was counted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status().code(), StatusCode::invalid_argument);
+    EXPECT_NE(e.status().message().find("dense"), std::string::npos) << e.status().message();
+  }
+  // The whole buffer is dense: counted.
+  const F16RangeCounts whole = count_f16_range(Tensor::from_external(buffer->data(), {4}, {1}, DType::f32, buffer));
+  EXPECT_EQ(whole.subnormal, 1);
+  EXPECT_EQ(whole.flushed, 1);
 }
 
 }  // namespace

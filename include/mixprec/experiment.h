@@ -46,6 +46,9 @@ struct ExperimentSpec {
   std::vector<Hyperparameter> hyperparameters;
   Searcher searcher;
   int64_t max_concurrent_trials = 1;
+  // Each trial a data-parallel run of this many ranks (`mpirun -np N mixprec train ...`;
+  // docs/experiments.md): a trial then uses N x its threads cores.
+  int64_t ranks_per_trial = 1;
   std::string metric = "accuracy";  // a field of metrics.jsonl's eval records: accuracy, loss
   bool smaller_is_better = false;   // default: true for loss, false for accuracy
   int64_t max_steps = -1;           // per-trial budget in steps (-1: the recipe's epochs)

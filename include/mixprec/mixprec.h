@@ -5,6 +5,7 @@
 #include "mixprec/autograd.h"
 #include "mixprec/data.h"
 #include "mixprec/dtype.h"
+#include "mixprec/f16_range.h"
 #include "mixprec/grad_scaler.h"
 #include "mixprec/hardware.h"
 #include "mixprec/infer.h"

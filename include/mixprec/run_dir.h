@@ -105,6 +105,21 @@ struct MetricsFile {
 // flagged; a malformed line before it is data_loss naming the file and the line number.
 StatusOr<MetricsFile> read_metrics(const std::string& path);
 
+// A step's gradient-underflow telemetry (train's --underflow-every; docs/amp.md): how many
+// gradient elements, still multiplied by the loss scale as the 16-bit backward produced them,
+// f16 would flush to 0 or keep only as a subnormal (mixprec/f16_range.h), over all gradients
+// and for the worst tensors. Counted only where gradients pass through f16.
+struct GradientUnderflow {
+  struct PerTensor {
+    std::string name;
+    int64_t values = 0, subnormal = 0, flushed = 0;
+  };
+  int64_t values = 0, subnormal = 0, flushed = 0;  // over every gradient
+  int64_t tensors = 0;        // gradients with a subnormal or flushed element (may exceed worst.size())
+  std::vector<PerTensor> worst;  // the most affected first (subnormal + flushed), at most kMaxNames
+  static constexpr size_t kMaxNames = 8;  // as the overflow list (MetricsLog::kMaxOverflowNames)
+};
+
 // Appends to metrics.jsonl, one flushed line per record (the line reaches the kernel before
 // the call returns, so kill -9 loses nothing already logged).
 class MetricsLog {
@@ -126,6 +141,8 @@ class MetricsLog {
     int64_t peak_memory_bytes = -1;  // the run's peak tensor bytes so far; < 0: not written
     std::vector<std::pair<std::string, int64_t>> overflow;  // (tensor name, non-finite values)
     int64_t overflow_tensors = 0;    // how many tensors overflowed (may exceed overflow.size())
+    std::optional<GradientUnderflow> underflow;  // at the steps that counted it
+    int64_t ranks = 1;               // > 1: the processes of a data-parallel run (written as "ranks")
   };
   static constexpr size_t kMaxOverflowNames = 8;
   Status log_step(int64_t step, int64_t epoch, double loss, double lr, double scale, bool skipped,

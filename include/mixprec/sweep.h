@@ -29,7 +29,8 @@ struct SweepResult {
   int64_t best = -1;          // the best trial's id (-1: no trial has a metric)
   bool interrupted = false;   // stop_requested: trials saved checkpoints; --resume continues
   int concurrent = 1;         // trials at once
-  int threads_per_trial = 1;  // --threads of each (concurrent x threads <= cores)
+  int threads_per_trial = 1;  // --threads of each rank (concurrent x ranks x threads <= cores)
+  int ranks_per_trial = 1;    // > 1: each trial ran as `mpirun -np N mixprec train ...`
 };
 
 // What `mixprec train` would refuse of the base and of each hyperparameter's values (its
@@ -45,8 +46,9 @@ StatusOr<SweepResult> run_sweep(const ExperimentSpec& spec, const SweepOptions& 
 // "3 done, 1 running, 2 stopped early, 0 failed of 8 | best trial 2: accuracy 0.9312"
 std::string progress_text(const ExperimentSpec& spec, const ExperimentState& state);
 // The command that trains trial t again from scratch, as one run: its own config.json (the
-// base and its hyperparameters) and the steps it trained. The arguments, unquoted.
+// base and its hyperparameters) and the steps it trained, under `mpirun -np N` for a
+// data-parallel trial. The arguments, unquoted.
 std::vector<std::string> reproduce_command(const std::string& program, const std::string& experiment_dir,
-                                           const TrialRecord& t);
+                                           const TrialRecord& t, int64_t ranks_per_trial = 1);
 
 }  // namespace mixprec::experiment

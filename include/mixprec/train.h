@@ -70,6 +70,9 @@ struct TrainConfig {
   // Checkpoints kept: the newest N, plus whatever last.json and best.json name (0: all).
   int64_t keep_checkpoints = 3;
   int64_t eval_every = 0;                  // also evaluate every N steps (0: after each epoch only)
+  // f16 runs: count the scaled gradients' f16 subnormal and flushed elements into
+  // metrics.jsonl at steps 1, N+1, 2N+1, ... (0: never; docs/amp.md, "Underflow telemetry").
+  int64_t underflow_every = 10;
   std::string resume;                      // a run directory or checkpoint to continue exactly
   bool overwrite = false;                  // a new run may replace the run in run_dir (not with resume)
   std::string init_from;                   // a .safetensors file of weights to start from

@@ -104,6 +104,11 @@ const std::vector<ConfigField>& config_fields() {
        .help = "Rollbacks allowed before a divergence stops the run", .min = 0},
       {.key = "eval_every", .flag = "--eval-every", .member = &C::eval_every,
        .help = "Also evaluate every N steps (0: after each epoch)", .min = 0},
+      // Telemetry only (what is trained does not change): not saved, not fixed on resume.
+      {.key = "underflow_every", .flag = "--underflow-every", .member = &C::underflow_every,
+       .help = "f16 runs: log the scaled gradients' f16 subnormal and flushed-to-zero counts in metrics.jsonl at "
+               "steps 1, N+1, 2N+1, ... (0: never)",
+       .min = 0, .choices = {}, .saved = false},
       {.key = "save_every", .flag = "--save-every", .member = &C::save_every,
        .help = "Also checkpoint every N steps (0: after each epoch)", .min = 0},
       {.key = "keep_checkpoints", .flag = "--keep-checkpoints", .member = &C::keep_checkpoints,

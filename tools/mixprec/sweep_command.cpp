@@ -153,7 +153,7 @@ Runner add_sweep_command(CLI::App& app) {
     std::printf("best trial: %lld, %s %.4f after %lld steps; run directory %s/%s\n", (long long)best.id,
                 spec->metric.c_str(), best.metrics.back(), (long long)best.steps, r.dir.c_str(), best.dir.c_str());
     std::string command;
-    for (const std::string& a : experiment::reproduce_command(program_name(), r.dir, best))
+    for (const std::string& a : experiment::reproduce_command(program_name(), r.dir, best, spec->ranks_per_trial))
       command += (command.empty() ? "" : " ") + shell_word(a);
     std::printf("reproduce it: %s\n", command.c_str());
     return kExitOk;

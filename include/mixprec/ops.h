@@ -57,27 +57,31 @@ Tensor relu(const Tensor& a);
 Tensor linear(const Tensor& src, const Tensor& weights, const Tensor& bias = Tensor());
 // a [.., M, K] x b [.., K, N] -> [.., M, N]
 Tensor matmul(const Tensor& a, const Tensor& b);
-// src [N, C, H, W], weights [O, C, KH, KW], bias [O] -> [N, O, OH, OW]
+// Convolutions take PyTorch 1.13's arguments, order, shapes and rules: weight [O, C / groups,
+// ...] with O divisible by groups (a transposed convolution's [C_in, C_out / groups, ...] with
+// C_in divisible by groups), stride >= 1, padding >= 0, dilation >= 1; each spatial output
+// size is (in + 2 padding - dilation (k - 1) - 1) / stride + 1, a transposed one's
+// (in - 1) stride - 2 padding + dilation (k - 1) + output_padding + 1 with output_padding <
+// max(stride, dilation). Bad arguments raise an Error naming the op.
+//
+// src [N, C, H, W], weights [O, C / groups, KH, KW], bias [O] -> [N, O, OH, OW]
 Tensor conv2d(const Tensor& src, const Tensor& weights, const Tensor& bias = Tensor(),
-              int64_t stride = 1, int64_t padding = 0);
-// F.conv1d: input [N, C, L] (or unbatched [C, L]), weight [O, C, K], bias [O] -> [N, O, OL],
-// OL = (L + 2 padding - K) / stride + 1. A conv2d of unit height (exact). dilation and groups
-// are PyTorch's arguments; values other than 1 are refused (not supported yet).
+              int64_t stride = 1, int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
+// F.conv1d: input [N, C, L] (or unbatched [C, L]), weight [O, C / groups, K], bias [O] ->
+// [N, O, OL]. A conv2d of unit height (exact).
 Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int64_t stride = 1,
               int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
-// F.conv3d: input [N, C, D, H, W] (or [C, D, H, W]), weight [O, C, KD, KH, KW], bias [O] ->
-// [N, O, OD, OH, OW], the same stride and padding on the three axes. One conv2d over
-// (channel, depth tap) pairs (exact; ops/conv3d.cpp). dilation and groups other than 1 are
-// refused.
+// F.conv3d: input [N, C, D, H, W] (or [C, D, H, W]), weight [O, C / groups, KD, KH, KW], bias
+// [O] -> [N, O, OD, OH, OW], the same stride, padding and dilation on the three axes. One
+// conv2d over (channel, depth tap) pairs (exact; ops/conv3d.cpp).
 Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int64_t stride = 1,
               int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
-// F.conv_transpose2d: input [N, C_in, H, W] (or [C_in, H, W]), weight [C_in, C_out, KH, KW]
-// (PyTorch's layout), bias [C_out] -> [N, C_out, OH, OW], OH = (H - 1) stride - 2 padding +
-// KH + output_padding (output_padding < stride). The adjoint of conv2d: decoders' and
-// segmentation heads' upsampling. groups and dilation other than 1 are refused.
+// F.conv_transpose2d: input [N, C_in, H, W] (or [C_in, H, W]), weight [C_in, C_out / groups,
+// KH, KW] (PyTorch's layout), bias [C_out] -> [N, C_out, OH, OW]. The adjoint of conv2d:
+// decoders' and segmentation heads' upsampling.
 Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int64_t stride = 1,
                         int64_t padding = 0, int64_t output_padding = 0, int64_t groups = 1, int64_t dilation = 1);
-// F.conv_transpose1d: input [N, C_in, L] (or [C_in, L]), weight [C_in, C_out, K]; as
+// F.conv_transpose1d: input [N, C_in, L] (or [C_in, L]), weight [C_in, C_out / groups, K]; as
 // conv_transpose2d of unit height.
 Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int64_t stride = 1,
                         int64_t padding = 0, int64_t output_padding = 0, int64_t groups = 1, int64_t dilation = 1);

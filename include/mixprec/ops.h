@@ -85,6 +85,12 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
 // conv_transpose2d of unit height.
 Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int64_t stride = 1,
                         int64_t padding = 0, int64_t output_padding = 0, int64_t groups = 1, int64_t dilation = 1);
+// F.conv_transpose3d: input [N, C_in, D, H, W] (or [C_in, D, H, W]), weight [C_in,
+// C_out / groups, KD, KH, KW], bias [C_out] -> [N, C_out, OD, OH, OW], the same stride,
+// padding, output_padding and dilation on the three axes. One conv_transpose2d over (channel,
+// depth tap) pairs (exact; ops/conv_transpose3d.cpp): volumetric decoders' upsampling.
+Tensor conv_transpose3d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int64_t stride = 1,
+                        int64_t padding = 0, int64_t output_padding = 0, int64_t groups = 1, int64_t dilation = 1);
 
 // ---- PyTorch's BLAS-style ops (lower policy, each its own row; src/ops/blas.cpp) ----
 // PyTorch's names, argument order and defaults (beta and alpha are keyword-only there).

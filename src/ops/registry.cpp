@@ -285,6 +285,12 @@ std::vector<OpEntry> make_registry() {
   add({"conv_transpose2d.output_padding_past_stride", OpId::conv_transpose2d, {in({1, 2, 3, 3}), in({2, 3, 2, 2})},
        [](V x) { return conv_transpose2d(x[0], x[1], Tensor(), 1, 0, 2, 1, 3); },
        [](V x) { return ref::conv_transpose2d_reference(x[0], x[1], Tensor(), 1, 1, 0, 0, 2, 2, 1, 3, 3); }});
+  add({"conv_transpose3d", OpId::conv_transpose3d, {in({2, 2, 2, 3, 3}), in({2, 3, 2, 2, 2}), in({3})},
+       [](V x) { return conv_transpose3d(x[0], x[1], x[2], 2, 1, 1); },
+       [](V x) { return ref::conv_transpose3d_reference(x[0], x[1], x[2], 2, 1, 1); }});
+  add({"conv_transpose3d.grouped_dilated", OpId::conv_transpose3d, {in({1, 4, 3, 2, 2}), in({4, 1, 2, 2, 2})},
+       [](V x) { return conv_transpose3d(x[0], x[1], Tensor(), 1, 0, 2, 2, 3); },
+       [](V x) { return ref::conv_transpose3d_reference(x[0], x[1], Tensor(), 1, 0, 2, 2, 3); }});
   add({"conv_transpose1d.grouped_dilated", OpId::conv_transpose1d, {in({2, 4, 5}), in({4, 2, 3}), in({4})},
        [](V x) { return conv_transpose1d(x[0], x[1], x[2], 2, 1, 1, 2, 2); },
        [](V x) {

@@ -45,6 +45,7 @@ OPS = {
     "conv3d": lambda *xs, **kw: F.conv3d(*xs, **kw),
     "conv_transpose1d": lambda *xs, **kw: F.conv_transpose1d(*xs, **kw),
     "conv_transpose2d": lambda *xs, **kw: F.conv_transpose2d(*xs, **kw),
+    "conv_transpose3d": lambda *xs, **kw: F.conv_transpose3d(*xs, **kw),
 }
 
 CASES = [
@@ -173,6 +174,17 @@ CASES = [
     ["conv_transpose2d", [[2, 4, 4, 4], [4, 2, 3, 3]], {"groups": 2}],
     ["conv_transpose2d", [[2, 3, 4, 4], [3, 4, 3, 3]], {"stride": 2, "dilation": 2, "output_padding": 2}],
     ["conv_transpose2d", [[2, 3, 4, 4], [3, 4, 3, 3]], {"dilation": 0}],
+    ["conv_transpose3d", [[2, 3, 2, 3, 3], [3, 4, 2, 2, 2]], {}],
+    ["conv_transpose3d", [[2, 3, 3, 2, 4], [3, 2, 3, 2, 3], [2]], {"stride": 2, "padding": 1, "output_padding": 1}],
+    ["conv_transpose3d", [[3, 2, 2, 2], [3, 2, 2, 2, 2]], {"stride": 3}],
+    ["conv_transpose3d", [[1, 4, 3, 2, 2], [4, 1, 2, 2, 2], [2]], {"groups": 2, "dilation": 3, "output_padding": 2}],
+    ["conv_transpose3d", [[2, 4, 2, 3, 3], [4, 2, 2, 2, 2]], {"groups": 2, "stride": 2, "dilation": 2, "padding": 1}],
+    ["conv_transpose3d", [[2, 4, 2, 3, 3], [3, 2, 2, 2, 2]], {}],
+    ["conv_transpose3d", [[2, 3, 2, 3, 3], [3, 2, 2, 2, 2], [3]], {}],
+    ["conv_transpose3d", [[2, 3, 2, 3, 3], [3, 2, 2, 2]], {}],
+    ["conv_transpose3d", [[2, 3, 2, 3, 3], [3, 2, 2, 2, 2]], {"stride": 2, "output_padding": 2}],
+    ["conv_transpose3d", [[2, 4, 2, 3, 3], [4, 2, 2, 2, 2]], {"groups": 3}],
+    ["conv_transpose3d", [[2, 3, 1, 1, 1], [3, 2, 2, 2, 2]], {"padding": 2}],
 ]
 
 

@@ -48,6 +48,11 @@ Tensor conv_transpose2d_reference(const Tensor& input, const Tensor& weight, con
 // bias [O] or undefined; the same stride, padding and dilation on the three axes.
 Tensor conv3d_reference(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding,
                         int64_t dilation = 1, int64_t groups = 1);
+// F.conv_transpose3d from its definition: input [N, C_in, D, H, W] scatters into out as
+// conv_transpose2d_reference does, on three axes with the same stride, padding,
+// output_padding and dilation; weight [C_in, C_out / groups, KD, KH, KW].
+Tensor conv_transpose3d_reference(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride,
+                                  int64_t padding, int64_t output_padding, int64_t groups = 1, int64_t dilation = 1);
 // softmax over the last dim of [..., S, S] where row i of each S x S block sees columns
 // 0..i only (the others: probability 0, as after a -inf mask).
 Tensor causal_softmax_reference(const Tensor& src);

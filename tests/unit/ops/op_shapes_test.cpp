@@ -58,6 +58,10 @@ const std::map<std::string, std::function<Tensor(Args, Kw)>>& ops() {
          return conv_transpose2d(x.at(0), x.at(1), opt(x, 2), ik(k, "stride", 1), ik(k, "padding", 0),
                                  ik(k, "output_padding", 0), ik(k, "groups", 1), ik(k, "dilation", 1));
        }},
+      {"conv_transpose3d", [](Args x, Kw k) {
+         return conv_transpose3d(x.at(0), x.at(1), opt(x, 2), ik(k, "stride", 1), ik(k, "padding", 0),
+                                 ik(k, "output_padding", 0), ik(k, "groups", 1), ik(k, "dilation", 1));
+       }},
   };
   return m;
 }

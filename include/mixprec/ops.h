@@ -36,20 +36,20 @@ struct AttentionOperands {
 AttentionOperands split_attention_heads(const Tensor& qkv, int64_t batch, int64_t heads, double q_scale = 1.0,
                                         bool k_transposed = true);
 
-// ---- elementwise (promote: mixed dtypes compute in the widest) ----
-Tensor add(const Tensor& a, const Tensor& b);
-Tensor sub(const Tensor& a, const Tensor& b);
-Tensor mul(const Tensor& a, const Tensor& b);
-Tensor div(const Tensor& a, const Tensor& b);
-Tensor mul(const Tensor& a, double b);
-Tensor add(const Tensor& a, double b);
-// The elementwise ops of one tensor (neg, exp, log, ...): one declaration
-// `Tensor name(const Tensor& a);` per MIXPREC_UNARY_OP line of mixprec/ops.def.
+// ---- elementwise ----
+// The elementwise ops of one tensor (neg, exp, log, ...) and of two (add, sub, mul, div;
+// promote: mixed dtypes compute in the widest; b broadcasts to a): one declaration
+// `Tensor name(const Tensor& a);` per MIXPREC_UNARY_OP line of mixprec/ops.def and
+// `Tensor name(const Tensor& a, const Tensor& b);` per MIXPREC_BINARY_OP line.
 #define MIXPREC_OP(name, policy, torch113)
 #define MIXPREC_UNARY_OP(name, policy, low, high, torch113) Tensor name(const Tensor& a);
+#define MIXPREC_BINARY_OP(name, policy, low, high, torch113) Tensor name(const Tensor& a, const Tensor& b);
 #include "mixprec/ops.def"
+#undef MIXPREC_BINARY_OP
 #undef MIXPREC_UNARY_OP
 #undef MIXPREC_OP
+Tensor mul(const Tensor& a, double b);
+Tensor add(const Tensor& a, double b);
 Tensor relu(const Tensor& a);
 
 // ---- matrix ops ----

@@ -150,27 +150,24 @@ std::vector<OpEntry> make_registry() {
   add({"embedding", OpId::embedding, {InputSpec{{2, 3}, 0, 0, false, 5}, in({5, 4})},
        [](V x) { return embedding(x[0], x[1]); }, [](V x) { return ref::embedding_reference(x[0], w(x[1])); }});
 
-  // ---- elementwise.cpp (b broadcasts over a's rows) ----
-  add({"add", OpId::add, {in({3, 4}), in({4})}, [](V x) { return mixprec::add(x[0], x[1]); },
-       binary(BinaryOp::add)});
-  add({"sub", OpId::sub, {in({3, 4}), in({4})}, [](V x) { return sub(x[0], x[1]); },
-       binary(BinaryOp::sub)});
-  add({"mul", OpId::mul, {in({3, 4}), in({4})}, [](V x) { return mul(x[0], x[1]); },
-       binary(BinaryOp::mul)});
-  add({"div", OpId::div, {in({3, 4}), in({4}, 0.5, 1.5)}, [](V x) { return div(x[0], x[1]); },
-       binary(BinaryOp::div)});
-  add({"mul.scalar", OpId::mul, {in({3, 4})}, [](V x) { return mul(x[0], 1.5); },
-       [](V x) { return ref::linear_scale(w(x[0]), 1.5, 0.0); }});
-  add({"add.scalar", OpId::add, {in({3, 4})}, [](V x) { return mixprec::add(x[0], 0.25); },
-       [](V x) { return ref::linear_scale(w(x[0]), 1.0, 0.25); }});
-  // The ops of one tensor with a UnaryOp kernel: one entry per MIXPREC_UNARY_OP line.
+  // ---- elementwise.cpp ----
+  // The ops of one tensor with a UnaryOp kernel and of two with a BinaryOp kernel (b
+  // broadcasts over a's rows): one entry per MIXPREC_UNARY_OP and MIXPREC_BINARY_OP line.
 #define MIXPREC_OP(name, policy, torch113)
 #define MIXPREC_UNARY_OP(name, policy, low, high, torch113)                                 \
   add({#name, OpId::name, {in({3, 4}, low, high)}, [](V x) { return mixprec::name(x[0]); }, \
        [](V x) { return ref::unary(UnaryOp::name, w(x[0])); }});
+#define MIXPREC_BINARY_OP(name, policy, low, high, torch113)                                            \
+  add({#name, OpId::name, {in({3, 4}), in({4}, low, high)}, [](V x) { return mixprec::name(x[0], x[1]); }, \
+       binary(BinaryOp::name)});
 #include "mixprec/ops.def"
+#undef MIXPREC_BINARY_OP
 #undef MIXPREC_UNARY_OP
 #undef MIXPREC_OP
+  add({"mul.scalar", OpId::mul, {in({3, 4})}, [](V x) { return mul(x[0], 1.5); },
+       [](V x) { return ref::linear_scale(w(x[0]), 1.5, 0.0); }});
+  add({"add.scalar", OpId::add, {in({3, 4})}, [](V x) { return mixprec::add(x[0], 0.25); },
+       [](V x) { return ref::linear_scale(w(x[0]), 1.0, 0.25); }});
   add({"pow", OpId::pow, {in({3, 4})}, [](V x) { return pow(x[0], 3.0); },
        [](V x) { return ref::pow_reference(x[0], 3.0); }});
 

@@ -84,33 +84,36 @@ class Linear : public Module {
   Tensor bias;    // [out] or undefined
 };
 
+// nn.Conv2d: PyTorch's arguments and default initialisation (fan_in = in / groups x k x k),
+// except that bias comes before dilation and groups (mixprec's callers passed it sixth
+// before those existed; a bool would silently convert to dilation).
 class Conv2d : public Module {
  public:
   Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1,
-         int64_t padding = 0, bool bias = true);
+         int64_t padding = 0, bool bias = true, int64_t dilation = 1, int64_t groups = 1);
   Tensor forward(const Tensor& input) override;  // [N, C, H, W] -> [N, O, OH, OW]
   const char* type_name() const override { return "Conv2d"; }
-  Tensor weight;  // [out, in, k, k]
+  Tensor weight;  // [out, in / groups, k, k]
   Tensor bias;    // [out] or undefined
-  int64_t stride, padding;
+  int64_t stride, padding, dilation, groups;
 };
 
-// nn.Conv1d: PyTorch's arguments in its order (dilation and groups other than 1 are
-// refused: the ops do not take them yet) and its default initialisation (fan_in = in x k).
+// nn.Conv1d: PyTorch's arguments in its order and its default initialisation (fan_in =
+// in / groups x k).
 class Conv1d : public Module {
  public:
   Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1,
          int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1, bool bias = true);
   Tensor forward(const Tensor& input) override;  // [N, C, L] -> [N, O, OL]
   const char* type_name() const override { return "Conv1d"; }
-  Tensor weight;  // [out, in, k]
+  Tensor weight;  // [out, in / groups, k]
   Tensor bias;    // [out] or undefined
-  int64_t stride, padding;
+  int64_t stride, padding, dilation, groups;
 };
 
-// nn.ConvTranspose2d: PyTorch's arguments in its order (groups and dilation other than 1
-// refused) and initialisation: the weight is [in, out, k, k] and PyTorch's fan_in is
-// weight.size(1) x k x k = out x k x k, for the weight's bound and the bias's.
+// nn.ConvTranspose2d: PyTorch's arguments in its order and initialisation: the weight is
+// [in, out / groups, k, k] and PyTorch's fan_in is weight.size(1) x k x k, for the weight's
+// bound and the bias's.
 class ConvTranspose2d : public Module {
  public:
   ConvTranspose2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1,
@@ -118,9 +121,9 @@ class ConvTranspose2d : public Module {
                   int64_t dilation = 1);
   Tensor forward(const Tensor& input) override;  // [N, C_in, H, W] -> [N, C_out, OH, OW]
   const char* type_name() const override { return "ConvTranspose2d"; }
-  Tensor weight;  // [in, out, k, k]
+  Tensor weight;  // [in, out / groups, k, k]
   Tensor bias;    // [out] or undefined
-  int64_t stride, padding, output_padding;
+  int64_t stride, padding, output_padding, groups, dilation;
 };
 
 // nn.PReLU: num_parameters weights (1, or the input's channels), each `init` (0.25).

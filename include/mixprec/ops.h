@@ -36,20 +36,20 @@ struct AttentionOperands {
 AttentionOperands split_attention_heads(const Tensor& qkv, int64_t batch, int64_t heads, double q_scale = 1.0,
                                         bool k_transposed = true);
 
-// ---- elementwise (promote: mixed dtypes compute in the widest) ----
-Tensor add(const Tensor& a, const Tensor& b);
-Tensor sub(const Tensor& a, const Tensor& b);
-Tensor mul(const Tensor& a, const Tensor& b);
-Tensor div(const Tensor& a, const Tensor& b);
-Tensor mul(const Tensor& a, double b);
-Tensor add(const Tensor& a, double b);
-// The elementwise ops of one tensor (neg, exp, log, ...): one declaration
-// `Tensor name(const Tensor& a);` per MIXPREC_UNARY_OP line of mixprec/ops.def.
+// ---- elementwise ----
+// The elementwise ops of one tensor (neg, exp, log, ...) and of two (add, sub, mul, div;
+// promote: mixed dtypes compute in the widest; b broadcasts to a): one declaration
+// `Tensor name(const Tensor& a);` per MIXPREC_UNARY_OP line of mixprec/ops.def and
+// `Tensor name(const Tensor& a, const Tensor& b);` per MIXPREC_BINARY_OP line.
 #define MIXPREC_OP(name, policy, torch113)
 #define MIXPREC_UNARY_OP(name, policy, low, high, torch113) Tensor name(const Tensor& a);
+#define MIXPREC_BINARY_OP(name, policy, low, high, torch113) Tensor name(const Tensor& a, const Tensor& b);
 #include "mixprec/ops.def"
+#undef MIXPREC_BINARY_OP
 #undef MIXPREC_UNARY_OP
 #undef MIXPREC_OP
+Tensor mul(const Tensor& a, double b);
+Tensor add(const Tensor& a, double b);
 Tensor relu(const Tensor& a);
 
 // ---- matrix ops ----
@@ -57,29 +57,39 @@ Tensor relu(const Tensor& a);
 Tensor linear(const Tensor& src, const Tensor& weights, const Tensor& bias = Tensor());
 // a [.., M, K] x b [.., K, N] -> [.., M, N]
 Tensor matmul(const Tensor& a, const Tensor& b);
-// src [N, C, H, W], weights [O, C, KH, KW], bias [O] -> [N, O, OH, OW]
+// Convolutions take PyTorch 1.13's arguments, order, shapes and rules: weight [O, C / groups,
+// ...] with O divisible by groups (a transposed convolution's [C_in, C_out / groups, ...] with
+// C_in divisible by groups), stride >= 1, padding >= 0, dilation >= 1; each spatial output
+// size is (in + 2 padding - dilation (k - 1) - 1) / stride + 1, a transposed one's
+// (in - 1) stride - 2 padding + dilation (k - 1) + output_padding + 1 with output_padding <
+// max(stride, dilation). Bad arguments raise an Error naming the op.
+//
+// src [N, C, H, W], weights [O, C / groups, KH, KW], bias [O] -> [N, O, OH, OW]
 Tensor conv2d(const Tensor& src, const Tensor& weights, const Tensor& bias = Tensor(),
-              int64_t stride = 1, int64_t padding = 0);
-// F.conv1d: input [N, C, L] (or unbatched [C, L]), weight [O, C, K], bias [O] -> [N, O, OL],
-// OL = (L + 2 padding - K) / stride + 1. A conv2d of unit height (exact). dilation and groups
-// are PyTorch's arguments; values other than 1 are refused (not supported yet).
+              int64_t stride = 1, int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
+// F.conv1d: input [N, C, L] (or unbatched [C, L]), weight [O, C / groups, K], bias [O] ->
+// [N, O, OL]. A conv2d of unit height (exact).
 Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int64_t stride = 1,
               int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
-// F.conv3d: input [N, C, D, H, W] (or [C, D, H, W]), weight [O, C, KD, KH, KW], bias [O] ->
-// [N, O, OD, OH, OW], the same stride and padding on the three axes. One conv2d over
-// (channel, depth tap) pairs (exact; ops/conv3d.cpp). dilation and groups other than 1 are
-// refused.
+// F.conv3d: input [N, C, D, H, W] (or [C, D, H, W]), weight [O, C / groups, KD, KH, KW], bias
+// [O] -> [N, O, OD, OH, OW], the same stride, padding and dilation on the three axes. One
+// conv2d over (channel, depth tap) pairs (exact; ops/conv3d.cpp).
 Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int64_t stride = 1,
               int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
-// F.conv_transpose2d: input [N, C_in, H, W] (or [C_in, H, W]), weight [C_in, C_out, KH, KW]
-// (PyTorch's layout), bias [C_out] -> [N, C_out, OH, OW], OH = (H - 1) stride - 2 padding +
-// KH + output_padding (output_padding < stride). The adjoint of conv2d: decoders' and
-// segmentation heads' upsampling. groups and dilation other than 1 are refused.
+// F.conv_transpose2d: input [N, C_in, H, W] (or [C_in, H, W]), weight [C_in, C_out / groups,
+// KH, KW] (PyTorch's layout), bias [C_out] -> [N, C_out, OH, OW]. The adjoint of conv2d:
+// decoders' and segmentation heads' upsampling.
 Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int64_t stride = 1,
                         int64_t padding = 0, int64_t output_padding = 0, int64_t groups = 1, int64_t dilation = 1);
-// F.conv_transpose1d: input [N, C_in, L] (or [C_in, L]), weight [C_in, C_out, K]; as
+// F.conv_transpose1d: input [N, C_in, L] (or [C_in, L]), weight [C_in, C_out / groups, K]; as
 // conv_transpose2d of unit height.
 Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int64_t stride = 1,
+                        int64_t padding = 0, int64_t output_padding = 0, int64_t groups = 1, int64_t dilation = 1);
+// F.conv_transpose3d: input [N, C_in, D, H, W] (or [C_in, D, H, W]), weight [C_in,
+// C_out / groups, KD, KH, KW], bias [C_out] -> [N, C_out, OD, OH, OW], the same stride,
+// padding, output_padding and dilation on the three axes. One conv_transpose2d over (channel,
+// depth tap) pairs (exact; ops/conv_transpose3d.cpp): volumetric decoders' upsampling.
+Tensor conv_transpose3d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int64_t stride = 1,
                         int64_t padding = 0, int64_t output_padding = 0, int64_t groups = 1, int64_t dilation = 1);
 
 // ---- PyTorch's BLAS-style ops (lower policy, each its own row; src/ops/blas.cpp) ----

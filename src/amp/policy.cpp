@@ -94,6 +94,10 @@ constexpr TorchDifference kDifferences[] = {
     {OpId::conv_transpose2d, "bf16_autocast", "bf16", "f32", "bf16", kNoBf16Deconv},
     {OpId::conv_transpose2d, "bf16_autocast", "bf16_f32", "f32", "bf16", kNoBf16Deconv},
     {OpId::conv_transpose2d, "no_autocast", "bf16", "error", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose3d, "bf16_autocast", "f32", "f32", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose3d, "bf16_autocast", "bf16", "f32", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose3d, "bf16_autocast", "bf16_f32", "f32", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose3d, "no_autocast", "bf16", "error", "bf16", kNoBf16Deconv},
 };
 
 // -1: no override; otherwise the CastPolicy value. Atomics: overrides are set rarely, read

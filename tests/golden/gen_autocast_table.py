@@ -59,7 +59,7 @@ def rnd(*shape, positive=False):
 # are written as constants in the expression (targets i64, statistics f32).
 OPS_DEF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include", "mixprec",
                        "ops.def")
-ROW = re.compile(r'^MIXPREC_(?:UNARY_)?OP\((\w+),.*"(.*)"\)\s*$')
+ROW = re.compile(r'^MIXPREC_(?:UNARY_|BINARY_)?OP\((\w+),.*"(.*)"\)\s*$')
 
 
 def read_cases(path=OPS_DEF):

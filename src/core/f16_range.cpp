@@ -1,11 +1,11 @@
-// f16_range.cpp: the bulk count of include/mixprec/f16_range.h. Tiles of kTile elements are
+// f16_range.cpp: the bulk count of include/mixprec/core/f16_range.h. Tiles of kTile elements are
 // widened to f32 on the stack (16-bit) and classified with the thresholds of f16_range():
 // as bit ranges at scale 1, in double after any other scale. Tiles are split over the OpenMP
 // threads with a static schedule and the counts add up, so the result is the same on any
 // thread count. Order does not matter (a count per class), so the buffer is read in storage
 // order: t must be dense (channels-last included).
 // Like nonfinite_scan.cpp, never built with finite-math: the NaN/inf class would vanish.
-#include "mixprec/f16_range.h"
+#include "mixprec/core/f16_range.h"
 
 #include <omp.h>
 
@@ -13,7 +13,7 @@
 #include <cstring>
 
 #include "core/convert.h"
-#include "mixprec/status.h"
+#include "mixprec/core/status.h"
 
 #if defined(__FAST_MATH__) || defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__
 #error "f16_range.cpp must be compiled without fast-math: it counts inf/NaN"

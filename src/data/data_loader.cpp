@@ -16,7 +16,7 @@
 #include <fmt/format.h>
 
 #include "io/mapped_file.h"
-#include "mixprec/data.h"
+#include "mixprec/data/data.h"
 
 namespace mixprec {
 

@@ -12,10 +12,10 @@
 
 #include "experiment/file_reader.h"
 #include "io/yaml_json.h"
-#include "mixprec/experiment.h"
-#include "mixprec/files.h"
-#include "mixprec/names.h"
-#include "mixprec/train_config.h"
+#include "mixprec/experiment/experiment.h"
+#include "mixprec/io/files.h"
+#include "mixprec/core/names.h"
+#include "mixprec/train/train_config.h"
 
 namespace mixprec::experiment {
 namespace {

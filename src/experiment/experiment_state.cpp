@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <nlohmann/json.hpp>
 
-#include "mixprec/experiment.h"
+#include "mixprec/experiment/experiment.h"
 
 namespace mixprec::experiment {
 namespace {

@@ -24,10 +24,10 @@
 #include "experiment/checkpoint_gc.h"
 #include "experiment/child_process.h"
 #include "io/atomic_file.h"
-#include "mixprec/files.h"
-#include "mixprec/run_dir.h"
-#include "mixprec/sweep.h"
-#include "mixprec/train_config.h"
+#include "mixprec/io/files.h"
+#include "mixprec/io/run_dir.h"
+#include "mixprec/experiment/sweep.h"
+#include "mixprec/train/train_config.h"
 
 namespace mixprec::experiment {
 namespace {

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "io/byte_source.h"
-#include "mixprec/files.h"
+#include "mixprec/io/files.h"
 
 namespace mixprec::io {
 

@@ -9,7 +9,7 @@
 
 #include "io/atomic_file.h"
 #include "io/byte_source.h"
-#include "mixprec/run_dir.h"
+#include "mixprec/io/run_dir.h"
 
 namespace mixprec {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "mixprec/nn_attention.h"
+#include "mixprec/nn/nn_attention.h"
 #include "nn/layer_type.h"
 #include "nn/model_planner.h"
 

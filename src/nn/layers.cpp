@@ -2,8 +2,8 @@
 // initialisation, PReLU, and Dropout.
 #include <cmath>
 
-#include "mixprec/nn.h"
-#include "mixprec/status.h"
+#include "mixprec/nn/nn.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::nn {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/model_file.h"
-#include "mixprec/status.h"
+#include "mixprec/nn/model_file.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::nn {
 

@@ -8,7 +8,7 @@
 
 #include "autograd/node.h"
 #include "ops/autocast_hook.h"
-#include "mixprec/ops.h"
+#include "mixprec/ops/ops.h"
 #include "ops/conv_common.h"
 #include "ops/dispatch.h"
 

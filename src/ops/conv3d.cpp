@@ -9,7 +9,7 @@
 // kernel sum rounded once, as a native 3-D kernel gives; X' is built from differentiable
 // copies (cat with zero planes, narrow, stack, transpose), so backward is theirs and
 // conv2d's. The price is memory: X' holds each input plane KD / stride times.
-#include "mixprec/ops.h"
+#include "mixprec/ops/ops.h"
 #include "ops/autocast_hook.h"
 #include "ops/conv_common.h"
 

@@ -17,7 +17,7 @@
 #include <algorithm>
 
 #include "autograd/node.h"
-#include "mixprec/ops.h"
+#include "mixprec/ops/ops.h"
 #include "ops/autocast_hook.h"
 #include "ops/conv_common.h"
 #include "ops/dispatch.h"

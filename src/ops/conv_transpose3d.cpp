@@ -14,7 +14,7 @@
 // stride * KD times the input, most of them zeros for stride > 1.
 #include <algorithm>
 
-#include "mixprec/ops.h"
+#include "mixprec/ops/ops.h"
 #include "ops/autocast_hook.h"
 #include "ops/conv_common.h"
 

@@ -11,8 +11,8 @@
 #include <cmath>
 
 #include "backend/kernels.h"
-#include "mixprec/ops.h"
-#include "mixprec/ops_fused.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/ops/ops_fused.h"
 
 namespace mixprec::registry {
 
@@ -160,7 +160,7 @@ std::vector<OpEntry> make_registry() {
 #define MIXPREC_BINARY_OP(name, policy, low, high, torch113)                                            \
   add({#name, OpId::name, {in({3, 4}), in({4}, low, high)}, [](V x) { return mixprec::name(x[0], x[1]); }, \
        binary(BinaryOp::name)});
-#include "mixprec/ops.def"
+#include "mixprec/ops/ops.def"
 #undef MIXPREC_BINARY_OP
 #undef MIXPREC_UNARY_OP
 #undef MIXPREC_OP

@@ -11,7 +11,7 @@
 #include "core/storage.h"
 #include "io/checksums.h"
 #include "io/mapped_file.h"
-#include "mixprec/ops.h"
+#include "mixprec/ops/ops.h"
 
 namespace mixprec::train {
 

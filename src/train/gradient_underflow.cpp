@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "mixprec/f16_range.h"
+#include "mixprec/core/f16_range.h"
 
 namespace mixprec::train {
 

@@ -1,13 +1,13 @@
 // gradient_underflow.h: a step's gradient-underflow telemetry (GradientUnderflow, run_dir.h)
-// from its named gradients: each counted against f16's range (mixprec/f16_range.h) as it
+// from its named gradients: each counted against f16's range (mixprec/core/f16_range.h) as it
 // is, still scaled, and the most affected tensors kept by name.
 #pragma once
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "mixprec/run_dir.h"
-#include "mixprec/tensor.h"
+#include "mixprec/io/run_dir.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec::train {
 

@@ -8,10 +8,10 @@
 
 #include "core/convert.h"
 #include "core/storage.h"
-#include "mixprec/amp.h"
-#include "mixprec/autograd.h"
-#include "mixprec/ops.h"
-#include "mixprec/status.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/core/status.h"
 #include "train/gradient_underflow.h"
 
 namespace mixprec::train {

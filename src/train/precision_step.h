@@ -8,13 +8,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include "mixprec/data.h"
-#include "mixprec/grad_scaler.h"
-#include "mixprec/nn.h"
-#include "mixprec/optim.h"
-#include "mixprec/precision.h"
-#include "mixprec/run_dir.h"
-#include "mixprec/train.h"
+#include "mixprec/data/data.h"
+#include "mixprec/amp/grad_scaler.h"
+#include "mixprec/nn/nn.h"
+#include "mixprec/optim/optim.h"
+#include "mixprec/amp/precision.h"
+#include "mixprec/io/run_dir.h"
+#include "mixprec/train/train.h"
 #include "train/data_parallel.h"
 
 namespace mixprec::train {

@@ -2,7 +2,7 @@
 // one field against its row. Reading and writing settings as text (config.json, --config
 // files, the resume merge) is in config_text.cpp; validate() (which also asks the presets and
 // models) in validate.cpp, so parsers of config text need neither.
-#include "mixprec/train_config.h"
+#include "mixprec/train/train_config.h"
 
 #include <cmath>
 #include <cstdint>
@@ -10,9 +10,9 @@
 #include <limits>
 #include <type_traits>
 
-#include "mixprec/model_file.h"
-#include "mixprec/models.h"
-#include "mixprec/names.h"
+#include "mixprec/nn/model_file.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/core/names.h"
 
 namespace mixprec::train {
 

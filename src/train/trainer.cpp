@@ -8,9 +8,9 @@
 #include <chrono>
 #include <cmath>
 
-#include "mixprec/autograd.h"
-#include "mixprec/memory.h"
-#include "mixprec/ops.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/core/memory.h"
+#include "mixprec/ops/ops.h"
 #include "train/training_run.h"
 
 namespace mixprec::train {

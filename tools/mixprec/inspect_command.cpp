@@ -1,7 +1,7 @@
 // inspect_command.cpp: `mixprec inspect C`, the precision debugger. For each tensor of a
 // checkpoint: dtype, shape, range, mean |x|, and how much of it float16 could not hold
 // (flushed to 0, kept only as a subnormal, overflowed to inf: the classes of
-// mixprec/f16_range.h, which train's underflow telemetry counts too), plus NaN / inf counts,
+// mixprec/core/f16_range.h, which train's underflow telemetry counts too), plus NaN / inf counts,
 // then the GradScaler state and the resume counters.
 #include <cmath>
 #include <cstdio>
@@ -9,10 +9,10 @@
 
 #include "commands.h"
 #include "exit_codes.h"
-#include "mixprec/checkpoint.h"
-#include "mixprec/f16_range.h"
-#include "mixprec/safetensors.h"
-#include "mixprec/infer.h"
+#include "mixprec/io/checkpoint.h"
+#include "mixprec/core/f16_range.h"
+#include "mixprec/io/safetensors.h"
+#include "mixprec/infer/infer.h"
 
 namespace mixprec::cli {
 

@@ -1,4 +1,4 @@
-// f16_range_test.cpp: what float16 does to a value (mixprec/f16_range.h), the definition
+// f16_range_test.cpp: what float16 does to a value (mixprec/core/f16_range.h), the definition
 // `mixprec inspect` and train's gradient-underflow telemetry share. Values just above and
 // below each threshold, counted one by one (f16_range) and in bulk (count_f16_range) in every
 // floating dtype, at a loss scale, and on a tensor large enough to split over threads; the
@@ -11,8 +11,8 @@
 #include <memory>
 #include <vector>
 
-#include "mixprec/f16_range.h"
-#include "mixprec/half.h"
+#include "mixprec/core/f16_range.h"
+#include "mixprec/core/half.h"
 
 namespace mixprec {
 namespace {

@@ -1,4 +1,4 @@
-// experiment_file_test.cpp: the experiment file (mixprec/experiment.h parse_experiment): a
+// experiment_file_test.cpp: the experiment file (mixprec/experiment/experiment.h parse_experiment): a
 // complete file read into the spec it says, recipes under base, ASHA's rungs from min_steps or
 // rungs, and each kind of bad input refused as invalid_argument naming file:line:column, the
 // key and the expected value (docs/experiments.md).
@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "mixprec/experiment.h"
+#include "mixprec/experiment/experiment.h"
 
 namespace mixprec::experiment {
 namespace {

@@ -1,4 +1,4 @@
-// sweep_runner_test.cpp: run_sweep (mixprec/sweep.h) driving a stand-in for `mixprec train`:
+// sweep_runner_test.cpp: run_sweep (mixprec/experiment/sweep.h) driving a stand-in for `mixprec train`:
 // a shell script that logs what `train` would (a step and an evaluation at --max-steps) or
 // never ends. Checks what needs no real training: the cores divided among concurrent trials,
 // the metric read from metrics.jsonl, the time budget stopping a trial that would run forever
@@ -14,8 +14,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "mixprec/experiment.h"
-#include "mixprec/sweep.h"
+#include "mixprec/experiment/experiment.h"
+#include "mixprec/experiment/sweep.h"
 
 namespace mixprec::experiment {
 namespace {

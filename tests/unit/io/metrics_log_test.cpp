@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/run_dir.h"
+#include "mixprec/io/run_dir.h"
 
 namespace mixprec {
 namespace {

@@ -7,9 +7,9 @@
 
 #include <cmath>
 
-#include "mixprec/autograd.h"
-#include "mixprec/model_file.h"
-#include "mixprec/optim.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/nn/model_file.h"
+#include "mixprec/optim/optim.h"
 
 namespace mixprec::nn {
 namespace {

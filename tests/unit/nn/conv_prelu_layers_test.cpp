@@ -5,8 +5,8 @@
 
 #include <cmath>
 
-#include "mixprec/amp.h"
-#include "mixprec/nn.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/nn/nn.h"
 
 namespace mixprec {
 namespace {

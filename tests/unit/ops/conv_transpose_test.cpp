@@ -8,7 +8,7 @@
 
 #include <cstring>
 
-#include "mixprec/ops.h"
+#include "mixprec/ops/ops.h"
 
 namespace mixprec {
 namespace {

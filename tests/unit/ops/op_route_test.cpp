@@ -26,9 +26,9 @@
 
 #include "backend/dispatch_log.h"
 #include "common/finite_diff.h"
-#include "mixprec/amp.h"
-#include "mixprec/autograd.h"
-#include "mixprec/ops.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/ops/ops.h"
 #include "ops/dispatch.h"
 #include "ops/registry.h"
 

@@ -12,8 +12,8 @@
 #include <map>
 #include <string>
 
-#include "mixprec/autograd.h"
-#include "mixprec/ops.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/ops/ops.h"
 
 namespace mixprec {
 namespace {

@@ -13,10 +13,10 @@
 #include <utility>
 #include <vector>
 
-#include "mixprec/data.h"
-#include "mixprec/f16_range.h"
-#include "mixprec/models.h"
-#include "mixprec/precision.h"
+#include "mixprec/data/data.h"
+#include "mixprec/core/f16_range.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/amp/precision.h"
 #include "train/gradient_underflow.h"
 #include "train/precision_step.h"
 

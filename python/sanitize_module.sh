@@ -13,8 +13,9 @@
 #   python/sanitize_module.sh tests/python/test_memory.py -k cycles     pytest arguments
 #
 # Leaks: CPython does not free its own objects at exit, so LeakSanitizer's exit report is
-# full of the interpreter's; it is kept (log under BUILD_DIR-asan-py/lsan.*) and only leaks
-# with a frame in mixprec's code fail the run (tests/python/lsan_ours.py reads the logs).
+# full of the interpreter's; it is kept (logs under BUILD_DIR-asan-py/sanitizer-logs/) and
+# only leaks with a frame in mixprec's code fail the run (tests/python/run_sanitized.py runs
+# pytest with the runtimes preloaded, tests/python/lsan_ours.py reads the logs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -51,20 +52,9 @@ ln -sf "$PWD/$BUILD_DIR/mixprec" "$OUT/mixprec"
 
 asan=$($CXX -print-file-name=libasan.so)
 ubsan=$($CXX -print-file-name=libubsan.so)
-rm -f "$OUT"/lsan.*
-export LD_PRELOAD="$asan:$ubsan"
-export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=86:log_path=$PWD/$OUT/lsan"
-# exitcode=0: the exit report is read below, not taken as a failure. use_tls=0: scanning the
-# OpenMP worker threads' thread-local storage crashes LeakSanitizer's tracer here ("Tracer
-# caught signal 11", no report at all); without it a block held only from TLS could show as
-# a leak, which lsan_ours.py would then name with its stack.
-export LSAN_OPTIONS="exitcode=0:use_tls=0"
-export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-export PYTHONMALLOC=malloc  # Python objects through malloc: ASan sees their lifetimes too
 export PYTHONPATH=$PWD/$OUT/python OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} MIXPREC_SOURCE_DIR=$PWD
 [[ $# -gt 0 ]] || set -- tests/python
-status=0
-/usr/bin/python3 -m pytest -q -p no:cacheprovider "$@" || status=$?
-unset LD_PRELOAD
-/usr/bin/python3 tests/python/lsan_ours.py "$OUT"/lsan.* || status=$?
-exit $status
+# The sanitizer environment (preload, leak checking, logs) and the reading of the logs are
+# tests/python/run_sanitized.py's, as for scripts/sanitize's Python tests.
+exec /usr/bin/python3 tests/python/run_sanitized.py --preload "$asan:$ubsan" --logs "$OUT/sanitizer-logs" \
+  -- /usr/bin/python3 -m pytest -q -p no:cacheprovider "$@"

@@ -26,19 +26,29 @@ link_txt=$BUILD_DIR/python/CMakeFiles/_mixprec.dir/link.txt
   exit 2
 }
 CXX=${CXX:-c++}
+# ccache when there: the instrumented objects of a rerun or of another checkout come back.
+launcher=$(command -v ccache || true)
 SAN=(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
 mkdir -p "$OUT/obj" "$OUT/python/mixprec"
 cp -r python/mixprec/. "$OUT/python/mixprec/"
 objs=()
+pyinclude=$(/usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+jobs=0
 for src in python/src/*.cpp; do
   obj=$OUT/obj/$(basename "$src" .cpp).o
   if [[ ! -f $obj || $src -nt $obj || python/src/bindings.h -nt $obj ]]; then
     echo "sanitize_module: compiling $src" >&2
-    $CXX -O1 -g "${SAN[@]}" -fPIC -fvisibility=hidden -fopenmp -std=c++20 -Iinclude \
-      -isystem "$(/usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
-      -c "$src" -o "$obj"
+    rm -f "$obj"  # a compile that fails leaves no object for the link, nor for the next run
+    $launcher $CXX -O1 -g "${SAN[@]}" -fPIC -fvisibility=hidden -fopenmp -std=c++20 -Iinclude \
+      -isystem "$pyinclude" -c "$src" -o "$obj" &
+    # $(nproc) compiles at a time (pybind11's templates make each one long).
+    if ((++jobs >= $(nproc))); then wait -n; ((jobs--)); fi
   fi
   objs+=("$obj")
+done
+wait
+for obj in "${objs[@]}"; do
+  [[ -f $obj ]] || { echo "sanitize_module: $obj did not compile" >&2; exit 1; }
 done
 # The libraries the ordinary module links (CMake's own link line, after its objects).
 libs=$(sed -e 's/.*\.cpp\.o //' "$link_txt" | sed -e "s#\.\./libmixprec\.a#$BUILD_DIR/libmixprec.a#")

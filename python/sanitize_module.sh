@@ -13,8 +13,9 @@
 #   python/sanitize_module.sh tests/python/test_memory.py -k cycles     pytest arguments
 #
 # Leaks: CPython does not free its own objects at exit, so LeakSanitizer's exit report is
-# full of the interpreter's; it is kept (log under BUILD_DIR-asan-py/lsan.*) and only leaks
-# with a frame in mixprec's code fail the run (tests/python/lsan_ours.py reads the logs).
+# full of the interpreter's; it is kept (logs under BUILD_DIR-asan-py/sanitizer-logs/) and
+# only leaks with a frame in mixprec's code fail the run (tests/python/run_sanitized.py runs
+# pytest with the runtimes preloaded, tests/python/lsan_ours.py reads the logs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -25,19 +26,29 @@ link_txt=$BUILD_DIR/python/CMakeFiles/_mixprec.dir/link.txt
   exit 2
 }
 CXX=${CXX:-c++}
+# ccache when there: the instrumented objects of a rerun or of another checkout come back.
+launcher=$(command -v ccache || true)
 SAN=(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
 mkdir -p "$OUT/obj" "$OUT/python/mixprec"
 cp -r python/mixprec/. "$OUT/python/mixprec/"
 objs=()
+pyinclude=$(/usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+jobs=0
 for src in python/src/*.cpp; do
   obj=$OUT/obj/$(basename "$src" .cpp).o
   if [[ ! -f $obj || $src -nt $obj || python/src/bindings.h -nt $obj ]]; then
     echo "sanitize_module: compiling $src" >&2
-    $CXX -O1 -g "${SAN[@]}" -fPIC -fvisibility=hidden -fopenmp -std=c++20 -Iinclude \
-      -isystem "$(/usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" \
-      -c "$src" -o "$obj"
+    rm -f "$obj"  # a compile that fails leaves no object for the link, nor for the next run
+    $launcher $CXX -O1 -g "${SAN[@]}" -fPIC -fvisibility=hidden -fopenmp -std=c++20 -Iinclude \
+      -isystem "$pyinclude" -c "$src" -o "$obj" &
+    # $(nproc) compiles at a time (pybind11's templates make each one long).
+    if ((++jobs >= $(nproc))); then wait -n; ((jobs--)); fi
   fi
   objs+=("$obj")
+done
+wait
+for obj in "${objs[@]}"; do
+  [[ -f $obj ]] || { echo "sanitize_module: $obj did not compile" >&2; exit 1; }
 done
 # The libraries the ordinary module links (CMake's own link line, after its objects).
 libs=$(sed -e 's/.*\.cpp\.o //' "$link_txt" | sed -e "s#\.\./libmixprec\.a#$BUILD_DIR/libmixprec.a#")
@@ -51,20 +62,9 @@ ln -sf "$PWD/$BUILD_DIR/mixprec" "$OUT/mixprec"
 
 asan=$($CXX -print-file-name=libasan.so)
 ubsan=$($CXX -print-file-name=libubsan.so)
-rm -f "$OUT"/lsan.*
-export LD_PRELOAD="$asan:$ubsan"
-export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=86:log_path=$PWD/$OUT/lsan"
-# exitcode=0: the exit report is read below, not taken as a failure. use_tls=0: scanning the
-# OpenMP worker threads' thread-local storage crashes LeakSanitizer's tracer here ("Tracer
-# caught signal 11", no report at all); without it a block held only from TLS could show as
-# a leak, which lsan_ours.py would then name with its stack.
-export LSAN_OPTIONS="exitcode=0:use_tls=0"
-export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-export PYTHONMALLOC=malloc  # Python objects through malloc: ASan sees their lifetimes too
 export PYTHONPATH=$PWD/$OUT/python OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} MIXPREC_SOURCE_DIR=$PWD
 [[ $# -gt 0 ]] || set -- tests/python
-status=0
-/usr/bin/python3 -m pytest -q -p no:cacheprovider "$@" || status=$?
-unset LD_PRELOAD
-/usr/bin/python3 tests/python/lsan_ours.py "$OUT"/lsan.* || status=$?
-exit $status
+# The sanitizer environment (preload, leak checking, logs) and the reading of the logs are
+# tests/python/run_sanitized.py's, as for scripts/sanitize's Python tests.
+exec /usr/bin/python3 tests/python/run_sanitized.py --preload "$asan:$ubsan" --logs "$OUT/sanitizer-logs" \
+  -- /usr/bin/python3 -m pytest -q -p no:cacheprovider "$@"

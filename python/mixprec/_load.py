@@ -4,6 +4,9 @@ checkpoint opened, the model built in its preset, the run's normalisation, the s
 f32, top-k named as the run named its classes), the code `mixprec predict` runs: for the same
 inputs the probabilities are the CLI's, bit for bit."""
 import json
+import math
+import numbers
+import operator
 
 import numpy as np
 
@@ -104,15 +107,52 @@ class LoadedModel(EngineModule):
         tops = [self._predictor.top(row, top_k) for row in probs]
         return tops[0] if single else tops
 
-    def generate(self, prompt, max_tokens=200, temperature=0.8, top_k=40, seed=0):
-        """A language model's text after prompt (`mixprec generate`): bytes sampled with a
-        temperature and top-k from a seeded generator, decoded as UTF-8 (invalid bytes
-        replaced); the same arguments give the same text."""
-        return self._predictor.generate(prompt, max_tokens, temperature, top_k, seed).decode(
-            "utf-8", errors="replace")
+    def generate(self, prompt="", *, max_tokens=200, temperature=0.8, top_k=40, seed=0):
+        """A language model's text after prompt, as `mixprec generate CHECKPOINT --prompt P
+        --max-tokens N --temperature T --top-k K --seed S` makes it (the library's
+        generate_text): max_tokens bytes, each the most likely (temperature=0) or drawn from
+        softmax(logits / temperature) over the top_k most likely (0: all 256) with a generator
+        seeded by seed; the same arguments give the same text. prompt: a str (UTF-8) or bytes;
+        "" starts from a new line, as the CLI's default. Returns the continuation only (the
+        CLI prints the prompt first), decoded as UTF-8 with invalid bytes replaced.
+
+        The settings are keyword-only, with the CLI's defaults and ranges; a value out of range
+        raises ValueError, one of the wrong type TypeError, with the CLI's message for its flag.
+        The precision is load()'s (the CLI's --precision), the threads set_num_threads()'s."""
+        if isinstance(prompt, str):
+            prompt = prompt.encode("utf-8")
+        elif not isinstance(prompt, (bytes, bytearray)):
+            raise TypeError(f"generate(): prompt: expected a str or bytes, got {type(prompt).__name__}")
+        max_tokens = _integer("max_tokens", max_tokens, 1, 1_000_000, "in 1..1000000")
+        top_k = _integer("top_k", top_k, 0, 256, "in 0..256")
+        seed = _integer("seed", seed, 0, 2**64 - 1, f"from 0 to {2**64 - 1}")
+        if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+            raise TypeError(f"generate(): temperature: expected a number >= 0, got {temperature!r}")
+        if not math.isfinite(temperature):
+            raise ValueError(f"generate(): temperature: expected a number >= 0, got {temperature!r}")
+        if temperature < 0:
+            raise ValueError(f"generate(): temperature: must be >= 0, got {temperature:g}")
+        return self._predictor.generate(bytes(prompt), max_tokens, float(temperature), top_k,
+                                        seed).decode("utf-8", errors="replace")
 
     def extra_repr(self):
         return f"{self.model_name}, precision={self.precision}, path={self.path}"
+
+
+def _integer(name, value, low, high, expected):
+    """value as an int in low..high: a TypeError for a non-integer (a float, a bool, a str), a
+    ValueError out of range, in the words of the CLI's check of the same flag (`--top-k:
+    expected an integer in 0..256, got 300`)."""
+    message = f"generate(): {name}: expected an integer {expected}, got {value!r}"
+    if isinstance(value, bool):
+        raise TypeError(message)
+    try:
+        value = operator.index(value)  # an int or a NumPy integer; not 2.0
+    except TypeError:
+        raise TypeError(message) from None
+    if not low <= value <= high:
+        raise ValueError(message)
+    return value
 
 
 def load(checkpoint, precision=None):

@@ -4,7 +4,6 @@
 #include <mixprec/infer/infer.h>
 #include <mixprec/serve/serve.h>
 
-#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -109,9 +108,7 @@ void bind_infer(py::module_& m) {
         if (!p.spec().language_model || lm == nullptr)
           throw py::value_error(p.loaded().opened.path + " holds model " + p.spec().name +
                                 ", a classifier; generate() needs a language model");
-        if (max_tokens < 0) throw py::value_error("generate(): max_tokens must be >= 0");
-        if (!std::isfinite(temperature) || temperature < 0) throw py::value_error("generate(): temperature must be finite and >= 0");
-        if (top_k < 0 || top_k > 256) throw py::value_error("generate(): top_k must be in 0..256");
+        // The settings' types and ranges are checked once, in LoadedModel.generate (_load.py).
         std::string text;
         {
           py::gil_scoped_release nogil;

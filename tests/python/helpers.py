@@ -1,4 +1,5 @@
-"""Independent references for the Python tests: NumPy in float64, finite differences."""
+"""Independent references for the Python tests: NumPy in float64, finite differences, and the
+CLI to compare with."""
 import numpy as np
 
 import mixprec
@@ -48,3 +49,16 @@ def check_grad(mixprec_fn, numpy_fn, *inputs, rtol=1e-5, atol=1e-7):
             out.backward(mixprec.tensor(w, dtype=mixprec.float64))
         np.testing.assert_allclose(leaves[k].grad.numpy(), expected, rtol=rtol, atol=atol,
                                    err_msg=f"gradient of input {k}")
+
+
+def cli_path():
+    """The `mixprec` CLI of the build the package comes from (build/mixprec beside
+    build/python/mixprec); skips the test where only the package was built."""
+    import pathlib
+
+    import pytest
+
+    candidate = pathlib.Path(mixprec.__file__).resolve().parents[2] / "mixprec"
+    if not candidate.exists():
+        pytest.skip(f"the CLI is not built ({candidate}): build the whole project")
+    return candidate

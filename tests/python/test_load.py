@@ -9,16 +9,10 @@ import numpy as np
 import pytest
 
 import mixprec
+from helpers import cli_path
 
 SETTINGS = dict(model="cnn", precision="amp-bf16", epochs=1, batch_size=64, train_subset=128,
                 test_subset=64, seed=3, threads=2, self_check=False)
-
-
-def cli_path():
-    candidate = pathlib.Path(mixprec.__file__).resolve().parents[2] / "mixprec"
-    if not candidate.exists():
-        pytest.skip(f"the CLI is not built ({candidate}): build the whole project")
-    return candidate
 
 
 @pytest.fixture(scope="module")

@@ -7,16 +7,10 @@ import subprocess
 import pytest
 
 import mixprec
+from helpers import cli_path
 
 SETTINGS = dict(model="cnn", precision="amp-bf16", epochs=1, batch_size=64, train_subset=256,
                 test_subset=256, seed=3, threads=2, self_check=False)
-
-
-def cli_path():
-    candidate = pathlib.Path(mixprec.__file__).resolve().parents[2] / "mixprec"
-    if not candidate.exists():
-        pytest.skip(f"the CLI is not built ({candidate}): build the whole project")
-    return candidate
 
 
 def test_train_writes_a_run_and_reports_it(tmp_path):

@@ -56,9 +56,9 @@ void bind_nn(py::module_& m) {
       .def(py::init<int64_t, int64_t, bool>(), py::arg("in_features"), py::arg("out_features"),
            py::arg("bias"), release_gil());
   py::class_<nn::Conv2d, nn::Module, std::shared_ptr<nn::Conv2d>>(nn, "Conv2d")
-      .def(py::init<int64_t, int64_t, int64_t, int64_t, int64_t, bool>(), py::arg("in_channels"),
+      .def(py::init<int64_t, int64_t, int64_t, int64_t, int64_t, bool, int64_t, int64_t>(), py::arg("in_channels"),
            py::arg("out_channels"), py::arg("kernel_size"), py::arg("stride"), py::arg("padding"),
-           py::arg("bias"), release_gil());
+           py::arg("bias"), py::arg("dilation"), py::arg("groups"), release_gil());
   py::class_<nn::LayerNorm, nn::Module, std::shared_ptr<nn::LayerNorm>>(nn, "LayerNorm")
       .def(py::init<Shape, double, bool>(), py::arg("normalized_shape"), py::arg("eps"),
            py::arg("elementwise_affine"));

@@ -72,7 +72,10 @@ void bind_ops(py::module_& m) {
   using O = const std::optional<Tensor>&;
   m.def("linear", on_dense(+[](T x, T w, O b) { return linear(x, w, opt(b)); }), nogil);
   m.def("matmul", on_dense(&matmul), nogil);
-  m.def("conv2d", on_dense(+[](T x, T w, O b, int64_t stride, int64_t padding) { return conv2d(x, w, opt(b), stride, padding); }),
+  m.def("conv2d",
+        on_dense(+[](T x, T w, O b, int64_t stride, int64_t padding, int64_t dilation, int64_t groups) {
+          return conv2d(x, w, opt(b), stride, padding, dilation, groups);
+        }),
         nogil);
   m.def("max_pool2d", on_dense(&max_pool2d), nogil);
   m.def("avg_pool2d", on_dense(&avg_pool2d), nogil);

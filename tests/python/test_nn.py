@@ -161,8 +161,10 @@ def test_module_to_bfloat16_converts_parameters():
 
 
 def test_layers_refuse_what_they_cannot_do():
-    with pytest.raises(NotImplementedError, match="groups"):
-        nn.Conv2d(4, 4, 3, groups=2)
+    with pytest.raises(NotImplementedError, match="padding_mode"):
+        nn.Conv2d(4, 4, 3, padding_mode="reflect")
+    with pytest.raises(ValueError, match="groups"):
+        nn.Conv2d(4, 6, 3, groups=4)  # 6 output channels do not split into 4 groups
     with pytest.raises(ValueError, match="Linear|linear"):
         nn.Linear(3, 2)(mixprec.zeros(4, 5))
     with pytest.raises(AttributeError):

@@ -68,6 +68,8 @@ def copy_parameters(ours, theirs):
     (lambda m: m.Linear(12, 5, bias=False), (2, 3, 12)),
     (lambda m: m.Conv2d(3, 4, 3, padding=1), (2, 3, 8, 8)),
     (lambda m: m.Conv2d(3, 4, 5, stride=2), (2, 3, 11, 11)),
+    (lambda m: m.Conv2d(4, 4, 3, padding=1, groups=4), (2, 4, 7, 7)),   # depthwise
+    (lambda m: m.Conv2d(4, 6, 3, padding=2, dilation=2, groups=2), (2, 4, 9, 9)),
     (lambda m: m.LayerNorm(10), (3, 4, 10)),
     (lambda m: m.BatchNorm2d(3), (4, 3, 5, 5)),
     (lambda m: m.GELU(), (5, 6)),

@@ -23,16 +23,16 @@ def _single(value, name):
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    if _single(dilation, "dilation") != 1 or groups != 1:
-        raise NotImplementedError("mixprec's conv2d has no dilation or groups (dilation=1, groups=1)")
+    dilation = _single(dilation, "dilation")
     if padding == "same":
         k = weight.shape[-1]
-        if _single(stride, "stride") != 1 or k % 2 == 0:
-            raise NotImplementedError("padding='same' needs stride 1 and an odd kernel here")
-        padding = k // 2
+        if _single(stride, "stride") != 1 or (dilation * (k - 1)) % 2 == 1:
+            raise NotImplementedError("padding='same' needs stride 1 and an even dilation * (kernel - 1) here")
+        padding = dilation * (k - 1) // 2
     elif padding == "valid":
         padding = 0
-    return _C.conv2d(input, weight, bias, _single(stride, "stride"), _single(padding, "padding"))
+    return _C.conv2d(input, weight, bias, _single(stride, "stride"), _single(padding, "padding"), dilation,
+                     int(groups))
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,

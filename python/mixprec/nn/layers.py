@@ -24,23 +24,31 @@ class Conv2d(Module):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
                  groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
         super().__init__()
-        if padding_mode != "zeros" or F._single(dilation, "dilation") != 1 or groups != 1:
-            raise NotImplementedError("mixprec's Conv2d: padding_mode='zeros', dilation=1, groups=1 only")
+        if padding_mode != "zeros":
+            raise NotImplementedError("mixprec's Conv2d: padding_mode='zeros' only")
         k = F._single(kernel_size, "kernel_size")
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (k, k)
         self.stride = F._single(stride, "stride")
+        self.dilation, self.groups = F._single(dilation, "dilation"), int(groups)
         self.padding = padding if isinstance(padding, str) else F._single(padding, "padding")
-        engine_padding = k // 2 if padding == "same" else 0 if padding == "valid" else self.padding
-        _adopt(self, _C.nn.Conv2d(in_channels, out_channels, k, self.stride, engine_padding, bias),
+        same = self.dilation * (k - 1) // 2
+        engine_padding = same if padding == "same" else 0 if padding == "valid" else self.padding
+        _adopt(self, _C.nn.Conv2d(in_channels, out_channels, k, self.stride, engine_padding, bias,
+                                  self.dilation, self.groups),
                ["weight", "bias"])
         _cast_parameters(self, dtype)
 
     def forward(self, input):
-        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding)
+        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
     def extra_repr(self):
-        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-                f"stride={self.stride}, padding={self.padding}")
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+             f"stride={self.stride}, padding={self.padding}")
+        if self.dilation != 1:
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        return s
 
 
 class MaxPool2d(Module):

@@ -57,7 +57,7 @@ def rnd(*shape, positive=False):
 # p(shape...) (uniform in [0.5, 1.5)): floating inputs made in the order written, the first
 # being the data input. Integer targets and running statistics are not autocast inputs and
 # are written as constants in the expression (targets i64, statistics f32).
-OPS_DEF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include", "mixprec",
+OPS_DEF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include", "mixprec", "ops",
                        "ops.def")
 ROW = re.compile(r'^MIXPREC_(?:UNARY_|BINARY_)?OP\((\w+),.*"(.*)"\)\s*$')
 

@@ -31,6 +31,9 @@ namespace {
 // AVX-512). Avx512: the same contracts for float, 16 lanes per register.
 template <typename C>
 struct Plain {
+  // The form dot_cols and add_rows read a [depth, ld] operand in (its first cols columns):
+  // the matrix itself here and in Avx512; Bf16Dot's pairs of rows.
+  static const C* pack(const C* m, int64_t, int64_t, int64_t, C*) { return m; }
   // out[j] = sum_d x[d] mt[d ld + j] for j < cols; with acc, out[j] += that sum.
   static void dot_cols(const C* x, const C* mt, int64_t ld, int64_t depth, int64_t cols, C* out, bool acc = false) {
     if (!acc) std::fill(out, out + cols, C(0));
@@ -40,10 +43,10 @@ struct Plain {
       for (int64_t j = 0; j < cols; ++j) out[j] += a * m[j];
     }
   }
-  // out[x] += sum_t w[t ws] m[t ld + x] for x < width.
-  static void add_rows(C* out, const C* w, int64_t ws, const C* m, int64_t ld, int64_t count, int64_t width) {
+  // out[x] += sum_t w[t] m[t ld + x] for x < width.
+  static void add_rows(C* out, const C* w, const C* m, int64_t ld, int64_t count, int64_t width) {
     for (int64_t t = 0; t < count; ++t) {
-      const C a = w[t * ws];
+      const C a = w[t];
       const C* r = m + t * ld;
       for (int64_t x = 0; x < width; ++x) out[x] += a * r[x];
     }
@@ -103,14 +106,14 @@ __attribute__((target("avx512f"))) inline void dot_cols_nv(const float* x, const
 }
 
 template <int NV>
-__attribute__((target("avx512f"))) inline void add_rows_nv(float* out, const float* w, int64_t ws, const float* m,
+__attribute__((target("avx512f"))) inline void add_rows_nv(float* out, const float* w, const float* m,
                                                            int64_t ld, int64_t count, int64_t left) {
   __mmask16 k[NV];
   __m512 a[NV];
 #pragma GCC unroll 4
   for (int v = 0; v < NV; ++v) k[v] = live16(16 * v, left), a[v] = _mm512_maskz_loadu_ps(k[v], out + 16 * v);
   for (int64_t t = 0; t < count; ++t) {
-    const __m512 b = _mm512_set1_ps(w[t * ws]);
+    const __m512 b = _mm512_set1_ps(w[t]);
     const float* r = m + t * ld;
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) a[v] = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(k[v], r + 16 * v), a[v]);
@@ -120,6 +123,7 @@ __attribute__((target("avx512f"))) inline void add_rows_nv(float* out, const flo
 }
 
 struct Avx512 {
+  static const float* pack(const float* m, int64_t, int64_t, int64_t, float*) { return m; }
   __attribute__((target("avx512f"))) static void dot_cols(const float* x, const float* mt, int64_t ld, int64_t depth,
                                                           int64_t cols, float* out, bool acc = false) {
     for (int64_t j0 = 0; j0 < cols; j0 += 64) {
@@ -130,14 +134,14 @@ struct Avx512 {
       else dot_cols_nv<1>(x, mt + j0, ld, depth, left, out + j0, acc);
     }
   }
-  __attribute__((target("avx512f"))) static void add_rows(float* out, const float* w, int64_t ws, const float* m,
-                                                          int64_t ld, int64_t count, int64_t width) {
+  __attribute__((target("avx512f"))) static void add_rows(float* out, const float* w, const float* m, int64_t ld,
+                                                          int64_t count, int64_t width) {
     for (int64_t x0 = 0; x0 < width; x0 += 64) {
       const int64_t left = width - x0;
-      if (left > 48) add_rows_nv<4>(out + x0, w, ws, m + x0, ld, count, left);
-      else if (left > 32) add_rows_nv<3>(out + x0, w, ws, m + x0, ld, count, left);
-      else if (left > 16) add_rows_nv<2>(out + x0, w, ws, m + x0, ld, count, left);
-      else add_rows_nv<1>(out + x0, w, ws, m + x0, ld, count, left);
+      if (left > 48) add_rows_nv<4>(out + x0, w, m + x0, ld, count, left);
+      else if (left > 32) add_rows_nv<3>(out + x0, w, m + x0, ld, count, left);
+      else if (left > 16) add_rows_nv<2>(out + x0, w, m + x0, ld, count, left);
+      else add_rows_nv<1>(out + x0, w, m + x0, ld, count, left);
     }
   }
   __attribute__((target("avx512f"))) static float scale_max(float* s, int64_t n, float scale, const float* bias) {
@@ -180,12 +184,118 @@ struct Avx512 {
     }
   }
 };
+
+// ---- Bf16Dot: Avx512 with every product on AVX512-BF16's vdpbf16ps, for bf16 inputs. One
+// instruction multiplies 16 pairs of bf16 and adds both products to 16 f32 sums: twice the
+// multiply-adds of an f32 FMA, as in oneDNN's bf16 GEMMs. So the reduced dimension goes in
+// pairs: a [depth, ld] operand is packed as [ceil(depth / 2), ld] 32-bit words, word (p, j)
+// holding rows 2p and 2p + 1 of column j (the second 0 past an odd depth), and the row
+// vector x is rounded to bf16 pairs as it is read. The operands that come from bf16 inputs
+// (Q, K, V, dO) round back exactly; P and dS are rounded to bf16 here (2^-9 relative, as the
+// unfused route's bf16 probabilities and score gradients are), while every sum, the running
+// max and sum of the online softmax and the log-sum-exp stay f32.
+
+// NV registers of Bf16Dot::dot_cols over `depth` elements of x (pairs xp) and the packed m.
+template <int NV>
+__attribute__((target("avx512f,avx512bf16"))) inline void dot_cols_bf16_nv(const uint32_t* xp, const uint32_t* m,
+                                                                        int64_t ld, int64_t depth, int64_t left,
+                                                                        float* out, bool acc) {
+  __mmask16 k[NV];
+  __m512 a[NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v)
+    k[v] = live16(16 * v, left), a[v] = acc ? _mm512_maskz_loadu_ps(k[v], out + 16 * v) : _mm512_setzero_ps();
+  const int64_t pairs = depth / 2;
+  for (int64_t p = 0; p < pairs; ++p) {
+    const __m512bh b = (__m512bh)_mm512_set1_epi32(int(xp[p]));
+    const uint32_t* r = m + p * ld;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) a[v] = _mm512_dpbf16_ps(a[v], (__m512bh)_mm512_maskz_loadu_epi32(k[v], r + 16 * v), b);
+  }
+  if (depth & 1) {
+    // The last row alone: x's pad is 0, and the word's second half (the next row: a later
+    // key, or pack's 0) is cleared too, so that an inf or NaN there cannot add 0 * inf.
+    const __m512bh b = (__m512bh)_mm512_set1_epi32(int(xp[pairs]));
+    const __m512i low = _mm512_set1_epi32(0xffff);
+    const uint32_t* r = m + pairs * ld;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v)
+      a[v] = _mm512_dpbf16_ps(a[v], (__m512bh)_mm512_and_si512(_mm512_maskz_loadu_epi32(k[v], r + 16 * v), low), b);
+  }
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out + 16 * v, k[v], a[v]);
+}
+
+struct Bf16Dot : Avx512 {
+  // m [depth, ld] (its first cols columns) as pairs of rows in 32-bit words, into dst
+  // (packed_floats(depth, ld) floats).
+  __attribute__((target("avx512f,avx512bf16"))) static const float* pack(const float* m, int64_t depth, int64_t ld,
+                                                                        int64_t cols, float* dst) {
+    uint32_t* o = reinterpret_cast<uint32_t*>(dst);
+    for (int64_t p = 0; p < (depth + 1) / 2; ++p) {
+      const float* r0 = m + 2 * p * ld;
+      const bool second = 2 * p + 1 < depth;
+      for (int64_t j = 0; j < cols; j += 16) {
+        const __mmask16 k = lanes16(j, cols);
+        const __m512 a = _mm512_maskz_loadu_ps(k, r0 + j);
+        const __m512 b = second ? _mm512_maskz_loadu_ps(k, r0 + ld + j) : _mm512_setzero_ps();
+        const __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(a));
+        const __m512i hi = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(b));
+        _mm512_mask_storeu_epi32(o + p * ld + j, k, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+      }
+    }
+    return dst;
+  }
+  // out[j] (+)= sum_d x[d] m[d ld + j], m packed.
+  __attribute__((target("avx512f,avx512bf16"))) static void dot_cols(const float* x, const float* mp, int64_t ld,
+                                                                    int64_t depth, int64_t cols, float* out,
+                                                                    bool acc = false) {
+    if (depth <= 0) {
+      if (!acc) std::fill(out, out + cols, 0.0f);
+      return;
+    }
+    // x in chunks of kChunk elements (even), rounded to bf16 pairs on the stack; a chunk's
+    // sums go through out in f32, exactly as if kept in registers.
+    constexpr int64_t kChunk = 256;
+    alignas(64) uint32_t xp[kChunk / 2];
+    const uint32_t* m = reinterpret_cast<const uint32_t*>(mp);
+    for (int64_t d0 = 0; d0 < depth; d0 += kChunk) {
+      const int64_t n = std::min(kChunk, depth - d0);
+      for (int64_t i = 0; i < n; i += 32) {
+        const __m512 lo = _mm512_maskz_loadu_ps(live16(i, n), x + d0 + i);
+        const __m512 hi = _mm512_maskz_loadu_ps(live16(i + 16, n), x + d0 + i + 16);
+        _mm512_store_si512(xp + i / 2, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+      }
+      const uint32_t* mc = m + (d0 / 2) * ld;
+      const bool a = acc || d0 > 0;
+      for (int64_t j0 = 0; j0 < cols; j0 += 64) {
+        const int64_t left = cols - j0;
+        if (left > 48) dot_cols_bf16_nv<4>(xp, mc + j0, ld, n, left, out + j0, a);
+        else if (left > 32) dot_cols_bf16_nv<3>(xp, mc + j0, ld, n, left, out + j0, a);
+        else if (left > 16) dot_cols_bf16_nv<2>(xp, mc + j0, ld, n, left, out + j0, a);
+        else dot_cols_bf16_nv<1>(xp, mc + j0, ld, n, left, out + j0, a);
+      }
+    }
+  }
+  static void add_rows(float* out, const float* w, const float* mp, int64_t ld, int64_t count, int64_t width) {
+    dot_cols(w, mp, ld, count, width, out, true);
+  }
+};
 #pragma GCC diagnostic pop
 
 bool use_avx512() {
   static const bool yes = cpu_features().avx512f;
   return yes;
 }
+
+// bf16 inputs on a CPU with AVX512-BF16 (MIXPREC_CPU_DISABLE=avx512_bf16 hides it).
+bool use_bf16_dot(DType dt) {
+  static const bool yes = cpu_features().avx512f && cpu_features().avx512_bf16;
+  return yes && dt == DType::bf16;
+}
+
+// Floats a packed [depth, ld] operand takes (Bf16Dot::pack; the others need none).
+inline int64_t packed_floats(int64_t depth, int64_t ld) { return (depth + 1) / 2 * ld; }
 
 // What every tile reads: the operands as raw rows, the geometry, the key bias in C.
 template <typename C>
@@ -264,9 +374,21 @@ Ctx<C> make_ctx(const FlashAttention& t) {
 }
 
 // Scratch a thread needs for any tile (elements of C).
+// The tiles' own buffers come first, from buf; the packed operands after them, from
+// packs(g, buf).
+template <typename C>
+int64_t tile_size(const Ctx<C>& g) {
+  return g.bs * (8 * g.D + 6 * g.Dv + 2 * g.bs + 4);
+}
+template <typename C>
+C* packs(const Ctx<C>& g, C* buf) {
+  return buf + tile_size(g);
+}
 template <typename C>
 size_t scratch_size(const Ctx<C>& g) {
-  return size_t(g.bs * (8 * g.D + 6 * g.Dv + 2 * g.bs + 4));
+  // The most a tile packs: backward_kv_tile's K^T, V^T, K, P and dS.
+  return size_t(tile_size(g) + packed_floats(g.D, g.bs) + packed_floats(g.Dv, g.bs) + packed_floats(g.bs, g.D) +
+                2 * packed_floats(g.bs, g.bs));
 }
 
 // ---- forward: one head's block of query rows against every key block it sees ----
@@ -285,12 +407,14 @@ void forward_tile(const Ctx<C>& g, int64_t n, int64_t qb, C* buf, void* out, C* 
     g.load(g.k, g.dt, n, c0, cols, D, Kr);
     transpose(Kr, cols, D, Kt, bs);
     g.load(g.v, g.dt, n, c0, cols, Dv, V);
+    const C* Ktp = I::pack(Kt, D, bs, cols, packs(g, buf));
+    const C* Vp = I::pack(V, cols, Dv, Dv, packs(g, buf) + packed_floats(D, bs));
     const C* bias = g.bias_at(n, c0);
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t lim = g.visible(r0 + i, c0, cols);
       if (lim <= 0) continue;
       C* p = P + i * bs;
-      I::dot_cols(Q + i * D, Kt, bs, D, lim, p);
+      I::dot_cols(Q + i * D, Ktp, bs, D, lim, p);
       const C m_new = std::max(m[i], I::scale_max(p, lim, g.scale, bias));
       // The running sum and output rescaled to the new max (nothing to rescale at first).
       const C alpha = m[i] == -std::numeric_limits<C>::infinity() ? C(0) : std::exp(m[i] - m_new);
@@ -298,7 +422,7 @@ void forward_tile(const Ctx<C>& g, int64_t n, int64_t qb, C* buf, void* out, C* 
       l[i] = l[i] * alpha + sum;
       C* o = O + i * Dv;
       I::scale_row(o, Dv, alpha);
-      I::add_rows(o, p, 1, V, Dv, lim, Dv);
+      I::add_rows(o, p, Vp, Dv, lim, Dv);
       m[i] = m_new;
     }
   }
@@ -353,6 +477,12 @@ void backward_kv_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads
     transpose(Kr, cols, D, Kt, bs);
     g.load(g.v, g.dt, n, c0, cols, Dv, tmp);
     transpose(tmp, cols, Dv, Vt, bs);
+    C* pk = packs(g, buf);
+    const C* Ktp = I::pack(Kt, D, bs, cols, pk);
+    const C* Vtp = I::pack(Vt, Dv, bs, cols, pk += packed_floats(D, bs));
+    const C* Krp = I::pack(Kr, cols, D, D, pk += packed_floats(Dv, bs));
+    C* Pp = pk += packed_floats(bs, D);
+    C* dSp = pk + packed_floats(bs, bs);
     const C* bias = g.bias_at(n, c0);
     for (int64_t qb = g.causal ? c0 / bs : 0; qb < g.nb; ++qb) {
       const int64_t r0 = qb * bs, rows = std::min(bs, S - r0);
@@ -361,14 +491,16 @@ void backward_kv_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads
       transpose(Q, rows, D, Qt, bs);
       transpose(dO, rows, Dv, dOt, bs);
       for (int64_t i = 0; i < rows; ++i)
-        probs_and_dscores<C, I>(g, Q + i * D, dO + i * Dv, Kt, Vt, bias, g.visible(r0 + i, c0, cols), cols,
+        probs_and_dscores<C, I>(g, Q + i * D, dO + i * Dv, Ktp, Vtp, bias, g.visible(r0 + i, c0, cols), cols,
                                 lse[n * S + r0 + i], delta[n * S + r0 + i], P + i * bs, dS + i * bs);
-      for (int64_t x = 0; x < Dv; ++x) I::dot_cols(dOt + x * bs, P, bs, rows, cols, dVt + x * bs, true);  // dV += P^T dO
-      for (int64_t x = 0; x < D; ++x) I::dot_cols(Qt + x * bs, dS, bs, rows, cols, dKt + x * bs, true);  // dK += dS^T Q
+      const C* Pk = I::pack(P, rows, bs, cols, Pp);
+      const C* dSk = I::pack(dS, rows, bs, cols, dSp);
+      for (int64_t x = 0; x < Dv; ++x) I::dot_cols(dOt + x * bs, Pk, bs, rows, cols, dVt + x * bs, true);  // dV += P^T dO
+      for (int64_t x = 0; x < D; ++x) I::dot_cols(Qt + x * bs, dSk, bs, rows, cols, dKt + x * bs, true);  // dK += dS^T Q
       if (dq)
         for (int64_t i = 0; i < rows; ++i) {
           const int64_t lim = g.visible(r0 + i, c0, cols);
-          if (lim > 0) I::add_rows(dq + (r0 + i) * D, dS + i * bs, 1, Kr, D, lim, D);  // dQ_i += sum_j dS_ij K_j
+          if (lim > 0) I::add_rows(dq + (r0 + i) * D, dS + i * bs, Krp, D, lim, D);  // dQ_i += sum_j dS_ij K_j
         }
     }
   }
@@ -394,13 +526,17 @@ void backward_q_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads&
     transpose(Kr, cols, D, Kt, bs);
     g.load(g.v, g.dt, n, c0, cols, Dv, tmp);
     transpose(tmp, cols, Dv, Vt, bs);
+    C* pk = packs(g, buf);
+    const C* Ktp = I::pack(Kt, D, bs, cols, pk);
+    const C* Vtp = I::pack(Vt, Dv, bs, cols, pk += packed_floats(D, bs));
+    const C* Krp = I::pack(Kr, cols, D, D, pk + packed_floats(Dv, bs));
     const C* bias = g.bias_at(n, c0);
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t lim = g.visible(r0 + i, c0, cols);
       if (lim <= 0) continue;
-      probs_and_dscores<C, I>(g, Q + i * D, dO + i * Dv, Kt, Vt, bias, lim, cols, lse[n * S + r0 + i],
+      probs_and_dscores<C, I>(g, Q + i * D, dO + i * Dv, Ktp, Vtp, bias, lim, cols, lse[n * S + r0 + i],
                               delta[n * S + r0 + i], P, dS);
-      I::add_rows(dQ + i * D, dS, 1, Kr, D, lim, D);  // dQ_i += sum_j dS_ij K_j
+      I::add_rows(dQ + i * D, dS, Krp, D, lim, D);  // dQ_i += sum_j dS_ij K_j
     }
   }
   g.store(dQ, gr.dq, g.dt, n, r0, rows, D);
@@ -476,12 +612,14 @@ std::vector<Tensor> backward(const FlashAttention& t, const Tensor& d_out) {
 
 void flash_attention_forward(FlashAttention& t) {
   if (t.q.dtype() == DType::f64) return forward<double, Plain<double>>(t);
+  if (use_bf16_dot(t.q.dtype())) return forward<float, Bf16Dot>(t);
   if (use_avx512()) return forward<float, Avx512>(t);
   forward<float, Plain<float>>(t);
 }
 
 std::vector<Tensor> flash_attention_backward(const FlashAttention& t, const Tensor& d_out) {
   if (t.q.dtype() == DType::f64) return backward<double, Plain<double>>(t, d_out);
+  if (use_bf16_dot(t.q.dtype())) return backward<float, Bf16Dot>(t, d_out);
   if (use_avx512()) return backward<float, Avx512>(t, d_out);
   return backward<float, Plain<float>>(t, d_out);
 }

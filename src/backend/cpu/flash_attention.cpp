@@ -31,24 +31,21 @@ namespace {
 // AVX-512). Avx512: the same contracts for float, 16 lanes per register.
 template <typename C>
 struct Plain {
-  // The form dot_cols and add_rows read a [depth, ld] operand in (its first cols columns):
-  // the matrix itself here and in Avx512; Bf16Dot's pairs of rows.
+  // The form gemm reads its [depth, ld] operand m in (its first cols columns): the matrix
+  // itself here and in Avx512; Bf16Dot's pairs of rows.
   static const C* pack(const C* m, int64_t, int64_t, int64_t, C*) { return m; }
-  // out[j] = sum_d x[d] mt[d ld + j] for j < cols; with acc, out[j] += that sum.
-  static void dot_cols(const C* x, const C* mt, int64_t ld, int64_t depth, int64_t cols, C* out, bool acc = false) {
-    if (!acc) std::fill(out, out + cols, C(0));
-    for (int64_t d = 0; d < depth; ++d) {
-      const C a = x[d];
-      const C* m = mt + d * ld;
-      for (int64_t j = 0; j < cols; ++j) out[j] += a * m[j];
-    }
-  }
-  // out[x] += sum_t w[t] m[t ld + x] for x < width.
-  static void add_rows(C* out, const C* w, const C* m, int64_t ld, int64_t count, int64_t width) {
-    for (int64_t t = 0; t < count; ++t) {
-      const C a = w[t];
-      const C* r = m + t * ld;
-      for (int64_t x = 0; x < width; ++x) out[x] += a * r[x];
+  // out[i ldo + j] (+ with acc)= sum_{d < depth} a[i lda + d] m[d ld + j], for i < rows and
+  // j < cols, each sum in the order of d; m in pack's form, work: scratch (Bf16Dot's).
+  static void gemm(const C* a, int64_t lda, int64_t rows, const C* m, int64_t ld, int64_t depth, int64_t cols, C* out,
+                   int64_t ldo, bool acc, C*) {
+    for (int64_t i = 0; i < rows; ++i) {
+      C* o = out + i * ldo;
+      if (!acc) std::fill(o, o + cols, C(0));
+      for (int64_t d = 0; d < depth; ++d) {
+        const C x = a[i * lda + d];
+        const C* r = m + d * ld;
+        for (int64_t j = 0; j < cols; ++j) o[j] += x * r[j];
+      }
     }
   }
   // s[j] := scale s[j] + bias[j] (no bias: null); returns the max.
@@ -86,63 +83,67 @@ __attribute__((target("avx512f"))) inline __mmask16 live16(int64_t i, int64_t n)
   return i < n ? lanes16(i, n) : __mmask16(0);
 }
 
-// NV registers (16 columns each) of dot_cols, the accumulators kept in registers over depth.
-template <int NV>
-__attribute__((target("avx512f"))) inline void dot_cols_nv(const float* x, const float* mt, int64_t ld, int64_t depth,
-                                                           int64_t left, float* out, bool acc) {
-  __mmask16 k[NV];
-  __m512 a[NV];
-#pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v)
-    k[v] = live16(16 * v, left), a[v] = acc ? _mm512_maskz_loadu_ps(k[v], out + 16 * v) : _mm512_setzero_ps();
-  for (int64_t d = 0; d < depth; ++d) {
-    const __m512 b = _mm512_set1_ps(x[d]);
-    const float* m = mt + d * ld;
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) a[v] = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(k[v], m + 16 * v), a[v]);
+// Calls K<R, NV>::run for a block of R rows (1..kRows) and NV registers of 16 columns
+// (1..4, the 64 columns from `left` on): the micro-kernels of gemm, which keep R x NV sums in
+// registers over the whole depth (each loaded operand row serves R rows, and R x NV
+// independent chains hide the multiply-add's latency).
+inline constexpr int64_t kRows = 4;
+template <template <int, int> class K, int R, typename... A>
+inline void by_width(int64_t left, A... a) {
+  if (left > 48) K<R, 4>::run(left, a...);
+  else if (left > 32) K<R, 3>::run(left, a...);
+  else if (left > 16) K<R, 2>::run(left, a...);
+  else K<R, 1>::run(left, a...);
+}
+template <template <int, int> class K, typename... A>
+inline void by_block(int64_t rows, int64_t left, A... a) {
+  switch (rows) {
+    case 4: return by_width<K, 4>(left, a...);
+    case 3: return by_width<K, 3>(left, a...);
+    case 2: return by_width<K, 2>(left, a...);
+    default: return by_width<K, 1>(left, a...);
   }
-#pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out + 16 * v, k[v], a[v]);
 }
 
-template <int NV>
-__attribute__((target("avx512f"))) inline void add_rows_nv(float* out, const float* w, const float* m,
-                                                           int64_t ld, int64_t count, int64_t left) {
-  __mmask16 k[NV];
-  __m512 a[NV];
+template <int R, int NV>
+struct GemmF32 {
+  __attribute__((target("avx512f"))) static void run(int64_t left, const float* a, int64_t lda, const float* m,
+                                                     int64_t ld, int64_t depth, float* out, int64_t ldo, bool acc) {
+    __mmask16 k[NV];
+    __m512 c[R][NV];
 #pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v) k[v] = live16(16 * v, left), a[v] = _mm512_maskz_loadu_ps(k[v], out + 16 * v);
-  for (int64_t t = 0; t < count; ++t) {
-    const __m512 b = _mm512_set1_ps(w[t]);
-    const float* r = m + t * ld;
+    for (int v = 0; v < NV; ++v) k[v] = live16(16 * v, left);
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) a[v] = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(k[v], r + 16 * v), a[v]);
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v)
+        c[r][v] = acc ? _mm512_maskz_loadu_ps(k[v], out + r * ldo + 16 * v) : _mm512_setzero_ps();
+    for (int64_t d = 0; d < depth; ++d) {
+      __m512 b[NV];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) b[v] = _mm512_maskz_loadu_ps(k[v], m + d * ld + 16 * v);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const __m512 x = _mm512_set1_ps(a[r * lda + d]);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) c[r][v] = _mm512_fmadd_ps(x, b[v], c[r][v]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out + r * ldo + 16 * v, k[v], c[r][v]);
   }
-#pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out + 16 * v, k[v], a[v]);
-}
+};
 
 struct Avx512 {
   static const float* pack(const float* m, int64_t, int64_t, int64_t, float*) { return m; }
-  __attribute__((target("avx512f"))) static void dot_cols(const float* x, const float* mt, int64_t ld, int64_t depth,
-                                                          int64_t cols, float* out, bool acc = false) {
-    for (int64_t j0 = 0; j0 < cols; j0 += 64) {
-      const int64_t left = cols - j0;
-      if (left > 48) dot_cols_nv<4>(x, mt + j0, ld, depth, left, out + j0, acc);
-      else if (left > 32) dot_cols_nv<3>(x, mt + j0, ld, depth, left, out + j0, acc);
-      else if (left > 16) dot_cols_nv<2>(x, mt + j0, ld, depth, left, out + j0, acc);
-      else dot_cols_nv<1>(x, mt + j0, ld, depth, left, out + j0, acc);
-    }
-  }
-  __attribute__((target("avx512f"))) static void add_rows(float* out, const float* w, const float* m, int64_t ld,
-                                                          int64_t count, int64_t width) {
-    for (int64_t x0 = 0; x0 < width; x0 += 64) {
-      const int64_t left = width - x0;
-      if (left > 48) add_rows_nv<4>(out + x0, w, m + x0, ld, count, left);
-      else if (left > 32) add_rows_nv<3>(out + x0, w, m + x0, ld, count, left);
-      else if (left > 16) add_rows_nv<2>(out + x0, w, m + x0, ld, count, left);
-      else add_rows_nv<1>(out + x0, w, m + x0, ld, count, left);
-    }
+  static void gemm(const float* a, int64_t lda, int64_t rows, const float* m, int64_t ld, int64_t depth, int64_t cols,
+                   float* out, int64_t ldo, bool acc, float*) {
+    for (int64_t i = 0; i < rows; i += kRows)
+      for (int64_t j0 = 0; j0 < cols; j0 += 64)
+        by_block<GemmF32>(std::min(kRows, rows - i), cols - j0, a + i * lda, lda, m + j0, ld, depth,
+                          out + i * ldo + j0, ldo, acc);
   }
   __attribute__((target("avx512f"))) static float scale_max(float* s, int64_t n, float scale, const float* bias) {
     __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
@@ -195,36 +196,45 @@ struct Avx512 {
 // unfused route's bf16 probabilities and score gradients are), while every sum, the running
 // max and sum of the online softmax and the log-sum-exp stay f32.
 
-// NV registers of Bf16Dot::dot_cols over `depth` elements of x (pairs xp) and the packed m.
-template <int NV>
-__attribute__((target("avx512f,avx512bf16"))) inline void dot_cols_bf16_nv(const uint32_t* xp, const uint32_t* m,
-                                                                        int64_t ld, int64_t depth, int64_t left,
-                                                                        float* out, bool acc) {
-  __mmask16 k[NV];
-  __m512 a[NV];
+// GemmF32's twin: a holds the rows as bf16 pairs (lda words a row), m is packed; a
+// depth-step is a pair of m's rows.
+template <int R, int NV>
+struct GemmBf16 {
+  __attribute__((target("avx512f,avx512bf16"))) static void run(int64_t left, const uint32_t* a, int64_t lda,
+                                                                const uint32_t* m, int64_t ld, int64_t depth,
+                                                                float* out, int64_t ldo, bool acc) {
+    __mmask16 k[NV];
+    __m512 c[R][NV];
 #pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v)
-    k[v] = live16(16 * v, left), a[v] = acc ? _mm512_maskz_loadu_ps(k[v], out + 16 * v) : _mm512_setzero_ps();
-  const int64_t pairs = depth / 2;
-  for (int64_t p = 0; p < pairs; ++p) {
-    const __m512bh b = (__m512bh)_mm512_set1_epi32(int(xp[p]));
-    const uint32_t* r = m + p * ld;
+    for (int v = 0; v < NV; ++v) k[v] = live16(16 * v, left);
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) a[v] = _mm512_dpbf16_ps(a[v], (__m512bh)_mm512_maskz_loadu_epi32(k[v], r + 16 * v), b);
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v)
+        c[r][v] = acc ? _mm512_maskz_loadu_ps(k[v], out + r * ldo + 16 * v) : _mm512_setzero_ps();
+    const int64_t pairs = depth / 2;
+    for (int64_t p = 0; p <= pairs; ++p) {
+      if (p == pairs && !(depth & 1)) break;
+      // The last word of an odd depth: a's pad is 0, and m's second half (the next row: a
+      // later key, or pack's 0) is cleared too, so that an inf or NaN there cannot add 0 * inf.
+      const __m512i keep = _mm512_set1_epi32(p < pairs ? -1 : 0xffff);
+      __m512bh b[NV];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v)
+        b[v] = (__m512bh)_mm512_and_si512(_mm512_maskz_loadu_epi32(k[v], m + p * ld + 16 * v), keep);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const __m512bh x = (__m512bh)_mm512_set1_epi32(int(a[r * lda + p]));
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) c[r][v] = _mm512_dpbf16_ps(c[r][v], b[v], x);
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out + r * ldo + 16 * v, k[v], c[r][v]);
   }
-  if (depth & 1) {
-    // The last row alone: x's pad is 0, and the word's second half (the next row: a later
-    // key, or pack's 0) is cleared too, so that an inf or NaN there cannot add 0 * inf.
-    const __m512bh b = (__m512bh)_mm512_set1_epi32(int(xp[pairs]));
-    const __m512i low = _mm512_set1_epi32(0xffff);
-    const uint32_t* r = m + pairs * ld;
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v)
-      a[v] = _mm512_dpbf16_ps(a[v], (__m512bh)_mm512_and_si512(_mm512_maskz_loadu_epi32(k[v], r + 16 * v), low), b);
-  }
-#pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out + 16 * v, k[v], a[v]);
-}
+};
 
 struct Bf16Dot : Avx512 {
   // m [depth, ld] (its first cols columns) as pairs of rows in 32-bit words, into dst
@@ -246,39 +256,29 @@ struct Bf16Dot : Avx512 {
     }
     return dst;
   }
-  // out[j] (+)= sum_d x[d] m[d ld + j], m packed.
-  __attribute__((target("avx512f,avx512bf16"))) static void dot_cols(const float* x, const float* mp, int64_t ld,
-                                                                    int64_t depth, int64_t cols, float* out,
-                                                                    bool acc = false) {
+  // a's rows are rounded to bf16 pairs into work first (gemm_work_floats).
+  __attribute__((target("avx512f,avx512bf16"))) static void gemm(const float* a, int64_t lda, int64_t rows,
+                                                                const float* m, int64_t ld, int64_t depth,
+                                                                int64_t cols, float* out, int64_t ldo, bool acc,
+                                                                float* work) {
     if (depth <= 0) {
-      if (!acc) std::fill(out, out + cols, 0.0f);
+      if (!acc)
+        for (int64_t i = 0; i < rows; ++i) std::fill(out + i * ldo, out + i * ldo + cols, 0.0f);
       return;
     }
-    // x in chunks of kChunk elements (even), rounded to bf16 pairs on the stack; a chunk's
-    // sums go through out in f32, exactly as if kept in registers.
-    constexpr int64_t kChunk = 256;
-    alignas(64) uint32_t xp[kChunk / 2];
-    const uint32_t* m = reinterpret_cast<const uint32_t*>(mp);
-    for (int64_t d0 = 0; d0 < depth; d0 += kChunk) {
-      const int64_t n = std::min(kChunk, depth - d0);
-      for (int64_t i = 0; i < n; i += 32) {
-        const __m512 lo = _mm512_maskz_loadu_ps(live16(i, n), x + d0 + i);
-        const __m512 hi = _mm512_maskz_loadu_ps(live16(i + 16, n), x + d0 + i + 16);
-        _mm512_store_si512(xp + i / 2, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    const int64_t words = (depth + 1) / 2;
+    uint32_t* w = reinterpret_cast<uint32_t*>(work);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t d = 0; d < depth; d += 32) {
+        const __m512 lo = _mm512_maskz_loadu_ps(live16(d, depth), a + i * lda + d);
+        const __m512 hi = _mm512_maskz_loadu_ps(live16(d + 16, depth), a + i * lda + d + 16);
+        _mm512_mask_storeu_epi32(w + i * words + d / 2, live16(d / 2, words), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
       }
-      const uint32_t* mc = m + (d0 / 2) * ld;
-      const bool a = acc || d0 > 0;
-      for (int64_t j0 = 0; j0 < cols; j0 += 64) {
-        const int64_t left = cols - j0;
-        if (left > 48) dot_cols_bf16_nv<4>(xp, mc + j0, ld, n, left, out + j0, a);
-        else if (left > 32) dot_cols_bf16_nv<3>(xp, mc + j0, ld, n, left, out + j0, a);
-        else if (left > 16) dot_cols_bf16_nv<2>(xp, mc + j0, ld, n, left, out + j0, a);
-        else dot_cols_bf16_nv<1>(xp, mc + j0, ld, n, left, out + j0, a);
-      }
-    }
-  }
-  static void add_rows(float* out, const float* w, const float* mp, int64_t ld, int64_t count, int64_t width) {
-    dot_cols(w, mp, ld, count, width, out, true);
+    const uint32_t* mw = reinterpret_cast<const uint32_t*>(m);
+    for (int64_t i = 0; i < rows; i += kRows)
+      for (int64_t j0 = 0; j0 < cols; j0 += 64)
+        by_block<GemmBf16>(std::min(kRows, rows - i), cols - j0, w + i * words, words, mw + j0, ld, depth,
+                           out + i * ldo + j0, ldo, acc);
   }
 };
 #pragma GCC diagnostic pop
@@ -373,30 +373,55 @@ Ctx<C> make_ctx(const FlashAttention& t) {
   return g;
 }
 
-// Scratch a thread needs for any tile (elements of C).
-// The tiles' own buffers come first, from buf; the packed operands after them, from
-// packs(g, buf).
+// Scratch a thread needs for any tile (elements of C): the tiles' own buffers from buf, the
+// packed operands after them (packs(g, buf)), then gemm's work (Bf16Dot's bf16 rows).
 template <typename C>
 int64_t tile_size(const Ctx<C>& g) {
   return g.bs * (8 * g.D + 6 * g.Dv + 2 * g.bs + 4);
+}
+template <typename C>
+int64_t packs_size(const Ctx<C>& g) {
+  // The most a tile packs: backward_kv_tile's K^T, V^T, K, P and dS.
+  return packed_floats(g.D, g.bs) + packed_floats(g.Dv, g.bs) + packed_floats(g.bs, g.D) +
+         2 * packed_floats(g.bs, g.bs);
 }
 template <typename C>
 C* packs(const Ctx<C>& g, C* buf) {
   return buf + tile_size(g);
 }
 template <typename C>
+C* work(const Ctx<C>& g, C* buf) {
+  return buf + tile_size(g) + packs_size(g);
+}
+template <typename C>
 size_t scratch_size(const Ctx<C>& g) {
-  // The most a tile packs: backward_kv_tile's K^T, V^T, K, P and dS.
-  return size_t(tile_size(g) + packed_floats(g.D, g.bs) + packed_floats(g.Dv, g.bs) + packed_floats(g.bs, g.D) +
-                2 * packed_floats(g.bs, g.bs));
+  // gemm's a: at most max(bs, D, Dv) rows of at most max(bs, D) elements, in pairs.
+  const int64_t most = std::max({g.bs, g.D, g.Dv});
+  return size_t(tile_size(g) + packs_size(g) + packed_floats(std::max(g.bs, g.D), most) + 16);
 }
 
-// ---- forward: one head's block of query rows against every key block it sees ----
+// out row i += a row i times m's first lim(i) rows, for i < rows, with lim(i) growing with
+// i (causal) or constant: in blocks of kRows rows, each to its last row's lim; a row's entries
+// of a past its own lim must be 0. The blocks are the same wherever a product is taken
+// (backward_kv_tile's dQ terms and backward_q_tile's), so are the bits.
+template <typename C, typename I, typename Lim>
+void gemm_rows(const C* a, int64_t lda, int64_t rows, const C* m, int64_t ld, int64_t cols, C* out, int64_t ldo,
+               Lim lim, C* w) {
+  for (int64_t i = 0; i < rows; i += kRows) {
+    const int64_t h = std::min(kRows, rows - i), depth = lim(i + h - 1);
+    if (depth > 0) I::gemm(a + i * lda, lda, h, m, ld, depth, cols, out + i * ldo, ldo, true, w);
+  }
+}
+
+// ---- forward: one head's block of query rows against every key block it sees. Per key
+// block: the scores of all rows (S = Q K^T, every column; a causal diagonal block's hidden
+// ones are dropped next), then each row's online-softmax step (its max, e^(s - m) on its
+// visible keys, 0 past them, the running sum and output rescaled), then O += P V.
 template <typename C, typename I>
 void forward_tile(const Ctx<C>& g, int64_t n, int64_t qb, C* buf, void* out, C* lse) {
   const int64_t bs = g.bs, D = g.D, Dv = g.Dv, S = g.S, r0 = qb * bs, rows = std::min(bs, S - r0);
   C *Q = buf, *Kr = Q + bs * D, *Kt = Kr + bs * D, *V = Kt + bs * D, *P = V + bs * Dv, *O = P + bs * bs,
-    *m = O + bs * Dv, *l = m + bs;
+    *m = O + bs * Dv, *l = m + bs, *w = work(g, buf);
   g.load(g.q, g.dt, n, r0, rows, D, Q);
   std::fill(O, O + rows * Dv, C(0));
   std::fill(m, m + rows, -std::numeric_limits<C>::infinity());
@@ -410,21 +435,20 @@ void forward_tile(const Ctx<C>& g, int64_t n, int64_t qb, C* buf, void* out, C* 
     const C* Ktp = I::pack(Kt, D, bs, cols, packs(g, buf));
     const C* Vp = I::pack(V, cols, Dv, Dv, packs(g, buf) + packed_floats(D, bs));
     const C* bias = g.bias_at(n, c0);
+    I::gemm(Q, D, rows, Ktp, bs, D, cols, P, bs, false, w);
     for (int64_t i = 0; i < rows; ++i) {
-      const int64_t lim = g.visible(r0 + i, c0, cols);
-      if (lim <= 0) continue;
+      const int64_t lim = std::max<int64_t>(g.visible(r0 + i, c0, cols), 0);
       C* p = P + i * bs;
-      I::dot_cols(Q + i * D, Ktp, bs, D, lim, p);
+      std::fill(p + lim, p + cols, C(0));
+      if (lim == 0) continue;
       const C m_new = std::max(m[i], I::scale_max(p, lim, g.scale, bias));
       // The running sum and output rescaled to the new max (nothing to rescale at first).
       const C alpha = m[i] == -std::numeric_limits<C>::infinity() ? C(0) : std::exp(m[i] - m_new);
-      const C sum = I::exp_sum(p, lim, m_new);
-      l[i] = l[i] * alpha + sum;
-      C* o = O + i * Dv;
-      I::scale_row(o, Dv, alpha);
-      I::add_rows(o, p, Vp, Dv, lim, Dv);
+      l[i] = l[i] * alpha + I::exp_sum(p, lim, m_new);
+      I::scale_row(O + i * Dv, Dv, alpha);
       m[i] = m_new;
     }
+    gemm_rows<C, I>(P, bs, rows, Vp, Dv, Dv, O, Dv, [&](int64_t i) { return g.visible(r0 + i, c0, cols); }, w);
   }
   for (int64_t i = 0; i < rows; ++i) {
     I::scale_row(O + i * Dv, Dv, C(1) / l[i]);
@@ -433,21 +457,26 @@ void forward_tile(const Ctx<C>& g, int64_t n, int64_t qb, C* buf, void* out, C* 
   g.store(O, out, g.dt, n, r0, rows, Dv);
 }
 
-// ---- backward. One row of a tile: P = e^(scale q.k + bias - lse) and dS = P (dP - D) scale,
-// dP = dO . v; entries past the row's visible keys set to 0 (they feed column sums).
+// ---- backward. A tile's rows [r0, r0 + rows) against its keys [c0, c0 + cols):
+// P = e^(scale Q K^T + bias - lse) and dS = P (dP - D) scale, dP = dO V^T; entries past a
+// row's visible keys set to 0 (they feed column sums).
 template <typename C, typename I>
-void probs_and_dscores(const Ctx<C>& g, const C* q, const C* dout, const C* Kt, const C* Vt, const C* bias, int64_t lim,
-                       int64_t cols, C lse, C delta, C* p, C* ds) {
-  if (lim > 0) {
-    I::dot_cols(q, Kt, g.bs, g.D, lim, p);
-    I::scale_max(p, lim, g.scale, bias);
-    I::exp_sum(p, lim, lse);
-    I::dot_cols(dout, Vt, g.bs, g.Dv, lim, ds);
-    I::dscores(p, ds, lim, delta, g.scale);
+void probs_and_dscores(const Ctx<C>& g, const C* Q, const C* dO, int64_t r0, int64_t rows, const C* Ktp,
+                       const C* Vtp, const C* bias, int64_t c0, int64_t cols, const C* lse, const C* delta, C* P,
+                       C* dS, C* w) {
+  I::gemm(Q, g.D, rows, Ktp, g.bs, g.D, cols, P, g.bs, false, w);
+  I::gemm(dO, g.Dv, rows, Vtp, g.bs, g.Dv, cols, dS, g.bs, false, w);
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t lim = std::max<int64_t>(g.visible(r0 + i, c0, cols), 0);
+    C *p = P + i * g.bs, *ds = dS + i * g.bs;
+    if (lim > 0) {
+      I::scale_max(p, lim, g.scale, bias);
+      I::exp_sum(p, lim, lse[r0 + i]);
+      I::dscores(p, ds, lim, delta[r0 + i], g.scale);
+    }
+    std::fill(p + lim, p + cols, C(0));
+    std::fill(ds + lim, ds + cols, C(0));
   }
-  const int64_t from = std::max<int64_t>(lim, 0);
-  std::fill(p + from, p + cols, C(0));
-  std::fill(ds + from, ds + cols, C(0));
 }
 
 struct Grads {
@@ -469,7 +498,7 @@ void backward_kv_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads
   // block).
   C *Kt = buf, *Vt = Kt + bs * D, *tmp = Vt + bs * Dv, *Q = tmp + bs * std::max(D, Dv), *dO = Q + bs * D,
     *P = dO + bs * Dv, *dS = P + bs * bs, *dKt = dS + bs * bs, *dVt = dKt + bs * D, *Kr = dVt + bs * Dv,
-    *Qt = Kr + bs * D, *dOt = Qt + bs * D;
+    *Qt = Kr + bs * D, *dOt = Qt + bs * D, *w = work(g, buf);
   std::fill(dKt, dKt + D * bs, C(0));
   std::fill(dVt, dVt + Dv * bs, C(0));
   if (!g.skipped(n, kb)) {
@@ -490,18 +519,12 @@ void backward_kv_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads
       g.load(gr.dout, gr.gdt, n, r0, rows, Dv, dO);
       transpose(Q, rows, D, Qt, bs);
       transpose(dO, rows, Dv, dOt, bs);
-      for (int64_t i = 0; i < rows; ++i)
-        probs_and_dscores<C, I>(g, Q + i * D, dO + i * Dv, Ktp, Vtp, bias, g.visible(r0 + i, c0, cols), cols,
-                                lse[n * S + r0 + i], delta[n * S + r0 + i], P + i * bs, dS + i * bs);
-      const C* Pk = I::pack(P, rows, bs, cols, Pp);
-      const C* dSk = I::pack(dS, rows, bs, cols, dSp);
-      for (int64_t x = 0; x < Dv; ++x) I::dot_cols(dOt + x * bs, Pk, bs, rows, cols, dVt + x * bs, true);  // dV += P^T dO
-      for (int64_t x = 0; x < D; ++x) I::dot_cols(Qt + x * bs, dSk, bs, rows, cols, dKt + x * bs, true);  // dK += dS^T Q
-      if (dq)
-        for (int64_t i = 0; i < rows; ++i) {
-          const int64_t lim = g.visible(r0 + i, c0, cols);
-          if (lim > 0) I::add_rows(dq + (r0 + i) * D, dS + i * bs, Krp, D, lim, D);  // dQ_i += sum_j dS_ij K_j
-        }
+      probs_and_dscores<C, I>(g, Q, dO, r0, rows, Ktp, Vtp, bias, c0, cols, lse + n * S, delta + n * S, P, dS, w);
+      I::gemm(dOt, bs, Dv, I::pack(P, rows, bs, cols, Pp), bs, rows, cols, dVt, bs, true, w);  // dV += P^T dO
+      I::gemm(Qt, bs, D, I::pack(dS, rows, bs, cols, dSp), bs, rows, cols, dKt, bs, true, w);  // dK += dS^T Q
+      if (dq)  // dQ_i += sum_j dS_ij K_j
+        gemm_rows<C, I>(dS, bs, rows, Krp, D, D, dq + r0 * D, D,
+                        [&](int64_t i) { return g.visible(r0 + i, c0, cols); }, w);
     }
   }
   transpose(dKt, D, bs, Q, D);  // back to [cols, D] rows (only the first cols are stored)
@@ -515,7 +538,7 @@ template <typename C, typename I>
 void backward_q_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads& gr, int64_t n, int64_t qb, C* buf) {
   const int64_t bs = g.bs, D = g.D, Dv = g.Dv, S = g.S, r0 = qb * bs, rows = std::min(bs, S - r0);
   C *Kr = buf, *Kt = Kr + bs * D, *Vt = Kt + bs * D, *tmp = Vt + bs * Dv, *Q = tmp + bs * Dv, *dO = Q + bs * D,
-    *P = dO + bs * Dv, *dS = P + bs, *dQ = dS + bs;
+    *P = dO + bs * Dv, *dS = P + bs * bs, *dQ = dS + bs * bs, *w = work(g, buf);
   g.load(g.q, g.dt, n, r0, rows, D, Q);
   g.load(gr.dout, gr.gdt, n, r0, rows, Dv, dO);
   std::fill(dQ, dQ + rows * D, C(0));
@@ -531,13 +554,9 @@ void backward_q_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads&
     const C* Vtp = I::pack(Vt, Dv, bs, cols, pk += packed_floats(D, bs));
     const C* Krp = I::pack(Kr, cols, D, D, pk + packed_floats(Dv, bs));
     const C* bias = g.bias_at(n, c0);
-    for (int64_t i = 0; i < rows; ++i) {
-      const int64_t lim = g.visible(r0 + i, c0, cols);
-      if (lim <= 0) continue;
-      probs_and_dscores<C, I>(g, Q + i * D, dO + i * Dv, Ktp, Vtp, bias, lim, cols, lse[n * S + r0 + i],
-                              delta[n * S + r0 + i], P, dS);
-      I::add_rows(dQ + i * D, dS, Krp, D, lim, D);  // dQ_i += sum_j dS_ij K_j
-    }
+    probs_and_dscores<C, I>(g, Q, dO, r0, rows, Ktp, Vtp, bias, c0, cols, lse + n * S, delta + n * S, P, dS, w);
+    gemm_rows<C, I>(dS, bs, rows, Krp, D, D, dQ, D, [&](int64_t i) { return g.visible(r0 + i, c0, cols); },
+                    w);  // dQ_i += sum_j dS_ij K_j
   }
   g.store(dQ, gr.dq, g.dt, n, r0, rows, D);
 }

@@ -34,15 +34,25 @@ struct Plain {
   // The form gemm reads its [depth, ld] operand m in (its first cols columns): the matrix
   // itself here and in Avx512; Bf16Dot's pairs of rows.
   static const C* pack(const C* m, int64_t, int64_t, int64_t, C*) { return m; }
-  // out[i ldo + j] (+ with acc)= sum_{d < depth} a[i lda + d] m[d ld + j], for i < rows and
-  // j < cols, each sum in the order of d; m in pack's form, work: scratch (Bf16Dot's).
-  static void gemm(const C* a, int64_t lda, int64_t rows, const C* m, int64_t ld, int64_t depth, int64_t cols, C* out,
-                   int64_t ldo, bool acc, C*) {
+  // gemm's other operand: element (i, d) at p[i rs + d ds]. a_rows: the rows of a [rows, ld]
+  // matrix m (their first depth elements); a_cols: its columns (depth of its rows, n of its
+  // columns), without a copy here; Bf16Dot's are bf16 pairs in w.
+  struct A {
+    const C* p;
+    int64_t rs, ds;
+    A from(int64_t i) const { return {p + i * rs, rs, ds}; }
+  };
+  static A a_rows(const C* m, int64_t ld, int64_t, int64_t, C*) { return {m, ld, 1}; }
+  static A a_cols(const C* m, int64_t ld, int64_t, int64_t, C*) { return {m, 1, ld}; }
+  // out[i ldo + j] (+ with acc)= sum_{d < depth} a(i, d) m[d ld + j], for i < rows and
+  // j < cols, each sum in the order of d; m in pack's form.
+  static void gemm(const A& a, int64_t rows, const C* m, int64_t ld, int64_t depth, int64_t cols, C* out, int64_t ldo,
+                   bool acc) {
     for (int64_t i = 0; i < rows; ++i) {
       C* o = out + i * ldo;
       if (!acc) std::fill(o, o + cols, C(0));
       for (int64_t d = 0; d < depth; ++d) {
-        const C x = a[i * lda + d];
+        const C x = a.p[i * a.rs + d * a.ds];
         const C* r = m + d * ld;
         for (int64_t j = 0; j < cols; ++j) o[j] += x * r[j];
       }
@@ -107,8 +117,9 @@ inline void by_block(int64_t rows, int64_t left, A... a) {
 
 template <int R, int NV>
 struct GemmF32 {
-  __attribute__((target("avx512f"))) static void run(int64_t left, const float* a, int64_t lda, const float* m,
-                                                     int64_t ld, int64_t depth, float* out, int64_t ldo, bool acc) {
+  __attribute__((target("avx512f"))) static void run(int64_t left, const float* a, int64_t rs, int64_t ds,
+                                                     const float* m, int64_t ld, int64_t depth, float* out, int64_t ldo,
+                                                     bool acc) {
     __mmask16 k[NV];
     __m512 c[R][NV];
 #pragma GCC unroll 4
@@ -124,7 +135,7 @@ struct GemmF32 {
       for (int v = 0; v < NV; ++v) b[v] = _mm512_maskz_loadu_ps(k[v], m + d * ld + 16 * v);
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
-        const __m512 x = _mm512_set1_ps(a[r * lda + d]);
+        const __m512 x = _mm512_set1_ps(a[r * rs + d * ds]);
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) c[r][v] = _mm512_fmadd_ps(x, b[v], c[r][v]);
       }
@@ -138,11 +149,14 @@ struct GemmF32 {
 
 struct Avx512 {
   static const float* pack(const float* m, int64_t, int64_t, int64_t, float*) { return m; }
-  static void gemm(const float* a, int64_t lda, int64_t rows, const float* m, int64_t ld, int64_t depth, int64_t cols,
-                   float* out, int64_t ldo, bool acc, float*) {
+  using A = Plain<float>::A;
+  static A a_rows(const float* m, int64_t ld, int64_t, int64_t, float*) { return {m, ld, 1}; }
+  static A a_cols(const float* m, int64_t ld, int64_t, int64_t, float*) { return {m, 1, ld}; }
+  static void gemm(const A& a, int64_t rows, const float* m, int64_t ld, int64_t depth, int64_t cols, float* out,
+                   int64_t ldo, bool acc) {
     for (int64_t i = 0; i < rows; i += kRows)
       for (int64_t j0 = 0; j0 < cols; j0 += 64)
-        by_block<GemmF32>(std::min(kRows, rows - i), cols - j0, a + i * lda, lda, m + j0, ld, depth,
+        by_block<GemmF32>(std::min(kRows, rows - i), cols - j0, a.p + i * a.rs, a.rs, a.ds, m + j0, ld, depth,
                           out + i * ldo + j0, ldo, acc);
   }
   __attribute__((target("avx512f"))) static float scale_max(float* s, int64_t n, float scale, const float* bias) {
@@ -196,13 +210,13 @@ struct Avx512 {
 // unfused route's bf16 probabilities and score gradients are), while every sum, the running
 // max and sum of the online softmax and the log-sum-exp stay f32.
 
-// GemmF32's twin: a holds the rows as bf16 pairs (lda words a row), m is packed; a
+// GemmF32's twin: a(i, p) is a pair of bf16 in a word, at a[i rs + p ps]; m is packed; a
 // depth-step is a pair of m's rows.
 template <int R, int NV>
 struct GemmBf16 {
-  __attribute__((target("avx512f,avx512bf16"))) static void run(int64_t left, const uint32_t* a, int64_t lda,
-                                                                const uint32_t* m, int64_t ld, int64_t depth,
-                                                                float* out, int64_t ldo, bool acc) {
+  __attribute__((target("avx512f,avx512bf16"))) static void run(int64_t left, const uint32_t* a, int64_t rs,
+                                                                int64_t ps, const uint32_t* m, int64_t ld,
+                                                                int64_t depth, float* out, int64_t ldo, bool acc) {
     __mmask16 k[NV];
     __m512 c[R][NV];
 #pragma GCC unroll 4
@@ -224,7 +238,7 @@ struct GemmBf16 {
         b[v] = (__m512bh)_mm512_and_si512(_mm512_maskz_loadu_epi32(k[v], m + p * ld + 16 * v), keep);
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
-        const __m512bh x = (__m512bh)_mm512_set1_epi32(int(a[r * lda + p]));
+        const __m512bh x = (__m512bh)_mm512_set1_epi32(int(a[r * rs + p * ps]));
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) c[r][v] = _mm512_dpbf16_ps(c[r][v], b[v], x);
       }
@@ -256,28 +270,39 @@ struct Bf16Dot : Avx512 {
     }
     return dst;
   }
-  // a's rows are rounded to bf16 pairs into work first (gemm_work_floats).
-  __attribute__((target("avx512f,avx512bf16"))) static void gemm(const float* a, int64_t lda, int64_t rows,
-                                                                const float* m, int64_t ld, int64_t depth,
-                                                                int64_t cols, float* out, int64_t ldo, bool acc,
-                                                                float* work) {
+  struct A {
+    const uint32_t* p;
+    int64_t rs, ps;
+    A from(int64_t i) const { return {p + i * rs, rs, ps}; }
+  };
+  // The rows of m rounded to bf16 pairs in w ((depth + 1) / 2 words a row, 0 past depth).
+  __attribute__((target("avx512f,avx512bf16"))) static A a_rows(const float* m, int64_t ld, int64_t depth,
+                                                               int64_t rows, float* w) {
+    const int64_t words = (depth + 1) / 2;
+    uint32_t* o = reinterpret_cast<uint32_t*>(w);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t d = 0; d < depth; d += 32) {
+        const __m512 lo = _mm512_maskz_loadu_ps(live16(d, depth), m + i * ld + d);
+        const __m512 hi = _mm512_maskz_loadu_ps(live16(d + 16, depth), m + i * ld + d + 16);
+        _mm512_mask_storeu_epi32(o + i * words + d / 2, live16(d / 2, words), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+      }
+    return {o, words, 1};
+  }
+  // The columns of m: m packed (pairs of its rows), read across.
+  static A a_cols(const float* m, int64_t ld, int64_t depth, int64_t n, float* w) {
+    return {reinterpret_cast<const uint32_t*>(pack(m, depth, ld, n, w)), 1, ld};
+  }
+  static void gemm(const A& a, int64_t rows, const float* m, int64_t ld, int64_t depth, int64_t cols, float* out,
+                   int64_t ldo, bool acc) {
     if (depth <= 0) {
       if (!acc)
         for (int64_t i = 0; i < rows; ++i) std::fill(out + i * ldo, out + i * ldo + cols, 0.0f);
       return;
     }
-    const int64_t words = (depth + 1) / 2;
-    uint32_t* w = reinterpret_cast<uint32_t*>(work);
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t d = 0; d < depth; d += 32) {
-        const __m512 lo = _mm512_maskz_loadu_ps(live16(d, depth), a + i * lda + d);
-        const __m512 hi = _mm512_maskz_loadu_ps(live16(d + 16, depth), a + i * lda + d + 16);
-        _mm512_mask_storeu_epi32(w + i * words + d / 2, live16(d / 2, words), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-      }
     const uint32_t* mw = reinterpret_cast<const uint32_t*>(m);
     for (int64_t i = 0; i < rows; i += kRows)
       for (int64_t j0 = 0; j0 < cols; j0 += 64)
-        by_block<GemmBf16>(std::min(kRows, rows - i), cols - j0, w + i * words, words, mw + j0, ld, depth,
+        by_block<GemmBf16>(std::min(kRows, rows - i), cols - j0, a.p + i * a.rs, a.rs, a.ps, mw + j0, ld, depth,
                            out + i * ldo + j0, ldo, acc);
   }
 };
@@ -393,11 +418,25 @@ template <typename C>
 C* work(const Ctx<C>& g, C* buf) {
   return buf + tile_size(g) + packs_size(g);
 }
+// gemm's first operands in Bf16Dot's form (the others take none): a tile's Q, dO and P or dS
+// rows, and the columns of Q and dO, at these offsets.
+template <typename C>
+struct Work {
+  C *q, *dout, *s, *qcols, *doutcols;
+  Work(const Ctx<C>& g, C* w)
+      : q(w),
+        dout(q + g.bs * ((g.D + 1) / 2)),
+        s(dout + g.bs * ((g.Dv + 1) / 2)),
+        qcols(s + g.bs * ((g.bs + 1) / 2)),
+        doutcols(qcols + packed_floats(g.bs, g.D)) {}
+  static int64_t size(const Ctx<C>& g) {
+    return g.bs * ((g.D + 1) / 2 + (g.Dv + 1) / 2 + (g.bs + 1) / 2) + packed_floats(g.bs, g.D) +
+           packed_floats(g.bs, g.Dv);
+  }
+};
 template <typename C>
 size_t scratch_size(const Ctx<C>& g) {
-  // gemm's a: at most max(bs, D, Dv) rows of at most max(bs, D) elements, in pairs.
-  const int64_t most = std::max({g.bs, g.D, g.Dv});
-  return size_t(tile_size(g) + packs_size(g) + packed_floats(std::max(g.bs, g.D), most) + 16);
+  return size_t(tile_size(g) + packs_size(g) + Work<C>::size(g));
 }
 
 // out row i += a row i times m's first lim(i) rows, for i < rows, with lim(i) growing with
@@ -405,11 +444,11 @@ size_t scratch_size(const Ctx<C>& g) {
 // of a past its own lim must be 0. The blocks are the same wherever a product is taken
 // (backward_kv_tile's dQ terms and backward_q_tile's), so are the bits.
 template <typename C, typename I, typename Lim>
-void gemm_rows(const C* a, int64_t lda, int64_t rows, const C* m, int64_t ld, int64_t cols, C* out, int64_t ldo,
-               Lim lim, C* w) {
+void gemm_rows(const typename I::A& a, int64_t rows, const C* m, int64_t ld, int64_t cols, C* out, int64_t ldo,
+               Lim lim) {
   for (int64_t i = 0; i < rows; i += kRows) {
     const int64_t h = std::min(kRows, rows - i), depth = lim(i + h - 1);
-    if (depth > 0) I::gemm(a + i * lda, lda, h, m, ld, depth, cols, out + i * ldo, ldo, true, w);
+    if (depth > 0) I::gemm(a.from(i), h, m, ld, depth, cols, out + i * ldo, ldo, true);
   }
 }
 
@@ -421,8 +460,10 @@ template <typename C, typename I>
 void forward_tile(const Ctx<C>& g, int64_t n, int64_t qb, C* buf, void* out, C* lse) {
   const int64_t bs = g.bs, D = g.D, Dv = g.Dv, S = g.S, r0 = qb * bs, rows = std::min(bs, S - r0);
   C *Q = buf, *Kr = Q + bs * D, *Kt = Kr + bs * D, *V = Kt + bs * D, *P = V + bs * Dv, *O = P + bs * bs,
-    *m = O + bs * Dv, *l = m + bs, *w = work(g, buf);
+    *m = O + bs * Dv, *l = m + bs;
+  const Work<C> w(g, work(g, buf));
   g.load(g.q, g.dt, n, r0, rows, D, Q);
+  const auto Qa = I::a_rows(Q, D, D, rows, w.q);
   std::fill(O, O + rows * Dv, C(0));
   std::fill(m, m + rows, -std::numeric_limits<C>::infinity());
   std::fill(l, l + rows, C(0));
@@ -435,7 +476,7 @@ void forward_tile(const Ctx<C>& g, int64_t n, int64_t qb, C* buf, void* out, C* 
     const C* Ktp = I::pack(Kt, D, bs, cols, packs(g, buf));
     const C* Vp = I::pack(V, cols, Dv, Dv, packs(g, buf) + packed_floats(D, bs));
     const C* bias = g.bias_at(n, c0);
-    I::gemm(Q, D, rows, Ktp, bs, D, cols, P, bs, false, w);
+    I::gemm(Qa, rows, Ktp, bs, D, cols, P, bs, false);
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t lim = std::max<int64_t>(g.visible(r0 + i, c0, cols), 0);
       C* p = P + i * bs;
@@ -448,7 +489,8 @@ void forward_tile(const Ctx<C>& g, int64_t n, int64_t qb, C* buf, void* out, C* 
       I::scale_row(O + i * Dv, Dv, alpha);
       m[i] = m_new;
     }
-    gemm_rows<C, I>(P, bs, rows, Vp, Dv, Dv, O, Dv, [&](int64_t i) { return g.visible(r0 + i, c0, cols); }, w);
+    gemm_rows<C, I>(I::a_rows(P, bs, cols, rows, w.s), rows, Vp, Dv, Dv, O, Dv,
+                    [&](int64_t i) { return g.visible(r0 + i, c0, cols); });
   }
   for (int64_t i = 0; i < rows; ++i) {
     I::scale_row(O + i * Dv, Dv, C(1) / l[i]);
@@ -461,11 +503,11 @@ void forward_tile(const Ctx<C>& g, int64_t n, int64_t qb, C* buf, void* out, C* 
 // P = e^(scale Q K^T + bias - lse) and dS = P (dP - D) scale, dP = dO V^T; entries past a
 // row's visible keys set to 0 (they feed column sums).
 template <typename C, typename I>
-void probs_and_dscores(const Ctx<C>& g, const C* Q, const C* dO, int64_t r0, int64_t rows, const C* Ktp,
-                       const C* Vtp, const C* bias, int64_t c0, int64_t cols, const C* lse, const C* delta, C* P,
-                       C* dS, C* w) {
-  I::gemm(Q, g.D, rows, Ktp, g.bs, g.D, cols, P, g.bs, false, w);
-  I::gemm(dO, g.Dv, rows, Vtp, g.bs, g.Dv, cols, dS, g.bs, false, w);
+void probs_and_dscores(const Ctx<C>& g, const typename I::A& Qa, const typename I::A& dOa, int64_t r0, int64_t rows,
+                       const C* Ktp, const C* Vtp, const C* bias, int64_t c0, int64_t cols, const C* lse,
+                       const C* delta, C* P, C* dS) {
+  I::gemm(Qa, rows, Ktp, g.bs, g.D, cols, P, g.bs, false);
+  I::gemm(dOa, rows, Vtp, g.bs, g.Dv, cols, dS, g.bs, false);
   for (int64_t i = 0; i < rows; ++i) {
     const int64_t lim = std::max<int64_t>(g.visible(r0 + i, c0, cols), 0);
     C *p = P + i * g.bs, *ds = dS + i * g.bs;
@@ -493,12 +535,11 @@ template <typename C, typename I>
 void backward_kv_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads& gr, int64_t n, int64_t kb, C* buf,
                       C* dq = nullptr) {
   const int64_t bs = g.bs, D = g.D, Dv = g.Dv, S = g.S, c0 = kb * bs, cols = std::min(bs, S - c0);
-  // dK and dV are accumulated transposed, [D, cols] and [Dv, cols]: a row of dK^T is a row of
-  // Q^T times the dS block, 16 keys per register, as the scores are (Q^T and dO^T per query
-  // block).
+  // dK and dV are accumulated transposed, [D, cols] and [Dv, cols]: a row of dK^T is a column
+  // of Q (a_cols) times the dS block, 16 keys per register, as the scores are.
   C *Kt = buf, *Vt = Kt + bs * D, *tmp = Vt + bs * Dv, *Q = tmp + bs * std::max(D, Dv), *dO = Q + bs * D,
-    *P = dO + bs * Dv, *dS = P + bs * bs, *dKt = dS + bs * bs, *dVt = dKt + bs * D, *Kr = dVt + bs * Dv,
-    *Qt = Kr + bs * D, *dOt = Qt + bs * D, *w = work(g, buf);
+    *P = dO + bs * Dv, *dS = P + bs * bs, *dKt = dS + bs * bs, *dVt = dKt + bs * D, *Kr = dVt + bs * Dv;
+  const Work<C> w(g, work(g, buf));
   std::fill(dKt, dKt + D * bs, C(0));
   std::fill(dVt, dVt + Dv * bs, C(0));
   if (!g.skipped(n, kb)) {
@@ -517,14 +558,15 @@ void backward_kv_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads
       const int64_t r0 = qb * bs, rows = std::min(bs, S - r0);
       g.load(g.q, g.dt, n, r0, rows, D, Q);
       g.load(gr.dout, gr.gdt, n, r0, rows, Dv, dO);
-      transpose(Q, rows, D, Qt, bs);
-      transpose(dO, rows, Dv, dOt, bs);
-      probs_and_dscores<C, I>(g, Q, dO, r0, rows, Ktp, Vtp, bias, c0, cols, lse + n * S, delta + n * S, P, dS, w);
-      I::gemm(dOt, bs, Dv, I::pack(P, rows, bs, cols, Pp), bs, rows, cols, dVt, bs, true, w);  // dV += P^T dO
-      I::gemm(Qt, bs, D, I::pack(dS, rows, bs, cols, dSp), bs, rows, cols, dKt, bs, true, w);  // dK += dS^T Q
+      probs_and_dscores<C, I>(g, I::a_rows(Q, D, D, rows, w.q), I::a_rows(dO, Dv, Dv, rows, w.dout), r0, rows, Ktp,
+                              Vtp, bias, c0, cols, lse + n * S, delta + n * S, P, dS);
+      I::gemm(I::a_cols(dO, Dv, rows, Dv, w.doutcols), Dv, I::pack(P, rows, bs, cols, Pp), bs, rows, cols, dVt, bs,
+              true);  // dV += P^T dO
+      I::gemm(I::a_cols(Q, D, rows, D, w.qcols), D, I::pack(dS, rows, bs, cols, dSp), bs, rows, cols, dKt, bs,
+              true);  // dK += dS^T Q
       if (dq)  // dQ_i += sum_j dS_ij K_j
-        gemm_rows<C, I>(dS, bs, rows, Krp, D, D, dq + r0 * D, D,
-                        [&](int64_t i) { return g.visible(r0 + i, c0, cols); }, w);
+        gemm_rows<C, I>(I::a_rows(dS, bs, cols, rows, w.s), rows, Krp, D, D, dq + r0 * D, D,
+                        [&](int64_t i) { return g.visible(r0 + i, c0, cols); });
     }
   }
   transpose(dKt, D, bs, Q, D);  // back to [cols, D] rows (only the first cols are stored)
@@ -538,9 +580,12 @@ template <typename C, typename I>
 void backward_q_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads& gr, int64_t n, int64_t qb, C* buf) {
   const int64_t bs = g.bs, D = g.D, Dv = g.Dv, S = g.S, r0 = qb * bs, rows = std::min(bs, S - r0);
   C *Kr = buf, *Kt = Kr + bs * D, *Vt = Kt + bs * D, *tmp = Vt + bs * Dv, *Q = tmp + bs * Dv, *dO = Q + bs * D,
-    *P = dO + bs * Dv, *dS = P + bs * bs, *dQ = dS + bs * bs, *w = work(g, buf);
+    *P = dO + bs * Dv, *dS = P + bs * bs, *dQ = dS + bs * bs;
+  const Work<C> w(g, work(g, buf));
   g.load(g.q, g.dt, n, r0, rows, D, Q);
   g.load(gr.dout, gr.gdt, n, r0, rows, Dv, dO);
+  const auto Qa = I::a_rows(Q, D, D, rows, w.q);
+  const auto dOa = I::a_rows(dO, Dv, Dv, rows, w.dout);
   std::fill(dQ, dQ + rows * D, C(0));
   for (int64_t kb = 0, kend = g.key_blocks(r0, rows); kb < kend; ++kb) {
     if (g.skipped(n, kb)) continue;
@@ -554,9 +599,9 @@ void backward_q_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads&
     const C* Vtp = I::pack(Vt, Dv, bs, cols, pk += packed_floats(D, bs));
     const C* Krp = I::pack(Kr, cols, D, D, pk + packed_floats(Dv, bs));
     const C* bias = g.bias_at(n, c0);
-    probs_and_dscores<C, I>(g, Q, dO, r0, rows, Ktp, Vtp, bias, c0, cols, lse + n * S, delta + n * S, P, dS, w);
-    gemm_rows<C, I>(dS, bs, rows, Krp, D, D, dQ, D, [&](int64_t i) { return g.visible(r0 + i, c0, cols); },
-                    w);  // dQ_i += sum_j dS_ij K_j
+    probs_and_dscores<C, I>(g, Qa, dOa, r0, rows, Ktp, Vtp, bias, c0, cols, lse + n * S, delta + n * S, P, dS);
+    gemm_rows<C, I>(I::a_rows(dS, bs, cols, rows, w.s), rows, Krp, D, D, dQ, D,
+                    [&](int64_t i) { return g.visible(r0 + i, c0, cols); });  // dQ_i += sum_j dS_ij K_j
   }
   g.store(dQ, gr.dq, g.dt, n, r0, rows, D);
 }

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "backend/cpu/tail_mask.h"
 #include "core/convert.h"
@@ -288,6 +289,26 @@ struct Bf16Dot : Avx512 {
       }
     return {o, words, 1};
   }
+  // bf16 inputs read in place (no widening): words (p, j) = word p of row j of src
+  // ([rows, W] words: the pairs along a row), into dst [W, ld]: K^T or V^T packed.
+  static void transpose_words(const uint32_t* src, int64_t rows, int64_t W, uint32_t* dst, int64_t ld) {
+    for (int64_t j = 0; j < rows; ++j)
+      for (int64_t p = 0; p < W; ++p) dst[p * ld + j] = src[j * W + p];
+  }
+  // src [rows, w] bf16 packed (pairs of rows) into dst [(rows + 1) / 2, w] words.
+  __attribute__((target("avx512f,avx512bw,avx512vl"))) static void interleave(const uint16_t* src, int64_t rows,
+                                                                             int64_t w, uint32_t* dst) {
+    for (int64_t p = 0; p < (rows + 1) / 2; ++p) {
+      const uint16_t* a = src + 2 * p * w;
+      const bool second = 2 * p + 1 < rows;
+      for (int64_t x = 0; x < w; x += 16) {
+        const __mmask16 k = lanes16(x, w);
+        const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, a + x));
+        const __m512i hi = second ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, a + w + x)) : _mm512_setzero_si512();
+        _mm512_mask_storeu_epi32(dst + p * w + x, k, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+      }
+    }
+  }
   // The columns of m: m packed (pairs of its rows), read across.
   static A a_cols(const float* m, int64_t ld, int64_t depth, int64_t n, float* w) {
     return {reinterpret_cast<const uint32_t*>(pack(m, depth, ld, n, w)), 1, ld};
@@ -315,7 +336,8 @@ bool use_avx512() {
 
 // bf16 inputs on a CPU with AVX512-BF16 (MIXPREC_CPU_DISABLE=avx512_bf16 hides it).
 bool use_bf16_dot(DType dt) {
-  static const bool yes = cpu_features().avx512f && cpu_features().avx512_bf16;
+  static const bool yes =
+      cpu_features().avx512f && cpu_features().avx512bw && cpu_features().avx512vl && cpu_features().avx512_bf16;
   return yes && dt == DType::bf16;
 }
 
@@ -341,6 +363,10 @@ struct Ctx {
   }
   void store(const C* src, void* base, DType to, int64_t n, int64_t r0, int64_t rows, int64_t w) const {
     convert_elements(src, cdt, static_cast<char*>(base) + size_t((n * S + r0) * w) * dtype_size(to), to, rows * w);
+  }
+  // Row r0 of head n of a [N, S, w] buffer of dtype `from`, as stored.
+  const void* at(const void* base, DType from, int64_t n, int64_t r0, int64_t w) const {
+    return static_cast<const char*>(base) + size_t((n * S + r0) * w) * dtype_size(from);
   }
   const C* bias_at(int64_t n, int64_t c0) const { return bias.empty() ? nullptr : bias.data() + (n / heads) * S + c0; }
   bool skipped(int64_t n, int64_t kb) const { return !skip.empty() && skip[size_t((n / heads) * nb + kb)]; }
@@ -398,6 +424,63 @@ Ctx<C> make_ctx(const FlashAttention& t) {
   return g;
 }
 
+// ---- The products' operands from a block of an input: rows [r0, r0 + rows) of head n of
+// `base` (dtype from, w wide). Loaded into buf (converted to C) and then put in I's form; on
+// the Bf16Dot path a bf16 input of even width is read in place instead (its rows already are
+// bf16 pairs; K^T and V^T are a transpose of those words, the row pairs an interleave): no
+// widening, no rounding back.
+template <typename I>
+constexpr bool kReadsBf16 = std::is_same_v<I, Bf16Dot>;
+
+// A over the rows (depth w) and A over the columns (depth rows): Q and dO in the backward.
+template <typename C, typename I>
+std::pair<typename I::A, typename I::A> in_rows_cols(const Ctx<C>& g, const void* base, DType from, int64_t n,
+                                                     int64_t r0, int64_t rows, int64_t w, C* buf, C* wr, C* wc) {
+  if constexpr (kReadsBf16<I>)
+    if (from == DType::bf16 && w % 2 == 0) {
+      const void* src = g.at(base, from, n, r0, w);
+      I::interleave(static_cast<const uint16_t*>(src), rows, w, reinterpret_cast<uint32_t*>(wc));
+      return {{static_cast<const uint32_t*>(src), w / 2, 1}, {reinterpret_cast<const uint32_t*>(wc), 1, w}};
+    }
+  g.load(base, from, n, r0, rows, w, buf);
+  return {I::a_rows(buf, w, w, rows, wr), I::a_cols(buf, w, rows, w, wc)};
+}
+// A over the rows only: Q in the forward, Q and dO in backward_q_tile.
+template <typename C, typename I>
+typename I::A in_rows(const Ctx<C>& g, const void* base, DType from, int64_t n, int64_t r0, int64_t rows, int64_t w,
+                      C* buf, C* wr) {
+  if constexpr (kReadsBf16<I>)
+    if (from == DType::bf16 && w % 2 == 0) return {static_cast<const uint32_t*>(g.at(base, from, n, r0, w)), w / 2, 1};
+  g.load(base, from, n, r0, rows, w, buf);
+  return I::a_rows(buf, w, w, rows, wr);
+}
+// B of depth w, the block transposed ([w, rows], ld bs): K^T for the scores, V^T for dP.
+template <typename C, typename I>
+const C* in_t(const Ctx<C>& g, const void* base, DType from, int64_t n, int64_t r0, int64_t rows, int64_t w, C* buf,
+              C* t, C* pk) {
+  if constexpr (kReadsBf16<I>)
+    if (from == DType::bf16 && w % 2 == 0) {
+      I::transpose_words(static_cast<const uint32_t*>(g.at(base, from, n, r0, w)), rows, w / 2,
+                         reinterpret_cast<uint32_t*>(pk), g.bs);
+      return pk;
+    }
+  g.load(base, from, n, r0, rows, w, buf);
+  transpose(buf, rows, w, t, g.bs);
+  return I::pack(t, w, g.bs, rows, pk);
+}
+// B of depth rows, the block as it is ([rows, w], ld w): V for P V, K for dS K.
+template <typename C, typename I>
+const C* in_n(const Ctx<C>& g, const void* base, DType from, int64_t n, int64_t r0, int64_t rows, int64_t w, C* buf,
+              C* pk) {
+  if constexpr (kReadsBf16<I>)
+    if (from == DType::bf16 && w % 2 == 0) {
+      I::interleave(static_cast<const uint16_t*>(g.at(base, from, n, r0, w)), rows, w, reinterpret_cast<uint32_t*>(pk));
+      return pk;
+    }
+  g.load(base, from, n, r0, rows, w, buf);
+  return I::pack(buf, rows, w, w, pk);
+}
+
 // Scratch a thread needs for any tile (elements of C): the tiles' own buffers from buf, the
 // packed operands after them (packs(g, buf)), then gemm's work (Bf16Dot's bf16 rows).
 template <typename C>
@@ -406,9 +489,9 @@ int64_t tile_size(const Ctx<C>& g) {
 }
 template <typename C>
 int64_t packs_size(const Ctx<C>& g) {
-  // The most a tile packs: backward_kv_tile's K^T, V^T, K, P and dS.
+  // The most a tile packs: backward_kv_tile's K^T, V^T, K, P and dS; the forward's V.
   return packed_floats(g.D, g.bs) + packed_floats(g.Dv, g.bs) + packed_floats(g.bs, g.D) +
-         2 * packed_floats(g.bs, g.bs);
+         packed_floats(g.bs, g.Dv) + 2 * packed_floats(g.bs, g.bs);
 }
 template <typename C>
 C* packs(const Ctx<C>& g, C* buf) {
@@ -462,19 +545,15 @@ void forward_tile(const Ctx<C>& g, int64_t n, int64_t qb, C* buf, void* out, C* 
   C *Q = buf, *Kr = Q + bs * D, *Kt = Kr + bs * D, *V = Kt + bs * D, *P = V + bs * Dv, *O = P + bs * bs,
     *m = O + bs * Dv, *l = m + bs;
   const Work<C> w(g, work(g, buf));
-  g.load(g.q, g.dt, n, r0, rows, D, Q);
-  const auto Qa = I::a_rows(Q, D, D, rows, w.q);
+  const auto Qa = in_rows<C, I>(g, g.q, g.dt, n, r0, rows, D, Q, w.q);
   std::fill(O, O + rows * Dv, C(0));
   std::fill(m, m + rows, -std::numeric_limits<C>::infinity());
   std::fill(l, l + rows, C(0));
   for (int64_t kb = 0, kend = g.key_blocks(r0, rows); kb < kend; ++kb) {
     if (g.skipped(n, kb)) continue;
     const int64_t c0 = kb * bs, cols = std::min(bs, S - c0);
-    g.load(g.k, g.dt, n, c0, cols, D, Kr);
-    transpose(Kr, cols, D, Kt, bs);
-    g.load(g.v, g.dt, n, c0, cols, Dv, V);
-    const C* Ktp = I::pack(Kt, D, bs, cols, packs(g, buf));
-    const C* Vp = I::pack(V, cols, Dv, Dv, packs(g, buf) + packed_floats(D, bs));
+    const C* Ktp = in_t<C, I>(g, g.k, g.dt, n, c0, cols, D, Kr, Kt, packs(g, buf));
+    const C* Vp = in_n<C, I>(g, g.v, g.dt, n, c0, cols, Dv, V, packs(g, buf) + packed_floats(D, bs));
     const C* bias = g.bias_at(n, c0);
     I::gemm(Qa, rows, Ktp, bs, D, cols, P, bs, false);
     for (int64_t i = 0; i < rows; ++i) {
@@ -543,27 +622,20 @@ void backward_kv_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads
   std::fill(dKt, dKt + D * bs, C(0));
   std::fill(dVt, dVt + Dv * bs, C(0));
   if (!g.skipped(n, kb)) {
-    g.load(g.k, g.dt, n, c0, cols, D, Kr);
-    transpose(Kr, cols, D, Kt, bs);
-    g.load(g.v, g.dt, n, c0, cols, Dv, tmp);
-    transpose(tmp, cols, Dv, Vt, bs);
     C* pk = packs(g, buf);
-    const C* Ktp = I::pack(Kt, D, bs, cols, pk);
-    const C* Vtp = I::pack(Vt, Dv, bs, cols, pk += packed_floats(D, bs));
-    const C* Krp = I::pack(Kr, cols, D, D, pk += packed_floats(Dv, bs));
+    const C* Ktp = in_t<C, I>(g, g.k, g.dt, n, c0, cols, D, tmp, Kt, pk);
+    const C* Vtp = in_t<C, I>(g, g.v, g.dt, n, c0, cols, Dv, tmp, Vt, pk += packed_floats(D, bs));
+    const C* Krp = in_n<C, I>(g, g.k, g.dt, n, c0, cols, D, Kr, pk += packed_floats(Dv, bs));
     C* Pp = pk += packed_floats(bs, D);
     C* dSp = pk + packed_floats(bs, bs);
     const C* bias = g.bias_at(n, c0);
     for (int64_t qb = g.causal ? c0 / bs : 0; qb < g.nb; ++qb) {
       const int64_t r0 = qb * bs, rows = std::min(bs, S - r0);
-      g.load(g.q, g.dt, n, r0, rows, D, Q);
-      g.load(gr.dout, gr.gdt, n, r0, rows, Dv, dO);
-      probs_and_dscores<C, I>(g, I::a_rows(Q, D, D, rows, w.q), I::a_rows(dO, Dv, Dv, rows, w.dout), r0, rows, Ktp,
-                              Vtp, bias, c0, cols, lse + n * S, delta + n * S, P, dS);
-      I::gemm(I::a_cols(dO, Dv, rows, Dv, w.doutcols), Dv, I::pack(P, rows, bs, cols, Pp), bs, rows, cols, dVt, bs,
-              true);  // dV += P^T dO
-      I::gemm(I::a_cols(Q, D, rows, D, w.qcols), D, I::pack(dS, rows, bs, cols, dSp), bs, rows, cols, dKt, bs,
-              true);  // dK += dS^T Q
+      const auto [Qa, Qc] = in_rows_cols<C, I>(g, g.q, g.dt, n, r0, rows, D, Q, w.q, w.qcols);
+      const auto [dOa, dOc] = in_rows_cols<C, I>(g, gr.dout, gr.gdt, n, r0, rows, Dv, dO, w.dout, w.doutcols);
+      probs_and_dscores<C, I>(g, Qa, dOa, r0, rows, Ktp, Vtp, bias, c0, cols, lse + n * S, delta + n * S, P, dS);
+      I::gemm(dOc, Dv, I::pack(P, rows, bs, cols, Pp), bs, rows, cols, dVt, bs, true);  // dV += P^T dO
+      I::gemm(Qc, D, I::pack(dS, rows, bs, cols, dSp), bs, rows, cols, dKt, bs, true);  // dK += dS^T Q
       if (dq)  // dQ_i += sum_j dS_ij K_j
         gemm_rows<C, I>(I::a_rows(dS, bs, cols, rows, w.s), rows, Krp, D, D, dq + r0 * D, D,
                         [&](int64_t i) { return g.visible(r0 + i, c0, cols); });
@@ -579,25 +651,19 @@ void backward_kv_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads
 template <typename C, typename I>
 void backward_q_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads& gr, int64_t n, int64_t qb, C* buf) {
   const int64_t bs = g.bs, D = g.D, Dv = g.Dv, S = g.S, r0 = qb * bs, rows = std::min(bs, S - r0);
-  C *Kr = buf, *Kt = Kr + bs * D, *Vt = Kt + bs * D, *tmp = Vt + bs * Dv, *Q = tmp + bs * Dv, *dO = Q + bs * D,
+  C *Kr = buf, *Kt = Kr + bs * D, *Vt = Kt + bs * D, *tmp = Vt + bs * Dv, *Q = tmp + bs * std::max(D, Dv), *dO = Q + bs * D,
     *P = dO + bs * Dv, *dS = P + bs * bs, *dQ = dS + bs * bs;
   const Work<C> w(g, work(g, buf));
-  g.load(g.q, g.dt, n, r0, rows, D, Q);
-  g.load(gr.dout, gr.gdt, n, r0, rows, Dv, dO);
-  const auto Qa = I::a_rows(Q, D, D, rows, w.q);
-  const auto dOa = I::a_rows(dO, Dv, Dv, rows, w.dout);
+  const auto Qa = in_rows<C, I>(g, g.q, g.dt, n, r0, rows, D, Q, w.q);
+  const auto dOa = in_rows<C, I>(g, gr.dout, gr.gdt, n, r0, rows, Dv, dO, w.dout);
   std::fill(dQ, dQ + rows * D, C(0));
   for (int64_t kb = 0, kend = g.key_blocks(r0, rows); kb < kend; ++kb) {
     if (g.skipped(n, kb)) continue;
     const int64_t c0 = kb * bs, cols = std::min(bs, S - c0);
-    g.load(g.k, g.dt, n, c0, cols, D, Kr);
-    transpose(Kr, cols, D, Kt, bs);
-    g.load(g.v, g.dt, n, c0, cols, Dv, tmp);
-    transpose(tmp, cols, Dv, Vt, bs);
     C* pk = packs(g, buf);
-    const C* Ktp = I::pack(Kt, D, bs, cols, pk);
-    const C* Vtp = I::pack(Vt, Dv, bs, cols, pk += packed_floats(D, bs));
-    const C* Krp = I::pack(Kr, cols, D, D, pk + packed_floats(Dv, bs));
+    const C* Ktp = in_t<C, I>(g, g.k, g.dt, n, c0, cols, D, tmp, Kt, pk);
+    const C* Vtp = in_t<C, I>(g, g.v, g.dt, n, c0, cols, Dv, tmp, Vt, pk += packed_floats(D, bs));
+    const C* Krp = in_n<C, I>(g, g.k, g.dt, n, c0, cols, D, Kr, pk + packed_floats(Dv, bs));
     const C* bias = g.bias_at(n, c0);
     probs_and_dscores<C, I>(g, Qa, dOa, r0, rows, Ktp, Vtp, bias, c0, cols, lse + n * S, delta + n * S, P, dS);
     gemm_rows<C, I>(I::a_rows(dS, bs, cols, rows, w.s), rows, Krp, D, D, dQ, D,

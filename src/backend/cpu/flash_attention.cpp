@@ -74,9 +74,14 @@ struct Plain {
     for (int64_t j = 0; j < n; ++j) sum += (s[j] = std::exp(s[j] - sub));
     return sum;
   }
-  // dp[j] := p[j] (dp[j] - delta) scale.
-  static void dscores(const C* p, C* dp, int64_t n, C delta, C scale) {
-    for (int64_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - delta) * scale;
+  // The backward's row in one pass: p[j] := e^(scale s[j] + bias[j] - lse) (the forward's
+  // probability, as scale_max and exp_sum make it), dp[j] := p[j] (dp[j] - delta) scale.
+  static void probs_dscores(C* p, C* dp, int64_t n, C scale, const C* bias, C lse, C delta) {
+    for (int64_t j = 0; j < n; ++j) {
+      const C x = p[j] * scale + (bias ? bias[j] : C(0));
+      p[j] = std::exp(x - lse);
+      dp[j] = p[j] * (dp[j] - delta) * scale;
+    }
   }
   static void scale_row(C* x, int64_t n, C a) {
     for (int64_t j = 0; j < n; ++j) x[j] *= a;
@@ -183,13 +188,16 @@ struct Avx512 {
     }
     return _mm512_reduce_add_ps(acc);
   }
-  __attribute__((target("avx512f"))) static void dscores(const float* p, float* dp, int64_t n, float delta,
-                                                         float scale) {
-    const __m512 vd = _mm512_set1_ps(delta), vs = _mm512_set1_ps(scale);
+  __attribute__((target("avx512f"))) static void probs_dscores(float* p, float* dp, int64_t n, float scale,
+                                                               const float* bias, float lse, float delta) {
+    const __m512 vd = _mm512_set1_ps(delta), vs = _mm512_set1_ps(scale), vl = _mm512_set1_ps(lse);
     for (int64_t j = 0; j < n; j += 16) {
       const __mmask16 k = lanes16(j, n);
+      const __m512 b = bias ? _mm512_maskz_loadu_ps(k, bias + j) : _mm512_setzero_ps();
+      const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, p + j), vs, b), vl));
+      _mm512_mask_storeu_ps(p + j, k, e);
       const __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + j), vd);
-      _mm512_mask_storeu_ps(dp + j, k, _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + j), x), vs));
+      _mm512_mask_storeu_ps(dp + j, k, _mm512_mul_ps(_mm512_mul_ps(e, x), vs));
     }
   }
   __attribute__((target("avx512f"))) static void scale_row(float* x, int64_t n, float a) {
@@ -590,11 +598,7 @@ void probs_and_dscores(const Ctx<C>& g, const typename I::A& Qa, const typename 
   for (int64_t i = 0; i < rows; ++i) {
     const int64_t lim = std::max<int64_t>(g.visible(r0 + i, c0, cols), 0);
     C *p = P + i * g.bs, *ds = dS + i * g.bs;
-    if (lim > 0) {
-      I::scale_max(p, lim, g.scale, bias);
-      I::exp_sum(p, lim, lse[r0 + i]);
-      I::dscores(p, ds, lim, delta[r0 + i], g.scale);
-    }
+    if (lim > 0) I::probs_dscores(p, ds, lim, g.scale, bias, lse[r0 + i], delta[r0 + i]);
     std::fill(p + lim, p + cols, C(0));
     std::fill(ds + lim, ds + cols, C(0));
   }

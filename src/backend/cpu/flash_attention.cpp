@@ -1,12 +1,12 @@
 // backend/cpu/flash_attention.cpp: see flash_attention.h. A tile is one head's block of query
-// rows against one block of keys; its operands are converted to C once per tile (so bf16 and
-// f16 inputs cost one widening per block, and every product and sum runs in C), K and V^T are
-// transposed so that a query row's scores are a row-vector times a [depth, cols] block (16 key
-// columns per AVX-512 register, no horizontal sums). Each OpenMP thread owns its scratch
-// (a few blocks: O(block x (block + D + Dv)) elements) and the output rows of its tasks.
-// Long because the kernel is one idea: its row primitives in two ISAs, the forward tile and
-// the two backward tiles share the tile geometry (Ctx) and must stay in step (the one-pass
-// backward reproduces the two-pass one's bits).
+// rows against one block of keys. Its products are gemm calls (out (+)= A m: A a row-major or
+// transposed view of a block, m a block in the form its I packs it) on the three forms Plain,
+// Avx512 and Bf16Dot; the f32 forms read operands converted to C once per block (bf16 and f16
+// widened), Bf16Dot reads bf16 inputs in place. Each OpenMP thread owns its scratch (a few
+// blocks: O(block x (block + D + Dv)) elements) and the output rows of its tasks.
+// Long because the kernel is one idea: its products and row primitives in three forms, the
+// forward tile and the two backward tiles share the tile geometry (Ctx) and must stay in step
+// (the one-pass backward reproduces the two-pass one's bits).
 #include "backend/cpu/flash_attention.h"
 
 #include <immintrin.h>

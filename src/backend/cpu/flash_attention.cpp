@@ -219,12 +219,16 @@ struct Avx512 {
 // unfused route's bf16 probabilities and score gradients are), while every sum, the running
 // max and sum of the online softmax and the log-sum-exp stay f32.
 
+// A pair of bf16 as one 32-bit word. The words live in bf16 tensors and float scratch, so
+// they are read and written as may_alias (no type-based alias assumptions about them).
+typedef uint32_t __attribute__((__may_alias__)) Word;
+
 // GemmF32's twin: a(i, p) is a pair of bf16 in a word, at a[i rs + p ps]; m is packed; a
 // depth-step is a pair of m's rows.
 template <int R, int NV>
 struct GemmBf16 {
-  __attribute__((target("avx512f,avx512bf16"))) static void run(int64_t left, const uint32_t* a, int64_t rs,
-                                                                int64_t ps, const uint32_t* m, int64_t ld,
+  __attribute__((target("avx512f,avx512bf16"))) static void run(int64_t left, const Word* a, int64_t rs,
+                                                                int64_t ps, const Word* m, int64_t ld,
                                                                 int64_t depth, float* out, int64_t ldo, bool acc) {
     __mmask16 k[NV];
     __m512 c[R][NV];
@@ -264,7 +268,7 @@ struct Bf16Dot : Avx512 {
   // (packed_floats(depth, ld) floats).
   __attribute__((target("avx512f,avx512bf16"))) static const float* pack(const float* m, int64_t depth, int64_t ld,
                                                                         int64_t cols, float* dst) {
-    uint32_t* o = reinterpret_cast<uint32_t*>(dst);
+    Word* o = reinterpret_cast<Word*>(dst);
     for (int64_t p = 0; p < (depth + 1) / 2; ++p) {
       const float* r0 = m + 2 * p * ld;
       const bool second = 2 * p + 1 < depth;
@@ -280,7 +284,7 @@ struct Bf16Dot : Avx512 {
     return dst;
   }
   struct A {
-    const uint32_t* p;
+    const Word* p;
     int64_t rs, ps;
     A from(int64_t i) const { return {p + i * rs, rs, ps}; }
   };
@@ -288,7 +292,7 @@ struct Bf16Dot : Avx512 {
   __attribute__((target("avx512f,avx512bf16"))) static A a_rows(const float* m, int64_t ld, int64_t depth,
                                                                int64_t rows, float* w) {
     const int64_t words = (depth + 1) / 2;
-    uint32_t* o = reinterpret_cast<uint32_t*>(w);
+    Word* o = reinterpret_cast<Word*>(w);
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t d = 0; d < depth; d += 32) {
         const __m512 lo = _mm512_maskz_loadu_ps(live16(d, depth), m + i * ld + d);
@@ -299,13 +303,13 @@ struct Bf16Dot : Avx512 {
   }
   // bf16 inputs read in place (no widening): words (p, j) = word p of row j of src
   // ([rows, W] words: the pairs along a row), into dst [W, ld]: K^T or V^T packed.
-  static void transpose_words(const uint32_t* src, int64_t rows, int64_t W, uint32_t* dst, int64_t ld) {
+  static void transpose_words(const Word* src, int64_t rows, int64_t W, Word* dst, int64_t ld) {
     for (int64_t j = 0; j < rows; ++j)
       for (int64_t p = 0; p < W; ++p) dst[p * ld + j] = src[j * W + p];
   }
   // src [rows, w] bf16 packed (pairs of rows) into dst [(rows + 1) / 2, w] words.
   __attribute__((target("avx512f,avx512bw,avx512vl"))) static void interleave(const uint16_t* src, int64_t rows,
-                                                                             int64_t w, uint32_t* dst) {
+                                                                             int64_t w, Word* dst) {
     for (int64_t p = 0; p < (rows + 1) / 2; ++p) {
       const uint16_t* a = src + 2 * p * w;
       const bool second = 2 * p + 1 < rows;
@@ -319,7 +323,7 @@ struct Bf16Dot : Avx512 {
   }
   // The columns of m: m packed (pairs of its rows), read across.
   static A a_cols(const float* m, int64_t ld, int64_t depth, int64_t n, float* w) {
-    return {reinterpret_cast<const uint32_t*>(pack(m, depth, ld, n, w)), 1, ld};
+    return {reinterpret_cast<const Word*>(pack(m, depth, ld, n, w)), 1, ld};
   }
   static void gemm(const A& a, int64_t rows, const float* m, int64_t ld, int64_t depth, int64_t cols, float* out,
                    int64_t ldo, bool acc) {
@@ -328,7 +332,7 @@ struct Bf16Dot : Avx512 {
         for (int64_t i = 0; i < rows; ++i) std::fill(out + i * ldo, out + i * ldo + cols, 0.0f);
       return;
     }
-    const uint32_t* mw = reinterpret_cast<const uint32_t*>(m);
+    const Word* mw = reinterpret_cast<const Word*>(m);
     for (int64_t i = 0; i < rows; i += kRows)
       for (int64_t j0 = 0; j0 < cols; j0 += 64)
         by_block<GemmBf16>(std::min(kRows, rows - i), cols - j0, a.p + i * a.rs, a.rs, a.ps, mw + j0, ld, depth,
@@ -447,8 +451,8 @@ std::pair<typename I::A, typename I::A> in_rows_cols(const Ctx<C>& g, const void
   if constexpr (kReadsBf16<I>)
     if (from == DType::bf16 && w % 2 == 0) {
       const void* src = g.at(base, from, n, r0, w);
-      I::interleave(static_cast<const uint16_t*>(src), rows, w, reinterpret_cast<uint32_t*>(wc));
-      return {{static_cast<const uint32_t*>(src), w / 2, 1}, {reinterpret_cast<const uint32_t*>(wc), 1, w}};
+      I::interleave(static_cast<const uint16_t*>(src), rows, w, reinterpret_cast<Word*>(wc));
+      return {{static_cast<const Word*>(src), w / 2, 1}, {reinterpret_cast<const Word*>(wc), 1, w}};
     }
   g.load(base, from, n, r0, rows, w, buf);
   return {I::a_rows(buf, w, w, rows, wr), I::a_cols(buf, w, rows, w, wc)};
@@ -458,7 +462,7 @@ template <typename C, typename I>
 typename I::A in_rows(const Ctx<C>& g, const void* base, DType from, int64_t n, int64_t r0, int64_t rows, int64_t w,
                       C* buf, C* wr) {
   if constexpr (kReadsBf16<I>)
-    if (from == DType::bf16 && w % 2 == 0) return {static_cast<const uint32_t*>(g.at(base, from, n, r0, w)), w / 2, 1};
+    if (from == DType::bf16 && w % 2 == 0) return {static_cast<const Word*>(g.at(base, from, n, r0, w)), w / 2, 1};
   g.load(base, from, n, r0, rows, w, buf);
   return I::a_rows(buf, w, w, rows, wr);
 }
@@ -468,8 +472,8 @@ const C* in_t(const Ctx<C>& g, const void* base, DType from, int64_t n, int64_t 
               C* t, C* pk) {
   if constexpr (kReadsBf16<I>)
     if (from == DType::bf16 && w % 2 == 0) {
-      I::transpose_words(static_cast<const uint32_t*>(g.at(base, from, n, r0, w)), rows, w / 2,
-                         reinterpret_cast<uint32_t*>(pk), g.bs);
+      I::transpose_words(static_cast<const Word*>(g.at(base, from, n, r0, w)), rows, w / 2,
+                         reinterpret_cast<Word*>(pk), g.bs);
       return pk;
     }
   g.load(base, from, n, r0, rows, w, buf);
@@ -482,7 +486,7 @@ const C* in_n(const Ctx<C>& g, const void* base, DType from, int64_t n, int64_t 
               C* pk) {
   if constexpr (kReadsBf16<I>)
     if (from == DType::bf16 && w % 2 == 0) {
-      I::interleave(static_cast<const uint16_t*>(g.at(base, from, n, r0, w)), rows, w, reinterpret_cast<uint32_t*>(pk));
+      I::interleave(static_cast<const uint16_t*>(g.at(base, from, n, r0, w)), rows, w, reinterpret_cast<Word*>(pk));
       return pk;
     }
   g.load(base, from, n, r0, rows, w, buf);

@@ -13,9 +13,9 @@
 #include <string>
 
 #include "core/cpu_features.h"
-#include "mixprec/nn_attention.h"
-#include "mixprec/ops.h"
-#include "mixprec/status.h"
+#include "mixprec/nn/nn_attention.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::nn {
 

@@ -2,8 +2,8 @@
 // ops: embedding, layer_norm, causal multi-head attention, linear, gelu and add.
 #include <cmath>
 
-#include "mixprec/autograd.h"
-#include "mixprec/models.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/nn/models.h"
 
 namespace mixprec::nn {
 

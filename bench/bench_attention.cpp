@@ -3,8 +3,10 @@
 // models used before it (matmul, attention_softmax, matmul), at one shape and dtype: the
 // per-call cost behind the choice of kernel. Run pinned and on one thread for a stable
 // figure, and say how loaded the machine was:
-//   OMP_NUM_THREADS=1 taskset -c 0 build/bench/bench_attention [N S D causal dtype reps]
-// defaults: 64 128 32 1 bf16 20 (gpt-tiny's attention: batch 16 x 4 heads, 128 positions).
+//   OMP_NUM_THREADS=1 taskset -c 0 build/bench/bench_attention [N S D causal dtype reps route block]
+// defaults: 64 128 32 1 bf16 20 both 64 (gpt-tiny's attention: batch 16 x 4 heads, 128
+// positions; the fused kernel's block as MultiheadAttention passes it); route fused or
+// unfused runs only that one (for perf, or to interleave runs).
 // Prints the median CPU milliseconds of each (process CPU time: see cpu_ms) and the causal
 // FLOP rate (4 N S^2 D / 2 forward,
 // 2.5x that for forward + backward as counted by FlashAttention's paper).
@@ -55,9 +57,12 @@ int main(int argc, char** argv) {
   const bool causal = argc > 4 ? std::atoi(argv[4]) != 0 : true;
   const std::string dtype = argc > 5 ? argv[5] : "bf16";
   const int reps = argc > 6 ? std::atoi(argv[6]) : 20;
+  const std::string routes = argc > 7 ? argv[7] : "both";
+  const int64_t block = argc > 8 ? std::atoll(argv[8]) : 64;
   const DType dt = dtype == "f32" ? DType::f32 : DType::bf16;
-  if (N < 1 || S < 1 || D < 1 || reps < 1 || (dtype != "f32" && dtype != "bf16")) {
-    std::fprintf(stderr, "usage: bench_attention [N S D causal(0|1) bf16|f32 reps]\n");
+  if (N < 1 || S < 1 || D < 1 || reps < 1 || block < 1 || (dtype != "f32" && dtype != "bf16") ||
+      (routes != "both" && routes != "fused" && routes != "unfused")) {
+    std::fprintf(stderr, "usage: bench_attention [N S D causal(0|1) bf16|f32 reps both|fused|unfused block]\n");
     return 2;
   }
   manual_seed(1);
@@ -69,15 +74,16 @@ int main(int argc, char** argv) {
   // copy), the fused one K and the scale.
   const Tensor kt = transpose(k, 1, 2), qs = mul(q, scale);
   auto fused = [&](const Tensor& a, const Tensor& b, const Tensor& c) {
-    return scaled_dot_product_attention(a, b, c, causal, scale);
+    return scaled_dot_product_attention(a, b, c, causal, scale, block);
   };
   auto unfused = [&](const Tensor& a, const Tensor& b, const Tensor& c) {
     return matmul(attention_softmax(matmul(a, b), causal), c);
   };
   const double flops = 4.0 * double(N) * double(S) * double(S) * double(D) * (causal ? 0.5 : 1.0);
-  std::printf("# attention N=%lld S=%lld D=%lld %s %s, %d reps, median CPU ms (GFLOP/s)\n", (long long)N, (long long)S,
-              (long long)D, causal ? "causal" : "full", dtype.c_str(), reps);
+  std::printf("# attention N=%lld S=%lld D=%lld %s %s, fused block %lld, %d reps, median CPU ms (GFLOP/s)\n",
+              (long long)N, (long long)S, (long long)D, causal ? "causal" : "full", dtype.c_str(), (long long)block, reps);
   for (int route = 0; route < 2; ++route) {
+    if (routes != "both" && routes != (route == 0 ? "fused" : "unfused")) continue;
     const auto& f = route == 0 ? std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>(fused)
                                : std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>(unfused);
     const Tensor& a0 = route == 0 ? q : qs;

@@ -1,9 +1,10 @@
 // attention.cpp: nn::MultiheadAttention (self-attention, batch_first, no mask), composed of
 // ops only: narrow (the Q, K and V blocks of in_proj_weight), linear, permute (split and
 // merge heads), matmul (autocast: lower), softmax (fp32) or, on 16-bit scores,
-// attention_softmax, and dropout; from fused_from() positions on (by default 1024) and
-// without dropout on the weights, the fused scaled_dot_product_attention instead of the
-// three. The kernels live in src/backend, the ops in src/ops.
+// attention_softmax, and dropout; from fused_from() positions on (by default 256 with
+// AVX-512, 1024 without) and without dropout on the weights, the fused
+// scaled_dot_product_attention instead of the three. The kernels live in src/backend, the
+// ops in src/ops.
 // Letters: B batch, S sequence, E embed dim, H heads, D = E / H.
 #include <algorithm>
 #include <atomic>
@@ -11,6 +12,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/cpu_features.h"
 #include "mixprec/nn/nn_attention.h"
 #include "mixprec/ops/ops.h"
 #include "mixprec/core/status.h"
@@ -28,12 +30,14 @@ namespace {
 // 0: not read yet. MIXPREC_ATTENTION_FUSED_FROM=N moves the threshold (tests and benchmarks
 // compare both routes; 1: always fused, a huge value: never).
 std::atomic<int64_t> fused_from_positions{0};
-// Below 1024 positions the unfused route is faster on CPUs with AVX512-BF16: its products
-// are oneDNN's bf16 GEMMs (two multiply-adds per lane and instruction), the fused kernel's
-// are f32 FMAs (bench/bench_attention.cpp, CPU time on AMD Zen5, bf16 causal forward +
-// backward: 1.85x the unfused route's at 128 positions, 1.3-1.6x at 256-1024), while its
-// memory saving only matters for long contexts (docs/benchmarks.md).
-constexpr int64_t kFusedFromDefault = 1024;
+// The default, per CPU path (bench/bench_attention.cpp, CPU time of one causal forward +
+// backward, docs/benchmarks.md "Fused attention"). With AVX-512 the fused kernel's products
+// are register-blocked (vdpbf16ps on bf16 inputs where the CPU has AVX512-BF16, as oneDNN's
+// bf16 GEMMs; f32 FMAs otherwise): level with the unfused route at 128 positions, faster from
+// 256 (bf16 8-25%, f32 ~30%; on AVX-512 without BF16 2-3x, oneDNN's bf16 being emulated there).
+// Without AVX-512 its plain loops are ~5x slower than oneDNN's AVX2 GEMMs at every length: it
+// is taken there only for its memory (linear in S), from 1024 positions.
+int64_t default_fused_from() { return cpu_features().avx512f ? 256 : 1024; }
 
 }  // namespace
 
@@ -43,7 +47,7 @@ int64_t MultiheadAttention::fused_from() {
     const char* v = std::getenv("MIXPREC_ATTENTION_FUSED_FROM");
     const long long n = v ? std::atoll(v) : 0;
     int64_t expected = 0;
-    fused_from_positions.compare_exchange_strong(expected, n > 0 ? int64_t(n) : kFusedFromDefault);
+    fused_from_positions.compare_exchange_strong(expected, n > 0 ? int64_t(n) : default_fused_from());
     from = fused_from_positions.load();
   }
   return from;

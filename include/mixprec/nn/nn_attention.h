@@ -47,9 +47,10 @@ class MultiheadAttention : public Module {
   // Sequences at least this long go through the fused scaled_dot_product_attention (memory
   // grows with S, not S^2; causal blocks skipped; key padding as a per-key bias) unless
   // dropout on the weights is active (the fused kernel has none); shorter ones take the
-  // matmul-softmax-matmul route, the reference the fused one is tested against, and faster
-  // per step than the fused kernel's f32 products where oneDNN has bf16 ones (AVX512-BF16).
-  // Default 1024; the environment's MIXPREC_ATTENTION_FUSED_FROM when set (1: always fused).
+  // matmul-softmax-matmul route, the reference the fused one is tested against (as fast at
+  // 128 positions on AVX-512; faster at every length without AVX-512, where the fused
+  // kernel's products are plain loops). Default 256 on CPUs with AVX-512, 1024 without; the
+  // environment's MIXPREC_ATTENTION_FUSED_FROM when set (1: always fused).
   // set_fused_from() changes it for the whole process (tests: a huge value selects the
   // unfused route) and returns the previous value.
   static int64_t fused_from();

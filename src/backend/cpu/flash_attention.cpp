@@ -1,12 +1,12 @@
 // backend/cpu/flash_attention.cpp: see flash_attention.h. A tile is one head's block of query
-// rows against one block of keys; its operands are converted to C once per tile (so bf16 and
-// f16 inputs cost one widening per block, and every product and sum runs in C), K and V^T are
-// transposed so that a query row's scores are a row-vector times a [depth, cols] block (16 key
-// columns per AVX-512 register, no horizontal sums). Each OpenMP thread owns its scratch
-// (a few blocks: O(block x (block + D + Dv)) elements) and the output rows of its tasks.
-// Long because the kernel is one idea: its row primitives in two ISAs, the forward tile and
-// the two backward tiles share the tile geometry (Ctx) and must stay in step (the one-pass
-// backward reproduces the two-pass one's bits).
+// rows against one block of keys. Its products are gemm calls (out (+)= A m: A a row-major or
+// transposed view of a block, m a block in the form its I packs it) on the three forms Plain,
+// Avx512 and Bf16Dot; the f32 forms read operands converted to C once per block (bf16 and f16
+// widened), Bf16Dot reads bf16 inputs in place. Each OpenMP thread owns its scratch (a few
+// blocks: O(block x (block + D + Dv)) elements) and the output rows of its tasks.
+// Long because the kernel is one idea: its products and row primitives in three forms, the
+// forward tile and the two backward tiles share the tile geometry (Ctx) and must stay in step
+// (the one-pass backward reproduces the two-pass one's bits).
 #include "backend/cpu/flash_attention.h"
 
 #include <immintrin.h>
@@ -16,6 +16,7 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "backend/cpu/tail_mask.h"
 #include "core/convert.h"
@@ -31,21 +32,31 @@ namespace {
 // AVX-512). Avx512: the same contracts for float, 16 lanes per register.
 template <typename C>
 struct Plain {
-  // out[j] = sum_d x[d] mt[d ld + j] for j < cols; with acc, out[j] += that sum.
-  static void dot_cols(const C* x, const C* mt, int64_t ld, int64_t depth, int64_t cols, C* out, bool acc = false) {
-    if (!acc) std::fill(out, out + cols, C(0));
-    for (int64_t d = 0; d < depth; ++d) {
-      const C a = x[d];
-      const C* m = mt + d * ld;
-      for (int64_t j = 0; j < cols; ++j) out[j] += a * m[j];
-    }
-  }
-  // out[x] += sum_t w[t ws] m[t ld + x] for x < width.
-  static void add_rows(C* out, const C* w, int64_t ws, const C* m, int64_t ld, int64_t count, int64_t width) {
-    for (int64_t t = 0; t < count; ++t) {
-      const C a = w[t * ws];
-      const C* r = m + t * ld;
-      for (int64_t x = 0; x < width; ++x) out[x] += a * r[x];
+  // The form gemm reads its [depth, ld] operand m in (its first cols columns): the matrix
+  // itself here and in Avx512; Bf16Dot's pairs of rows.
+  static const C* pack(const C* m, int64_t, int64_t, int64_t, C*) { return m; }
+  // gemm's other operand: element (i, d) at p[i rs + d ds]. a_rows: the rows of a [rows, ld]
+  // matrix m (their first depth elements); a_cols: its columns (depth of its rows, n of its
+  // columns), without a copy here; Bf16Dot's are bf16 pairs in w.
+  struct A {
+    const C* p;
+    int64_t rs, ds;
+    A from(int64_t i) const { return {p + i * rs, rs, ds}; }
+  };
+  static A a_rows(const C* m, int64_t ld, int64_t, int64_t, C*) { return {m, ld, 1}; }
+  static A a_cols(const C* m, int64_t ld, int64_t, int64_t, C*) { return {m, 1, ld}; }
+  // out[i ldo + j] (+ with acc)= sum_{d < depth} a(i, d) m[d ld + j], for i < rows and
+  // j < cols, each sum in the order of d; m in pack's form.
+  static void gemm(const A& a, int64_t rows, const C* m, int64_t ld, int64_t depth, int64_t cols, C* out, int64_t ldo,
+                   bool acc) {
+    for (int64_t i = 0; i < rows; ++i) {
+      C* o = out + i * ldo;
+      if (!acc) std::fill(o, o + cols, C(0));
+      for (int64_t d = 0; d < depth; ++d) {
+        const C x = a.p[i * a.rs + d * a.ds];
+        const C* r = m + d * ld;
+        for (int64_t j = 0; j < cols; ++j) o[j] += x * r[j];
+      }
     }
   }
   // s[j] := scale s[j] + bias[j] (no bias: null); returns the max.
@@ -63,9 +74,14 @@ struct Plain {
     for (int64_t j = 0; j < n; ++j) sum += (s[j] = std::exp(s[j] - sub));
     return sum;
   }
-  // dp[j] := p[j] (dp[j] - delta) scale.
-  static void dscores(const C* p, C* dp, int64_t n, C delta, C scale) {
-    for (int64_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - delta) * scale;
+  // The backward's row in one pass: p[j] := e^(scale s[j] + bias[j] - lse) (the forward's
+  // probability, as scale_max and exp_sum make it), dp[j] := p[j] (dp[j] - delta) scale.
+  static void probs_dscores(C* p, C* dp, int64_t n, C scale, const C* bias, C lse, C delta) {
+    for (int64_t j = 0; j < n; ++j) {
+      const C x = p[j] * scale + (bias ? bias[j] : C(0));
+      p[j] = std::exp(x - lse);
+      dp[j] = p[j] * (dp[j] - delta) * scale;
+    }
   }
   static void scale_row(C* x, int64_t n, C a) {
     for (int64_t j = 0; j < n; ++j) x[j] *= a;
@@ -83,62 +99,71 @@ __attribute__((target("avx512f"))) inline __mmask16 live16(int64_t i, int64_t n)
   return i < n ? lanes16(i, n) : __mmask16(0);
 }
 
-// NV registers (16 columns each) of dot_cols, the accumulators kept in registers over depth.
-template <int NV>
-__attribute__((target("avx512f"))) inline void dot_cols_nv(const float* x, const float* mt, int64_t ld, int64_t depth,
-                                                           int64_t left, float* out, bool acc) {
-  __mmask16 k[NV];
-  __m512 a[NV];
-#pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v)
-    k[v] = live16(16 * v, left), a[v] = acc ? _mm512_maskz_loadu_ps(k[v], out + 16 * v) : _mm512_setzero_ps();
-  for (int64_t d = 0; d < depth; ++d) {
-    const __m512 b = _mm512_set1_ps(x[d]);
-    const float* m = mt + d * ld;
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) a[v] = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(k[v], m + 16 * v), a[v]);
+// Calls K<R, NV>::run for a block of R rows (1..kRows) and NV registers of 16 columns
+// (1..4, the 64 columns from `left` on): the micro-kernels of gemm, which keep R x NV sums in
+// registers over the whole depth (each loaded operand row serves R rows, and R x NV
+// independent chains hide the multiply-add's latency).
+inline constexpr int64_t kRows = 4;
+template <template <int, int> class K, int R, typename... A>
+inline void by_width(int64_t left, A... a) {
+  if (left > 48) K<R, 4>::run(left, a...);
+  else if (left > 32) K<R, 3>::run(left, a...);
+  else if (left > 16) K<R, 2>::run(left, a...);
+  else K<R, 1>::run(left, a...);
+}
+template <template <int, int> class K, typename... A>
+inline void by_block(int64_t rows, int64_t left, A... a) {
+  switch (rows) {
+    case 4: return by_width<K, 4>(left, a...);
+    case 3: return by_width<K, 3>(left, a...);
+    case 2: return by_width<K, 2>(left, a...);
+    default: return by_width<K, 1>(left, a...);
   }
-#pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out + 16 * v, k[v], a[v]);
 }
 
-template <int NV>
-__attribute__((target("avx512f"))) inline void add_rows_nv(float* out, const float* w, int64_t ws, const float* m,
-                                                           int64_t ld, int64_t count, int64_t left) {
-  __mmask16 k[NV];
-  __m512 a[NV];
+template <int R, int NV>
+struct GemmF32 {
+  __attribute__((target("avx512f"))) static void run(int64_t left, const float* a, int64_t rs, int64_t ds,
+                                                     const float* m, int64_t ld, int64_t depth, float* out, int64_t ldo,
+                                                     bool acc) {
+    __mmask16 k[NV];
+    __m512 c[R][NV];
 #pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v) k[v] = live16(16 * v, left), a[v] = _mm512_maskz_loadu_ps(k[v], out + 16 * v);
-  for (int64_t t = 0; t < count; ++t) {
-    const __m512 b = _mm512_set1_ps(w[t * ws]);
-    const float* r = m + t * ld;
+    for (int v = 0; v < NV; ++v) k[v] = live16(16 * v, left);
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) a[v] = _mm512_fmadd_ps(b, _mm512_maskz_loadu_ps(k[v], r + 16 * v), a[v]);
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v)
+        c[r][v] = acc ? _mm512_maskz_loadu_ps(k[v], out + r * ldo + 16 * v) : _mm512_setzero_ps();
+    for (int64_t d = 0; d < depth; ++d) {
+      __m512 b[NV];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) b[v] = _mm512_maskz_loadu_ps(k[v], m + d * ld + 16 * v);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const __m512 x = _mm512_set1_ps(a[r * rs + d * ds]);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) c[r][v] = _mm512_fmadd_ps(x, b[v], c[r][v]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out + r * ldo + 16 * v, k[v], c[r][v]);
   }
-#pragma GCC unroll 4
-  for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out + 16 * v, k[v], a[v]);
-}
+};
 
 struct Avx512 {
-  __attribute__((target("avx512f"))) static void dot_cols(const float* x, const float* mt, int64_t ld, int64_t depth,
-                                                          int64_t cols, float* out, bool acc = false) {
-    for (int64_t j0 = 0; j0 < cols; j0 += 64) {
-      const int64_t left = cols - j0;
-      if (left > 48) dot_cols_nv<4>(x, mt + j0, ld, depth, left, out + j0, acc);
-      else if (left > 32) dot_cols_nv<3>(x, mt + j0, ld, depth, left, out + j0, acc);
-      else if (left > 16) dot_cols_nv<2>(x, mt + j0, ld, depth, left, out + j0, acc);
-      else dot_cols_nv<1>(x, mt + j0, ld, depth, left, out + j0, acc);
-    }
-  }
-  __attribute__((target("avx512f"))) static void add_rows(float* out, const float* w, int64_t ws, const float* m,
-                                                          int64_t ld, int64_t count, int64_t width) {
-    for (int64_t x0 = 0; x0 < width; x0 += 64) {
-      const int64_t left = width - x0;
-      if (left > 48) add_rows_nv<4>(out + x0, w, ws, m + x0, ld, count, left);
-      else if (left > 32) add_rows_nv<3>(out + x0, w, ws, m + x0, ld, count, left);
-      else if (left > 16) add_rows_nv<2>(out + x0, w, ws, m + x0, ld, count, left);
-      else add_rows_nv<1>(out + x0, w, ws, m + x0, ld, count, left);
-    }
+  static const float* pack(const float* m, int64_t, int64_t, int64_t, float*) { return m; }
+  using A = Plain<float>::A;
+  static A a_rows(const float* m, int64_t ld, int64_t, int64_t, float*) { return {m, ld, 1}; }
+  static A a_cols(const float* m, int64_t ld, int64_t, int64_t, float*) { return {m, 1, ld}; }
+  static void gemm(const A& a, int64_t rows, const float* m, int64_t ld, int64_t depth, int64_t cols, float* out,
+                   int64_t ldo, bool acc) {
+    for (int64_t i = 0; i < rows; i += kRows)
+      for (int64_t j0 = 0; j0 < cols; j0 += 64)
+        by_block<GemmF32>(std::min(kRows, rows - i), cols - j0, a.p + i * a.rs, a.rs, a.ds, m + j0, ld, depth,
+                          out + i * ldo + j0, ldo, acc);
   }
   __attribute__((target("avx512f"))) static float scale_max(float* s, int64_t n, float scale, const float* bias) {
     __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
@@ -163,13 +188,16 @@ struct Avx512 {
     }
     return _mm512_reduce_add_ps(acc);
   }
-  __attribute__((target("avx512f"))) static void dscores(const float* p, float* dp, int64_t n, float delta,
-                                                         float scale) {
-    const __m512 vd = _mm512_set1_ps(delta), vs = _mm512_set1_ps(scale);
+  __attribute__((target("avx512f"))) static void probs_dscores(float* p, float* dp, int64_t n, float scale,
+                                                               const float* bias, float lse, float delta) {
+    const __m512 vd = _mm512_set1_ps(delta), vs = _mm512_set1_ps(scale), vl = _mm512_set1_ps(lse);
     for (int64_t j = 0; j < n; j += 16) {
       const __mmask16 k = lanes16(j, n);
+      const __m512 b = bias ? _mm512_maskz_loadu_ps(k, bias + j) : _mm512_setzero_ps();
+      const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, p + j), vs, b), vl));
+      _mm512_mask_storeu_ps(p + j, k, e);
       const __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + j), vd);
-      _mm512_mask_storeu_ps(dp + j, k, _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, p + j), x), vs));
+      _mm512_mask_storeu_ps(dp + j, k, _mm512_mul_ps(_mm512_mul_ps(e, x), vs));
     }
   }
   __attribute__((target("avx512f"))) static void scale_row(float* x, int64_t n, float a) {
@@ -180,12 +208,153 @@ struct Avx512 {
     }
   }
 };
+
+// ---- Bf16Dot: Avx512 with every product on AVX512-BF16's vdpbf16ps, for bf16 inputs. One
+// instruction multiplies 16 pairs of bf16 and adds both products to 16 f32 sums: twice the
+// multiply-adds of an f32 FMA, as in oneDNN's bf16 GEMMs. So the reduced dimension goes in
+// pairs: a [depth, ld] operand is packed as [ceil(depth / 2), ld] 32-bit words, word (p, j)
+// holding rows 2p and 2p + 1 of column j (the second 0 past an odd depth), and the row
+// vector x is rounded to bf16 pairs as it is read. The operands that come from bf16 inputs
+// (Q, K, V, dO) round back exactly; P and dS are rounded to bf16 here (2^-9 relative, as the
+// unfused route's bf16 probabilities and score gradients are), while every sum, the running
+// max and sum of the online softmax and the log-sum-exp stay f32.
+
+// A pair of bf16 as one 32-bit word. The words live in bf16 tensors and float scratch, so
+// they are read and written as may_alias (no type-based alias assumptions about them).
+typedef uint32_t __attribute__((__may_alias__)) Word;
+
+// GemmF32's twin: a(i, p) is a pair of bf16 in a word, at a[i rs + p ps]; m is packed; a
+// depth-step is a pair of m's rows.
+template <int R, int NV>
+struct GemmBf16 {
+  __attribute__((target("avx512f,avx512bf16"))) static void run(int64_t left, const Word* a, int64_t rs,
+                                                                int64_t ps, const Word* m, int64_t ld,
+                                                                int64_t depth, float* out, int64_t ldo, bool acc) {
+    __mmask16 k[NV];
+    __m512 c[R][NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) k[v] = live16(16 * v, left);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v)
+        c[r][v] = acc ? _mm512_maskz_loadu_ps(k[v], out + r * ldo + 16 * v) : _mm512_setzero_ps();
+    const int64_t pairs = depth / 2;
+    for (int64_t p = 0; p <= pairs; ++p) {
+      if (p == pairs && !(depth & 1)) break;
+      // The last word of an odd depth: a's pad is 0, and m's second half (the next row: a
+      // later key, or pack's 0) is cleared too, so that an inf or NaN there cannot add 0 * inf.
+      const __m512i keep = _mm512_set1_epi32(p < pairs ? -1 : 0xffff);
+      __m512bh b[NV];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v)
+        b[v] = (__m512bh)_mm512_and_si512(_mm512_maskz_loadu_epi32(k[v], m + p * ld + 16 * v), keep);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const __m512bh x = (__m512bh)_mm512_set1_epi32(int(a[r * rs + p * ps]));
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) c[r][v] = _mm512_dpbf16_ps(c[r][v], b[v], x);
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out + r * ldo + 16 * v, k[v], c[r][v]);
+  }
+};
+
+struct Bf16Dot : Avx512 {
+  // m [depth, ld] (its first cols columns) as pairs of rows in 32-bit words, into dst
+  // (packed_floats(depth, ld) floats).
+  __attribute__((target("avx512f,avx512bf16"))) static const float* pack(const float* m, int64_t depth, int64_t ld,
+                                                                        int64_t cols, float* dst) {
+    Word* o = reinterpret_cast<Word*>(dst);
+    for (int64_t p = 0; p < (depth + 1) / 2; ++p) {
+      const float* r0 = m + 2 * p * ld;
+      const bool second = 2 * p + 1 < depth;
+      for (int64_t j = 0; j < cols; j += 16) {
+        const __mmask16 k = lanes16(j, cols);
+        const __m512 a = _mm512_maskz_loadu_ps(k, r0 + j);
+        const __m512 b = second ? _mm512_maskz_loadu_ps(k, r0 + ld + j) : _mm512_setzero_ps();
+        const __m512i lo = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(a));
+        const __m512i hi = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(b));
+        _mm512_mask_storeu_epi32(o + p * ld + j, k, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+      }
+    }
+    return dst;
+  }
+  struct A {
+    const Word* p;
+    int64_t rs, ps;
+    A from(int64_t i) const { return {p + i * rs, rs, ps}; }
+  };
+  // The rows of m rounded to bf16 pairs in w ((depth + 1) / 2 words a row, 0 past depth).
+  __attribute__((target("avx512f,avx512bf16"))) static A a_rows(const float* m, int64_t ld, int64_t depth,
+                                                               int64_t rows, float* w) {
+    const int64_t words = (depth + 1) / 2;
+    Word* o = reinterpret_cast<Word*>(w);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t d = 0; d < depth; d += 32) {
+        const __m512 lo = _mm512_maskz_loadu_ps(live16(d, depth), m + i * ld + d);
+        const __m512 hi = _mm512_maskz_loadu_ps(live16(d + 16, depth), m + i * ld + d + 16);
+        _mm512_mask_storeu_epi32(o + i * words + d / 2, live16(d / 2, words), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+      }
+    return {o, words, 1};
+  }
+  // bf16 inputs read in place (no widening): words (p, j) = word p of row j of src
+  // ([rows, W] words: the pairs along a row), into dst [W, ld]: K^T or V^T packed.
+  static void transpose_words(const Word* src, int64_t rows, int64_t W, Word* dst, int64_t ld) {
+    for (int64_t j = 0; j < rows; ++j)
+      for (int64_t p = 0; p < W; ++p) dst[p * ld + j] = src[j * W + p];
+  }
+  // src [rows, w] bf16 packed (pairs of rows) into dst [(rows + 1) / 2, w] words.
+  __attribute__((target("avx512f,avx512bw,avx512vl"))) static void interleave(const uint16_t* src, int64_t rows,
+                                                                             int64_t w, Word* dst) {
+    for (int64_t p = 0; p < (rows + 1) / 2; ++p) {
+      const uint16_t* a = src + 2 * p * w;
+      const bool second = 2 * p + 1 < rows;
+      for (int64_t x = 0; x < w; x += 16) {
+        const __mmask16 k = lanes16(x, w);
+        const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, a + x));
+        const __m512i hi = second ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, a + w + x)) : _mm512_setzero_si512();
+        _mm512_mask_storeu_epi32(dst + p * w + x, k, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+      }
+    }
+  }
+  // The columns of m: m packed (pairs of its rows), read across.
+  static A a_cols(const float* m, int64_t ld, int64_t depth, int64_t n, float* w) {
+    return {reinterpret_cast<const Word*>(pack(m, depth, ld, n, w)), 1, ld};
+  }
+  static void gemm(const A& a, int64_t rows, const float* m, int64_t ld, int64_t depth, int64_t cols, float* out,
+                   int64_t ldo, bool acc) {
+    if (depth <= 0) {
+      if (!acc)
+        for (int64_t i = 0; i < rows; ++i) std::fill(out + i * ldo, out + i * ldo + cols, 0.0f);
+      return;
+    }
+    const Word* mw = reinterpret_cast<const Word*>(m);
+    for (int64_t i = 0; i < rows; i += kRows)
+      for (int64_t j0 = 0; j0 < cols; j0 += 64)
+        by_block<GemmBf16>(std::min(kRows, rows - i), cols - j0, a.p + i * a.rs, a.rs, a.ps, mw + j0, ld, depth,
+                           out + i * ldo + j0, ldo, acc);
+  }
+};
 #pragma GCC diagnostic pop
 
 bool use_avx512() {
   static const bool yes = cpu_features().avx512f;
   return yes;
 }
+
+// bf16 inputs on a CPU with AVX512-BF16 (MIXPREC_CPU_DISABLE=avx512_bf16 hides it).
+bool use_bf16_dot(DType dt) {
+  static const bool yes =
+      cpu_features().avx512f && cpu_features().avx512bw && cpu_features().avx512vl && cpu_features().avx512_bf16;
+  return yes && dt == DType::bf16;
+}
+
+// Floats a packed [depth, ld] operand takes (Bf16Dot::pack; the others need none).
+inline int64_t packed_floats(int64_t depth, int64_t ld) { return (depth + 1) / 2 * ld; }
 
 // What every tile reads: the operands as raw rows, the geometry, the key bias in C.
 template <typename C>
@@ -206,6 +375,10 @@ struct Ctx {
   }
   void store(const C* src, void* base, DType to, int64_t n, int64_t r0, int64_t rows, int64_t w) const {
     convert_elements(src, cdt, static_cast<char*>(base) + size_t((n * S + r0) * w) * dtype_size(to), to, rows * w);
+  }
+  // Row r0 of head n of a [N, S, w] buffer of dtype `from`, as stored.
+  const void* at(const void* base, DType from, int64_t n, int64_t r0, int64_t w) const {
+    return static_cast<const char*>(base) + size_t((n * S + r0) * w) * dtype_size(from);
   }
   const C* bias_at(int64_t n, int64_t c0) const { return bias.empty() ? nullptr : bias.data() + (n / heads) * S + c0; }
   bool skipped(int64_t n, int64_t kb) const { return !skip.empty() && skip[size_t((n / heads) * nb + kb)]; }
@@ -263,44 +436,152 @@ Ctx<C> make_ctx(const FlashAttention& t) {
   return g;
 }
 
-// Scratch a thread needs for any tile (elements of C).
-template <typename C>
-size_t scratch_size(const Ctx<C>& g) {
-  return size_t(g.bs * (8 * g.D + 6 * g.Dv + 2 * g.bs + 4));
+// ---- The products' operands from a block of an input: rows [r0, r0 + rows) of head n of
+// `base` (dtype from, w wide). Loaded into buf (converted to C) and then put in I's form; on
+// the Bf16Dot path a bf16 input of even width is read in place instead (its rows already are
+// bf16 pairs; K^T and V^T are a transpose of those words, the row pairs an interleave): no
+// widening, no rounding back.
+template <typename I>
+constexpr bool kReadsBf16 = std::is_same_v<I, Bf16Dot>;
+
+// A over the rows (depth w) and A over the columns (depth rows): Q and dO in the backward.
+template <typename C, typename I>
+std::pair<typename I::A, typename I::A> in_rows_cols(const Ctx<C>& g, const void* base, DType from, int64_t n,
+                                                     int64_t r0, int64_t rows, int64_t w, C* buf, C* wr, C* wc) {
+  if constexpr (kReadsBf16<I>)
+    if (from == DType::bf16 && w % 2 == 0) {
+      const void* src = g.at(base, from, n, r0, w);
+      I::interleave(static_cast<const uint16_t*>(src), rows, w, reinterpret_cast<Word*>(wc));
+      return {{static_cast<const Word*>(src), w / 2, 1}, {reinterpret_cast<const Word*>(wc), 1, w}};
+    }
+  g.load(base, from, n, r0, rows, w, buf);
+  return {I::a_rows(buf, w, w, rows, wr), I::a_cols(buf, w, rows, w, wc)};
+}
+// A over the rows only: Q in the forward, Q and dO in backward_q_tile.
+template <typename C, typename I>
+typename I::A in_rows(const Ctx<C>& g, const void* base, DType from, int64_t n, int64_t r0, int64_t rows, int64_t w,
+                      C* buf, C* wr) {
+  if constexpr (kReadsBf16<I>)
+    if (from == DType::bf16 && w % 2 == 0) return {static_cast<const Word*>(g.at(base, from, n, r0, w)), w / 2, 1};
+  g.load(base, from, n, r0, rows, w, buf);
+  return I::a_rows(buf, w, w, rows, wr);
+}
+// B of depth w, the block transposed ([w, rows], ld bs): K^T for the scores, V^T for dP.
+template <typename C, typename I>
+const C* in_t(const Ctx<C>& g, const void* base, DType from, int64_t n, int64_t r0, int64_t rows, int64_t w, C* buf,
+              C* t, C* pk) {
+  if constexpr (kReadsBf16<I>)
+    if (from == DType::bf16 && w % 2 == 0) {
+      I::transpose_words(static_cast<const Word*>(g.at(base, from, n, r0, w)), rows, w / 2,
+                         reinterpret_cast<Word*>(pk), g.bs);
+      return pk;
+    }
+  g.load(base, from, n, r0, rows, w, buf);
+  transpose(buf, rows, w, t, g.bs);
+  return I::pack(t, w, g.bs, rows, pk);
+}
+// B of depth rows, the block as it is ([rows, w], ld w): V for P V, K for dS K.
+template <typename C, typename I>
+const C* in_n(const Ctx<C>& g, const void* base, DType from, int64_t n, int64_t r0, int64_t rows, int64_t w, C* buf,
+              C* pk) {
+  if constexpr (kReadsBf16<I>)
+    if (from == DType::bf16 && w % 2 == 0) {
+      I::interleave(static_cast<const uint16_t*>(g.at(base, from, n, r0, w)), rows, w, reinterpret_cast<Word*>(pk));
+      return pk;
+    }
+  g.load(base, from, n, r0, rows, w, buf);
+  return I::pack(buf, rows, w, w, pk);
 }
 
-// ---- forward: one head's block of query rows against every key block it sees ----
+// Scratch a thread needs for any tile (elements of C): the tiles' own buffers from buf, the
+// packed operands after them (packs(g, buf)), then gemm's work (Bf16Dot's bf16 rows).
+template <typename C>
+int64_t tile_size(const Ctx<C>& g) {
+  return g.bs * (8 * g.D + 6 * g.Dv + 2 * g.bs + 4);
+}
+template <typename C>
+int64_t packs_size(const Ctx<C>& g) {
+  // The most a tile packs: backward_kv_tile's K^T, V^T, K, P and dS; the forward's V.
+  return packed_floats(g.D, g.bs) + packed_floats(g.Dv, g.bs) + packed_floats(g.bs, g.D) +
+         packed_floats(g.bs, g.Dv) + 2 * packed_floats(g.bs, g.bs);
+}
+template <typename C>
+C* packs(const Ctx<C>& g, C* buf) {
+  return buf + tile_size(g);
+}
+template <typename C>
+C* work(const Ctx<C>& g, C* buf) {
+  return buf + tile_size(g) + packs_size(g);
+}
+// gemm's first operands in Bf16Dot's form (the others take none): a tile's Q, dO and P or dS
+// rows, and the columns of Q and dO, at these offsets.
+template <typename C>
+struct Work {
+  C *q, *dout, *s, *qcols, *doutcols;
+  Work(const Ctx<C>& g, C* w)
+      : q(w),
+        dout(q + g.bs * ((g.D + 1) / 2)),
+        s(dout + g.bs * ((g.Dv + 1) / 2)),
+        qcols(s + g.bs * ((g.bs + 1) / 2)),
+        doutcols(qcols + packed_floats(g.bs, g.D)) {}
+  static int64_t size(const Ctx<C>& g) {
+    return g.bs * ((g.D + 1) / 2 + (g.Dv + 1) / 2 + (g.bs + 1) / 2) + packed_floats(g.bs, g.D) +
+           packed_floats(g.bs, g.Dv);
+  }
+};
+template <typename C>
+size_t scratch_size(const Ctx<C>& g) {
+  return size_t(tile_size(g) + packs_size(g) + Work<C>::size(g));
+}
+
+// out row i += a row i times m's first lim(i) rows, for i < rows, with lim(i) growing with
+// i (causal) or constant: in blocks of kRows rows, each to its last row's lim; a row's entries
+// of a past its own lim must be 0. The blocks are the same wherever a product is taken
+// (backward_kv_tile's dQ terms and backward_q_tile's), so are the bits.
+template <typename C, typename I, typename Lim>
+void gemm_rows(const typename I::A& a, int64_t rows, const C* m, int64_t ld, int64_t cols, C* out, int64_t ldo,
+               Lim lim) {
+  for (int64_t i = 0; i < rows; i += kRows) {
+    const int64_t h = std::min(kRows, rows - i), depth = lim(i + h - 1);
+    if (depth > 0) I::gemm(a.from(i), h, m, ld, depth, cols, out + i * ldo, ldo, true);
+  }
+}
+
+// ---- forward: one head's block of query rows against every key block it sees. Per key
+// block: the scores of all rows (S = Q K^T, every column; a causal diagonal block's hidden
+// ones are dropped next), then each row's online-softmax step (its max, e^(s - m) on its
+// visible keys, 0 past them, the running sum and output rescaled), then O += P V.
 template <typename C, typename I>
 void forward_tile(const Ctx<C>& g, int64_t n, int64_t qb, C* buf, void* out, C* lse) {
   const int64_t bs = g.bs, D = g.D, Dv = g.Dv, S = g.S, r0 = qb * bs, rows = std::min(bs, S - r0);
   C *Q = buf, *Kr = Q + bs * D, *Kt = Kr + bs * D, *V = Kt + bs * D, *P = V + bs * Dv, *O = P + bs * bs,
     *m = O + bs * Dv, *l = m + bs;
-  g.load(g.q, g.dt, n, r0, rows, D, Q);
+  const Work<C> w(g, work(g, buf));
+  const auto Qa = in_rows<C, I>(g, g.q, g.dt, n, r0, rows, D, Q, w.q);
   std::fill(O, O + rows * Dv, C(0));
   std::fill(m, m + rows, -std::numeric_limits<C>::infinity());
   std::fill(l, l + rows, C(0));
   for (int64_t kb = 0, kend = g.key_blocks(r0, rows); kb < kend; ++kb) {
     if (g.skipped(n, kb)) continue;
     const int64_t c0 = kb * bs, cols = std::min(bs, S - c0);
-    g.load(g.k, g.dt, n, c0, cols, D, Kr);
-    transpose(Kr, cols, D, Kt, bs);
-    g.load(g.v, g.dt, n, c0, cols, Dv, V);
+    const C* Ktp = in_t<C, I>(g, g.k, g.dt, n, c0, cols, D, Kr, Kt, packs(g, buf));
+    const C* Vp = in_n<C, I>(g, g.v, g.dt, n, c0, cols, Dv, V, packs(g, buf) + packed_floats(D, bs));
     const C* bias = g.bias_at(n, c0);
+    I::gemm(Qa, rows, Ktp, bs, D, cols, P, bs, false);
     for (int64_t i = 0; i < rows; ++i) {
-      const int64_t lim = g.visible(r0 + i, c0, cols);
-      if (lim <= 0) continue;
+      const int64_t lim = std::max<int64_t>(g.visible(r0 + i, c0, cols), 0);
       C* p = P + i * bs;
-      I::dot_cols(Q + i * D, Kt, bs, D, lim, p);
+      std::fill(p + lim, p + cols, C(0));
+      if (lim == 0) continue;
       const C m_new = std::max(m[i], I::scale_max(p, lim, g.scale, bias));
       // The running sum and output rescaled to the new max (nothing to rescale at first).
       const C alpha = m[i] == -std::numeric_limits<C>::infinity() ? C(0) : std::exp(m[i] - m_new);
-      const C sum = I::exp_sum(p, lim, m_new);
-      l[i] = l[i] * alpha + sum;
-      C* o = O + i * Dv;
-      I::scale_row(o, Dv, alpha);
-      I::add_rows(o, p, 1, V, Dv, lim, Dv);
+      l[i] = l[i] * alpha + I::exp_sum(p, lim, m_new);
+      I::scale_row(O + i * Dv, Dv, alpha);
       m[i] = m_new;
     }
+    gemm_rows<C, I>(I::a_rows(P, bs, cols, rows, w.s), rows, Vp, Dv, Dv, O, Dv,
+                    [&](int64_t i) { return g.visible(r0 + i, c0, cols); });
   }
   for (int64_t i = 0; i < rows; ++i) {
     I::scale_row(O + i * Dv, Dv, C(1) / l[i]);
@@ -309,21 +590,22 @@ void forward_tile(const Ctx<C>& g, int64_t n, int64_t qb, C* buf, void* out, C* 
   g.store(O, out, g.dt, n, r0, rows, Dv);
 }
 
-// ---- backward. One row of a tile: P = e^(scale q.k + bias - lse) and dS = P (dP - D) scale,
-// dP = dO . v; entries past the row's visible keys set to 0 (they feed column sums).
+// ---- backward. A tile's rows [r0, r0 + rows) against its keys [c0, c0 + cols):
+// P = e^(scale Q K^T + bias - lse) and dS = P (dP - D) scale, dP = dO V^T; entries past a
+// row's visible keys set to 0 (they feed column sums).
 template <typename C, typename I>
-void probs_and_dscores(const Ctx<C>& g, const C* q, const C* dout, const C* Kt, const C* Vt, const C* bias, int64_t lim,
-                       int64_t cols, C lse, C delta, C* p, C* ds) {
-  if (lim > 0) {
-    I::dot_cols(q, Kt, g.bs, g.D, lim, p);
-    I::scale_max(p, lim, g.scale, bias);
-    I::exp_sum(p, lim, lse);
-    I::dot_cols(dout, Vt, g.bs, g.Dv, lim, ds);
-    I::dscores(p, ds, lim, delta, g.scale);
+void probs_and_dscores(const Ctx<C>& g, const typename I::A& Qa, const typename I::A& dOa, int64_t r0, int64_t rows,
+                       const C* Ktp, const C* Vtp, const C* bias, int64_t c0, int64_t cols, const C* lse,
+                       const C* delta, C* P, C* dS) {
+  I::gemm(Qa, rows, Ktp, g.bs, g.D, cols, P, g.bs, false);
+  I::gemm(dOa, rows, Vtp, g.bs, g.Dv, cols, dS, g.bs, false);
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t lim = std::max<int64_t>(g.visible(r0 + i, c0, cols), 0);
+    C *p = P + i * g.bs, *ds = dS + i * g.bs;
+    if (lim > 0) I::probs_dscores(p, ds, lim, g.scale, bias, lse[r0 + i], delta[r0 + i]);
+    std::fill(p + lim, p + cols, C(0));
+    std::fill(ds + lim, ds + cols, C(0));
   }
-  const int64_t from = std::max<int64_t>(lim, 0);
-  std::fill(p + from, p + cols, C(0));
-  std::fill(ds + from, ds + cols, C(0));
 }
 
 struct Grads {
@@ -340,36 +622,31 @@ template <typename C, typename I>
 void backward_kv_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads& gr, int64_t n, int64_t kb, C* buf,
                       C* dq = nullptr) {
   const int64_t bs = g.bs, D = g.D, Dv = g.Dv, S = g.S, c0 = kb * bs, cols = std::min(bs, S - c0);
-  // dK and dV are accumulated transposed, [D, cols] and [Dv, cols]: a row of dK^T is a row of
-  // Q^T times the dS block, 16 keys per register, as the scores are (Q^T and dO^T per query
-  // block).
+  // dK and dV are accumulated transposed, [D, cols] and [Dv, cols]: a row of dK^T is a column
+  // of Q (a_cols) times the dS block, 16 keys per register, as the scores are.
   C *Kt = buf, *Vt = Kt + bs * D, *tmp = Vt + bs * Dv, *Q = tmp + bs * std::max(D, Dv), *dO = Q + bs * D,
-    *P = dO + bs * Dv, *dS = P + bs * bs, *dKt = dS + bs * bs, *dVt = dKt + bs * D, *Kr = dVt + bs * Dv,
-    *Qt = Kr + bs * D, *dOt = Qt + bs * D;
+    *P = dO + bs * Dv, *dS = P + bs * bs, *dKt = dS + bs * bs, *dVt = dKt + bs * D, *Kr = dVt + bs * Dv;
+  const Work<C> w(g, work(g, buf));
   std::fill(dKt, dKt + D * bs, C(0));
   std::fill(dVt, dVt + Dv * bs, C(0));
   if (!g.skipped(n, kb)) {
-    g.load(g.k, g.dt, n, c0, cols, D, Kr);
-    transpose(Kr, cols, D, Kt, bs);
-    g.load(g.v, g.dt, n, c0, cols, Dv, tmp);
-    transpose(tmp, cols, Dv, Vt, bs);
+    C* pk = packs(g, buf);
+    const C* Ktp = in_t<C, I>(g, g.k, g.dt, n, c0, cols, D, tmp, Kt, pk);
+    const C* Vtp = in_t<C, I>(g, g.v, g.dt, n, c0, cols, Dv, tmp, Vt, pk += packed_floats(D, bs));
+    const C* Krp = in_n<C, I>(g, g.k, g.dt, n, c0, cols, D, Kr, pk += packed_floats(Dv, bs));
+    C* Pp = pk += packed_floats(bs, D);
+    C* dSp = pk + packed_floats(bs, bs);
     const C* bias = g.bias_at(n, c0);
     for (int64_t qb = g.causal ? c0 / bs : 0; qb < g.nb; ++qb) {
       const int64_t r0 = qb * bs, rows = std::min(bs, S - r0);
-      g.load(g.q, g.dt, n, r0, rows, D, Q);
-      g.load(gr.dout, gr.gdt, n, r0, rows, Dv, dO);
-      transpose(Q, rows, D, Qt, bs);
-      transpose(dO, rows, Dv, dOt, bs);
-      for (int64_t i = 0; i < rows; ++i)
-        probs_and_dscores<C, I>(g, Q + i * D, dO + i * Dv, Kt, Vt, bias, g.visible(r0 + i, c0, cols), cols,
-                                lse[n * S + r0 + i], delta[n * S + r0 + i], P + i * bs, dS + i * bs);
-      for (int64_t x = 0; x < Dv; ++x) I::dot_cols(dOt + x * bs, P, bs, rows, cols, dVt + x * bs, true);  // dV += P^T dO
-      for (int64_t x = 0; x < D; ++x) I::dot_cols(Qt + x * bs, dS, bs, rows, cols, dKt + x * bs, true);  // dK += dS^T Q
-      if (dq)
-        for (int64_t i = 0; i < rows; ++i) {
-          const int64_t lim = g.visible(r0 + i, c0, cols);
-          if (lim > 0) I::add_rows(dq + (r0 + i) * D, dS + i * bs, 1, Kr, D, lim, D);  // dQ_i += sum_j dS_ij K_j
-        }
+      const auto [Qa, Qc] = in_rows_cols<C, I>(g, g.q, g.dt, n, r0, rows, D, Q, w.q, w.qcols);
+      const auto [dOa, dOc] = in_rows_cols<C, I>(g, gr.dout, gr.gdt, n, r0, rows, Dv, dO, w.dout, w.doutcols);
+      probs_and_dscores<C, I>(g, Qa, dOa, r0, rows, Ktp, Vtp, bias, c0, cols, lse + n * S, delta + n * S, P, dS);
+      I::gemm(dOc, Dv, I::pack(P, rows, bs, cols, Pp), bs, rows, cols, dVt, bs, true);  // dV += P^T dO
+      I::gemm(Qc, D, I::pack(dS, rows, bs, cols, dSp), bs, rows, cols, dKt, bs, true);  // dK += dS^T Q
+      if (dq)  // dQ_i += sum_j dS_ij K_j
+        gemm_rows<C, I>(I::a_rows(dS, bs, cols, rows, w.s), rows, Krp, D, D, dq + r0 * D, D,
+                        [&](int64_t i) { return g.visible(r0 + i, c0, cols); });
     }
   }
   transpose(dKt, D, bs, Q, D);  // back to [cols, D] rows (only the first cols are stored)
@@ -382,26 +659,23 @@ void backward_kv_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads
 template <typename C, typename I>
 void backward_q_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads& gr, int64_t n, int64_t qb, C* buf) {
   const int64_t bs = g.bs, D = g.D, Dv = g.Dv, S = g.S, r0 = qb * bs, rows = std::min(bs, S - r0);
-  C *Kr = buf, *Kt = Kr + bs * D, *Vt = Kt + bs * D, *tmp = Vt + bs * Dv, *Q = tmp + bs * Dv, *dO = Q + bs * D,
-    *P = dO + bs * Dv, *dS = P + bs, *dQ = dS + bs;
-  g.load(g.q, g.dt, n, r0, rows, D, Q);
-  g.load(gr.dout, gr.gdt, n, r0, rows, Dv, dO);
+  C *Kr = buf, *Kt = Kr + bs * D, *Vt = Kt + bs * D, *tmp = Vt + bs * Dv, *Q = tmp + bs * std::max(D, Dv), *dO = Q + bs * D,
+    *P = dO + bs * Dv, *dS = P + bs * bs, *dQ = dS + bs * bs;
+  const Work<C> w(g, work(g, buf));
+  const auto Qa = in_rows<C, I>(g, g.q, g.dt, n, r0, rows, D, Q, w.q);
+  const auto dOa = in_rows<C, I>(g, gr.dout, gr.gdt, n, r0, rows, Dv, dO, w.dout);
   std::fill(dQ, dQ + rows * D, C(0));
   for (int64_t kb = 0, kend = g.key_blocks(r0, rows); kb < kend; ++kb) {
     if (g.skipped(n, kb)) continue;
     const int64_t c0 = kb * bs, cols = std::min(bs, S - c0);
-    g.load(g.k, g.dt, n, c0, cols, D, Kr);
-    transpose(Kr, cols, D, Kt, bs);
-    g.load(g.v, g.dt, n, c0, cols, Dv, tmp);
-    transpose(tmp, cols, Dv, Vt, bs);
+    C* pk = packs(g, buf);
+    const C* Ktp = in_t<C, I>(g, g.k, g.dt, n, c0, cols, D, tmp, Kt, pk);
+    const C* Vtp = in_t<C, I>(g, g.v, g.dt, n, c0, cols, Dv, tmp, Vt, pk += packed_floats(D, bs));
+    const C* Krp = in_n<C, I>(g, g.k, g.dt, n, c0, cols, D, Kr, pk + packed_floats(Dv, bs));
     const C* bias = g.bias_at(n, c0);
-    for (int64_t i = 0; i < rows; ++i) {
-      const int64_t lim = g.visible(r0 + i, c0, cols);
-      if (lim <= 0) continue;
-      probs_and_dscores<C, I>(g, Q + i * D, dO + i * Dv, Kt, Vt, bias, lim, cols, lse[n * S + r0 + i],
-                              delta[n * S + r0 + i], P, dS);
-      I::add_rows(dQ + i * D, dS, 1, Kr, D, lim, D);  // dQ_i += sum_j dS_ij K_j
-    }
+    probs_and_dscores<C, I>(g, Qa, dOa, r0, rows, Ktp, Vtp, bias, c0, cols, lse + n * S, delta + n * S, P, dS);
+    gemm_rows<C, I>(I::a_rows(dS, bs, cols, rows, w.s), rows, Krp, D, D, dQ, D,
+                    [&](int64_t i) { return g.visible(r0 + i, c0, cols); });  // dQ_i += sum_j dS_ij K_j
   }
   g.store(dQ, gr.dq, g.dt, n, r0, rows, D);
 }
@@ -476,12 +750,14 @@ std::vector<Tensor> backward(const FlashAttention& t, const Tensor& d_out) {
 
 void flash_attention_forward(FlashAttention& t) {
   if (t.q.dtype() == DType::f64) return forward<double, Plain<double>>(t);
+  if (use_bf16_dot(t.q.dtype())) return forward<float, Bf16Dot>(t);
   if (use_avx512()) return forward<float, Avx512>(t);
   forward<float, Plain<float>>(t);
 }
 
 std::vector<Tensor> flash_attention_backward(const FlashAttention& t, const Tensor& d_out) {
   if (t.q.dtype() == DType::f64) return backward<double, Plain<double>>(t, d_out);
+  if (use_bf16_dot(t.q.dtype())) return backward<float, Bf16Dot>(t, d_out);
   if (use_avx512()) return backward<float, Avx512>(t, d_out);
   return backward<float, Plain<float>>(t, d_out);
 }

@@ -25,8 +25,20 @@
 // scores), is added to every score of its key; without causal, a key block whose every bias
 // is then <= kFlashSkipBias is skipped: its terms e^(s + bias - m) are exactly 0 in f32 and
 // f64 unless scores span ~1e4.
-// The inner products run on AVX-512 where the CPU has it (cpu_features(); MIXPREC_CPU_DISABLE
-// hides it) and in plain loops elsewhere (and for f64).
+// Every block product is one register-blocked kernel (4 rows x up to 64 columns of sums in
+// registers), in three forms chosen at run time (cpu_features(); MIXPREC_CPU_DISABLE hides a
+// feature, and the tests run each form):
+// - bf16 inputs on a CPU with AVX512-BF16 (Zen4/Zen5, Cooper Lake, Sapphire Rapids): vdpbf16ps,
+//   16 lanes x 2 bf16 products per instruction into f32 sums, twice an f32 FMA's work. The
+//   bf16 inputs are read in place (their rows are already the bf16 pairs the instruction
+//   wants). P is rounded to bf16 before P V, and dS before dS K and dS^T Q (2^-9 relative
+//   each: oneDNN's bf16 GEMMs on the unfused route under autocast round its probabilities and
+//   score gradients the same way); the sums, the running max and sum, the log-sum-exp and
+//   D = rowsum(dO * O) stay f32, and l sums the unrounded P.
+// - f32, f16, and bf16 without AVX512-BF16, on AVX-512: f32 FMAs on the widened values.
+// - f64, and any dtype without AVX-512: plain loops in C.
+// The first two run the same tiles with the same summation order per element; only the
+// products' rounding of P and dS differs.
 #pragma once
 #include <cstdint>
 #include <vector>

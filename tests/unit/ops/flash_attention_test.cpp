@@ -5,8 +5,10 @@
 // gradients against central differences in f64 and against the unfused route (matmul,
 // attention_softmax, matmul) in f32 and bf16, the same bits for 1, 2 and 3 threads, memory
 // linear in S, and clear errors for bad arguments. The op harness (op_harness_test) checks
-// its registry entries besides. Run again with AVX-512 hidden (tests/CMakeLists.txt): the
-// plain-loop kernels.
+// its registry entries besides. Three product paths (flash_attention.h): on a CPU with
+// AVX512-BF16 this binary runs bf16 inputs on vdpbf16ps; tests/CMakeLists.txt runs it again
+// with AVX512-BF16 hidden (_no_bf16: bf16 on the AVX-512 f32 FMAs) and with AVX-512 hidden
+// (_no_avx512: the plain loops).
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -184,6 +186,41 @@ TEST(FlashAttention, MatchesTheUnfusedRouteWithGradientsInF32AndBf16) {
         EXPECT_LT(max_abs_diff(grads[i][0], grads[i][1]), tol * std::max(1.0, max_abs(grads[i][1])))
             << "gradient of input " << i;
     }
+  }
+}
+
+TEST(FlashAttention, Bf16GradientsMatchTheFloat64KernelOnTheSameValues) {
+  // Every product of the backward (the scores and dP again, dV = P^T dO, dK = dS^T Q,
+  // dQ = dS K) at odd depths and widths (D = 5, Dv = 3, blocks of 16 over 37 or 67 rows),
+  // causal and padded. On AVX512-BF16 they run on bf16 pairs with P and dS rounded to bf16
+  // (2^-9 relative each) and f32 sums; elsewhere in f32 from the widened inputs. Either way
+  // within a few bf16 ulps of the float64 kernel on the same (bf16-valued) inputs, whose
+  // gradients the central differences above check.
+  for (const Case& c : std::vector<Case>{{3, 37, 5, 3, 16, true, 0}, {4, 67, 8, 5, 16, false, 2},
+                                         {2, 130, 32, 32, 64, true, 0}}) {
+    SCOPED_TRACE(name(c));
+    const Tensor mask = c.pad_batches ? padding_mask(c.pad_batches, c.S) : Tensor();
+    const Tensor q = random_tensor({c.N, c.S, c.D}, 21, -2, 2).to(DType::bf16),
+                 k = random_tensor({c.N, c.S, c.D}, 22, -2, 2).to(DType::bf16),
+                 v = random_tensor({c.N, c.S, c.Dv}, 23).to(DType::bf16),
+                 dir = random_tensor({c.N, c.S, c.Dv}, 24).to(DType::bf16);
+    std::vector<std::vector<double>> outs, grads[3];
+    for (DType dt : {DType::bf16, DType::f64}) {
+      Tensor a = q.to(dt).clone().requires_grad_(true), b = k.to(dt).clone().requires_grad_(true),
+             e = v.to(dt).clone().requires_grad_(true);
+      const Tensor out = scaled_dot_product_attention(a, b, e, c.causal, std::nullopt, c.block, mask);
+      sum(mul(out, dir.to(dt))).backward();
+      outs.push_back(out.to_vector_f64());
+      grads[0].push_back(a.grad().to_vector_f64());
+      grads[1].push_back(b.grad().to_vector_f64());
+      grads[2].push_back(e.grad().to_vector_f64());
+    }
+    // Measured here: outputs within 2.7e-3 (the output's own rounding, 2^-9, is most of it),
+    // gradients within 6.2e-3 on vdpbf16ps and 3.9e-3 on f32 products.
+    EXPECT_LT(max_abs_diff(outs[0], outs[1]), 6e-3 * std::max(1.0, max_abs(outs[1])));
+    for (int i = 0; i < 3; ++i)
+      EXPECT_LT(max_abs_diff(grads[i][0], grads[i][1]), 1.5e-2 * std::max(1.0, max_abs(grads[i][1])))
+          << "gradient of input " << i;
   }
 }
 

@@ -56,7 +56,7 @@ Tensor recycle_or_allocate(WeightCache& c, size_t bytes) {
 Tensor weights_in_layout(const Tensor& w, const dnnl_md& target) {
   const dnnl_md user = md_of(w);
   if (user == target) return w;
-  PrimKey key(PrimKind::reorder);
+  PrimKey key(PrimKind::reorder, /*with_thread_count=*/false);
   key.add(reinterpret_cast<intptr_t>(w.data())).add(user).add(target);
 
   WeightCache& c = weight_cache();

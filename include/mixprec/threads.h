@@ -92,7 +92,7 @@ class ThreadPolicy {
   bool adaptive_ = false;
   int flag_ = 0, cores_ = 1, threads_ = 1;
   double interval_ = 0.5, assumed_others_ = -1, last_real_ = 0;  // last_real_: the steady clock at the last sample
-  std::string assumed_problem_;
+  std::string assumed_problem_, omp_env_;  // omp_env_: OMP_NUM_THREADS as the policy found it
   Sampler sampler_;
   CpuSample last_;
   ThreadChoice choice_;

@@ -146,7 +146,8 @@ CpuSample read_cpu_sample(const std::vector<int>& cores, const std::string& proc
 ThreadPolicy::ThreadPolicy(int threads_flag, double interval, Sampler sampler, int cores)
     : flag_(threads_flag), interval_(interval), sampler_(std::move(sampler)) {
   const char* omp = std::getenv("OMP_NUM_THREADS");
-  adaptive_ = threads_flag <= 0 && (omp == nullptr || *omp == '\0');
+  omp_env_ = omp ? omp : "";
+  adaptive_ = threads_flag <= 0 && omp_env_.empty();
   std::vector<int> mine = usable_cores();
   cores_ = cores > 0 ? cores : std::max<int>(1, int(mine.size()));
   if (!sampler_) sampler_ = [mine] { return read_cpu_sample(mine); };
@@ -214,7 +215,7 @@ int ThreadPolicy::threads() const {
 
 std::string ThreadPolicy::describe() const {
   if (flag_ > 0) return std::to_string(flag_) + " (--threads)";
-  if (!adaptive_) return std::string("OMP_NUM_THREADS=") + std::getenv("OMP_NUM_THREADS");
+  if (!adaptive_) return "OMP_NUM_THREADS=" + omp_env_;
   std::lock_guard<std::mutex> lock(mutex_);
   const std::string of = std::to_string(threads_) + " of " + std::to_string(cores_);
   std::string d;

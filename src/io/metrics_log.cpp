@@ -185,6 +185,7 @@ Status MetricsLog::log_step(int64_t step, int64_t epoch, double loss, double lr,
   if (extras.memory_bytes >= 0) line += ",\"memory_bytes\":" + std::to_string(extras.memory_bytes);
   if (extras.peak_memory_bytes >= 0) line += ",\"peak_memory_bytes\":" + std::to_string(extras.peak_memory_bytes);
   if (extras.ranks > 1) line += ",\"ranks\":" + std::to_string(extras.ranks);
+  if (extras.threads > 0) line += ",\"threads\":" + std::to_string(extras.threads);
   if (!extras.overflow.empty()) {
     // Parameter names come from model files (user input): serialised by the JSON library,
     // with invalid UTF-8 replaced, so a line always parses.

@@ -14,6 +14,7 @@
 #include "mixprec/core/memory.h"
 #include "mixprec/nn/model_file.h"
 #include "mixprec/nn/models.h"
+#include "mixprec/core/threads.h"
 #include "train/precision_step.h"
 
 namespace mixprec::train {
@@ -140,13 +141,14 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
   if (o.threads < 0 || o.threads > max_thread_count())
     return Status::invalid_argument("--threads: must be from 0 (all cores) to " + std::to_string(max_thread_count()) +
                                     ", got " + std::to_string(o.threads));
-  if (o.threads > 0) omp_set_num_threads(o.threads);
+  // --threads N, OMP_NUM_THREADS, or the adaptive default, re-decided between steps.
+  ThreadPolicy threads(o.threads);
+  threads.apply();
 
   StepBenchmarkResult result;
   result.model = o.model;
   // A language model from a file: sequences, as the built-in GPTs (default_benchmark_batch).
   result.batch_size = o.batch_size > 0 ? o.batch_size : spec->language_model ? 16 : default_benchmark_batch(o.model);
-  result.threads = omp_get_max_threads();
   result.tokens_per_sample = spec->language_model ? spec->width - 1 : spec->token_input ? spec->width : 0;
 
   const int64_t n = result.batch_size;
@@ -167,6 +169,9 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
   for (int64_t i = 0; i < o.warmup; ++i)
     for (Contender& c : contenders) c.timing.last_loss = c.step->run(batch).loss;
 
+  // The warm-up was the thread policy's first window; the step below then makes the
+  // primitives for the count it chose.
+  threads.settle();
   // One extra untimed step per preset measures its peak activation memory in isolation.
   for (Contender& c : contenders) {
     reset_peak_memory();
@@ -182,6 +187,7 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
       const int64_t allocs = allocation_count();
       const int64_t prims = primitive_creations();
       const auto t0 = std::chrono::steady_clock::now();
+      c.timing.step_threads.push_back(threads.apply());  // timed: train pays it too
       const BenchmarkStep::Phases out = c.step->run(batch);
       const auto t1 = std::chrono::steady_clock::now();
       c.timing.last_loss = out.loss;
@@ -194,6 +200,8 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
       if (on_progress) on_progress(++done, total);
     }
   }
+  result.threads = threads.threads();
+  result.thread_policy = threads.describe();
   for (Contender& c : contenders) {
     PresetTiming& t = c.timing;
     t.median_ms = median_of(t.step_ms);

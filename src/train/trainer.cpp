@@ -4,6 +4,8 @@
 // callbacks. A DivergenceGuard watches each loss: on divergence the run stops (the last good
 // checkpoint untouched) or, with on_divergence = rollback, restarts from that checkpoint and
 // steps over the offending batch.
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -258,6 +260,7 @@ StatusOr<TrainingRun::Next> TrainingRun::train_step(int64_t epoch, int64_t batch
     const MemoryStats mem = memory_stats();
     extras.memory_bytes = mem.total_current;
     extras.peak_memory_bytes = mem.total_peak;
+    extras.threads = omp_get_max_threads();
     if (!out.stepped) {
       const auto& bad = step_->scaler().last_nonfinite();
       extras.overflow_tensors = int64_t(bad.size());

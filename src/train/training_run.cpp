@@ -13,6 +13,7 @@
 #include "mixprec/core/memory.h"
 #include "mixprec/core/names.h"
 #include "mixprec/train/train_config.h"
+#include "mixprec/core/threads.h"
 #include "train/memory_estimate.h"
 #include "train/self_check.h"
 
@@ -302,9 +303,21 @@ StatusOr<TrainResult> TrainingRun::run() {
   MIXPREC_RETURN_IF_ERROR(validate(config_, /*check_names=*/custom_ == nullptr));
   MIXPREC_RETURN_IF_ERROR(join_ranks());
   MIXPREC_RETURN_IF_ERROR(claim_run_dir());
+  // With neither --threads nor OMP_NUM_THREADS a new run of one process measures the other
+  // processes over its set-up and keeps one count for the whole run, recorded in config.json
+  // so that a resume continues on it: the thread count changes some kernels' summation order
+  // (mixprec/core/threads.h), and a run must stay reproducible. A resume, or a rank of a
+  // data-parallel run, without the flag keeps OpenMP's default as before.
+  std::unique_ptr<ThreadPolicy> adaptive;
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
+  else if (config_.resume.empty() && !(dp_ && dp_->ranks() > 1)) adaptive = std::make_unique<ThreadPolicy>(0);
   MIXPREC_RETURN_IF_ERROR(load_datasets());
   MIXPREC_RETURN_IF_ERROR(check_memory());
+  if (adaptive && adaptive->adaptive()) {
+    recorded_config_.threads = adaptive->settle();
+    // "1: adaptive (now 1 of 2: other processes busy on ~1.6 cores), kept for the run ..."
+    threads_note_ = ": " + adaptive->describe() + ", kept for this run and its resumes";
+  }
   choose_precision();
   MIXPREC_RETURN_IF_ERROR(build_model());
   MIXPREC_RETURN_IF_ERROR(restore());

@@ -95,7 +95,8 @@ class TrainingRun {
   nn::ModelSpec spec_;
   DataSplits data_;
   std::optional<MemoryEstimate> memory_estimate_;  // check_memory's, when it ran (TrainResult reports it)
-  TrainConfig recorded_config_;  // config_ with the normalisation the loader applies
+  TrainConfig recorded_config_;  // config_ with the normalisation the loader applies (and the adaptive thread count)
+  std::string threads_note_;     // the banner's words after the thread count: " (adaptive: ...)"
   std::unique_ptr<DataLoader> loader_;
   amp::Preset preset_;
   std::unique_ptr<PrecisionStep> step_;

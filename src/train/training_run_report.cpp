@@ -59,7 +59,7 @@ void TrainingRun::announce() {
                                 data_shape_text() + ")"},
                 {"augmentation", augmentation_text()},
                 {"steps", std::to_string(total_) + " (" + std::to_string(per_epoch_) + " per epoch" + micro + ")"},
-                {"threads", std::to_string(omp_get_max_threads())},
+                {"threads", std::to_string(omp_get_max_threads()) + threads_note_},
                 {"precision", preset_.name + " (" + preset_.level + ": " + preset_.description + ")"},
                 {"loss scaling", preset_.loss_scaling ? "dynamic, init " + number_text(config_.init_scale) +
                                                             ", interval " + std::to_string(config_.growth_interval)

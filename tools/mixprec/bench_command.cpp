@@ -31,6 +31,7 @@ nlohmann::json to_json(const train::StepBenchmarkResult& r) {
   j["model"] = r.model;
   j["batch_size"] = r.batch_size;
   j["threads"] = r.threads;
+  j["thread_policy"] = r.thread_policy;
   j["omp_wait"] = omp_wait_description();
   j["parameters"] = r.parameters;
   j["tokens_per_sample"] = r.tokens_per_sample;
@@ -50,16 +51,17 @@ nlohmann::json to_json(const train::StepBenchmarkResult& r) {
                             {"heap_allocations", t.heap_allocations},
                             {"primitive_creations", t.primitive_creations},
                             {"last_loss", t.last_loss},
-                            {"step_ms", t.step_ms}});
+                            {"step_ms", t.step_ms},
+                            {"step_threads", t.step_threads}});
   }
   return j;
 }
 
 void print_table(const train::StepBenchmarkResult& r, int64_t steps) {
   std::printf("\n%s, batch %lld, %d threads, %lld parameters, %lld timed steps per preset (interleaved)\n"
-              "OpenMP waits: %s\n",
+              "threads: %s\nOpenMP waits: %s\n",
               r.model.c_str(), (long long)r.batch_size, r.threads, (long long)r.parameters, (long long)steps,
-              omp_wait_description().c_str());
+              r.thread_policy.c_str(), omp_wait_description().c_str());
   // Text models are compared by tokens a second (a language model's sample: its context).
   const bool text = r.tokens_per_sample > 0;
   std::printf("%-10s | %9s | %9s | %20s | %9s | %8s | %12s | %8s | %6s | %6s | %7s\n", "preset", "median ms",
@@ -148,7 +150,8 @@ Runner add_bench_command(CLI::App& app) {
       ->check(at_least(1))->capture_default_str();
   cmd->add_option("--warmup", f->options.warmup, "Untimed steps per preset first")
       ->check(at_least(0))->capture_default_str();
-  cmd->add_option("--threads", f->options.threads, "Threads (0: all cores)")
+  cmd->add_option("--threads", f->options.threads,
+                  "Threads (0: OMP_NUM_THREADS if set, else adaptive: the cores other processes leave free)")
       ->check(at_least(0))->capture_default_str();
   cmd->add_option("--seed", f->options.seed, "Seed of the weights and the synthetic batch")->capture_default_str();
   cmd->add_flag("--json", f->json, "Print the results as JSON (every step's time included) instead of a table");

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "mixprec/core/threads.h"
 #include "mixprec/train/train.h"
 
 namespace mixprec::cli {
@@ -49,10 +50,20 @@ CLI::Validator integer_from(int64_t min);
 CLI::Validator unsigned_integer();
 CLI::Validator positive();  // > 0, for real-valued flags (--lr)
 // --threads for a command that computes (predict, generate, eval, serve, ...): 0 (the
-// default) leaves OpenMP's choice, else 1 to max_thread_count() as train accepts; and the
-// call that applies it before the command's work.
+// default) is OMP_NUM_THREADS if set, else the adaptive count (mixprec/core/threads.h), else 1 to
+// max_thread_count() as train accepts.
 void add_threads_option(CLI::App* cmd, int& threads);
+// The command's one thread policy, made by the first call (at the command's start, so that
+// loading the model is its first measuring window); later calls return the same object.
+ThreadPolicy& thread_policy(int threads);
+// Applies the policy on the calling thread (OpenMP's count is per thread): the first
+// decision when none was made yet (it waits for the rest of a short window), else the
+// policy's re-decision every half second. Call it before each batch of work.
 void use_threads(int threads);
+// "threads: adaptive (now 1 of 2: other processes busy on ~1.6 cores)" for a command's
+// report, or "" when the user chose the count (--threads, OMP_NUM_THREADS) or, with
+// only_if_fewer, when the policy computes on every core.
+std::string adaptive_threads_note(int threads, bool only_if_fewer = false);
 // The checkpoint of eval, infer and inspect, given either way: `eval C` or `eval --checkpoint C`.
 void add_checkpoint_argument(CLI::App* cmd, std::string& positional, std::string& flag, const std::string& help);
 // The one given; none or two different ones is a usage error (printed; nullopt returned).

@@ -99,6 +99,7 @@ int run_eval(const EvalFlags& f, const std::string& given) {
   int64_t correct = 0, samples = 0;
   double loss_sum = 0.0;
   while (auto b = loader.next()) {
+    use_threads(f.threads);  // the adaptive count, re-decided every half second
     NoGradGuard ng;
     const Tensor logits = infer::run_model(*loaded, b->images);  // f32 whatever the preset
     if (!f.save_predictions.empty() && samples == 0) {
@@ -124,6 +125,7 @@ int run_eval(const EvalFlags& f, const std::string& given) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!loaded->opened.weights_only)
     std::printf("checkpoint %s (model %s, step %lld)\n", path->c_str(), spec->name.c_str(), (long long)st.global_step);
+  if (const std::string note = adaptive_threads_note(f.threads); !note.empty()) std::printf("%s\n", note.c_str());
   if (test_set.text) {  // bytes predicted, in bits per byte as training reports them
     std::printf("eval: %s test set, %lld bytes predicted, precision %s\n", test_set.name.c_str(),
                 (long long)samples, preset->name.c_str());
@@ -170,7 +172,7 @@ Runner add_eval_command(CLI::App& app) {
                   "Write the first batch's images, logits and labels to this .safetensors file");
   add_threads_option(cmd, flags->threads);
   return [flags]() -> int {
-    use_threads(flags->threads);
+    thread_policy(flags->threads);  // measuring starts: loading the model and data is its first window
     auto which = chosen_checkpoint(flags->checkpoint, flags->checkpoint_flag);
     if (!which) return kExitUsage;
     return run_eval(*flags, *which);

@@ -5,8 +5,6 @@
 #include <cstdio>
 #include <sstream>
 
-#include <omp.h>
-
 #include "commands.h"
 #include "mixprec/core/hardware.h"
 
@@ -114,8 +112,17 @@ void add_threads_option(CLI::App* cmd, int& threads) {
       ->capture_default_str();
 }
 
-void use_threads(int threads) {
-  if (threads > 0) omp_set_num_threads(threads);
+ThreadPolicy& thread_policy(int threads) {
+  static ThreadPolicy policy(threads);  // one command per process
+  return policy;
+}
+
+void use_threads(int threads) { thread_policy(threads).settle(); }
+
+std::string adaptive_threads_note(int threads, bool only_if_fewer) {
+  const ThreadPolicy& p = thread_policy(threads);
+  if (!p.adaptive() || (only_if_fewer && p.threads() >= int(usable_cores().size()))) return std::string();
+  return "threads: " + p.describe();
 }
 
 }  // namespace mixprec::cli

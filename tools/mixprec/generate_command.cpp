@@ -40,6 +40,7 @@ int run_generate(const GenerateFlags& f, const std::string& given) {
                  loaded->opened.path.c_str(), loaded->spec.name.c_str());
     return kExitUsage;
   }
+  use_threads(f.threads);  // decided once: the generation runs inside the library
   const auto t0 = std::chrono::steady_clock::now();
   std::fwrite(f.prompt.data(), 1, f.prompt.size(), stdout);
   // Each byte is shown as it is made; an output that cannot take it ends the generation
@@ -57,6 +58,8 @@ int run_generate(const GenerateFlags& f, const std::string& given) {
                (long long)text.size(), secs, secs > 0 ? made / secs : 0.0,
                loaded->spec.name.c_str(), loaded->preset.name.c_str(), f.temperature, (long long)f.top_k,
                (unsigned long long)f.seed);
+  if (const std::string note = adaptive_threads_note(f.threads, true); !note.empty())
+    std::fprintf(stderr, "%s\n", note.c_str());
   return kExitOk;
 }
 
@@ -79,7 +82,7 @@ Runner add_generate_command(CLI::App& app) {
       ->check(precision_name());
   add_threads_option(cmd, f->threads);
   return [f, cmd]() -> int {
-    use_threads(f->threads);
+    thread_policy(f->threads);  // measuring starts: loading the model is its first window
     auto which = chosen_checkpoint(f->checkpoint, f->checkpoint_flag);
     if (!which) return kExitUsage;
     return run_generate(*f, *which);

@@ -241,6 +241,9 @@ std::string extension(const std::string& path) {
 int run_predict(const PredictFlags& f, const std::string& checkpoint, const std::vector<std::string>& inputs) {
   auto predictor = infer::Predictor::open(checkpoint, f.precision);
   if (!predictor.is_ok()) return report_predictor_error(predictor.status());
+  use_threads(f.threads);
+  if (const std::string note = adaptive_threads_note(f.threads, true); !note.empty())
+    std::fprintf(stderr, "mixprec: %s\n", note.c_str());  // stdout holds the predictions
   if (predictor->spec().language_model) return run_predict_text(*predictor, f.prompts, inputs, f.top_k, f.format);
   const nn::ModelSpec* spec = &predictor->spec();
   const train::TrainConfig& config = predictor->config();
@@ -291,6 +294,7 @@ int run_predict(const PredictFlags& f, const std::string& checkpoint, const std:
   if (f.format == "csv") std::printf("input,rank,class,name,probability\n");
   for (size_t first = 0; first < samples.size(); first += size_t(f.batch_size)) {
     const size_t n = std::min(samples.size() - first, size_t(f.batch_size));
+    use_threads(f.threads);  // the adaptive count, re-decided every half second
     std::vector<float> x;
     x.reserve(n * size_t(per_sample));
     for (size_t i = 0; i < n; ++i) x.insert(x.end(), samples[first + i].unit.begin(), samples[first + i].unit.end());
@@ -341,7 +345,7 @@ Runner add_predict_command(CLI::App& app) {
   cmd->add_flag_callback("--csv", [flags] { flags->format = "csv"; }, "Print CSV (input,rank,class,name,probability)");
   add_threads_option(cmd, flags->threads);
   return [flags]() -> int {
-    use_threads(flags->threads);
+    thread_policy(flags->threads);  // measuring starts: loading the model and inputs is its first window
     std::vector<std::string> inputs = flags->inputs;
     std::string checkpoint = flags->checkpoint_flag;
     if (checkpoint.empty() && !inputs.empty()) {

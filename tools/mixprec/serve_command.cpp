@@ -193,7 +193,7 @@ Runner add_serve_command(CLI::App& app) {
       ->check(integer_in(1, 1000))->capture_default_str();
   add_threads_option(cmd, f->threads);
   return [f]() -> int {
-    use_threads(f->threads);
+    thread_policy(f->threads);  // measuring starts; each batch applies the policy (use_threads)
     auto checkpoint = chosen_checkpoint(f->checkpoint_positional, f->checkpoint_flag);
     if (!checkpoint) return kExitUsage;
     if (f->max_queue < f->max_inputs) {

@@ -139,6 +139,7 @@ class MetricsLog {
   struct StepExtras {
     int64_t memory_bytes = -1;       // tensor bytes held at the end of the step; < 0: not written
     int64_t peak_memory_bytes = -1;  // the run's peak tensor bytes so far; < 0: not written
+    int threads = 0;                 // the OpenMP threads the step ran on; 0: not written
     std::vector<std::pair<std::string, int64_t>> overflow;  // (tensor name, non-finite values)
     int64_t overflow_tensors = 0;    // how many tensors overflowed (may exceed overflow.size())
     std::optional<GradientUnderflow> underflow;  // at the steps that counted it

@@ -60,12 +60,13 @@ struct StepBenchmarkOptions {
   int64_t steps = 20;      // timed steps per preset
   int64_t warmup = 3;      // untimed steps per preset first (primitives, layouts, caches)
   uint64_t seed = 0;
-  int threads = 0;         // 0: leave OpenMP's setting (all cores)
+  int threads = 0;         // 0: OMP_NUM_THREADS if set, else adaptive (mixprec/core/threads.h)
 };
 
 struct PresetTiming {
   std::string preset;
   std::vector<double> step_ms;       // every timed step, in order
+  std::vector<int> step_threads;     // the thread count each timed step ran on
   double median_ms = 0, min_ms = 0;
   double images_per_second = 0;      // batch / median
   double forward_ms = 0, backward_ms = 0, update_ms = 0;  // medians of the step's phases
@@ -78,7 +79,8 @@ struct PresetTiming {
 struct StepBenchmarkResult {
   std::string model;
   int64_t batch_size = 0;
-  int threads = 0;
+  int threads = 0;            // at the end (the adaptive count may change between steps)
+  std::string thread_policy;  // ThreadPolicy::describe() at the end: "adaptive (now 1 of 2: ...)"
   int64_t parameters = 0;
   // Tokens per sample for a language model or a text classifier (0 for images and tables):
   // what turns samples/s into the tokens/s text models are compared by.

@@ -15,6 +15,7 @@
 // the ops layer's fallback does not pay for a failed creation on every call.
 #pragma once
 #include <dnnl.hpp>
+#include <omp.h>
 
 #include <algorithm>
 #include <array>
@@ -44,7 +45,15 @@ enum class PrimKind : int64_t {
 class PrimKey {
  public:
   static constexpr size_t kMaxWords = 160;
-  explicit PrimKey(PrimKind kind) { add(static_cast<int64_t>(kind)); }
+  // The calling thread's OpenMP thread count is part of a primitive's key: oneDNN fixes the
+  // thread count of many primitives (jit convolutions, reorders) when it creates them and
+  // runs them on that many threads whatever the count is later, so a primitive made for 2
+  // threads must not serve a caller that now computes on 1 (mixprec/core/threads.h changes the
+  // count at run time). The weights cache, whose buffers do not depend on it, leaves it out.
+  explicit PrimKey(PrimKind kind, bool with_thread_count = true) {
+    add(static_cast<int64_t>(kind));
+    if (with_thread_count) add(omp_get_max_threads());
+  }
   PrimKey& add(int64_t w) {
     MIXPREC_CHECK(size_ < kMaxWords, "PrimKey: more than 160 words; raise kMaxWords");
     words_[size_++] = w;

@@ -57,7 +57,7 @@ Tensor weights_in_layout(const Tensor& w, const dnnl_md& target) { return weight
 
 Tensor weights_in_layout(const Tensor& w, const dnnl_md& user, const dnnl_md& target) {
   if (user == target) return w;
-  PrimKey key(PrimKind::reorder);
+  PrimKey key(PrimKind::reorder, /*with_thread_count=*/false);
   key.add(reinterpret_cast<intptr_t>(w.data())).add(user).add(target);
 
   WeightCache& c = weight_cache();

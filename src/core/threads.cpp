@@ -1,0 +1,233 @@
+// core/threads.cpp: the adaptive thread count (include/mixprec/core/threads.h says why).
+#include "mixprec/core/threads.h"
+
+#include <fcntl.h>
+#include <omp.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <thread>
+
+namespace mixprec {
+
+namespace {
+
+// /proc/stat's cpu lines come first; on a machine of hundreds of cores they are a few tens
+// of KiB, and the interrupt counters after them can be much longer: stop after the last cpu
+// line, and never hold more than this.
+constexpr size_t kMaxProcStatBytes = size_t(4) << 20;
+
+std::string read_cpu_lines(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return {};
+  std::string text;
+  char buf[16384];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    text.append(buf, size_t(n));
+    // Done once the last cpu line is complete and what follows it is not one (three bytes
+    // of "cpu" after it would have been found as a later "\ncpu").
+    const size_t last_cpu = text.rfind("\ncpu");
+    const size_t after = text.find('\n', last_cpu == std::string::npos ? 0 : last_cpu + 1);
+    if (after != std::string::npos && text.size() >= after + 4) break;
+    if (text.size() > kMaxProcStatBytes) break;
+  }
+  ::close(fd);
+  return text;
+}
+
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double seconds_of(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+}  // namespace
+
+CpuSample parse_proc_stat(std::string_view text, const std::vector<int>& cores, double ticks_per_second) {
+  CpuSample s;
+  if (!(ticks_per_second > 0)) return s;
+  std::vector<bool> seen(cores.size(), false);
+  bool any = false;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    // "cpuN user nice system idle iowait irq softirq steal [guest guest_nice]"; the aggregate
+    // "cpu " line is skipped (it covers cores this process may not use).
+    if (line.size() < 4 || line.substr(0, 3) != "cpu" || line[3] < '0' || line[3] > '9') continue;
+    int core = -1;
+    const char* p = line.data() + 3;
+    const char* stop = line.data() + line.size();
+    auto r = std::from_chars(p, stop, core);
+    if (r.ec != std::errc() || r.ptr == stop || *r.ptr != ' ') return CpuSample{};
+    p = r.ptr;
+    unsigned long long v[8] = {};
+    int fields = 0;
+    while (fields < 8) {
+      while (p < stop && *p == ' ') ++p;
+      if (p == stop) break;
+      auto f = std::from_chars(p, stop, v[fields]);
+      if (f.ec != std::errc() || (f.ptr != stop && *f.ptr != ' ')) return CpuSample{};
+      p = f.ptr;
+      ++fields;
+    }
+    if (fields < 4) return CpuSample{};  // user nice system idle at least (Linux 2.4)
+    size_t slot = 0;
+    if (!cores.empty()) {
+      const auto it = std::find(cores.begin(), cores.end(), core);
+      if (it == cores.end()) continue;
+      slot = size_t(it - cores.begin());
+      if (seen[slot]) return CpuSample{};  // the same core twice: not /proc/stat
+      seen[slot] = true;
+    }
+    // guest time is already inside user; steal is neither this machine's busy nor its idle.
+    const double idle = double(v[3]) + double(v[4]);
+    const double busy = double(v[0]) + double(v[1]) + double(v[2]) + double(v[5]) + double(v[6]);
+    s.busy += busy / ticks_per_second;
+    s.total += (busy + idle) / ticks_per_second;
+    any = true;
+  }
+  if (!any || std::find(seen.begin(), seen.end(), false) != seen.end()) return CpuSample{};
+  s.valid = true;
+  return s;
+}
+
+ThreadChoice choose_threads(const CpuSample& before, const CpuSample& after, int cores, int current) {
+  cores = std::max(cores, 1);
+  ThreadChoice all{cores, false, 0.0};
+  if (!before.valid || !after.valid) return all;
+  const double d_total = after.total - before.total, d_busy = after.busy - before.busy;
+  const double d_own = after.own - before.own, d_wall = after.wall - before.wall;
+  if (!(d_total > 0) || !(d_wall > 0) || !(d_busy >= 0) || !(d_own >= 0) || !std::isfinite(d_total + d_busy + d_own + d_wall))
+    return all;
+  const double busy_cores = double(cores) * std::min(1.0, d_busy / d_total);
+  const double others = std::clamp(busy_cores - d_own / d_wall, 0.0, double(cores));
+  const double target = double(cores) - others;
+  int threads = int(std::lround(target));
+  if (current >= 1 && current <= cores && std::fabs(target - double(current)) < 0.6) threads = current;
+  return ThreadChoice{std::clamp(threads, 1, cores), true, others};
+}
+
+std::vector<int> usable_cores() {
+  std::vector<int> out;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) out.push_back(c);
+  return out;
+}
+
+CpuSample read_cpu_sample(const std::vector<int>& cores, const std::string& proc_stat) {
+  const double wall = steady_seconds();
+  const double own = seconds_of(CLOCK_PROCESS_CPUTIME_ID);
+  static const double ticks = double(sysconf(_SC_CLK_TCK));
+  CpuSample s = parse_proc_stat(read_cpu_lines(proc_stat), cores, ticks);
+  s.own = own;
+  s.wall = wall;
+  return s;
+}
+
+ThreadPolicy::ThreadPolicy(int threads_flag, double interval, Sampler sampler, int cores)
+    : flag_(threads_flag), interval_(interval), sampler_(std::move(sampler)) {
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  omp_env_ = omp ? omp : "";
+  adaptive_ = threads_flag <= 0 && omp_env_.empty();
+  std::vector<int> mine = usable_cores();
+  cores_ = cores > 0 ? cores : std::max<int>(1, int(mine.size()));
+  if (!sampler_) sampler_ = [mine] { return read_cpu_sample(mine); };
+  threads_ = flag_ > 0 ? flag_ : cores_;
+  if (const char* assumed = std::getenv("MIXPREC_THREADS_OTHERS_BUSY"); assumed && *assumed) {
+    char* end = nullptr;
+    const double v = std::strtod(assumed, &end);
+    if (end && *end == '\0' && v >= 0 && std::isfinite(v)) assumed_others_ = v;
+    else assumed_problem_ = std::string("MIXPREC_THREADS_OTHERS_BUSY='") + assumed + "' ignored: expected cores >= 0";
+  }
+  if (adaptive_) {
+    last_ = sampler_();
+    last_real_ = steady_seconds();
+  }
+}
+
+void ThreadPolicy::decide_locked(const CpuSample& now) {
+  if (assumed_others_ >= 0) {
+    const double target = double(cores_) - std::min(assumed_others_, double(cores_));
+    choice_ = ThreadChoice{std::clamp(int(std::lround(target)), 1, cores_), true, assumed_others_};
+  } else {
+    choice_ = choose_threads(last_, now, cores_, decided_ ? threads_ : 0);
+  }
+  threads_ = choice_.threads;
+  decided_ = true;
+  last_ = now;
+  last_real_ = steady_seconds();
+}
+
+int ThreadPolicy::apply() {
+  if (!adaptive_) {
+    if (flag_ > 0) omp_set_num_threads(flag_);
+    return flag_ > 0 ? flag_ : omp_get_max_threads();
+  }
+  int n;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // A sample only when the interval has passed: the clock read is all the cost in between.
+    if (steady_seconds() - last_real_ >= interval_) decide_locked(sampler_());
+    n = threads_;
+  }
+  if (omp_get_max_threads() != n) omp_set_num_threads(n);
+  return n;
+}
+
+int ThreadPolicy::settle(double window) {
+  if (!adaptive_) return apply();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!decided_) {
+      const double waited = steady_seconds() - last_real_;
+      if (assumed_others_ < 0 && last_.valid && waited < window)
+        std::this_thread::sleep_for(std::chrono::duration<double>(window - waited));
+      decide_locked(sampler_());
+    }
+  }
+  return apply();
+}
+
+int ThreadPolicy::threads() const {
+  if (!adaptive_) return flag_ > 0 ? flag_ : omp_get_max_threads();
+  std::lock_guard<std::mutex> lock(mutex_);
+  return threads_;
+}
+
+std::string ThreadPolicy::describe() const {
+  if (flag_ > 0) return std::to_string(flag_) + " (--threads)";
+  if (!adaptive_) return "OMP_NUM_THREADS=" + omp_env_;
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::string of = std::to_string(threads_) + " of " + std::to_string(cores_);
+  std::string d;
+  if (!decided_) d = "adaptive (" + of + " until measured)";
+  else if (!choice_.measured) d = "adaptive (" + of + ": /proc/stat unreadable, all cores)";
+  else {
+    char busy[32];
+    std::snprintf(busy, sizeof busy, "%.1f", choice_.others_busy);
+    d = "adaptive (now " + of + ": other processes busy on ~" + busy + " cores" +
+        (assumed_others_ >= 0 ? ", as MIXPREC_THREADS_OTHERS_BUSY says)" : ")");
+  }
+  return assumed_problem_.empty() ? d : d + "; " + assumed_problem_;
+}
+
+}  // namespace mixprec

@@ -13,6 +13,7 @@
 #include "backend/kernels.h"
 #include "mixprec/ops.h"
 #include "mixprec/ops_fused.h"
+#include "ops/autocast_hook.h"
 
 namespace mixprec::registry {
 
@@ -373,6 +374,28 @@ std::vector<OpEntry> make_registry() {
   add({"layer_norm", OpId::layer_norm, {in({4, 6}), in({6}, 0.5, 1.5), in({6})},
        [](V x) { return layer_norm(x[0], {6}, x[1], x[2]); },
        [](V x) { return ref::layer_norm_reference(x[0], 6, x[1], x[2], 1e-5); }});
+  // add_layer_norm, one entry per output and one for both (their sum: the join's
+  // backward with both gradients); x, branch [4, 6], weight, bias [6].
+  const auto sum_ref = [](V x) { return ref::binary(BinaryOp::add, w(x[0]), w(x[1])); };
+  const std::vector<InputSpec> aln_in{in({4, 6}), in({4, 6}), in({6}, 0.5, 1.5), in({6})};
+  add({"add_layer_norm.sum", OpId::layer_norm, aln_in, [](V x) { return add_layer_norm(x[0], x[1], {6}, x[2], x[3]).sum; },
+       sum_ref});
+  add({"add_layer_norm.normed", OpId::layer_norm, aln_in,
+       [](V x) { return add_layer_norm(x[0], x[1], {6}, x[2], x[3]).normed; },
+       [sum_ref](V x) { return ref::layer_norm_reference(sum_ref(x), 6, w(x[2]), w(x[3]), 1e-5); }});
+  add({"add_layer_norm.both", OpId::layer_norm, aln_in,
+       [](V x) {
+         const ResidualLayerNorm r = add_layer_norm(x[0], x[1], {6}, x[2], x[3]);
+         ops_detail::AutocastOff as_computed;  // the sum of the two outputs, not add's row
+         return mixprec::add(r.sum, r.normed);
+       },
+       [sum_ref](V x) {
+         const Tensor s = sum_ref(x);
+         return ref::binary(BinaryOp::add, s, ref::layer_norm_reference(s, 6, w(x[2]), w(x[3]), 1e-5));
+       }});
+  add({"add_layer_norm.no_branch", OpId::layer_norm, {in({4, 6}), in({6}, 0.5, 1.5), in({6})},
+       [](V x) { return add_layer_norm(x[0], Tensor(), {6}, x[1], x[2]).normed; },
+       [](V x) { return ref::layer_norm_reference(w(x[0]), 6, w(x[1]), w(x[2]), 1e-5); }});
   add({"batch_norm", OpId::batch_norm, {in({2, 3, 4, 4}), in({3}, 0.5, 1.5), in({3})},
        [](V x) { return batch_norm(x[0], Tensor(), Tensor(), x[1], x[2], true); },
        [](V x) { return ref::batch_norm_train_reference(x[0], x[1], x[2], 1e-5); }});

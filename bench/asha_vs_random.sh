@@ -2,28 +2,40 @@
 # asha_vs_random.sh: issue 33's search target. An ASHA sweep of 16 trials (the cnn on
 # Fashion-MNIST in amp-bf16, learning rate log-uniform in 1e-5..1, batch size 64/128/256;
 # bench/experiments/asha-fmnist.yaml) against random search given the same budget in steps:
-# the same searcher seed, so random search trains the first N of the same 16 draws to the
-# full max_steps, N = ASHA's steps / max_steps (at least 1). Reports, for each, the best test
-# accuracy, the steps spent and their share of the 16 x max_steps that 16 full trials take.
-# The figures are steps and accuracies (not times), so a loaded host changes only how long
-# it takes.
+# N = ASHA's steps / max_steps trials (at least 1) trained to the full max_steps, repeated
+# with K different searcher seeds, none of them ASHA's (with ASHA's seed, random search
+# would train the first N of ASHA's own 16 draws: one comparison, and a degenerate one).
+# Reports, for ASHA and for each random seed, the best test accuracy, the steps spent and
+# their share of the 16 x max_steps that 16 full trials take, then random search's mean (and
+# spread) of the best accuracy over its seeds. The figures are steps and accuracies (not
+# times), so a loaded host changes only how long it takes.
 #
 #   bench/asha_vs_random.sh [--build-dir build] [--out DIR] [--cores 2] [--target 0.92]
 #       [--max-steps 2304]   (the top rung; rungs at max_steps / 16 and / 4, eta 4)
+#       [--asha-seed 7]      (ASHA's searcher seed; default the experiment file's)
+#       [--random-seeds 3]   (K: random search runs with seeds ASHA's + 1 ... ASHA's + K)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=build OUT="" CORES=$(nproc) TARGET=0.92 MAX_STEPS=2304
+BUILD=build OUT="" CORES=$(nproc) TARGET=0.92 MAX_STEPS=2304 ASHA_SEED="" RANDOM_SEEDS=3
 while [[ $# -gt 0 ]]; do
   case $1 in
+    --asha-seed) ASHA_SEED=$2; shift 2 ;;
+    --random-seeds) RANDOM_SEEDS=$2; shift 2 ;;
     --build-dir) BUILD=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --cores) CORES=$2; shift 2 ;;
     --target) TARGET=$2; shift 2 ;;
     --max-steps) MAX_STEPS=$2; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "asha_vs_random.sh: unknown flag $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+[[ $RANDOM_SEEDS =~ ^[1-9][0-9]*$ ]] && (( RANDOM_SEEDS <= 100 )) ||
+  { echo "asha_vs_random.sh: --random-seeds must be an integer in 1..100, got '$RANDOM_SEEDS'" >&2; exit 2; }
+FILE_SEED=$(sed -n 's/^  seed: *//p' "$ROOT/bench/experiments/asha-fmnist.yaml")
+ASHA_SEED=${ASHA_SEED:-$FILE_SEED}
+[[ $ASHA_SEED =~ ^[0-9]+$ ]] && (( ${#ASHA_SEED} <= 15 )) ||
+  { echo "asha_vs_random.sh: --asha-seed must be a non-negative integer, got '$ASHA_SEED'" >&2; exit 2; }
 BUILD=$(cd "$ROOT" && cd "$BUILD" && pwd)
 BIN=$BUILD/mixprec
 [[ -x $BIN ]] || { echo "asha_vs_random.sh: $BIN not built (cmake --build $BUILD --target mixprec-cli)" >&2; exit 1; }
@@ -32,13 +44,16 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 [[ $MAX_STEPS =~ ^[1-9][0-9]*$ ]] && (( MAX_STEPS % 16 == 0 )) ||
   { echo "asha_vs_random.sh: --max-steps must be a positive multiple of 16, got '$MAX_STEPS'" >&2; exit 2; }
-# The experiment file with its rungs scaled to --max-steps (and its recipe path made absolute).
+# The experiment file with its rungs scaled to --max-steps, ASHA's seed, and its recipe path
+# made absolute.
 ASHA_FILE=$OUT/asha-fmnist.yaml
 sed -e "s/^max_steps: .*/max_steps: $MAX_STEPS/" -e "s/^  min_steps: .*/  min_steps: $(( MAX_STEPS / 16 ))/" \
+    -e "s/^  seed: .*/  seed: $ASHA_SEED/" \
     -e "s#recipe: ../../recipes/#recipe: $ROOT/recipes/#" "$ROOT/bench/experiments/asha-fmnist.yaml" > "$ASHA_FILE"
+grep -q "^  seed: $ASHA_SEED\$" "$ASHA_FILE" || { echo "asha_vs_random.sh: could not set the seed in $ASHA_FILE" >&2; exit 1; }
 
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') (family $(grep -m1 'cpu family' /proc/cpuinfo | grep -o '[0-9]*$'), model $(grep -m1 '^model' /proc/cpuinfo | grep -o '[0-9]*$')), $(nproc) vCPUs, load $(cut -d' ' -f1 /proc/loadavg)"
-echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown); bench/experiments/asha-fmnist.yaml with max_steps $MAX_STEPS; $CORES cores"
+echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown); bench/experiments/asha-fmnist.yaml with max_steps $MAX_STEPS; ASHA seed $ASHA_SEED; random search with $RANDOM_SEEDS seed(s); $CORES cores"
 
 start=$(date +%s)
 "$BIN" sweep "$ASHA_FILE" --experiment-dir "$OUT/asha" --cores "$CORES" > "$OUT/asha.log" 2>&1 ||
@@ -64,29 +79,43 @@ max_steps=$(sed -n 's/^max_steps: *//p' "$ASHA_FILE")
 full=$(( 16 * max_steps ))
 n_random=$(( asha_steps / max_steps )); (( n_random >= 1 )) || n_random=1
 
-# Random search: the same file with the random searcher, the same seed, n_random trials.
-sed -e "s/^name: asha-fmnist/name: random-fmnist/" -e "s/^  name: asha/  name: random/" \
-    -e "s/^  max_trials: 16/  max_trials: $n_random/" -e '/^  reduction_factor:/d' -e '/^  min_steps:/d' \
-    "$ASHA_FILE" > "$OUT/random-fmnist.yaml"
-start=$(date +%s)
-"$BIN" sweep "$OUT/random-fmnist.yaml" --experiment-dir "$OUT/random" --cores "$CORES" > "$OUT/random.log" 2>&1 ||
-  { echo "asha_vs_random.sh: the random sweep failed; see $OUT/random.log" >&2; tail -5 "$OUT/random.log" >&2; exit 1; }
-random_seconds=$(( $(date +%s) - start ))
-read -r random_steps random_trials random_best random_best_id random_best_steps random_best_hp < <(summary "$OUT/random")
+# Random search: the same file with the random searcher and n_random trials, once per seed.
+# Each seed's results go on one line of $OUT/random-seeds.txt: seed, then summary's fields.
+: > "$OUT/random-seeds.txt"
+for (( k = 1; k <= RANDOM_SEEDS; ++k )); do
+  seed=$(( ASHA_SEED + k ))
+  file=$OUT/random-fmnist-s$seed.yaml
+  sed -e "s/^name: asha-fmnist/name: random-fmnist-s$seed/" -e "s/^  name: asha/  name: random/" \
+      -e "s/^  max_trials: 16/  max_trials: $n_random/" -e '/^  reduction_factor:/d' -e '/^  min_steps:/d' \
+      -e "s/^  seed: .*/  seed: $seed/" "$ASHA_FILE" > "$file"
+  start=$(date +%s)
+  "$BIN" sweep "$file" --experiment-dir "$OUT/random-s$seed" --cores "$CORES" > "$OUT/random-s$seed.log" 2>&1 ||
+    { echo "asha_vs_random.sh: the random sweep with seed $seed failed; see $OUT/random-s$seed.log" >&2
+      tail -5 "$OUT/random-s$seed.log" >&2; exit 1; }
+  echo "$seed $(summary "$OUT/random-s$seed") $(( $(date +%s) - start ))" >> "$OUT/random-seeds.txt"
+done
 
 /usr/bin/python3 - "$asha_steps" "$asha_trials" "$asha_best" "$asha_best_id" "$asha_best_steps" "$asha_best_hp" \
-  "$random_steps" "$random_trials" "$random_best" "$random_best_id" "$random_best_steps" "$random_best_hp" \
-  "$full" "$TARGET" "$asha_seconds" "$random_seconds" <<'PY' | tee "$OUT/report.md"
-import sys
+  "$full" "$TARGET" "$asha_seconds" "$ASHA_SEED" "$OUT/random-seeds.txt" <<'PY' | tee "$OUT/report.md"
+import statistics, sys
 a = sys.argv[1:]
-full, target = int(a[12]), float(a[13])
-print("| search | trials | steps spent | of 16 full trials | best accuracy | best trial (steps, values) | wall s |")
-print("|---|---|---|---|---|---|---|")
-for name, o, secs in (("ASHA", 0, a[14]), ("random, same budget", 6, a[15])):
-    steps, trials, best, bid, bsteps, hp = a[o:o + 6]
+full, target = int(a[6]), float(a[7])
+def row(name, steps, trials, best, bid, bsteps, hp, secs):
     print(f"| {name} | {trials} | {steps} | {100 * int(steps) / full:.1f}% | {100 * float(best):.2f}% | "
           f"{bid} ({bsteps}, {hp}) | {secs} |")
+print("| search | trials | steps spent | of 16 full trials | best accuracy | best trial (steps, values) | wall s |")
+print("|---|---|---|---|---|---|---|")
+row(f"ASHA, seed {a[9]}", *a[0:6], a[8])
+bests = []
+for line in open(a[10]):
+    seed, steps, trials, best, bid, bsteps, hp, secs = line.split()
+    row(f"random, seed {seed}, same budget", steps, trials, best, bid, bsteps, hp, secs)
+    bests.append(float(best))
+mean = statistics.fmean(bests)
+spread = f", sd {100 * statistics.stdev(bests):.2f} points" if len(bests) > 1 else ""
+print(f"\nrandom search over {len(bests)} seed(s): best accuracy mean {100 * mean:.2f}% "
+      f"(min {100 * min(bests):.2f}%, max {100 * max(bests):.2f}%{spread}); ASHA {100 * float(a[2]):.2f}%")
 ok = float(a[2]) >= target and int(a[0]) <= 0.4 * full
-print(f"\ntarget (>= {100 * target:.0f}% with <= 40% of {full} steps): {'met' if ok else 'NOT met'}")
+print(f"target (ASHA >= {100 * target:.0f}% with <= 40% of {full} steps): {'met' if ok else 'NOT met'}")
 PY
 echo "runs: $OUT (dashboard: $BIN dashboard $OUT)"

@@ -18,11 +18,11 @@
 #include <vector>
 
 #include "bench/phased_step.h"
-#include "mixprec/amp.h"
-#include "mixprec/memory.h"
-#include "mixprec/models.h"
-#include "mixprec/precision.h"
-#include "mixprec/step_benchmark.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/core/memory.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/amp/precision.h"
+#include "mixprec/train/step_benchmark.h"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string>
 
-#include "mixprec/data.h"
+#include "mixprec/data/data.h"
 
 int main(int argc, char** argv) {
   if (argc != 5) {

@@ -5,12 +5,12 @@
 #include <optional>
 #include <vector>
 
-#include "mixprec/amp.h"
-#include "mixprec/autograd.h"
-#include "mixprec/grad_scaler.h"
-#include "mixprec/ops.h"
-#include "mixprec/step_benchmark.h"
-#include "mixprec/train.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/amp/grad_scaler.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/train/step_benchmark.h"
+#include "mixprec/train/train.h"
 
 namespace mixprec::bench {
 

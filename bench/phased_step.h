@@ -7,10 +7,10 @@
 #include <memory>
 #include <string>
 
-#include "mixprec/models.h"
-#include "mixprec/precision.h"
-#include "mixprec/step_benchmark.h"
-#include "mixprec/tensor.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/amp/precision.h"
+#include "mixprec/train/step_benchmark.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec::bench {
 

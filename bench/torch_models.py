@@ -20,7 +20,7 @@ def cnn(channels, side):
 
 
 class Transformer(nn.Module):
-    """mixprec's TransformerClassifier (include/mixprec/models.h): images [B, 1, 128, 256] read
+    """mixprec's TransformerClassifier (include/mixprec/nn/models.h): images [B, 1, 128, 256] read
     as 128 tokens of 256 features -> one post-norm encoder layer (GELU, no dropout) ->
     mean over the sequence -> Linear(256, 10)."""
 

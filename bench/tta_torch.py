@@ -7,7 +7,7 @@ test accuracy reaches the target. Prints one RESULT line per evaluation.
       [--batch 256] [--lr 2e-3] [--weight-decay 0.05] [--warmup 100] [--eval-every 235]
       [--target 0.92] [--threads 2] [--data /usr/share/datasets/fashion-mnist]
 
-Same as mixprec's run: the model (include/mixprec/models.h: Cnn), AdamW (PyTorch's, decoupled
+Same as mixprec's run: the model (include/mixprec/nn/models.h: Cnn), AdamW (PyTorch's, decoupled
 weight decay, betas 0.9/0.999, eps 1e-8), the learning rate of step k (1-based) as
 src/train/lr_schedule.cpp computes it (linear warm-up lr * k / W, then cosine to 0), batch
 256 with the last partial batch kept, inputs (pixel / 255 - mean) / std with mixprec's

@@ -1,4 +1,4 @@
-// predict.cpp: a trained model put to use from C++ with mixprec/infer.h, the code behind
+// predict.cpp: a trained model put to use from C++ with mixprec/infer/infer.h, the code behind
 // `mixprec predict`, `serve` and `generate`:
 //
 //   example_predict CHECKPOINT_OR_RUN_DIR [PROMPT]

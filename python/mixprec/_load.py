@@ -1,5 +1,5 @@
 """mixprec.load(checkpoint): a trained model back from a checkpoint or a run directory, ready
-to predict. Everything here goes through the library's inference (mixprec/infer.h: the
+to predict. Everything here goes through the library's inference (mixprec/infer/infer.h: the
 checkpoint opened, the model built in its preset, the run's normalisation, the softmax in
 f32, top-k named as the run named its classes), the code `mixprec predict` runs: for the same
 inputs the probabilities are the CLI's, bit for bit."""

@@ -4,11 +4,11 @@
 // that entered it.
 #include <omp.h>
 
-#include <mixprec/amp.h>
-#include <mixprec/autograd.h>
-#include <mixprec/grad_scaler.h>
-#include <mixprec/hardware.h>
-#include <mixprec/memory.h>
+#include <mixprec/amp/amp.h>
+#include <mixprec/autograd/autograd.h>
+#include <mixprec/amp/grad_scaler.h>
+#include <mixprec/core/hardware.h>
+#include <mixprec/core/memory.h>
 
 #include <optional>
 

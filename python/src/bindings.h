@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include <mixprec/tensor.h>
+#include <mixprec/core/tensor.h>
 
 namespace mixprec::python {
 

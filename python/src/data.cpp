@@ -1,8 +1,8 @@
-// data.cpp: the engine's dataset readers (validated, bounded: include/mixprec/data.h), its
+// data.cpp: the engine's dataset readers (validated, bounded: include/mixprec/data/data.h), its
 // shuffle order, and the CLI's learning-rate schedule, for mixprec.data and
 // mixprec.optim.lr_scheduler.
-#include <mixprec/data.h>
-#include <mixprec/train.h>
+#include <mixprec/data/data.h>
+#include <mixprec/train/train.h>
 
 #include "bindings.h"
 

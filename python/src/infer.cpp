@@ -1,8 +1,8 @@
 // infer.cpp: mixprec.load(checkpoint): a trained model put to use through the library's own
-// inference (mixprec/infer.h), the code `mixprec predict`, `serve` and `generate` run, so the
+// inference (mixprec/infer/infer.h), the code `mixprec predict`, `serve` and `generate` run, so the
 // probabilities here are the CLI's bit for bit. python/mixprec/_load.py wraps it as a Module.
-#include <mixprec/infer.h>
-#include <mixprec/serve.h>
+#include <mixprec/infer/infer.h>
+#include <mixprec/serve/serve.h>
 
 #include <cmath>
 #include <memory>
@@ -43,7 +43,7 @@ std::vector<float> text_samples(const Predictor& p, const std::string& json_body
 }  // namespace
 
 void bind_infer(py::module_& m) {
-  py::module_ inf = m.def_submodule("infer", "the library's inference (mixprec/infer.h)");
+  py::module_ inf = m.def_submodule("infer", "the library's inference (mixprec/infer/infer.h)");
   py::class_<Predictor, std::shared_ptr<Predictor>>(inf, "Predictor")
       .def_static("open", [](const std::string& path, const std::string& precision) {
         std::shared_ptr<Predictor> out;

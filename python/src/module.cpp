@@ -2,8 +2,8 @@
 // arranges what is bound here under PyTorch's names (mixprec.nn, mixprec.optim, ...).
 #include "bindings.h"
 
-#include <mixprec/dtype.h>
-#include <mixprec/status.h>
+#include <mixprec/core/dtype.h>
+#include <mixprec/core/status.h>
 
 namespace mixprec::python {
 

@@ -3,11 +3,11 @@
 // initialise them for the same seed (PyTorch's default initialisation), and run the same ops
 // as the C++ forward() does. Whole engine modules (the encoder layer, built-in models, model
 // files) run their own forward() and are wrapped by nn.EngineModule (python/mixprec/nn/engine.py).
-#include <mixprec/models.h>
-#include <mixprec/model_file.h>
-#include <mixprec/nn.h>
-#include <mixprec/nn_attention.h>
-#include <mixprec/optim.h>
+#include <mixprec/nn/models.h>
+#include <mixprec/nn/model_file.h>
+#include <mixprec/nn/nn.h>
+#include <mixprec/nn/nn_attention.h>
+#include <mixprec/optim/optim.h>
 
 #include "bindings.h"
 

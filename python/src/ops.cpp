@@ -1,8 +1,8 @@
-// ops.cpp: the functional API (include/mixprec/ops.h) and the tensor's operators. Shapes,
+// ops.cpp: the functional API (include/mixprec/ops/ops.h) and the tensor's operators. Shapes,
 // dims and dtypes are checked by the ops themselves, which throw mixprec::Error (a Python
 // exception naming the op and the shapes); nothing here adds numerics. Every op takes its
 // tensors through on_dense (bindings.h): a strided view from Python is copied dense first.
-#include <mixprec/ops.h>
+#include <mixprec/ops/ops.h>
 
 #include "bindings.h"
 

@@ -1,8 +1,8 @@
-// optim.cpp: SGD, Adam and AdamW (include/mixprec/optim.h). The package's optimizer classes
+// optim.cpp: SGD, Adam and AdamW (include/mixprec/optim/optim.h). The package's optimizer classes
 // (python/mixprec/optim.py) take PyTorch's arguments, validate them with PyTorch's messages,
 // and hold one of these; the update itself, bit-identical to PyTorch 1.13's on f32
 // parameters, is the engine's.
-#include <mixprec/optim.h>
+#include <mixprec/optim/optim.h>
 
 #include "bindings.h"
 

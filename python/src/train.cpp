@@ -2,8 +2,8 @@
 // config.json. The run holds no GIL; between steps it asks Python for pending signals, so
 // Ctrl-C ends it as the CLI's does (a checkpoint when there is a run directory), then raises
 // KeyboardInterrupt.
-#include <mixprec/train.h>
-#include <mixprec/train_config.h>
+#include <mixprec/train/train.h>
+#include <mixprec/train/train_config.h>
 
 #include <optional>
 #include <type_traits>

@@ -4,14 +4,14 @@
 // factor in double and round to f32 once, as PyTorch's _amp_update_scale_ kernel does
 // (`static_cast<float>(current_scale * growth_factor)`), so sequences match bit for bit
 // (tests/golden/optim_golden_test.cpp).
-#include "mixprec/grad_scaler.h"
+#include "mixprec/amp/grad_scaler.h"
 
 #include <cmath>
 
 #include "core/nonfinite_scan.h"
-#include "mixprec/autograd.h"
-#include "mixprec/ops.h"
-#include "mixprec/status.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::amp {
 

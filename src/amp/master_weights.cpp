@@ -2,9 +2,9 @@
 // accumulation, the rounded copy back, and the inputs of the fused step that skips both.
 #include "autograd/node.h"
 #include "core/tensor_impl.h"
-#include "mixprec/autograd.h"
-#include "mixprec/precision.h"
-#include "mixprec/status.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/amp/precision.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::amp {
 

@@ -1,4 +1,4 @@
-// policy.cpp: the autocast policy table (its rows come from include/mixprec/ops.def), its
+// policy.cpp: the autocast policy table (its rows come from include/mixprec/ops/ops.def), its
 // overrides, and the list of where the ops' dtypes differ from PyTorch 1.13 on CPU.
 // Source: PyTorch 1.13's CPU autocast as run by tests/golden/gen_autocast_table.py
 // (tests/golden/data/autocast_dtypes_torch113.json): conv/linear/matmul/bmm lower, the
@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "mixprec/amp.h"
+#include "mixprec/amp/amp.h"
 
 namespace mixprec::amp {
 
@@ -21,10 +21,10 @@ struct PolicyRow {
   CastPolicy policy;
 };
 
-// Generated from include/mixprec/ops.def (the reasons for each row's policy are there).
+// Generated from include/mixprec/ops/ops.def (the reasons for each row's policy are there).
 constexpr PolicyRow kPolicyTable[] = {
 #define MIXPREC_OP(name, policy, torch113) {OpId::name, #name, CastPolicy::policy},
-#include "mixprec/ops.def"
+#include "mixprec/ops/ops.def"
 #undef MIXPREC_OP
 };
 
@@ -94,6 +94,10 @@ constexpr TorchDifference kDifferences[] = {
     {OpId::conv_transpose2d, "bf16_autocast", "bf16", "f32", "bf16", kNoBf16Deconv},
     {OpId::conv_transpose2d, "bf16_autocast", "bf16_f32", "f32", "bf16", kNoBf16Deconv},
     {OpId::conv_transpose2d, "no_autocast", "bf16", "error", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose3d, "bf16_autocast", "f32", "f32", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose3d, "bf16_autocast", "bf16", "f32", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose3d, "bf16_autocast", "bf16_f32", "f32", "bf16", kNoBf16Deconv},
+    {OpId::conv_transpose3d, "no_autocast", "bf16", "error", "bf16", kNoBf16Deconv},
 };
 
 // -1: no override; otherwise the CastPolicy value. Atomics: overrides are set rarely, read

@@ -1,7 +1,7 @@
 // presets.cpp: the named precision presets and the jmp-style policy strings.
 #include <sstream>
 
-#include "mixprec/precision.h"
+#include "mixprec/amp/precision.h"
 
 namespace mixprec::amp {
 

@@ -13,8 +13,8 @@
 #include "core/convert.h"
 #include "core/strided.h"
 #include "core/tensor_impl.h"
-#include "mixprec/autograd.h"
-#include "mixprec/status.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec {
 namespace {

@@ -1,7 +1,7 @@
 // autograd/engine.h: the backward pass (engine.cpp), as Tensor::backward
 // (src/ops/tensor_backward.cpp) runs it.
 #pragma once
-#include "mixprec/tensor.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec {
 

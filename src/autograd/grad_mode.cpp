@@ -2,7 +2,7 @@
 // graph recording.
 #include "autograd/node.h"
 #include "core/tensor_impl.h"
-#include "mixprec/autograd.h"
+#include "mixprec/autograd/autograd.h"
 
 namespace mixprec {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/tensor.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec {
 

@@ -5,10 +5,15 @@
 
 namespace mixprec::backend {
 
-// 2-D convolution, groups 1, dilation 1 (what the models need).
+// 2-D convolution, PyTorch's geometry: weights [O, C / groups, KH, KW]; output channel o
+// reads the input channels of its group, o / (O / groups); kernel tap kh reads input row
+// oh * stride_h - pad_h + kh * dil_h (dilation 1: adjacent taps). Defaults are the plain
+// convolution, so `{s, s, p, p}` still says what most calls mean.
 struct Conv2dParams {
   int64_t stride_h = 1, stride_w = 1;
   int64_t pad_h = 0, pad_w = 0;
+  int64_t dil_h = 1, dil_w = 1;
+  int64_t groups = 1;
 };
 
 // 2-D pooling window; padding counts as -inf for max pooling and is included in the
@@ -34,8 +39,9 @@ inline const char* reduce_name(ReduceOp op) {
   return "reduce";
 }
 
-inline int64_t conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t pad) {
-  return (in + 2 * pad - k) / stride + 1;
+// PyTorch's output size; a dilated kernel spans dilation * (k - 1) + 1 input positions.
+inline int64_t conv_out_size(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dilation = 1) {
+  return (in + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
 }
 
 }  // namespace mixprec::backend

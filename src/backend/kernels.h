@@ -31,7 +31,7 @@
 
 #include "backend/dispatch_log.h"
 #include "backend/kernel_params.h"
-#include "mixprec/tensor.h"
+#include "mixprec/core/tensor.h"
 
 #define MIXPREC_DECLARE_KERNELS                                                             \
   /* conv: src [N,C,H,W], weights [O,C,KH,KW], bias [O] -> dst [N,O,OH,OW] */               \

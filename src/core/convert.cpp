@@ -34,8 +34,8 @@
 #include <type_traits>
 
 #include "core/cpu_features.h"
-#include "mixprec/half.h"
-#include "mixprec/status.h"
+#include "mixprec/core/half.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec {
 namespace {

@@ -6,7 +6,7 @@
 #pragma once
 #include <cstdint>
 
-#include "mixprec/dtype.h"
+#include "mixprec/core/dtype.h"
 
 namespace mixprec {
 

@@ -6,7 +6,7 @@
 // MIXPREC_CPU_DISABLE=avx512f,f16c,... switches features off (names as in the struct), so
 // tests and benchmarks can exercise the fallback paths on a machine that has everything.
 #include "core/cpu_features.h"
-#include "mixprec/hardware.h"
+#include "mixprec/core/hardware.h"
 
 #include <cpuid.h>
 #include <sched.h>

@@ -1,5 +1,5 @@
 // dtype.cpp: names and promotion rules of the element types.
-#include "mixprec/dtype.h"
+#include "mixprec/core/dtype.h"
 
 #include <string>
 

@@ -1,6 +1,6 @@
 // memory.cpp: the tracking allocator. Every Storage charges its bytes to one category;
 // figures are process-wide (atomics), the category in force is per thread.
-#include "mixprec/memory.h"
+#include "mixprec/core/memory.h"
 
 #include <atomic>
 #include <cstdlib>

@@ -1,5 +1,5 @@
-// core/names.cpp: see mixprec/names.h.
-#include "mixprec/names.h"
+// core/names.cpp: see mixprec/core/names.h.
+#include "mixprec/core/names.h"
 
 #include <algorithm>
 #include <cctype>

@@ -14,7 +14,7 @@
 
 #include "core/convert.h"
 #include "core/tensor_impl.h"
-#include "mixprec/status.h"
+#include "mixprec/core/status.h"
 
 #if defined(__FAST_MATH__) || defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__
 #error "nonfinite_scan.cpp must be compiled without fast-math: it checks for inf/NaN"

@@ -6,7 +6,7 @@
 #pragma once
 #include <cstdint>
 
-#include "mixprec/tensor.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec {
 

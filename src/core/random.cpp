@@ -3,7 +3,7 @@
 
 #include <sstream>
 
-#include "mixprec/tensor.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec {
 

@@ -1,5 +1,5 @@
 // status.cpp: names of status codes and the loud failure path of MIXPREC_CHECK.
-#include "mixprec/status.h"
+#include "mixprec/core/status.h"
 
 #include <cstdio>
 #include <cstdlib>

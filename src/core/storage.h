@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "mixprec/memory.h"
+#include "mixprec/core/memory.h"
 
 namespace mixprec {
 

@@ -1,7 +1,7 @@
 // tensor.cpp: factories, metadata and data access of Tensor. The methods that are ops
 // (to, contiguous, to_memory_format, reshape, backward) are defined in
 // src/ops/tensor_methods.cpp, beside the ops they call: core comes before ops in the layers.
-#include "mixprec/tensor.h"
+#include "mixprec/core/tensor.h"
 
 #include <cmath>
 #include <cstring>
@@ -11,7 +11,7 @@
 #include "core/random.h"
 #include "core/strided.h"
 #include "core/tensor_impl.h"
-#include "mixprec/status.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec {
 

@@ -3,7 +3,7 @@
 #include <memory>
 
 #include "core/storage.h"
-#include "mixprec/tensor.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec {
 

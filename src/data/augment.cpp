@@ -2,7 +2,7 @@
 // (torchvision's RandomCrop(size, padding) and RandomHorizontalFlip()), drawn per sample from
 // (seed, epoch, sample index) alone, so a batch is the same whether it was built ahead on the
 // loader's thread or not, and after a resume.
-#include "mixprec/data.h"
+#include "mixprec/data/data.h"
 
 namespace mixprec {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/status.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::data {
 

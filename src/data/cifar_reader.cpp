@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "data/byte_stream.h"
-#include "mixprec/data.h"
+#include "mixprec/data/data.h"
 
 namespace mixprec {
 namespace {

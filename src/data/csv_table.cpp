@@ -11,9 +11,9 @@
 #include <fmt/format.h>
 
 #include "io/json_limits.h"
-#include "mixprec/data.h"
-#include "mixprec/files.h"
-#include "mixprec/names.h"
+#include "mixprec/data/data.h"
+#include "mixprec/io/files.h"
+#include "mixprec/core/names.h"
 
 namespace mixprec {
 namespace {

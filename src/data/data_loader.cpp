@@ -16,7 +16,7 @@
 #include <fmt/format.h>
 
 #include "io/mapped_file.h"
-#include "mixprec/data.h"
+#include "mixprec/data/data.h"
 
 namespace mixprec {
 
@@ -100,7 +100,7 @@ Batch DataLoader::State::build(int64_t b) const {
       }
       // Copied: its pages leave the resident set, which then stays the size of a batch's
       // windows however much of a big file an epoch visits (the page cache keeps them).
-      if (d.corpus) io::release_pages(src, size_t(L));
+      if (d.corpus) io::release_pages(src, size_t(L), d.corpus.get(), size_t(d.corpus_end));
     }
     return out;
   }

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "mixprec/data.h"
+#include "mixprec/data/data.h"
 
 namespace mixprec {
 namespace {

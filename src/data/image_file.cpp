@@ -1,5 +1,5 @@
-// image_file.cpp: see mixprec/image.h.
-#include "mixprec/image.h"
+// image_file.cpp: see mixprec/data/image.h.
+#include "mixprec/data/image.h"
 
 #include <jpeglib.h>
 #include <jerror.h>
@@ -13,7 +13,7 @@
 #include <memory>
 #include <unistd.h>
 
-#include "mixprec/files.h"
+#include "mixprec/io/files.h"
 
 namespace mixprec {
 

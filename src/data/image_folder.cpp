@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 
 #include "io/json_limits.h"
-#include "mixprec/data.h"
-#include "mixprec/image.h"
+#include "mixprec/data/data.h"
+#include "mixprec/data/image.h"
 
 namespace mixprec {
 namespace {

@@ -1,6 +1,6 @@
-// data/npy.cpp: see mixprec/npy.h. The header is a Python dict literal; only the three keys
+// data/npy.cpp: see mixprec/data/npy.h. The header is a Python dict literal; only the three keys
 // NumPy writes are accepted, parsed by a small tokenizer (no general Python parsing).
-#include "mixprec/npy.h"
+#include "mixprec/data/npy.h"
 
 #include <cctype>
 #include <cstring>

@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "mixprec/data.h"
-#include "mixprec/npy.h"
+#include "mixprec/data/data.h"
+#include "mixprec/data/npy.h"
 
 namespace mixprec {
 namespace {

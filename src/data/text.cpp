@@ -5,7 +5,7 @@
 #include <string>
 
 #include "io/mapped_file.h"
-#include "mixprec/data.h"
+#include "mixprec/data/data.h"
 
 namespace mixprec {
 

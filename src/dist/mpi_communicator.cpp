@@ -18,7 +18,7 @@
 #include <cstdio>
 
 #include "dist/watchdog.h"
-#include "mixprec/half.h"
+#include "mixprec/core/half.h"
 
 namespace mixprec::dist {
 

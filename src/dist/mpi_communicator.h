@@ -3,7 +3,7 @@
 #pragma once
 #include <memory>
 
-#include "mixprec/distributed.h"
+#include "mixprec/dist/distributed.h"
 
 namespace mixprec::dist {
 

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "mixprec/distributed.h"
+#include "mixprec/dist/distributed.h"
 #ifdef MIXPREC_WITH_MPI
 #include "dist/mpi_communicator.h"
 #include "dist/watchdog.h"

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "mixprec/experiment.h"
+#include "mixprec/experiment/experiment.h"
 
 namespace mixprec::experiment {
 

@@ -8,10 +8,10 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "mixprec/checkpoint.h"
-#include "mixprec/experiment.h"
-#include "mixprec/files.h"
-#include "mixprec/run_dir.h"
+#include "mixprec/io/checkpoint.h"
+#include "mixprec/experiment/experiment.h"
+#include "mixprec/io/files.h"
+#include "mixprec/io/run_dir.h"
 
 namespace mixprec::experiment {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/status.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::experiment {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/status.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::experiment {
 
@@ -22,6 +22,10 @@ StatusOr<pid_t> start_child(const std::vector<std::string>& argv, const std::str
 // run_dir.h): a trial killed with its sweep releases it when the kernel has reaped it, which
 // can be a moment after the new sweep starts. True when free (or there is no lock file).
 bool wait_for_run_lock(const std::string& run_dir, double timeout_seconds);
+
+// The first executable file named `name` in the folders of $PATH (as a shell would find
+// it; start_child's execv searches nothing), or "" when there is none.
+std::string find_on_path(const std::string& name);
 
 // The last `lines` lines of a text file (a failed trial's log), at most 4 KiB.
 std::string tail_lines(const std::string& path, int lines);

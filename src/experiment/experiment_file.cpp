@@ -12,10 +12,10 @@
 
 #include "experiment/file_reader.h"
 #include "io/yaml_json.h"
-#include "mixprec/experiment.h"
-#include "mixprec/files.h"
-#include "mixprec/names.h"
-#include "mixprec/train_config.h"
+#include "mixprec/experiment/experiment.h"
+#include "mixprec/io/files.h"
+#include "mixprec/core/names.h"
+#include "mixprec/train/train_config.h"
 
 namespace mixprec::experiment {
 namespace {
@@ -201,7 +201,7 @@ StatusOr<ExperimentSpec> parse_experiment(std::string_view text, const std::stri
                                     std::string(doc.type_name()));
   MIXPREC_RETURN_IF_ERROR(r.unknown_keys(doc, "", "",
                                          {"name", "base", "hyperparameters", "searcher", "max_concurrent_trials",
-                                          "metric", "smaller_is_better", "max_steps", "max_seconds", "max_restarts",
+                                          "ranks_per_trial", "metric", "smaller_is_better", "max_steps", "max_seconds", "max_restarts",
                                           "keep_checkpoints"}));
   ExperimentSpec spec;
   spec.source = source;
@@ -249,11 +249,15 @@ StatusOr<ExperimentSpec> parse_experiment(std::string_view text, const std::stri
     spec.max_seconds = *s;
   }
   auto concurrent = r.integer(doc, "", "max_concurrent_trials", "max_concurrent_trials", 1, 1024, 1);
+  // Ranks beyond the cores the sweep may use are refused when it starts (run_sweep), where
+  // the cores are known; 1024 bounds the argument vector of a typo.
+  auto ranks = r.integer(doc, "", "ranks_per_trial", "ranks_per_trial", 1, 1024, 1);
   auto restarts = r.integer(doc, "", "max_restarts", "max_restarts", 0, 100, 0);
   auto keep = r.integer(doc, "", "keep_checkpoints", "keep_checkpoints", 1, 1000, 1);
-  for (const auto* v : {&concurrent, &restarts, &keep})
+  for (const auto* v : {&concurrent, &ranks, &restarts, &keep})
     if (!v->is_ok()) return v->status();
   spec.max_concurrent_trials = *concurrent, spec.max_restarts = *restarts, spec.keep_checkpoints = *keep;
+  spec.ranks_per_trial = *ranks;
   const std::vector<std::string> metrics = {"accuracy", "loss"};
   if (doc.contains("metric")) {
     const json& m = doc["metric"];

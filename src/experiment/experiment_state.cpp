@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <nlohmann/json.hpp>
 
-#include "mixprec/experiment.h"
+#include "mixprec/experiment/experiment.h"
 
 namespace mixprec::experiment {
 namespace {
@@ -47,7 +47,7 @@ std::string spec_to_json(const ExperimentSpec& spec) {
                   {"max", h.max}, {"count", h.count}});
   }
   const Searcher& s = spec.searcher;
-  return json{{"name", spec.name},
+  json out = json{{"name", spec.name},
               {"base", json::parse(spec.base_json, nullptr, false)},
               {"hyperparameters", hs},
               {"searcher",
@@ -58,8 +58,10 @@ std::string spec_to_json(const ExperimentSpec& spec) {
               {"max_steps", spec.max_steps},
               {"max_seconds", spec.max_seconds},
               {"max_restarts", spec.max_restarts},
-              {"keep_checkpoints", spec.keep_checkpoints}}
-      .dump();
+              {"keep_checkpoints", spec.keep_checkpoints}};
+  // Only when not 1: the state files of sweeps from before the key still compare equal.
+  if (spec.ranks_per_trial != 1) out["ranks_per_trial"] = spec.ranks_per_trial;
+  return out.dump();
 }
 
 std::string state_to_json(const ExperimentState& state) {

@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "io/yaml_json.h"
-#include "mixprec/experiment.h"
-#include "mixprec/names.h"
+#include "mixprec/experiment/experiment.h"
+#include "mixprec/core/names.h"
 
 namespace mixprec::experiment {
 

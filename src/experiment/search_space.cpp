@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "mixprec/experiment.h"
+#include "mixprec/experiment/experiment.h"
 
 namespace mixprec::experiment {
 namespace {

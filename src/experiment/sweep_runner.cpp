@@ -3,6 +3,9 @@
 // before acting on it, and asks the searcher (next_decision) what to run whenever a slot is
 // free. Every decision is a function of the recorded trials, so a resume continues the
 // sweep as if it had never stopped.
+// Long because the loop is one class whose steps (slots, launch under mpirun or not, reap,
+// budgets, finish, collect) read and write the same recorded state in a fixed order; split
+// across files, each would take the whole state as a parameter.
 #include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -12,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -20,10 +24,10 @@
 #include "experiment/checkpoint_gc.h"
 #include "experiment/child_process.h"
 #include "io/atomic_file.h"
-#include "mixprec/files.h"
-#include "mixprec/run_dir.h"
-#include "mixprec/sweep.h"
-#include "mixprec/train_config.h"
+#include "mixprec/io/files.h"
+#include "mixprec/io/run_dir.h"
+#include "mixprec/experiment/sweep.h"
+#include "mixprec/train/train_config.h"
 
 namespace mixprec::experiment {
 namespace {
@@ -76,19 +80,29 @@ class Sweep {
   StatusOr<SweepResult> run() {
     MIXPREC_RETURN_IF_ERROR(open());
     const int cores = opt_.cores > 0 ? opt_.cores : available_cores();
-    result_.concurrent = int(std::min<int64_t>(spec_.max_concurrent_trials, cores));
-    result_.threads_per_trial = std::max(1, cores / result_.concurrent);
+    // A trial holds ranks x threads cores: trials at once and threads are chosen so that all
+    // of them together never ask for more than `cores`, and a trial with more ranks than
+    // there are cores is refused rather than oversubscribed.
+    const int ranks = int(spec_.ranks_per_trial);
+    if (ranks > cores)
+      return Status::invalid_argument(spec_.source + ": ranks_per_trial " + std::to_string(ranks) + " is more than the " +
+                                      std::to_string(cores) + " core(s) this sweep may use (--cores): each rank needs "
+                                      "a core of its own; lower ranks_per_trial or give the sweep more cores");
+    if (ranks > 1) MIXPREC_RETURN_IF_ERROR(find_mpirun());
+    result_.ranks_per_trial = ranks;
+    result_.concurrent = int(std::min<int64_t>(spec_.max_concurrent_trials, cores / ranks));
+    result_.threads_per_trial = std::max(1, cores / (result_.concurrent * ranks));
     auto base = train::config_from_json(spec_.base_json);
     if (base.is_ok() && base->threads > 0) result_.threads_per_trial = std::min(result_.threads_per_trial, base->threads);
     event("experiment " + spec_.name + " in " + dir_ + ": " + std::to_string(result_.concurrent) +
-          " trial(s) at once, " + std::to_string(result_.threads_per_trial) + " thread(s) each (" +
-          std::to_string(cores) + " cores)");
+          " trial(s) at once, " + (ranks > 1 ? std::to_string(ranks) + " ranks x " : std::string()) +
+          std::to_string(result_.threads_per_trial) + " thread(s) each (" + std::to_string(cores) + " cores)");
     bool stopping = false;
     for (;;) {
       if (!stopping && opt_.stop_requested && opt_.stop_requested()) {
         stopping = true;
         event("stopping: each running trial saves a checkpoint; --resume continues");
-        for (auto& [pid, r] : running_) ::kill(pid, SIGINT);
+        for (auto& [pid, r] : running_) ::kill(pid, stop_signal());
       }
       if (!stopping) MIXPREC_RETURN_IF_ERROR(fill_slots());
       if (running_.empty()) break;
@@ -109,6 +123,23 @@ class Sweep {
 
  private:
   std::string trial_dir(const TrialRecord& t) const { return dir_ + "/" + t.dir; }
+
+  // mpirun, for data-parallel trials: MIXPREC_MPIRUN, else the first on PATH.
+  Status find_mpirun() {
+    const char* given = std::getenv("MIXPREC_MPIRUN");
+    mpirun_ = given && *given ? std::string(given) : find_on_path("mpirun");
+    if (!mpirun_.empty() && ::access(mpirun_.c_str(), X_OK) == 0) return Status::ok();
+    return Status::invalid_argument(spec_.source + ": ranks_per_trial " + std::to_string(spec_.ranks_per_trial) +
+                                    " runs each trial under mpirun, and " +
+                                    (given && *given ? "MIXPREC_MPIRUN='" + mpirun_ + "' is not an executable file"
+                                                     : std::string("no mpirun is on PATH (OpenMPI: scripts/setup installs "
+                                                                   "openmpi-bin; or set MIXPREC_MPIRUN)")));
+  }
+
+  // How a trial is told to stop after its current step with a checkpoint: SIGINT for
+  // `mixprec train` itself; mpirun ends its ranks at once on SIGINT but forwards SIGUSR1 to
+  // every rank, which all stop after the same step (docs/distributed.md).
+  int stop_signal() const { return spec_.ranks_per_trial > 1 ? SIGUSR1 : SIGINT; }
 
   void event(const std::string& line) {
     if (opt_.on_event) opt_.on_event(line);
@@ -221,7 +252,16 @@ class Sweep {
     const int64_t steps = spec_.searcher.rung_steps[size_t(t.target_rung)];
     std::error_code ec;
     const bool has_checkpoint = fs::exists(dir + "/last.json", ec);
-    std::vector<std::string> argv = {opt_.executable, "train"};
+    std::vector<std::string> argv;
+    if (spec_.ranks_per_trial > 1) {
+      // One data-parallel job per trial. Unbound (--bind-to none): mpirun would bind every
+      // job's rank 0 to the same core, while the sweep has already divided the cores among
+      // the trials; --oversubscribe because mpirun counts its slots in its own way, which
+      // may be fewer than the cores given to the sweep. Root needs its explicit consent.
+      argv = {mpirun_, "-np", std::to_string(spec_.ranks_per_trial), "--oversubscribe", "--bind-to", "none"};
+      if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
+    }
+    argv.insert(argv.end(), {opt_.executable, "train"});
     if (has_checkpoint) argv.insert(argv.end(), {"--resume", dir});
     else argv.insert(argv.end(), {"--config", dir + "/trial.json", "--run-dir", dir, "--overwrite"});
     // Checkpoints are the sweep's to collect (by the experiment's metric, collect_checkpoints):
@@ -258,7 +298,7 @@ class Sweep {
         const TrialRecord& t = state_.trials[r.trial];
         const double used = t.seconds + std::chrono::duration<double>(now - r.started).count();
         if (spec_.max_seconds > 0 && used > spec_.max_seconds && !r.budget_signalled) {
-          ::kill(p, SIGINT);  // it stops after its current step, with a checkpoint
+          ::kill(p, stop_signal());  // it stops after its current step, with a checkpoint
           r.budget_signalled = true;
         }
       }
@@ -346,6 +386,7 @@ class Sweep {
   const SweepOptions& opt_;
   std::string dir_;
   std::unique_ptr<RunDirLock> lock_;
+  std::string mpirun_;  // ranks_per_trial > 1: the mpirun every trial starts under
   ExperimentState state_;
   SweepResult result_;
   std::vector<Assignment> grid_;
@@ -374,9 +415,12 @@ std::string progress_text(const ExperimentSpec& spec, const ExperimentState& sta
 }
 
 std::vector<std::string> reproduce_command(const std::string& program, const std::string& experiment_dir,
-                                           const TrialRecord& t) {
-  return {program, "train", "--config", experiment_dir + "/" + t.dir + "/config.json", "--max-steps",
-          std::to_string(t.steps)};
+                                           const TrialRecord& t, int64_t ranks_per_trial) {
+  std::vector<std::string> argv;
+  if (ranks_per_trial > 1) argv = {"mpirun", "-np", std::to_string(ranks_per_trial)};
+  argv.insert(argv.end(), {program, "train", "--config", experiment_dir + "/" + t.dir + "/config.json", "--max-steps",
+                           std::to_string(t.steps)});
+  return argv;
 }
 
 }  // namespace mixprec::experiment

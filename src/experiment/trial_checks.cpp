@@ -3,9 +3,9 @@
 // file's parser checks each setting against its own row; validate() adds what needs the rest
 // of the library (precision presets, model names, this machine's thread limit), so a typo
 // such as `precision: amp-bf17` is a usage error at once, not every trial failing in turn.
-#include "mixprec/sweep.h"
-#include "mixprec/train.h"
-#include "mixprec/train_config.h"
+#include "mixprec/experiment/sweep.h"
+#include "mixprec/train/train.h"
+#include "mixprec/train/train_config.h"
 
 namespace mixprec::experiment {
 

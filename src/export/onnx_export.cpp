@@ -2,7 +2,7 @@
 // and the input normalisation, the layers (onnx_layers.cpp), logits and probabilities, then
 // onnx's checker and strict shape inference, so that a file mixprec writes is one every ONNX
 // runtime accepts.
-#include "mixprec/onnx_export.h"
+#include "mixprec/export/onnx_export.h"
 
 #include <onnx/checker.h>
 #include <onnx/shape_inference/implementation.h>
@@ -13,7 +13,7 @@
 #include "export/onnx_graph.h"
 #include "export/onnx_layers.h"
 #include "io/atomic_file.h"
-#include "mixprec/autograd.h"
+#include "mixprec/autograd/autograd.h"
 
 namespace mixprec::onnx_export {
 

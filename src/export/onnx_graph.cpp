@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "mixprec/half.h"
+#include "mixprec/core/half.h"
 
 namespace mixprec::onnx_export {
 

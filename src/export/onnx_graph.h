@@ -11,8 +11,8 @@
 #include <variant>
 #include <vector>
 
-#include "mixprec/dtype.h"
-#include "mixprec/tensor.h"
+#include "mixprec/core/dtype.h"
+#include "mixprec/core/tensor.h"
 #include "nn/onnx_writer.h"
 
 namespace mixprec::onnx_export {

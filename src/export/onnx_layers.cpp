@@ -4,7 +4,7 @@
 // erf), the fp16 graph casts to f32 and back around the same step.
 #include "export/onnx_layers.h"
 
-#include "mixprec/nn_attention.h"
+#include "mixprec/nn/nn_attention.h"
 #include "nn/layer_type.h"
 #include "nn/text_classifier.h"
 

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "export/onnx_graph.h"
-#include "mixprec/models.h"
-#include "mixprec/status.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/core/status.h"
 #include "nn/onnx_writer.h"
 
 namespace mixprec::onnx_export {

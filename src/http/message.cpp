@@ -1,9 +1,9 @@
-// message.cpp: the parts of mixprec/http.h that are about messages, not connections: a
+// message.cpp: the parts of mixprec/http/http.h that are about messages, not connections: a
 // request's header and query look-ups, error bodies, reason phrases, and a response's bytes.
 #include <nlohmann/json.hpp>
 
 #include "http/message.h"
-#include "mixprec/http.h"
+#include "mixprec/http/http.h"
 
 namespace mixprec::http {
 

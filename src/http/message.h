@@ -2,7 +2,7 @@
 #pragma once
 #include <string>
 
-#include "mixprec/http.h"
+#include "mixprec/http/http.h"
 
 namespace mixprec::http {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "mixprec/http.h"
+#include "mixprec/http/http.h"
 
 namespace mixprec::http {
 

@@ -1,4 +1,4 @@
-// server.cpp: mixprec/http.h's Server. One I/O thread owns every socket (epoll, non-blocking)
+// server.cpp: mixprec/http/http.h's Server. One I/O thread owns every socket (epoll, non-blocking)
 // and every connection's state; worker threads only run handlers and hand the response back
 // through a queue and an eventfd. So no lock guards a connection, a slow or idle client costs
 // a buffer and never a thread, and every deadline is checked in one place (check_deadlines).
@@ -26,7 +26,7 @@
 
 #include "http/message.h"
 #include "http/request_parser.h"
-#include "mixprec/http.h"
+#include "mixprec/http/http.h"
 
 namespace mixprec::http {
 

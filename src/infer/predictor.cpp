@@ -1,14 +1,14 @@
-// predictor.cpp: the Predictor of mixprec/infer.h (a checkpoint's model answering with class
+// predictor.cpp: the Predictor of mixprec/infer/infer.h (a checkpoint's model answering with class
 // probabilities) and the helpers that name its answers (top_indices, byte_name).
 #include <algorithm>
 #include <cstdio>
 
-#include "mixprec/autograd.h"
-#include "mixprec/infer.h"
-#include "mixprec/ops.h"
-#include "mixprec/precision.h"
-#include "mixprec/train_config.h"
-#include "mixprec/train_data.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/infer/infer.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/amp/precision.h"
+#include "mixprec/train/train_config.h"
+#include "mixprec/train/train_data.h"
 
 namespace mixprec::infer {
 

@@ -1,12 +1,12 @@
-// text_generation.cpp: generate_text of mixprec/infer.h: a language model's bytes, one at a
+// text_generation.cpp: generate_text of mixprec/infer/infer.h: a language model's bytes, one at a
 // time with its key/value cache, drawn with a temperature and top-k from a seeded generator.
 #include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
 
-#include "mixprec/amp.h"
-#include "mixprec/infer.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/infer/infer.h"
 
 namespace mixprec::infer {
 

@@ -1,18 +1,18 @@
-// weights_file.cpp: opening weights and loading a checkpoint's model (mixprec/infer.h): a
+// weights_file.cpp: opening weights and loading a checkpoint's model (mixprec/infer/infer.h): a
 // mixprec checkpoint, a run directory, or a plain safetensors file recognised by its tensor
 // names and shapes.
 #include <map>
 #include <optional>
 
-#include "mixprec/infer.h"
+#include "mixprec/infer/infer.h"
 
-#include "mixprec/amp.h"
-#include "mixprec/autograd.h"
-#include "mixprec/models.h"
-#include "mixprec/safetensors.h"
-#include "mixprec/train_config.h"
-#include "mixprec/train_data.h"
-#include "mixprec/weights.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/io/safetensors.h"
+#include "mixprec/train/train_config.h"
+#include "mixprec/train/train_data.h"
+#include "mixprec/train/weights.h"
 
 namespace mixprec::infer {
 

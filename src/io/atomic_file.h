@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "mixprec/status.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::io {
 

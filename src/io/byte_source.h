@@ -3,15 +3,15 @@
 // (tests, fuzzing). A read past the end is data_loss (the file is shorter than its header
 // said), never a silent short read.
 //
-// Files are opened through open_regular_file (mixprec/files.h).
+// Files are opened through open_regular_file (mixprec/io/files.h).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 
-#include "mixprec/files.h"
-#include "mixprec/status.h"
+#include "mixprec/io/files.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::io {
 

@@ -6,7 +6,7 @@
 // offsets, trailing bytes); this file validates what mixprec puts in it: format, version,
 // every metadata key and its type, and that every tensor belongs to the model, the
 // optimizer or the masters.
-#include "mixprec/checkpoint.h"
+#include "mixprec/io/checkpoint.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -22,7 +22,7 @@
 #include "core/convert.h"
 #include "io/checkpoint_format.h"
 #include "io/json_limits.h"
-#include "mixprec/safetensors.h"
+#include "mixprec/io/safetensors.h"
 
 #if defined(__FAST_MATH__) || defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__
 #error "checkpoint.cpp must be compiled without fast-math: it checks for inf/NaN"

@@ -18,7 +18,7 @@
 #include "core/nonfinite_scan.h"
 #include "io/checkpoint_format.h"
 #include "io/checkpoint_checks.h"
-#include "mixprec/checkpoint.h"
+#include "mixprec/io/checkpoint.h"
 
 #if defined(__FAST_MATH__) || defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__
 #error "checkpoint_checks.cpp must be compiled without fast-math: it checks for inf/NaN"

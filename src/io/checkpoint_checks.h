@@ -4,8 +4,8 @@
 #pragma once
 #include <string>
 
-#include "mixprec/checkpoint.h"
-#include "mixprec/status.h"
+#include "mixprec/io/checkpoint.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec {
 

@@ -16,7 +16,7 @@
 #include "io/atomic_file.h"
 #include "io/byte_source.h"
 #include "io/checkpoint_checks.h"
-#include "mixprec/checkpoint.h"
+#include "mixprec/io/checkpoint.h"
 
 namespace mixprec {
 

@@ -18,9 +18,9 @@
 #include <utility>
 #include <vector>
 
-#include "mixprec/safetensors.h"
-#include "mixprec/status.h"
-#include "mixprec/tensor.h"
+#include "mixprec/io/safetensors.h"
+#include "mixprec/core/status.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec::io {
 

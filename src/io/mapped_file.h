@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "mixprec/status.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::io {
 
@@ -24,11 +24,13 @@ struct MappedFile {
 // mmap reader).
 StatusOr<MappedFile> map_regular_file(const std::string& path, const std::string& what, uint64_t max_bytes);
 
-// Drops the pages holding [p, p + n) (rounded out to whole pages) from this process's
-// resident set: MADV_DONTNEED on a private, never written file mapping unmaps them, the page
-// cache keeps them, and the next read faults them back with the file's bytes. So a reader
-// that releases what it has copied keeps its RSS independent of the file's size. Harmless
-// while another thread reads the same pages (it faults them in again).
-void release_pages(const uint8_t* p, size_t n);
+// Drops the pages holding [p, p + n) from this process's resident set, and with them the
+// rest of the aligned 2 MiB blocks around it that a fault there may have mapped (see the
+// .cpp), never going outside the mapping [map, map + map_size) that holds the range:
+// MADV_DONTNEED on a private, never written file mapping unmaps them, the page cache keeps
+// them, and the next read faults them back with the file's bytes. So a reader that releases
+// what it has copied keeps its RSS independent of the file's size. Harmless while another
+// thread reads the same pages (it faults them in again).
+void release_pages(const uint8_t* p, size_t n, const uint8_t* map, size_t map_size);
 
 }  // namespace mixprec::io

@@ -9,7 +9,7 @@
 
 #include "io/atomic_file.h"
 #include "io/byte_source.h"
-#include "mixprec/run_dir.h"
+#include "mixprec/io/run_dir.h"
 
 namespace mixprec {
 
@@ -184,6 +184,7 @@ Status MetricsLog::log_step(int64_t step, int64_t epoch, double loss, double lr,
                      (skipped ? "true" : "false") + ",\"time\":" + format_number(seconds);
   if (extras.memory_bytes >= 0) line += ",\"memory_bytes\":" + std::to_string(extras.memory_bytes);
   if (extras.peak_memory_bytes >= 0) line += ",\"peak_memory_bytes\":" + std::to_string(extras.peak_memory_bytes);
+  if (extras.ranks > 1) line += ",\"ranks\":" + std::to_string(extras.ranks);
   if (!extras.overflow.empty()) {
     // Parameter names come from model files (user input): serialised by the JSON library,
     // with invalid UTF-8 replaced, so a line always parses.
@@ -193,6 +194,17 @@ Status MetricsLog::log_step(int64_t step, int64_t epoch, double loss, double lr,
     line += ",\"overflow\":" + names.dump(-1, ' ', false, json::error_handler_t::replace) +
             ",\"overflow_tensors\":" + std::to_string(std::max<int64_t>(extras.overflow_tensors,
                                                                         int64_t(extras.overflow.size())));
+  }
+  if (extras.underflow) {
+    const GradientUnderflow& u = *extras.underflow;
+    json worst = json::array();
+    for (size_t i = 0; i < u.worst.size() && i < GradientUnderflow::kMaxNames; ++i)
+      worst.push_back({{"tensor", u.worst[i].name}, {"values", u.worst[i].values},
+                       {"subnormal", u.worst[i].subnormal}, {"flushed", u.worst[i].flushed}});
+    // Scaled gradients against f16's range: "dtype" says which range the counts are about.
+    const json j = {{"dtype", "f16"}, {"values", u.values}, {"subnormal", u.subnormal}, {"flushed", u.flushed},
+                    {"tensors", std::max<int64_t>(u.tensors, int64_t(worst.size()))}, {"worst", worst}};
+    line += ",\"grad_underflow\":" + j.dump(-1, ' ', false, json::error_handler_t::replace);
   }
   return write_line(line + "}");
 }

@@ -11,8 +11,8 @@
 #include <cstring>
 #include <string>
 
-#include "mixprec/files.h"
-#include "mixprec/run_index.h"
+#include "mixprec/io/files.h"
+#include "mixprec/io/run_index.h"
 
 namespace mixprec::runs {
 

@@ -1,6 +1,6 @@
 // io/run_dir.cpp: creating runs/<name>/ and writing its config.json; the one-run-per-directory
 // lock and the fresh/resume/overwrite policy.
-#include "mixprec/run_dir.h"
+#include "mixprec/io/run_dir.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -22,7 +22,7 @@
 #include <tuple>
 
 #include "io/json_limits.h"
-#include "mixprec/run_index.h"
+#include "mixprec/io/run_index.h"
 
 namespace mixprec::runs {
 

@@ -5,7 +5,7 @@
 // 8 + N + buffer == file size; then the tensors and their checksums. Nothing is allocated
 // from a header-claimed size before it has been checked against the bytes really present.
 // The writer is safetensors_write.cpp.
-#include "mixprec/safetensors.h"
+#include "mixprec/io/safetensors.h"
 
 #include <algorithm>
 #include <atomic>

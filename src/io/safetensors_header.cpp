@@ -14,7 +14,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "mixprec/safetensors.h"
+#include "mixprec/io/safetensors.h"
 
 namespace mixprec {
 

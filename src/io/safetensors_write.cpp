@@ -9,7 +9,7 @@
 
 #include "io/atomic_file.h"
 #include "io/checksums.h"
-#include "mixprec/safetensors.h"
+#include "mixprec/io/safetensors.h"
 
 namespace mixprec {
 

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "mixprec/status.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::io {
 

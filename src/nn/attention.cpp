@@ -11,9 +11,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "mixprec/nn_attention.h"
-#include "mixprec/ops.h"
-#include "mixprec/status.h"
+#include "mixprec/nn/nn_attention.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::nn {
 

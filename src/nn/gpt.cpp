@@ -4,8 +4,8 @@
 #include <cmath>
 #include <tuple>
 
-#include "mixprec/autograd.h"
-#include "mixprec/models.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/nn/models.h"
 #include "nn/residual_norm.h"
 
 namespace mixprec::nn {

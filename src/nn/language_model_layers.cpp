@@ -1,8 +1,8 @@
 // language_model_layers.cpp: a model file's language model (language_model_layers.h).
 #include "nn/language_model_layers.h"
 
-#include "mixprec/autograd.h"
-#include "mixprec/memory.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/core/memory.h"
 
 namespace mixprec::nn {
 

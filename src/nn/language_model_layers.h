@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "mixprec/models.h"
-#include "mixprec/nn_attention.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/nn/nn_attention.h"
 
 namespace mixprec::nn {
 

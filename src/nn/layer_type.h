@@ -16,10 +16,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "mixprec/model_file.h"
-#include "mixprec/nn.h"
-#include "mixprec/op_category.h"
-#include "mixprec/status.h"
+#include "mixprec/nn/model_file.h"
+#include "mixprec/nn/nn.h"
+#include "mixprec/ops/op_category.h"
+#include "mixprec/core/status.h"
 #include "nn/model_plan.h"
 #include "nn/onnx_writer.h"
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "mixprec/names.h"
+#include "mixprec/core/names.h"
 #include "nn/layer_type.h"
 #include "nn/model_planner.h"
 

@@ -2,9 +2,10 @@
 // maxpool2d, batchnorm2d, global_avgpool (also a sequence's mean), flatten, sequence (an
 // image's rows as tokens), conv1d (over channels by length [C, L]) and conv_transpose2d. Each entry: its parameters, its plan (shapes, parameter count,
 // errors), its module, its ONNX nodes, its summary row.
+#include <algorithm>
 #include <string>
 
-#include "mixprec/nn_attention.h"
+#include "mixprec/nn/nn_attention.h"
 #include "nn/layer_type.h"
 #include "nn/model_planner.h"
 
@@ -18,6 +19,19 @@ using plan_detail::product;
 using plan_detail::shape_text;
 using Shape_ = std::vector<int64_t>;
 
+// The convolutions' dilation and groups (PyTorch's meaning): a dilated kernel of k taps spans
+// dilation (k - 1) + 1 positions; groups split both channel counts evenly.
+Status plan_dilation_groups(Planner& pl, const LayerArgs& a, const char* type, int64_t in, int64_t out,
+                            int64_t& dilation, int64_t& groups) {
+  MIXPREC_TAKE(d, pl.integer(a.p, "dilation", a.at, 1, 1, kMaxKernel));
+  MIXPREC_TAKE(g, pl.integer(a.p, "groups", a.at, 1, 1, kMaxWidth));
+  if (in % g != 0 || out % g != 0)
+    return pl.error(a.at + "/groups", std::string(type) + ": groups " + std::to_string(g) + " must divide the input's " +
+                                          std::to_string(in) + " channels and the " + std::to_string(out) + " output channels");
+  dilation = d, groups = g;
+  return Status::ok();
+}
+
 // ---- conv2d: [C, H, W] -> [out, H', W']
 Status plan_conv2d(Planner& pl, const LayerArgs& a, Shape_& shape, LayerPlan& m) {
   MIXPREC_RETURN_IF_ERROR(pl.needs_image("conv2d", a.at, shape));
@@ -26,12 +40,15 @@ Status plan_conv2d(Planner& pl, const LayerArgs& a, Shape_& shape, LayerPlan& m)
   MIXPREC_TAKE(s, pl.integer(a.p, "stride", a.at, 1, 1, kMaxKernel));
   MIXPREC_TAKE(pad, pl.integer(a.p, "padding", a.at, 0, 0, kMaxKernel));
   MIXPREC_TAKE(bias, pl.boolean(a.p, "bias", a.at, true));
-  const int64_t h = (shape[1] + 2 * pad - k) / s + 1, w = (shape[2] + 2 * pad - k) / s + 1;
-  if (shape[1] + 2 * pad < k || shape[2] + 2 * pad < k)
-    return pl.error(a.at, "conv2d: a " + std::to_string(k) + "x" + std::to_string(k) + " kernel does not fit the input " +
-                              shape_text(shape) + " with padding " + std::to_string(pad));
+  MIXPREC_RETURN_IF_ERROR(plan_dilation_groups(pl, a, "conv2d", shape[0], out, m.dilation, m.groups));
+  const int64_t span = m.dilation * (k - 1) + 1;  // <= 64 * 63 + 1
+  if (shape[1] + 2 * pad < span || shape[2] + 2 * pad < span)
+    return pl.error(a.at, "conv2d: a " + std::to_string(k) + "x" + std::to_string(k) + " kernel" +
+                              (m.dilation > 1 ? " dilated by " + std::to_string(m.dilation) : "") +
+                              " does not fit the input " + shape_text(shape) + " with padding " + std::to_string(pad));
+  const int64_t h = (shape[1] + 2 * pad - span) / s + 1, w = (shape[2] + 2 * pad - span) / s + 1;
   // Each factor is at most 65536 or 64: the product fits int64 exactly.
-  m.parameters = out * shape[0] * k * k + (bias ? out : 0);
+  m.parameters = out * (shape[0] / m.groups) * k * k + (bias ? out : 0);
   MIXPREC_RETURN_IF_ERROR(pl.budget(a.at, m.parameters));
   m.in = shape[0], m.out = out, m.kernel = k, m.stride = s, m.padding = pad, m.bias = bias;
   shape = {out, h, w};
@@ -41,17 +58,19 @@ Status plan_conv2d(Planner& pl, const LayerArgs& a, Shape_& shape, LayerPlan& m)
 const LayerType conv2d_type{
     .name = "conv2d",
     .params = {{"out", LayerParam::integer}, {"kernel", LayerParam::integer}, {"stride", LayerParam::integer},
-               {"padding", LayerParam::integer}, {"bias", LayerParam::boolean}},
+               {"padding", LayerParam::integer}, {"bias", LayerParam::boolean}, {"dilation", LayerParam::integer},
+               {"groups", LayerParam::integer}},
     .plan = plan_conv2d,
     .build = MIXPREC_MODULE_PART([](const LayerPlan& p, BuildState&) -> std::shared_ptr<Module> {
-      return std::make_shared<Conv2d>(p.in, p.out, p.kernel, p.stride, p.padding, p.bias);
+      return std::make_shared<Conv2d>(p.in, p.out, p.kernel, p.stride, p.padding, p.bias, p.dilation, p.groups);
     }),
     .emits = MIXPREC_MODULE_PART([](const Module& m, const OnnxValue&) { return dynamic_cast<const Conv2d*>(&m) != nullptr; }),
     .emit_onnx = MIXPREC_MODULE_PART([](const Module& m, OnnxWriter& w, const std::string& path, const OnnxValue& x) -> StatusOr<OnnxValue> {
       return onnx_conv2d(static_cast<const Conv2d&>(m), w, path, x);
     }),
     .output_op = amp::OpId::conv2d,
-    .example = "layers: [conv2d: {out: 4, kernel: 3, stride: 2, padding: 1}, flatten, linear: {out: classes}]",
+    .example = "layers: [conv2d: {out: 4, kernel: 3, stride: 2, padding: 1}, conv2d: {out: 4, kernel: 2, padding: 2, "
+               "dilation: 2, groups: 4}, flatten, linear: {out: classes}]",
 };
 
 // ---- conv1d: [C, L] -> [out_channels, L'], channels by length (an image's rows after
@@ -65,23 +84,27 @@ Status plan_conv1d(Planner& pl, const LayerArgs& a, Shape_& shape, LayerPlan& m)
   MIXPREC_TAKE(s, pl.integer(a.p, "stride", a.at, 1, 1, kMaxKernel));
   MIXPREC_TAKE(pad, pl.integer(a.p, "padding", a.at, 0, 0, kMaxKernel));
   MIXPREC_TAKE(bias, pl.boolean(a.p, "bias", a.at, true));
-  if (shape[1] + 2 * pad < k)
-    return pl.error(a.at, "conv1d: a kernel of " + std::to_string(k) + " does not fit the input " + shape_text(shape) +
-                              " with padding " + std::to_string(pad));
-  m.parameters = out * shape[0] * k + (bias ? out : 0);  // factors <= 65536, 65536, 64: exact
+  MIXPREC_RETURN_IF_ERROR(plan_dilation_groups(pl, a, "conv1d", shape[0], out, m.dilation, m.groups));
+  const int64_t span = m.dilation * (k - 1) + 1;
+  if (shape[1] + 2 * pad < span)
+    return pl.error(a.at, "conv1d: a kernel of " + std::to_string(k) +
+                              (m.dilation > 1 ? " dilated by " + std::to_string(m.dilation) : "") +
+                              " does not fit the input " + shape_text(shape) + " with padding " + std::to_string(pad));
+  m.parameters = out * (shape[0] / m.groups) * k + (bias ? out : 0);  // factors <= 65536, 65536, 64: exact
   MIXPREC_RETURN_IF_ERROR(pl.budget(a.at, m.parameters));
   m.in = shape[0], m.out = out, m.kernel = k, m.stride = s, m.padding = pad, m.bias = bias;
-  shape = {out, (shape[1] + 2 * pad - k) / s + 1};
+  shape = {out, (shape[1] + 2 * pad - span) / s + 1};
   return Status::ok();
 }
 
 const LayerType conv1d_type{
     .name = "conv1d",
     .params = {{"out_channels", LayerParam::integer}, {"kernel_size", LayerParam::integer},
-               {"stride", LayerParam::integer}, {"padding", LayerParam::integer}, {"bias", LayerParam::boolean}},
+               {"stride", LayerParam::integer}, {"padding", LayerParam::integer}, {"bias", LayerParam::boolean},
+               {"dilation", LayerParam::integer}, {"groups", LayerParam::integer}},
     .plan = plan_conv1d,
     .build = MIXPREC_MODULE_PART([](const LayerPlan& p, BuildState&) -> std::shared_ptr<Module> {
-      return std::make_shared<Conv1d>(p.in, p.out, p.kernel, p.stride, p.padding, /*dilation=*/1, /*groups=*/1, p.bias);
+      return std::make_shared<Conv1d>(p.in, p.out, p.kernel, p.stride, p.padding, p.dilation, p.groups, p.bias);
     }),
     .emits = MIXPREC_MODULE_PART([](const Module& m, const OnnxValue&) { return dynamic_cast<const Conv1d*>(&m) != nullptr; }),
     .emit_onnx = MIXPREC_MODULE_PART([](const Module& module, OnnxWriter& w, const std::string& path,
@@ -92,12 +115,14 @@ const LayerType conv1d_type{
       return OnnxValue{w.node("Conv", in, onnx_join(path, "out"),
                               {{"kernel_shape", std::vector<int64_t>{m.weight.size(2)}},
                                {"strides", std::vector<int64_t>{m.stride}},
-                               {"pads", std::vector<int64_t>{m.padding, m.padding}}}),
+                               {"pads", std::vector<int64_t>{m.padding, m.padding}},
+                               {"dilations", std::vector<int64_t>{m.dilation}},
+                               {"group", m.groups}}),
                        3};
     }),
     .output_op = amp::OpId::conv1d,
-    .example = "layers: [sequence, conv1d: {out_channels: 4, kernel_size: 3, stride: 2, padding: 1}, relu, flatten, "
-               "linear: {out: classes}]",
+    .example = "layers: [sequence, conv1d: {out_channels: 4, kernel_size: 3, stride: 2, padding: 1, dilation: 2, "
+               "groups: 2}, relu, flatten, linear: {out: classes}]",
 };
 
 // ---- conv_transpose2d: [C, H, W] -> [out_channels, H', W'], H' = (H - 1) stride - 2 padding +
@@ -110,17 +135,21 @@ Status plan_conv_transpose2d(Planner& pl, const LayerArgs& a, Shape_& shape, Lay
   MIXPREC_TAKE(pad, pl.integer(a.p, "padding", a.at, 0, 0, kMaxKernel));
   MIXPREC_TAKE(output_padding, pl.integer(a.p, "output_padding", a.at, 0, 0, kMaxKernel));
   MIXPREC_TAKE(bias, pl.boolean(a.p, "bias", a.at, true));
-  if (output_padding >= s)
+  MIXPREC_RETURN_IF_ERROR(plan_dilation_groups(pl, a, "conv_transpose2d", shape[0], out, m.dilation, m.groups));
+  if (output_padding >= std::max(s, m.dilation))
     return pl.error(a.at + "/output_padding", "output_padding: " + std::to_string(output_padding) +
                                                   " must be smaller than the stride " + std::to_string(s) +
+                                                  " or the dilation " + std::to_string(m.dilation) +
                                                   " (it picks one of the stride's output sizes)");
   // H, W <= 2^20 and each factor <= 64: no overflow. Bounded, so that upsampling layers cannot
   // grow a shape past what flatten and the parameter counts assume.
-  const int64_t h = (shape[1] - 1) * s - 2 * pad + k + output_padding, w = (shape[2] - 1) * s - 2 * pad + k + output_padding;
+  const int64_t span = m.dilation * (k - 1) + 1;
+  const int64_t h = (shape[1] - 1) * s - 2 * pad + span + output_padding,
+                w = (shape[2] - 1) * s - 2 * pad + span + output_padding;
   if (h < 1 || w < 1 || h > kMaxWidth || w > kMaxWidth)
     return pl.error(a.at, "conv_transpose2d: the input " + shape_text(shape) + " gives " + std::to_string(h) + "x" +
                               std::to_string(w) + " (expected 1.." + std::to_string(kMaxWidth) + " each)");
-  m.parameters = shape[0] * out * k * k + (bias ? out : 0);
+  m.parameters = shape[0] * (out / m.groups) * k * k + (bias ? out : 0);
   MIXPREC_RETURN_IF_ERROR(pl.budget(a.at, m.parameters));
   m.in = shape[0], m.out = out, m.kernel = k, m.stride = s, m.padding = pad, m.output_padding = output_padding;
   m.bias = bias;
@@ -132,11 +161,12 @@ const LayerType conv_transpose2d_type{
     .name = "conv_transpose2d",
     .params = {{"out_channels", LayerParam::integer}, {"kernel_size", LayerParam::integer},
                {"stride", LayerParam::integer}, {"padding", LayerParam::integer},
-               {"output_padding", LayerParam::integer}, {"bias", LayerParam::boolean}},
+               {"output_padding", LayerParam::integer}, {"bias", LayerParam::boolean},
+               {"dilation", LayerParam::integer}, {"groups", LayerParam::integer}},
     .plan = plan_conv_transpose2d,
     .build = MIXPREC_MODULE_PART([](const LayerPlan& p, BuildState&) -> std::shared_ptr<Module> {
-      return std::make_shared<ConvTranspose2d>(p.in, p.out, p.kernel, p.stride, p.padding, p.output_padding, /*groups=*/1,
-                                               p.bias);
+      return std::make_shared<ConvTranspose2d>(p.in, p.out, p.kernel, p.stride, p.padding, p.output_padding, p.groups,
+                                               p.bias, p.dilation);
     }),
     .emits = MIXPREC_MODULE_PART(
         [](const Module& m, const OnnxValue&) { return dynamic_cast<const ConvTranspose2d*>(&m) != nullptr; }),
@@ -144,18 +174,21 @@ const LayerType conv_transpose2d_type{
                                         const OnnxValue& x) -> StatusOr<OnnxValue> {
       // ONNX's ConvTranspose weight is [C_in, C_out, kH, kW], as PyTorch's.
       const auto& m = static_cast<const ConvTranspose2d&>(module);
-      const int64_t k = m.weight.size(2), s = m.stride, p = m.padding, op = m.output_padding;
+      const int64_t k = m.weight.size(2), s = m.stride, p = m.padding, op = m.output_padding, d = m.dilation;
       std::vector<std::string> in{x.name, w.weight(onnx_join(path, "weight"), m.weight)};
       if (m.bias.defined()) in.push_back(w.weight(onnx_join(path, "bias"), m.bias));
       return OnnxValue{w.node("ConvTranspose", in, onnx_join(path, "out"),
                               {{"kernel_shape", std::vector<int64_t>{k, k}},
                                {"strides", std::vector<int64_t>{s, s}},
                                {"pads", std::vector<int64_t>{p, p, p, p}},
-                               {"output_padding", std::vector<int64_t>{op, op}}}),
+                               {"output_padding", std::vector<int64_t>{op, op}},
+                               {"dilations", std::vector<int64_t>{d, d}},
+                               {"group", m.groups}}),
                        4};
     }),
     .output_op = amp::OpId::conv_transpose2d,
-    .example = "layers: [conv_transpose2d: {out_channels: 3, kernel_size: 3, stride: 2, padding: 1, output_padding: 1}, "
+    .example = "layers: [conv_transpose2d: {out_channels: 4, kernel_size: 3, stride: 2, padding: 1, output_padding: 1, "
+               "dilation: 2, groups: 2}, "
                "global_avgpool, linear: {out: classes}]",
 };
 
@@ -321,13 +354,15 @@ const LayerType flatten_type{
 
 #ifndef MIXPREC_LAYER_PLAN_ONLY
 OnnxValue onnx_conv2d(const Conv2d& m, OnnxWriter& w, const std::string& path, const OnnxValue& x) {
-  const int64_t k = m.weight.size(2), s = m.stride, p = m.padding;
+  const int64_t k = m.weight.size(2), s = m.stride, p = m.padding, d = m.dilation;
   std::vector<std::string> in{x.name, w.weight(onnx_join(path, "weight"), m.weight)};
   if (m.bias.defined()) in.push_back(w.weight(onnx_join(path, "bias"), m.bias));
   return {w.node("Conv", in, onnx_join(path, "out"),
                  {{"kernel_shape", std::vector<int64_t>{k, k}},
                   {"strides", std::vector<int64_t>{s, s}},
-                  {"pads", std::vector<int64_t>{p, p, p, p}}}),
+                  {"pads", std::vector<int64_t>{p, p, p, p}},
+                  {"dilations", std::vector<int64_t>{d, d}},
+                  {"group", m.groups}}),
           4};
 }
 

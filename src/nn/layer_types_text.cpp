@@ -8,8 +8,8 @@
 #include <limits>
 #include <string>
 
-#include "mixprec/models.h"
-#include "mixprec/nn_attention.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/nn/nn_attention.h"
 #include "nn/language_model_layers.h"
 #include "nn/layer_type.h"
 #include "nn/model_planner.h"

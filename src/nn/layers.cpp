@@ -2,8 +2,8 @@
 // initialisation, PReLU, and Dropout.
 #include <cmath>
 
-#include "mixprec/nn.h"
-#include "mixprec/status.h"
+#include "mixprec/nn/nn.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::nn {
 
@@ -23,11 +23,13 @@ void check_positive(const char* layer, const char* field, int64_t v) {
                                          std::to_string(v)));
 }
 
-// PyTorch's dilation and groups, which the convolution ops take only as 1 for now.
-void check_unit(const char* layer, const char* field, int64_t v) {
-  if (v != 1)
-    throw Error(Status::invalid_argument(std::string(layer) + ": " + field + " " + std::to_string(v) +
-                                         " is not supported (only 1)"));
+// PyTorch's rule for groups: both channel counts split into them evenly.
+void check_groups(const char* layer, int64_t in_channels, int64_t out_channels, int64_t groups) {
+  check_positive(layer, "groups", groups);
+  if (in_channels % groups != 0 || out_channels % groups != 0)
+    throw Error(Status::invalid_argument(std::string(layer) + ": in_channels " + std::to_string(in_channels) +
+                                         " and out_channels " + std::to_string(out_channels) +
+                                         " must be divisible by groups " + std::to_string(groups)));
 }
 
 }  // namespace
@@ -41,55 +43,59 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias) {
 
 Tensor Linear::forward(const Tensor& input) { return linear(input, weight, bias); }
 
+// The weight is [out, in / groups, k...]; PyTorch's fan_in is its dim 1 times the kernel's
+// size, for the weight's bound and the bias's.
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride_,
-               int64_t padding_, bool with_bias)
-    : stride(stride_), padding(padding_) {
+               int64_t padding_, bool with_bias, int64_t dilation_, int64_t groups_)
+    : stride(stride_), padding(padding_), dilation(dilation_), groups(groups_) {
   check_positive("Conv2d", "in_channels", in_channels);
   check_positive("Conv2d", "out_channels", out_channels);
   check_positive("Conv2d", "kernel_size", kernel_size);
-  const int64_t fan_in = in_channels * kernel_size * kernel_size;
+  check_positive("Conv2d", "dilation", dilation);
+  check_groups("Conv2d", in_channels, out_channels, groups);
+  const int64_t fan_in = in_channels / groups * kernel_size * kernel_size;
   weight = register_parameter(
-      "weight", default_init({out_channels, in_channels, kernel_size, kernel_size}, fan_in));
+      "weight", default_init({out_channels, in_channels / groups, kernel_size, kernel_size}, fan_in));
   if (with_bias) bias = register_parameter("bias", default_init({out_channels}, fan_in));
 }
 
 Tensor Conv2d::forward(const Tensor& input) {
-  return conv2d(input, weight, bias, stride, padding);
+  return conv2d(input, weight, bias, stride, padding, dilation, groups);
 }
 
 Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride_,
-               int64_t padding_, int64_t dilation, int64_t groups, bool with_bias)
-    : stride(stride_), padding(padding_) {
+               int64_t padding_, int64_t dilation_, int64_t groups_, bool with_bias)
+    : stride(stride_), padding(padding_), dilation(dilation_), groups(groups_) {
   check_positive("Conv1d", "in_channels", in_channels);
   check_positive("Conv1d", "out_channels", out_channels);
   check_positive("Conv1d", "kernel_size", kernel_size);
-  check_unit("Conv1d", "dilation", dilation);
-  check_unit("Conv1d", "groups", groups);
-  const int64_t fan_in = in_channels * kernel_size;
-  weight = register_parameter("weight", default_init({out_channels, in_channels, kernel_size}, fan_in));
+  check_positive("Conv1d", "dilation", dilation);
+  check_groups("Conv1d", in_channels, out_channels, groups);
+  const int64_t fan_in = in_channels / groups * kernel_size;
+  weight = register_parameter("weight", default_init({out_channels, in_channels / groups, kernel_size}, fan_in));
   if (with_bias) bias = register_parameter("bias", default_init({out_channels}, fan_in));
 }
 
-Tensor Conv1d::forward(const Tensor& input) { return conv1d(input, weight, bias, stride, padding); }
+Tensor Conv1d::forward(const Tensor& input) { return conv1d(input, weight, bias, stride, padding, dilation, groups); }
 
 ConvTranspose2d::ConvTranspose2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride_,
-                                 int64_t padding_, int64_t output_padding_, int64_t groups, bool with_bias,
-                                 int64_t dilation)
-    : stride(stride_), padding(padding_), output_padding(output_padding_) {
+                                 int64_t padding_, int64_t output_padding_, int64_t groups_, bool with_bias,
+                                 int64_t dilation_)
+    : stride(stride_), padding(padding_), output_padding(output_padding_), groups(groups_), dilation(dilation_) {
   check_positive("ConvTranspose2d", "in_channels", in_channels);
   check_positive("ConvTranspose2d", "out_channels", out_channels);
   check_positive("ConvTranspose2d", "kernel_size", kernel_size);
-  check_unit("ConvTranspose2d", "groups", groups);
-  check_unit("ConvTranspose2d", "dilation", dilation);
-  // PyTorch's fan_in of a [in, out, k, k] weight is its dim 1 times the kernel's area.
-  const int64_t fan_in = out_channels * kernel_size * kernel_size;
-  weight = register_parameter("weight",
-                              default_init({in_channels, out_channels, kernel_size, kernel_size}, fan_in));
+  check_positive("ConvTranspose2d", "dilation", dilation);
+  check_groups("ConvTranspose2d", in_channels, out_channels, groups);
+  // The weight is [in, out / groups, k, k]: PyTorch's fan_in is its dim 1 times the kernel's area.
+  const int64_t fan_in = out_channels / groups * kernel_size * kernel_size;
+  weight = register_parameter(
+      "weight", default_init({in_channels, out_channels / groups, kernel_size, kernel_size}, fan_in));
   if (with_bias) bias = register_parameter("bias", default_init({out_channels}, fan_in));
 }
 
 Tensor ConvTranspose2d::forward(const Tensor& input) {
-  return conv_transpose2d(input, weight, bias, stride, padding, output_padding);
+  return conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups, dilation);
 }
 
 PReLU::PReLU(int64_t num_parameters, double init) {

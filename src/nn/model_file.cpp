@@ -1,11 +1,11 @@
 // model_file.cpp: a model file's plan (model_plan.h) built from the nn layers, each by its
 // layer type's entry (layer_type.h), into a Sequential, a language model or a text classifier.
-#include "mixprec/model_file.h"
+#include "mixprec/nn/model_file.h"
 
 #include "io/yaml_json.h"
-#include "mixprec/files.h"
-#include "mixprec/models.h"
-#include "mixprec/nn_attention.h"
+#include "mixprec/io/files.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/nn/nn_attention.h"
 #include "nn/language_model_layers.h"
 #include "nn/text_classifier.h"
 #include "nn/layer_type.h"

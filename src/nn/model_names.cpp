@@ -1,8 +1,8 @@
 // model_names.cpp: the names of the built-in models (models.h) and what names a model file
 // (model_file.h), apart from the models themselves so that what only needs the names (the
 // settings table, and so the config parsers and their fuzz harness) does not link every layer.
-#include "mixprec/model_file.h"
-#include "mixprec/models.h"
+#include "mixprec/nn/model_file.h"
+#include "mixprec/nn/models.h"
 
 namespace mixprec::nn {
 

@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/yaml_json.h"
-#include "mixprec/names.h"
+#include "mixprec/core/names.h"
 
 namespace mixprec::nn {
 namespace plan_detail {

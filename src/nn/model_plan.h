@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/model_file.h"
-#include "mixprec/status.h"
+#include "mixprec/nn/model_file.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::nn {
 
@@ -16,6 +16,7 @@ struct LayerPlan {
   // What the type takes. embedding: in = positions, out = width; encoder: in = width,
   // out = feed-forward width, heads; decoder: in = width, heads; lm_head: in = width, out = 256.
   int64_t in = 0, out = 0, kernel = 0, stride = 0, padding = 0, heads = 0, output_padding = 0;
+  int64_t dilation = 1, groups = 1;  // the convolutions' (PyTorch's meaning)
   bool bias = true;
   bool tied = true;  // lm_head: its weight is the embedding's token table
   bool mask_padding = false;  // embedding: byte 0 is padding that attention and pooling skip

@@ -1,9 +1,9 @@
 // models.cpp: the CNN, MLP and transformer used by the CLI, benchmarks and golden tests.
-#include "mixprec/models.h"
+#include "mixprec/nn/models.h"
 
-#include "mixprec/amp.h"
-#include "mixprec/model_file.h"
-#include "mixprec/ops_fused.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/nn/model_file.h"
+#include "mixprec/ops/ops_fused.h"
 
 namespace mixprec::nn {
 

@@ -2,11 +2,11 @@
 #include <sstream>
 
 #include "core/tensor_impl.h"
-#include "mixprec/amp.h"
-#include "mixprec/autograd.h"
-#include "mixprec/nn.h"
-#include "mixprec/ops_fused.h"
-#include "mixprec/status.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/nn/nn.h"
+#include "mixprec/ops/ops_fused.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::nn {
 

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <string>
 
-#include "mixprec/nn.h"
-#include "mixprec/status.h"
+#include "mixprec/nn/nn.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::nn {
 

@@ -8,8 +8,8 @@
 #include <variant>
 #include <vector>
 
-#include "mixprec/nn.h"
-#include "mixprec/status.h"
+#include "mixprec/nn/nn.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::nn {
 

@@ -1,8 +1,8 @@
 // nn/residual_norm.cpp: see residual_norm.h.
 #include "nn/residual_norm.h"
 
-#include "mixprec/amp.h"
-#include "mixprec/ops.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/ops/ops.h"
 
 namespace mixprec::nn {
 

@@ -1,11 +1,11 @@
 // nn/residual_norm.h: the residual stream's add and the LayerNorm that reads it, as the
-// transformer models call them: one add_layer_norm (mixprec/ops_fused.h) where it applies,
+// transformer models call them: one add_layer_norm (mixprec/ops/ops_fused.h) where it applies,
 // the composition add + LayerNorm where the LayerNorm module has an autocast override of its
 // own (a model file's `precision: fp32`), which the composition honours through operator().
 #pragma once
 
-#include "mixprec/nn.h"
-#include "mixprec/ops_fused.h"
+#include "mixprec/nn/nn.h"
+#include "mixprec/ops/ops_fused.h"
 
 namespace mixprec::nn {
 

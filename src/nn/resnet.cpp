@@ -1,6 +1,6 @@
 // resnet.cpp: BasicBlock and the CIFAR-style ResNet (models.h), composed of public ops:
 // conv2d, batch_norm, relu, add, mean (the global average pooling) and linear.
-#include "mixprec/models.h"
+#include "mixprec/nn/models.h"
 
 namespace mixprec::nn {
 

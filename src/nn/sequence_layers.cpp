@@ -2,12 +2,12 @@
 // the token + position embedding and the mean over positions.
 #include <vector>
 
-#include "mixprec/amp.h"
-#include "mixprec/autograd.h"
-#include "mixprec/memory.h"
-#include "mixprec/nn_sequence.h"
-#include "mixprec/ops.h"
-#include "mixprec/status.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/core/memory.h"
+#include "mixprec/nn/nn_sequence.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::nn {
 

@@ -5,8 +5,8 @@
 // depend on how much padding follows it.
 #pragma once
 
-#include "mixprec/nn.h"
-#include "mixprec/nn_attention.h"
+#include "mixprec/nn/nn.h"
+#include "mixprec/nn/nn_attention.h"
 
 namespace mixprec::nn {
 

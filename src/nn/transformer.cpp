@@ -4,9 +4,9 @@
 // Letters: B batch, S sequence, E = d_model, F = dim_feedforward.
 #include <string>
 
-#include "mixprec/nn_attention.h"
-#include "mixprec/ops.h"
-#include "mixprec/status.h"
+#include "mixprec/nn/nn_attention.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/core/status.h"
 #include "nn/residual_norm.h"
 
 namespace mixprec::nn {

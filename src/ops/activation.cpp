@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "autograd/node.h"
-#include "mixprec/ops.h"
-#include "mixprec/status.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/core/status.h"
 #include "ops/autocast_hook.h"
 #include "ops/dispatch.h"
 

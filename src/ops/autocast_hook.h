@@ -1,5 +1,5 @@
 // autocast_hook.h: the one question ops ask about autocast: "what does my row of the policy
-// table do to these inputs now?" Ops name their row (amp::OpId, mixprec/op_category.h) and
+// table do to these inputs now?" Ops name their row (amp::OpId, mixprec/ops/op_category.h) and
 // call autocast_inputs; the answer comes from src/amp (the layer above: the thread's
 // autocast state, the policy table with its overrides, the weight-cast cache), which
 // installs its hooks when the first AutocastGuard is made. Before that, autocast cannot be
@@ -11,8 +11,8 @@
 #include <span>
 #include <vector>
 
-#include "mixprec/op_category.h"
-#include "mixprec/tensor.h"
+#include "mixprec/ops/op_category.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec::ops_detail {
 

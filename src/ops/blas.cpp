@@ -14,7 +14,7 @@
 // after the GEMM (PyTorch's CPU kernels fold them into the GEMM): a difference of an ulp.
 #include <limits>
 
-#include "mixprec/ops.h"
+#include "mixprec/ops/ops.h"
 #include "ops/autocast_hook.h"
 
 namespace mixprec {

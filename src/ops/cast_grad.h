@@ -3,7 +3,7 @@
 // enters the graph exactly as cast(param, dtype) would have: its gradient, in any floating
 // dtype, flows back converted to the parameter's dtype.
 #pragma once
-#include "mixprec/tensor.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec {
 

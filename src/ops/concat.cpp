@@ -6,9 +6,9 @@
 #include "autograd/node.h"
 #include "ops/autocast_hook.h"
 #include "ops/dispatch.h"
-#include "mixprec/autograd.h"
-#include "mixprec/ops.h"
-#include "mixprec/status.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec {
 

@@ -1,11 +1,14 @@
 // conv.cpp: 2-D convolution and conv1d (a conv2d of unit height, exact: the same sums in
 // the same kernels; PyTorch computes conv1d the same way), each with its own row of the
-// autocast table (lower), forward and backward.
+// autocast table (lower), forward and backward; PyTorch's groups and dilation go to the
+// kernels (oneDNN's and ref's take both).
 // Backward never asks for the input gradient of a layer whose input needs none: for the
 // first layer, oneDNN 2.6's f32 backward-data is a reference kernel taking seconds.
+#include <algorithm>
+
 #include "autograd/node.h"
 #include "ops/autocast_hook.h"
-#include "mixprec/ops.h"
+#include "mixprec/ops/ops.h"
 #include "ops/conv_common.h"
 #include "ops/dispatch.h"
 
@@ -17,23 +20,24 @@ namespace ops_detail {
 
 Tensor conv2d_with_params(const char* op, const Tensor& src, const Tensor& weights, const Tensor& bias,
                           const Conv2dParams& p) {
-  if (src.dim() != 4 || weights.dim() != 4 || src.size(1) != weights.size(1))
+  if (src.dim() != 4 || weights.dim() != 4)
     throw Error(Status::invalid_argument(
         std::string(op) + ": src " + shape_str(src.shape()) + " and weights " + shape_str(weights.shape()) +
-        " do not fit (expected src [N, C, H, W], weights [O, C, KH, KW] with the same C)"));
+        " do not fit (expected src [N, C, H, W], weights [O, C / groups, KH, KW])"));
+  check_conv_params(op, p.stride_h, p.pad_h, p.dil_h, p.groups);
+  check_conv_params(op, p.stride_w, p.pad_w, p.dil_w, p.groups);
+  check_groups(op, src.size(1), src.shape(), weights.shape(), p.groups, /*transposed=*/false);
   if (bias.defined() && (bias.dim() != 1 || bias.size(0) != weights.size(0)))
     throw Error(Status::invalid_argument(std::string(op) + ": bias " + shape_str(bias.shape()) +
                                          " does not match weights " + shape_str(weights.shape())));
-  if (p.stride_h < 1 || p.stride_w < 1 || p.pad_h < 0 || p.pad_w < 0)
-    throw Error(Status::invalid_argument(std::string(op) + ": stride must be >= 1 and padding >= 0, got " +
-                                         std::to_string(p.stride_w) + ", " + std::to_string(p.pad_w)));
   if (src.dtype() != weights.dtype() || (bias.defined() && bias.dtype() != src.dtype()))
     throw Error(Status::invalid_argument(std::string(op) + ": dtype mismatch: src " + src.str() + ", weights " +
                                          weights.str() + (bias.defined() ? ", bias " + bias.str() : "") +
                                          " (cast one, or use autocast)"));
-  if (conv_out_size(src.size(2), weights.size(2), p.stride_h, p.pad_h) < 1 ||
-      conv_out_size(src.size(3), weights.size(3), p.stride_w, p.pad_w) < 1)
+  if (p.dil_h * (weights.size(2) - 1) + 1 > src.size(2) + 2 * p.pad_h ||
+      p.dil_w * (weights.size(3) - 1) + 1 > src.size(3) + 2 * p.pad_w)
     throw Error(Status::invalid_argument(std::string(op) + ": kernel " + shape_str(weights.shape()) +
+                                         (p.dil_h > 1 || p.dil_w > 1 ? " dilated by " + std::to_string(std::max(p.dil_h, p.dil_w)) : "") +
                                          " is larger than the padded input " + shape_str(src.shape())));
   Tensor dst = ops_detail::dispatch(
       "conv2d", src.dtype(), [&] { return onednn::conv2d_forward(src, weights, bias, p); },
@@ -75,41 +79,34 @@ Tensor conv2d_with_params(const char* op, const Tensor& src, const Tensor& weigh
 
 }  // namespace ops_detail
 
-Tensor conv2d(const Tensor& src_in, const Tensor& weights_in, const Tensor& bias_in,
-              int64_t stride, int64_t padding) {
+Tensor conv2d(const Tensor& src_in, const Tensor& weights_in, const Tensor& bias_in, int64_t stride,
+              int64_t padding, int64_t dilation, int64_t groups) {
   const auto in = ops_detail::autocast_inputs(amp::OpId::conv2d, {src_in, weights_in, bias_in});
-  if (stride < 1 || padding < 0)
-    throw Error(Status::invalid_argument("conv2d: stride must be >= 1 and padding >= 0, got " +
-                                         std::to_string(stride) + ", " + std::to_string(padding)));
-  return ops_detail::conv2d_with_params("conv2d", in[0], in[1], in[2], {stride, stride, padding, padding});
+  ops_detail::check_conv_params("conv2d", stride, padding, dilation, groups);
+  return ops_detail::conv2d_with_params("conv2d", in[0], in[1], in[2],
+                                        {stride, stride, padding, padding, dilation, dilation, groups});
 }
 
-// input [N, C, L] (or unbatched [C, L]), weight [O, C, K] -> [N, O, (L + 2 padding - K) /
-// stride + 1]: conv2d on [N, C, 1, L] with weight [O, C, 1, K], stride and padding along W.
+// input [N, C, L] (or unbatched [C, L]), weight [O, C / groups, K] -> [N, O, (L + 2 padding -
+// dilation (K - 1) - 1) / stride + 1]: conv2d on [N, C, 1, L] with weight [O, C / groups, 1, K],
+// stride, padding and dilation along W.
 Tensor conv1d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, int64_t stride,
               int64_t padding, int64_t dilation, int64_t groups) {
   const auto in = ops_detail::autocast_inputs(amp::OpId::conv1d, {input_in, weight_in, bias_in});
   const Tensor &input = in[0], &weight = in[1], &bias = in[2];
   if (!input.defined() || !weight.defined() || (input.dim() != 2 && input.dim() != 3) || weight.dim() != 3)
     throw Error(Status::invalid_argument(
-        "conv1d: expected input [N, C, L] or [C, L] and weight [O, C, K], got " +
+        "conv1d: expected input [N, C, L] or [C, L] and weight [O, C / groups, K], got " +
         (input.defined() ? shape_str(input.shape()) : std::string("undefined")) + " and " +
         (weight.defined() ? shape_str(weight.shape()) : std::string("undefined"))));
-  ops_detail::require_unit("conv1d", "dilation", dilation);
-  ops_detail::require_unit("conv1d", "groups", groups);
   const bool batched = input.dim() == 3;
   const int64_t N = batched ? input.size(0) : 1, C = input.size(-2), L = input.size(-1);
-  if (C != weight.size(1))
-    throw Error(Status::invalid_argument("conv1d: weight " + shape_str(weight.shape()) + " expects " +
-                                         std::to_string(weight.size(1)) + " input channels, input " +
-                                         shape_str(input.shape()) + " has " + std::to_string(C)));
-  if (stride < 1 || padding < 0)
-    throw Error(Status::invalid_argument("conv1d: stride must be >= 1 and padding >= 0, got " +
-                                         std::to_string(stride) + ", " + std::to_string(padding)));
+  ops_detail::check_conv_params("conv1d", stride, padding, dilation, groups);
+  ops_detail::check_groups("conv1d", C, input.shape(), weight.shape(), groups, /*transposed=*/false);
   ops_detail::AutocastOff inside;  // conv1d's row is applied; the reshapes must not apply theirs
   const Tensor out = ops_detail::conv2d_with_params(
-      "conv1d", reshape(input, {N, C, 1, L}), reshape(weight, {weight.size(0), C, 1, weight.size(2)}), bias,
-      {1, stride, 0, padding});
+      "conv1d", reshape(input, {N, C, 1, L}), reshape(weight, {weight.size(0), weight.size(1), 1, weight.size(2)}), bias,
+      {1, stride, 0, padding, 1, dilation, groups});
   const int64_t O = out.size(1), OL = out.size(3);
   return batched ? reshape(out, {N, O, OL}) : reshape(out, {O, OL});
 }

@@ -1,14 +1,15 @@
 // conv_common.h: what the convolution ops share inside src/ops. conv2d, conv1d (a conv2d of
-// unit height) and the transposed convolutions (conv2d's kernels with forward and
-// backward-data swapped) all run conv2d's kernels; only conv2d's own file holds the kernel
-// calls and backward of a direct convolution.
+// unit height), conv3d (a conv2d over channel x depth tap) and the transposed convolutions
+// (conv2d's kernels with forward and backward-data swapped) all run conv2d's kernels; only
+// conv2d's own file holds the kernel calls and backward of a direct convolution. The
+// argument rules are PyTorch 1.13's, written once here.
 #pragma once
 #include <cstdint>
 #include <string>
 
 #include "backend/kernel_params.h"
-#include "mixprec/status.h"
-#include "mixprec/tensor.h"
+#include "mixprec/core/status.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec::ops_detail {
 
@@ -18,12 +19,31 @@ namespace mixprec::ops_detail {
 Tensor conv2d_with_params(const char* op, const Tensor& src, const Tensor& weights, const Tensor& bias,
                           const backend::Conv2dParams& p);
 
-// PyTorch's convolution arguments that mixprec's kernels do not take yet: dilation and
-// groups other than 1 are refused with a clear error (docs/amp.md, "Other differences").
-inline void require_unit(const char* op, const char* what, int64_t value) {
-  if (value != 1)
-    throw Error(Status::invalid_argument(std::string(op) + ": " + what + " " + std::to_string(value) +
-                                         " is not supported (mixprec's convolutions take " + what + " 1)"));
+// PyTorch's rules for a convolution's scalar arguments (one axis; the messages name the op):
+// stride >= 1, padding >= 0, dilation >= 1, groups >= 1.
+inline void check_conv_params(const char* op, int64_t stride, int64_t padding, int64_t dilation, int64_t groups) {
+  std::string bad;
+  if (stride < 1) bad = "stride " + std::to_string(stride) + " (expected >= 1)";
+  else if (padding < 0) bad = "padding " + std::to_string(padding) + " (expected >= 0)";
+  else if (dilation < 1) bad = "dilation " + std::to_string(dilation) + " (expected >= 1)";
+  else if (groups < 1) bad = "groups " + std::to_string(groups) + " (expected >= 1)";
+  if (!bad.empty()) throw Error(Status::invalid_argument(std::string(op) + ": " + bad));
 }
 
+// PyTorch's channel rules for groups: a direct convolution's weight is [O, C / groups, ...]
+// with O divisible by groups; a transposed one's is [C, C_out / groups, ...] with C divisible
+// by groups. `in_channels` is the input's C (its dim 1, or dim 0 unbatched).
+inline void check_groups(const char* op, int64_t in_channels, const Shape& input, const Shape& weight, int64_t groups,
+                         bool transposed) {
+  const std::string given = std::string(op) + ": input " + shape_str(input) + ", weight " + shape_str(weight) +
+                            (groups > 1 ? " and groups " + std::to_string(groups) : std::string()) + ": ";
+  if (weight.empty() || weight[0] % groups != 0)
+    throw Error(Status::invalid_argument(given + (transposed ? "input" : "output") + " channels " +
+                                         (weight.empty() ? std::string("?") : std::to_string(weight[0])) +
+                                         " are not divisible by the groups"));
+  const int64_t expected = transposed ? weight[0] : weight[1] * groups;
+  if (in_channels != expected)
+    throw Error(Status::invalid_argument(given + "the weight expects " + std::to_string(expected) +
+                                         " input channels, the input has " + std::to_string(in_channels)));
+}
 }  // namespace mixprec::ops_detail

@@ -24,7 +24,7 @@
 #include <utility>
 
 #include "backend/kernels.h"
-#include "mixprec/status.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::ops_detail {
 

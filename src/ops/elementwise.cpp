@@ -1,10 +1,10 @@
 // elementwise.cpp: binary ops with numpy broadcasting (promote policy: mixed dtypes run in
 // the widest) and unary math, forward and backward together.
 #include "autograd/node.h"
-#include "mixprec/autograd.h"
+#include "mixprec/autograd/autograd.h"
 #include "ops/autocast_hook.h"
-#include "mixprec/ops.h"
-#include "mixprec/status.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/core/status.h"
 #include "ops/dispatch.h"
 
 namespace mixprec {

@@ -4,8 +4,8 @@
 // accumulating in f32 (backend/cpu/embedding.h), so a byte-level language model's often
 // repeated tokens lose nothing to 16-bit sums. Indices get no gradient.
 #include "autograd/node.h"
-#include "mixprec/ops.h"
-#include "mixprec/status.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/core/status.h"
 #include "ops/autocast_hook.h"
 #include "ops/dispatch.h"
 

@@ -5,8 +5,8 @@
 // a CNN's first layer (backend/cpu/conv_relu_pool.h), else the composition.
 #include "autograd/node.h"
 #include "ops/autocast_hook.h"
-#include "mixprec/ops.h"
-#include "mixprec/ops_fused.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/ops/ops_fused.h"
 #include "ops/dispatch.h"
 
 namespace mixprec {

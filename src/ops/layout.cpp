@@ -5,9 +5,9 @@
 #include "autograd/node.h"
 #include "core/tensor_impl.h"
 #include "ops/autocast_hook.h"
-#include "mixprec/autograd.h"
-#include "mixprec/ops.h"
-#include "mixprec/status.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/core/status.h"
 #include "ops/cast_grad.h"
 #include "ops/dispatch.h"
 

@@ -3,11 +3,11 @@
 #include <memory>
 
 #include "autograd/node.h"
-#include "mixprec/autograd.h"
+#include "mixprec/autograd/autograd.h"
 #include "ops/autocast_hook.h"
 #include "ops/dispatch.h"
-#include "mixprec/ops.h"
-#include "mixprec/status.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec {
 

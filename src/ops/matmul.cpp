@@ -2,7 +2,7 @@
 // Dimension letters: N batch rows, K input features, O output features; M, K, N for matmul.
 #include "autograd/node.h"
 #include "ops/autocast_hook.h"
-#include "mixprec/ops.h"
+#include "mixprec/ops/ops.h"
 #include "ops/dispatch.h"
 
 namespace mixprec {

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "autograd/node.h"
-#include "mixprec/batch_norm_sync.h"
-#include "mixprec/ops.h"
-#include "mixprec/ops_fused.h"
-#include "mixprec/status.h"
+#include "mixprec/backend/batch_norm_sync.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/ops/ops_fused.h"
+#include "mixprec/core/status.h"
 #include "ops/autocast_hook.h"
 #include "ops/dispatch.h"
 

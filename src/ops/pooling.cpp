@@ -2,7 +2,7 @@
 // backward must run on the backend whose forward produced the workspace (argmax).
 #include "autograd/node.h"
 #include "ops/autocast_hook.h"
-#include "mixprec/ops.h"
+#include "mixprec/ops/ops.h"
 #include "ops/dispatch.h"
 
 namespace mixprec {

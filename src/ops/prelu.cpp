@@ -8,7 +8,7 @@
 // PyTorch's x > 0 test gives): 1 + weight * (1 - 1) above 0, 0 + weight * (1 - 0) at and
 // below. The weight's gradient, sum(g * min(x, 0)) over all but the channel dim, is mul's
 // broadcast reduction.
-#include "mixprec/ops.h"
+#include "mixprec/ops/ops.h"
 #include "ops/autocast_hook.h"
 
 namespace mixprec {

@@ -3,7 +3,7 @@
 
 #include "autograd/node.h"
 #include "ops/autocast_hook.h"
-#include "mixprec/ops.h"
+#include "mixprec/ops/ops.h"
 #include "ops/dispatch.h"
 
 namespace mixprec {

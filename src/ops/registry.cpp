@@ -11,8 +11,8 @@
 #include <cmath>
 
 #include "backend/kernels.h"
-#include "mixprec/ops.h"
-#include "mixprec/ops_fused.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/ops/ops_fused.h"
 #include "ops/autocast_hook.h"
 
 namespace mixprec::registry {
@@ -151,27 +151,24 @@ std::vector<OpEntry> make_registry() {
   add({"embedding", OpId::embedding, {InputSpec{{2, 3}, 0, 0, false, 5}, in({5, 4})},
        [](V x) { return embedding(x[0], x[1]); }, [](V x) { return ref::embedding_reference(x[0], w(x[1])); }});
 
-  // ---- elementwise.cpp (b broadcasts over a's rows) ----
-  add({"add", OpId::add, {in({3, 4}), in({4})}, [](V x) { return mixprec::add(x[0], x[1]); },
-       binary(BinaryOp::add)});
-  add({"sub", OpId::sub, {in({3, 4}), in({4})}, [](V x) { return sub(x[0], x[1]); },
-       binary(BinaryOp::sub)});
-  add({"mul", OpId::mul, {in({3, 4}), in({4})}, [](V x) { return mul(x[0], x[1]); },
-       binary(BinaryOp::mul)});
-  add({"div", OpId::div, {in({3, 4}), in({4}, 0.5, 1.5)}, [](V x) { return div(x[0], x[1]); },
-       binary(BinaryOp::div)});
-  add({"mul.scalar", OpId::mul, {in({3, 4})}, [](V x) { return mul(x[0], 1.5); },
-       [](V x) { return ref::linear_scale(w(x[0]), 1.5, 0.0); }});
-  add({"add.scalar", OpId::add, {in({3, 4})}, [](V x) { return mixprec::add(x[0], 0.25); },
-       [](V x) { return ref::linear_scale(w(x[0]), 1.0, 0.25); }});
-  // The ops of one tensor with a UnaryOp kernel: one entry per MIXPREC_UNARY_OP line.
+  // ---- elementwise.cpp ----
+  // The ops of one tensor with a UnaryOp kernel and of two with a BinaryOp kernel (b
+  // broadcasts over a's rows): one entry per MIXPREC_UNARY_OP and MIXPREC_BINARY_OP line.
 #define MIXPREC_OP(name, policy, torch113)
 #define MIXPREC_UNARY_OP(name, policy, low, high, torch113)                                 \
   add({#name, OpId::name, {in({3, 4}, low, high)}, [](V x) { return mixprec::name(x[0]); }, \
        [](V x) { return ref::unary(UnaryOp::name, w(x[0])); }});
-#include "mixprec/ops.def"
+#define MIXPREC_BINARY_OP(name, policy, low, high, torch113)                                            \
+  add({#name, OpId::name, {in({3, 4}), in({4}, low, high)}, [](V x) { return mixprec::name(x[0], x[1]); }, \
+       binary(BinaryOp::name)});
+#include "mixprec/ops/ops.def"
+#undef MIXPREC_BINARY_OP
 #undef MIXPREC_UNARY_OP
 #undef MIXPREC_OP
+  add({"mul.scalar", OpId::mul, {in({3, 4})}, [](V x) { return mul(x[0], 1.5); },
+       [](V x) { return ref::linear_scale(w(x[0]), 1.5, 0.0); }});
+  add({"add.scalar", OpId::add, {in({3, 4})}, [](V x) { return mixprec::add(x[0], 0.25); },
+       [](V x) { return ref::linear_scale(w(x[0]), 1.0, 0.25); }});
   add({"pow", OpId::pow, {in({3, 4})}, [](V x) { return pow(x[0], 3.0); },
        [](V x) { return ref::pow_reference(x[0], 3.0); }});
 
@@ -258,48 +255,46 @@ std::vector<OpEntry> make_registry() {
          return ref::conv2d_forward(w(x[0]).reshape({2, 3, 1, 7}), w(x[1]).reshape({4, 3, 1, 3}), w(x[2]), {1, 2, 0, 1})
              .reshape({2, 4, 4});
        }});
-  // conv3d: the reference sums each depth tap's ref::conv2d_forward over the zero-padded
-  // depth planes, in f64 (another route than the op's single conv2d over channel x tap).
+  // groups and dilation: depthwise and dilated conv2d, grouped + dilated conv1d, conv3d and
+  // transposed convolutions (whose dilation 3 > stride 1 case adds output_padding rows the
+  // kernel never writes). conv3d's reference is backend/ref's direct 3-D loop.
+  add({"conv2d.depthwise", OpId::conv2d, {in({2, 4, 5, 5}), in({4, 1, 3, 3}), in({4})},
+       [](V x) { return conv2d(x[0], x[1], x[2], 1, 1, 1, 4); },
+       [](V x) { return ref::conv2d_forward(w(x[0]), w(x[1]), w(x[2]), {1, 1, 1, 1, 1, 1, 4}); }});
+  add({"conv2d.dilated", OpId::conv2d, {in({1, 2, 7, 6}), in({3, 2, 3, 2}), in({3})},
+       [](V x) { return conv2d(x[0], x[1], x[2], 2, 1, 2); },
+       [](V x) { return ref::conv2d_forward(w(x[0]), w(x[1]), w(x[2]), {2, 2, 1, 1, 2, 2, 1}); }});
+  add({"conv1d.grouped_dilated", OpId::conv1d, {in({2, 4, 9}), in({6, 2, 3}), in({6})},
+       [](V x) { return conv1d(x[0], x[1], x[2], 1, 1, 2, 2); },
+       [](V x) {
+         return ref::conv2d_forward(w(x[0]).reshape({2, 4, 1, 9}), w(x[1]).reshape({6, 2, 1, 3}), w(x[2]),
+                                    {1, 1, 0, 1, 1, 2, 2})
+             .reshape({2, 6, 7});
+       }});
   add({"conv3d", OpId::conv3d, {in({2, 2, 4, 4, 4}), in({3, 2, 2, 3, 3}), in({3})},
        [](V x) { return conv3d(x[0], x[1], x[2], 2, 1); },
+       [](V x) { return ref::conv3d_reference(x[0], x[1], x[2], 2, 1); }});
+  add({"conv3d.grouped_dilated", OpId::conv3d, {in({1, 4, 5, 4, 4}), in({2, 2, 2, 2, 2}), in({2})},
+       [](V x) { return conv3d(x[0], x[1], x[2], 1, 1, 2, 2); },
+       [](V x) { return ref::conv3d_reference(x[0], x[1], x[2], 1, 1, 2, 2); }});
+  add({"conv_transpose2d.grouped_dilated", OpId::conv_transpose2d, {in({2, 4, 3, 3}), in({4, 1, 3, 3}), in({2})},
+       [](V x) { return conv_transpose2d(x[0], x[1], x[2], 2, 1, 1, 2, 2); },
+       [](V x) { return ref::conv_transpose2d_reference(x[0], x[1], x[2], 2, 2, 1, 1, 1, 1, 2, 2, 2); }});
+  add({"conv_transpose2d.output_padding_past_stride", OpId::conv_transpose2d, {in({1, 2, 3, 3}), in({2, 3, 2, 2})},
+       [](V x) { return conv_transpose2d(x[0], x[1], Tensor(), 1, 0, 2, 1, 3); },
+       [](V x) { return ref::conv_transpose2d_reference(x[0], x[1], Tensor(), 1, 1, 0, 0, 2, 2, 1, 3, 3); }});
+  add({"conv_transpose3d", OpId::conv_transpose3d, {in({2, 2, 2, 3, 3}), in({2, 3, 2, 2, 2}), in({3})},
+       [](V x) { return conv_transpose3d(x[0], x[1], x[2], 2, 1, 1); },
+       [](V x) { return ref::conv_transpose3d_reference(x[0], x[1], x[2], 2, 1, 1); }});
+  add({"conv_transpose3d.grouped_dilated", OpId::conv_transpose3d, {in({1, 4, 3, 2, 2}), in({4, 1, 2, 2, 2})},
+       [](V x) { return conv_transpose3d(x[0], x[1], Tensor(), 1, 0, 2, 2, 3); },
+       [](V x) { return ref::conv_transpose3d_reference(x[0], x[1], Tensor(), 1, 0, 2, 2, 3); }});
+  add({"conv_transpose1d.grouped_dilated", OpId::conv_transpose1d, {in({2, 4, 5}), in({4, 2, 3}), in({4})},
+       [](V x) { return conv_transpose1d(x[0], x[1], x[2], 2, 1, 1, 2, 2); },
        [](V x) {
-         const Tensor input = w(x[0]), weight = w(x[1]);
-         const int64_t N = 2, C = 2, D = 4, O = 3, KD = 2, S = 2, P = 1, OD = (D + 2 * P - KD) / S + 1;  // 3
-         const std::vector<double> xv = input.to_vector_f64(), wv = weight.to_vector_f64(), bv = w(x[2]).to_vector_f64();
-         std::vector<double> out;
-         Shape plane_shape;
-         std::vector<std::vector<double>> planes(static_cast<size_t>(OD));  // [N, O, OH, OW] per od
-         for (int64_t od = 0; od < OD; ++od) {
-           std::vector<double> acc;
-           for (int64_t kd = 0; kd < KD; ++kd) {
-             const int64_t d = od * S - P + kd;
-             if (d < 0 || d >= D) continue;
-             std::vector<double> xs(size_t(N * C * 16)), ws(size_t(O * C * 9));
-             for (int64_t n = 0; n < N; ++n)
-               for (int64_t c = 0; c < C; ++c)
-                 for (int64_t i = 0; i < 16; ++i) xs[size_t((n * C + c) * 16 + i)] = xv[size_t(((n * C + c) * D + d) * 16 + i)];
-             for (int64_t o = 0; o < O; ++o)
-               for (int64_t c = 0; c < C; ++c)
-                 for (int64_t i = 0; i < 9; ++i) ws[size_t((o * C + c) * 9 + i)] = wv[size_t(((o * C + c) * KD + kd) * 9 + i)];
-             const Tensor r = ref::conv2d_forward(Tensor::from_vector_f64(xs, {N, C, 4, 4}, DType::f64),
-                                                  Tensor::from_vector_f64(ws, {O, C, 3, 3}, DType::f64), Tensor(),
-                                                  {S, S, P, P});
-             plane_shape = r.shape();
-             const std::vector<double> rv = r.to_vector_f64();
-             if (acc.empty()) acc.assign(rv.size(), 0.0);
-             for (size_t i = 0; i < rv.size(); ++i) acc[i] += rv[i];
-           }
-           planes[size_t(od)] = acc;
-         }
-         const int64_t OH = plane_shape[2], OW = plane_shape[3];
-         out.assign(size_t(N * O * OD * OH * OW), 0.0);
-         for (int64_t n = 0; n < N; ++n)
-           for (int64_t o = 0; o < O; ++o)
-             for (int64_t od = 0; od < OD; ++od)
-               for (int64_t i = 0; i < OH * OW; ++i)
-                 out[size_t(((n * O + o) * OD + od) * OH * OW + i)] =
-                     planes[size_t(od)][size_t((n * O + o) * OH * OW + i)] + bv[size_t(o)];
-         return Tensor::from_vector_f64(out, {N, O, OD, OH, OW}, DType::f64);
+         return ref::conv_transpose2d_reference(w(x[0]).reshape({2, 4, 1, 5}), w(x[1]).reshape({4, 2, 1, 3}), x[2], 1, 2,
+                                                0, 1, 0, 1, 2, 1, 2)
+             .reshape({2, 4, 12});
        }});
   add({"conv_transpose2d", OpId::conv_transpose2d, {in({2, 3, 4, 4}), in({3, 4, 3, 3}), in({4})},
        [](V x) { return conv_transpose2d(x[0], x[1], x[2], 2, 1, 1); },

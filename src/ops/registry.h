@@ -7,8 +7,9 @@
 // - a float64 reference (`reference`, backend/ref: the kernel contract's ref functions or
 //   backend/ref/op_reference.h), computed from the same input values;
 // - which dtypes it supports and how it is differentiable.
-// Adding an op: its row goes in include/mixprec/ops.def and its entry in registry.cpp, in
-// its family's block (a MIXPREC_UNARY_OP's entry comes from its ops.def line); the op harness
+// Adding an op: its row goes in include/mixprec/ops/ops.def and its entry in registry.cpp, in
+// its family's block (a MIXPREC_UNARY_OP's or MIXPREC_BINARY_OP's entry comes from its
+// ops.def line); the op harness
 // (tests/unit/ops/op_harness_test.cpp) then checks forward in f32/bf16/f16 against the
 // reference, gradients by finite differences in f64, and autocast dtypes for every policy.
 // tests/unit/ops/op_route_test.cpp fails for a public op without an entry, an entry naming
@@ -20,8 +21,8 @@
 #include <string_view>
 #include <vector>
 
-#include "mixprec/op_category.h"
-#include "mixprec/tensor.h"
+#include "mixprec/ops/op_category.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec::registry {
 

@@ -1,7 +1,7 @@
 // softmax.cpp: softmax and log_softmax (fp32 policy under autocast), forward and backward.
 #include "autograd/node.h"
 #include "ops/autocast_hook.h"
-#include "mixprec/ops.h"
+#include "mixprec/ops/ops.h"
 #include "ops/dispatch.h"
 
 namespace mixprec {

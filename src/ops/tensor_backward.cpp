@@ -3,10 +3,10 @@
 // src/autograd/engine.cpp) with ops' add to sum two gradients that reach the same node: the
 // engine comes before ops in the layers (docs/design.md), so it is handed the op here.
 #include "autograd/engine.h"
-#include "mixprec/autograd.h"
-#include "mixprec/ops.h"
-#include "mixprec/status.h"
-#include "mixprec/tensor.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/core/status.h"
+#include "mixprec/core/tensor.h"
 #include "ops/autocast_hook.h"
 
 namespace mixprec {

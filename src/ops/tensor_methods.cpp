@@ -1,11 +1,11 @@
 // ops/tensor_methods.cpp: the Tensor conversions that are ops (to, contiguous,
-// to_memory_format, reshape). Tensor is declared in core (mixprec/tensor.h), but these
+// to_memory_format, reshape). Tensor is declared in core (mixprec/core/tensor.h), but these
 // record a graph through ops/layout.cpp, and ops come after core in the layers
 // (docs/design.md); core/tensor.cpp keeps the factories, metadata and data access.
 // Tensor::backward is in tensor_backward.cpp: the parsers' object list
 // (cmake/fuzz_sources.cmake) needs these conversions and not the ops backward calls.
-#include "mixprec/ops.h"
-#include "mixprec/tensor.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec {
 

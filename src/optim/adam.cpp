@@ -1,7 +1,7 @@
 // adam.cpp: Adam and AdamW (torch.optim.Adam / AdamW, single-tensor path); one pass per
 // parameter, fused with unscaling and the 16-bit weight copy when asked (update_kernels.h).
-#include "mixprec/optim.h"
-#include "mixprec/status.h"
+#include "mixprec/optim/optim.h"
+#include "mixprec/core/status.h"
 #include "optim/update_kernels.h"
 
 namespace mixprec::optim {

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "core/tensor_impl.h"
-#include "mixprec/autograd.h"
-#include "mixprec/optim.h"
-#include "mixprec/status.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/optim/optim.h"
+#include "mixprec/core/status.h"
 #include "optim/update_kernels.h"
 
 namespace mixprec::optim {

@@ -1,6 +1,6 @@
 // sgd.cpp: SGD with momentum, dampening, nesterov and L2 weight decay (torch.optim.SGD).
-#include "mixprec/optim.h"
-#include "mixprec/status.h"
+#include "mixprec/optim/optim.h"
+#include "mixprec/core/status.h"
 #include "optim/update_kernels.h"
 
 namespace mixprec::optim {

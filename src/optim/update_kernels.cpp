@@ -19,7 +19,7 @@
 #include <cstring>
 
 #include "core/convert.h"
-#include "mixprec/status.h"
+#include "mixprec/core/status.h"
 #include "optim/update_math.h"
 #include "core/cpu_features.h"
 

@@ -5,8 +5,8 @@
 #pragma once
 #include <string>
 
-#include "mixprec/optim.h"
-#include "mixprec/tensor.h"
+#include "mixprec/optim/optim.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec::optim {
 

@@ -1,10 +1,10 @@
-// dynamic_batcher.cpp: concurrent requests stacked into one forward pass (mixprec/serve.h).
+// dynamic_batcher.cpp: concurrent requests stacked into one forward pass (mixprec/serve/serve.h).
 // Why: on a CPU a forward pass of 64 samples costs far less than 64 passes of one (the GEMMs
 // and convolutions reach their rate only with a batch), so a server that runs each request
 // alone wastes most of the machine at any real concurrency.
 #include <algorithm>
 
-#include "mixprec/serve.h"
+#include "mixprec/serve/serve.h"
 
 namespace mixprec::serve {
 

@@ -1,4 +1,4 @@
-// request.cpp: a prediction request's body -> the model's samples (mixprec/serve.h). Every
+// request.cpp: a prediction request's body -> the model's samples (mixprec/serve/serve.h). Every
 // refusal is invalid_argument with a message a client can act on; the limits come first, so
 // a hostile body costs at most a linear scan of its bytes.
 #include <algorithm>
@@ -11,10 +11,10 @@
 #include <optional>
 
 #include "io/json_limits.h"
-#include "mixprec/names.h"
-#include "mixprec/image.h"
-#include "mixprec/npy.h"
-#include "mixprec/serve.h"
+#include "mixprec/core/names.h"
+#include "mixprec/data/image.h"
+#include "mixprec/data/npy.h"
+#include "mixprec/serve/serve.h"
 
 namespace mixprec::serve {
 

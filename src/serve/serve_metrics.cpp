@@ -1,9 +1,9 @@
 // serve_metrics.cpp: the server's counters and histograms in Prometheus' text exposition
-// format (mixprec/serve.h), what GET /metrics returns.
+// format (mixprec/serve/serve.h), what GET /metrics returns.
 #include <algorithm>
 #include <cstdio>
 
-#include "mixprec/serve.h"
+#include "mixprec/serve/serve.h"
 
 namespace mixprec::serve {
 

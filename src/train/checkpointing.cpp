@@ -6,9 +6,9 @@
 #include <map>
 
 #include "core/random.h"
-#include "mixprec/autograd.h"
-#include "mixprec/safetensors.h"
-#include "mixprec/train_config.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/io/safetensors.h"
+#include "mixprec/train/train_config.h"
 
 namespace mixprec::train {
 

@@ -1,11 +1,11 @@
-// checkpointing.h: the training state <-> a checkpoint (include/mixprec/checkpoint.h):
+// checkpointing.h: the training state <-> a checkpoint (include/mixprec/io/checkpoint.h):
 // model weights and buffers, optimizer state, f32 masters, scaler, RNG and position.
 #pragma once
 #include <string>
 
-#include "mixprec/checkpoint.h"
-#include "mixprec/train.h"
-#include "mixprec/weights.h"
+#include "mixprec/io/checkpoint.h"
+#include "mixprec/train/train.h"
+#include "mixprec/train/weights.h"
 #include "train/precision_step.h"
 
 namespace mixprec::train {

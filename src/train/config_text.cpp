@@ -9,8 +9,8 @@
 
 #include "io/json_limits.h"
 #include "io/yaml_json.h"
-#include "mixprec/names.h"
-#include "mixprec/train_config.h"
+#include "mixprec/core/names.h"
+#include "mixprec/train/train_config.h"
 
 namespace mixprec::train {
 

@@ -11,7 +11,7 @@
 #include "core/storage.h"
 #include "io/checksums.h"
 #include "io/mapped_file.h"
-#include "mixprec/ops.h"
+#include "mixprec/ops/ops.h"
 
 namespace mixprec::train {
 
@@ -58,8 +58,8 @@ uint64_t hash_dataset(const ImageDataset& d) {
     const uint8_t* bytes = d.corpus.get() + d.corpus_begin;
     h = io::hash_bytes(bytes, size_t(part), h);
     h = io::hash_bytes(bytes + n - part, size_t(part), h);
-    io::release_pages(bytes, size_t(part));
-    io::release_pages(bytes + n - part, size_t(part));
+    io::release_pages(bytes, size_t(part), d.corpus.get(), size_t(d.corpus_end));
+    io::release_pages(bytes + n - part, size_t(part), d.corpus.get(), size_t(d.corpus_end));
     return h;
   }
   uint64_t h = io::hash_bytes(d.images.data(), d.images.size());

@@ -23,11 +23,11 @@
 #include <utility>
 #include <vector>
 
-#include "mixprec/batch_norm_sync.h"
-#include "mixprec/data.h"
-#include "mixprec/distributed.h"
-#include "mixprec/nn.h"
-#include "mixprec/tensor.h"
+#include "mixprec/backend/batch_norm_sync.h"
+#include "mixprec/data/data.h"
+#include "mixprec/dist/distributed.h"
+#include "mixprec/nn/nn.h"
+#include "mixprec/core/tensor.h"
 #include "train/gradient_reducer.h"
 
 namespace mixprec::train {

@@ -1,12 +1,12 @@
 // data_source.cpp: dataset selection for the training loop.
-#include "mixprec/train_data.h"
+#include "mixprec/train/train_data.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <functional>
 
-#include "mixprec/model_file.h"
+#include "mixprec/nn/model_file.h"
 
 namespace mixprec::train {
 

@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/distributed.h"
-#include "mixprec/tensor.h"
+#include "mixprec/dist/distributed.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec::train {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "mixprec/train.h"
+#include "mixprec/train/train.h"
 
 namespace mixprec::train {
 

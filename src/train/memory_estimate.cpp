@@ -8,8 +8,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "mixprec/memory.h"
-#include "mixprec/model_file.h"
+#include "mixprec/core/memory.h"
+#include "mixprec/nn/model_file.h"
 // The plan (layer shapes without building anything) is nn's internal form of a model file;
 // the estimate needs its per-layer shapes, which the public ModelFileLayer rows only get from
 // a build, and a build allocates the weights this is meant to check first.

@@ -7,11 +7,11 @@
 #include <optional>
 #include <string>
 
-#include "mixprec/data.h"
-#include "mixprec/models.h"
-#include "mixprec/precision.h"
-#include "mixprec/status.h"
-#include "mixprec/train_config.h"
+#include "mixprec/data/data.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/amp/precision.h"
+#include "mixprec/core/status.h"
+#include "mixprec/train/train_config.h"
 
 namespace mixprec::train {
 

@@ -8,10 +8,11 @@
 
 #include "core/convert.h"
 #include "core/storage.h"
-#include "mixprec/amp.h"
-#include "mixprec/autograd.h"
-#include "mixprec/ops.h"
-#include "mixprec/status.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/core/status.h"
+#include "train/gradient_underflow.h"
 
 namespace mixprec::train {
 
@@ -168,6 +169,14 @@ bool PrecisionStep::update(const Plan& plan) {
   return stepped;
 }
 
+GradientUnderflow PrecisionStep::count_underflow(const Plan& plan) {
+  // The gradients the update will read, by name (inject_inf picks them the same way).
+  std::vector<std::pair<std::string, Tensor>> grads;
+  for (const auto& [n, p] : plan.accumulate ? masters_->named_masters() : model_->named_parameters())
+    grads.emplace_back(n, p.grad());
+  return count_gradient_underflow(grads);
+}
+
 PrecisionStep::Outcome PrecisionStep::run(const std::vector<Batch>& micro_batches,
                                           const std::string* inject_into) {
   Outcome out;
@@ -202,6 +211,10 @@ PrecisionStep::Outcome PrecisionStep::run(const std::vector<Batch>& micro_batche
   }
   if (inject_into) inject_inf(*inject_into, p);  // fault injection (--inject-inf)
   if (dp_) reduce_over_ranks(out);
+  if (underflow_due_) {  // before update(): it unscales (or clips) the gradients
+    out.underflow = count_underflow(p);
+    underflow_due_ = false;
+  }
   out.stepped = update(p);
   out.update_ms += ms(t, Clock::now());
   return out;

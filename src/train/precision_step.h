@@ -8,12 +8,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include "mixprec/data.h"
-#include "mixprec/grad_scaler.h"
-#include "mixprec/nn.h"
-#include "mixprec/optim.h"
-#include "mixprec/precision.h"
-#include "mixprec/train.h"
+#include "mixprec/data/data.h"
+#include "mixprec/amp/grad_scaler.h"
+#include "mixprec/nn/nn.h"
+#include "mixprec/optim/optim.h"
+#include "mixprec/amp/precision.h"
+#include "mixprec/io/run_dir.h"
+#include "mixprec/train/train.h"
 #include "train/data_parallel.h"
 
 namespace mixprec::train {
@@ -44,6 +45,9 @@ class PrecisionStep {
     // scaler.scale(loss).backward() (+ f32 master-gradient accumulation); update = zero_grad,
     // unscale/clip, the optimizer step with the scaler's check, update() and weight copies.
     double forward_ms = 0.0, backward_ms = 0.0, update_ms = 0.0;
+    // After count_underflow_next_step(): the gradients the update reads, counted against
+    // f16's range before the scaler unscales them (after the ranks' average, in an mpirun job).
+    std::optional<GradientUnderflow> underflow;
   };
   // One optimizer step over the micro-batches (their losses are averaged). When
   // inject_into is set, that parameter's gradient gets an inf before the step.
@@ -61,6 +65,14 @@ class PrecisionStep {
   // first and fuse only the unscale and the weight copy; 16-bit parameters with a scaler
   // (no preset has them) always take the unfused path.
   void set_fused_update(bool on) { fused_update_ = on; }
+  // Gradient-underflow telemetry (--underflow-every): the next run() fills Outcome::underflow.
+  // Meaningful only where gradients pass through f16 (counts_underflow(): an f16 compute or
+  // parameter dtype); bf16 has f32's exponent range, so against it nothing would underflow
+  // that f32 keeps, and against f16's range the counts would describe a dtype the run never uses.
+  void count_underflow_next_step() { underflow_due_ = true; }
+  bool counts_underflow() const {
+    return preset_.compute_dtype == DType::f16 || preset_.param_dtype == DType::f16;
+  }
   bool fused_update() const { return fused_update_; }
   // Forward of a batch under the preset, without grad (evaluation).
   Tensor predict(const Tensor& images);
@@ -102,6 +114,7 @@ class PrecisionStep {
   void inject_inf(const std::string& name, const Plan& plan);
   void reduce_over_ranks(Outcome& out);
   bool update(const Plan& plan);
+  GradientUnderflow count_underflow(const Plan& plan);
 
   amp::Preset preset_;
   std::shared_ptr<nn::Module> model_;
@@ -110,6 +123,7 @@ class PrecisionStep {
   amp::GradScaler scaler_;
   double clip_grad_norm_;
   bool fused_update_ = true;
+  bool underflow_due_ = false;
   // The fused step's per-parameter inputs, sized once so that a step allocates nothing.
   std::vector<Tensor> fused_grads_, fused_out_;
   // Autocast presets without masters: each f32 parameter's 16-bit copy, written by the

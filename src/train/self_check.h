@@ -4,10 +4,10 @@
 #pragma once
 #include <string>
 
-#include "mixprec/data.h"
-#include "mixprec/models.h"
-#include "mixprec/precision.h"
-#include "mixprec/train.h"
+#include "mixprec/data/data.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/amp/precision.h"
+#include "mixprec/train/train.h"
 
 namespace mixprec::train {
 

@@ -1,6 +1,6 @@
 // step_benchmark.cpp: interleaved whole-step timing under presets (see step_benchmark.h).
-#include "mixprec/step_benchmark.h"
-#include "mixprec/hardware.h"
+#include "mixprec/train/step_benchmark.h"
+#include "mixprec/core/hardware.h"
 
 #include <omp.h>
 
@@ -11,9 +11,9 @@
 #include <random>
 
 #include "backend/onednn/onednn_stats.h"
-#include "mixprec/memory.h"
-#include "mixprec/model_file.h"
-#include "mixprec/models.h"
+#include "mixprec/core/memory.h"
+#include "mixprec/nn/model_file.h"
+#include "mixprec/nn/models.h"
 #include "train/precision_step.h"
 
 namespace mixprec::train {

@@ -2,7 +2,7 @@
 // one field against its row. Reading and writing settings as text (config.json, --config
 // files, the resume merge) is in config_text.cpp; validate() (which also asks the presets and
 // models) in validate.cpp, so parsers of config text need neither.
-#include "mixprec/train_config.h"
+#include "mixprec/train/train_config.h"
 
 #include <cmath>
 #include <cstdint>
@@ -10,9 +10,9 @@
 #include <limits>
 #include <type_traits>
 
-#include "mixprec/model_file.h"
-#include "mixprec/models.h"
-#include "mixprec/names.h"
+#include "mixprec/nn/model_file.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/core/names.h"
 
 namespace mixprec::train {
 
@@ -104,6 +104,11 @@ const std::vector<ConfigField>& config_fields() {
        .help = "Rollbacks allowed before a divergence stops the run", .min = 0},
       {.key = "eval_every", .flag = "--eval-every", .member = &C::eval_every,
        .help = "Also evaluate every N steps (0: after each epoch)", .min = 0},
+      // Telemetry only (what is trained does not change): not saved, not fixed on resume.
+      {.key = "underflow_every", .flag = "--underflow-every", .member = &C::underflow_every,
+       .help = "f16 runs: log the scaled gradients' f16 subnormal and flushed-to-zero counts in metrics.jsonl at "
+               "steps 1, N+1, 2N+1, ... (0: never)",
+       .min = 0, .choices = {}, .saved = false},
       {.key = "save_every", .flag = "--save-every", .member = &C::save_every,
        .help = "Also checkpoint every N steps (0: after each epoch)", .min = 0},
       {.key = "keep_checkpoints", .flag = "--keep-checkpoints", .member = &C::keep_checkpoints,

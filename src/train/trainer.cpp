@@ -8,9 +8,9 @@
 #include <chrono>
 #include <cmath>
 
-#include "mixprec/autograd.h"
-#include "mixprec/memory.h"
-#include "mixprec/ops.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/core/memory.h"
+#include "mixprec/ops/ops.h"
 #include "train/training_run.h"
 
 namespace mixprec::train {
@@ -222,6 +222,10 @@ StatusOr<TrainingRun::Next> TrainingRun::train_step(int64_t epoch, int64_t batch
     step_->set_step_weight(*weight, global_step_ + 1);
     samples = int64_t(std::llround(double(samples) * dp_->ranks() / *weight));
   }
+  // Gradient-underflow telemetry at logged steps 1, N+1, ...: a read pass over the gradients.
+  if (metrics_ && config_.underflow_every > 0 && global_step_ % config_.underflow_every == 0 &&
+      step_->counts_underflow())
+    step_->count_underflow_next_step();
   const PrecisionStep::Outcome out = step_->run(micro_, inject ? &config_.inject_nonfinite_param : nullptr);
   if (dp_ && !step_->model().named_buffers().empty())
     MIXPREC_RETURN_IF_ERROR(dp_->sync_buffers(step_->model(), global_step_ + 1));
@@ -260,6 +264,8 @@ StatusOr<TrainingRun::Next> TrainingRun::train_step(int64_t epoch, int64_t batch
       for (size_t i = 0; i < bad.size() && i < MetricsLog::kMaxOverflowNames; ++i)
         extras.overflow.emplace_back(bad[i].name, bad[i].count);
     }
+    extras.underflow = out.underflow;
+    extras.ranks = dp_ ? dp_->ranks() : 1;
     MIXPREC_RETURN_IF_ERROR(metrics_->log_step(global_step_, epoch, out.loss, step_->optimizer().lr(), out.scale_used,
                                                !out.stepped, time_offset_ + seconds_since(t_start_), extras));
   }

@@ -8,11 +8,11 @@
 #include <cmath>
 #include <cstdio>
 
-#include "mixprec/autograd.h"
-#include "mixprec/distributed.h"
-#include "mixprec/memory.h"
-#include "mixprec/names.h"
-#include "mixprec/train_config.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/dist/distributed.h"
+#include "mixprec/core/memory.h"
+#include "mixprec/core/names.h"
+#include "mixprec/train/train_config.h"
 #include "train/memory_estimate.h"
 #include "train/self_check.h"
 

@@ -14,14 +14,14 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/data.h"
-#include "mixprec/models.h"
-#include "mixprec/precision.h"
-#include "mixprec/run_dir.h"
-#include "mixprec/train.h"
+#include "mixprec/data/data.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/amp/precision.h"
+#include "mixprec/io/run_dir.h"
+#include "mixprec/train/train.h"
 #include "train/checkpointing.h"
 #include "train/data_parallel.h"
-#include "mixprec/train_data.h"
+#include "mixprec/train/train_data.h"
 #include "train/divergence_guard.h"
 #include "train/memory_estimate.h"
 #include "train/precision_step.h"

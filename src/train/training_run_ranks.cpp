@@ -3,8 +3,8 @@
 // checking at the start that every rank runs the same settings, program, data and weights.
 #include <algorithm>
 
-#include "mixprec/distributed.h"
-#include "mixprec/train_config.h"
+#include "mixprec/dist/distributed.h"
+#include "mixprec/train/train_config.h"
 #include "train/training_run.h"
 
 namespace mixprec::train {

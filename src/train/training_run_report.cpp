@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "mixprec/train_config.h"
+#include "mixprec/train/train_config.h"
 #include "train/training_run.h"
 
 namespace mixprec::train {

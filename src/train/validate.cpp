@@ -7,12 +7,12 @@
 #include <cmath>
 #include <string>
 
-#include "mixprec/model_file.h"
-#include "mixprec/models.h"
-#include "mixprec/precision.h"
-#include "mixprec/train.h"
-#include "mixprec/hardware.h"
-#include "mixprec/train_config.h"
+#include "mixprec/nn/model_file.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/amp/precision.h"
+#include "mixprec/train/train.h"
+#include "mixprec/core/hardware.h"
+#include "mixprec/train/train_config.h"
 
 namespace mixprec::train {
 

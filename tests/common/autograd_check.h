@@ -8,8 +8,8 @@
 #include <functional>
 
 #include "common/finite_diff.h"
-#include "mixprec/autograd.h"
-#include "mixprec/ops.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/ops/ops.h"
 
 namespace mixprec::test {
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "common/compare_guard.h"
-#include "mixprec/tensor.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec::test {
 

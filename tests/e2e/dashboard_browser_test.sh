@@ -5,7 +5,8 @@
 # DOM chromium dumps after running the page must hold a chart canvas per metric with the runs'
 # points, an experiment's state file shown field by field (the page writes each chart's point count into data-points), the hostile names as
 # text only (escaped in the dump, no element made from them, the title unchanged, no script
-# but the page's own two), the table sorted by a column both ways, a run's reproduce command, and a live update: dumped again until the loss chart holds more
+# but the page's own two; a hostile tensor name in the gradient-underflow list likewise), the
+# underflow chart's points and worst tensors of an amp-fp16 run and the note of a bf16 run, the table sorted by a column both ways, a run's reproduce command, and a live update: dumped again until the loss chart holds more
 # points (polled, bounded; no sleep stands for synchronisation). A screenshot is kept:
 # BUILD_DIR/dashboard_screenshot.png. Without chromium the test is skipped (exit 77).
 # Args: BUILD_DIR SOURCE_DIR.
@@ -22,12 +23,24 @@ trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null;
 source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
 cd "$TMP"
 
+# amp-fp16 at a low loss scale, counting gradient underflow at every step: the underflow
+# chart has points and its list names tensors (the live run, amp-bf16, has none, and says why).
 "$BIN" train --dataset synthetic --batch-size 16 --no-self-check --threads 1 --max-steps 8 --run-dir runs/done \
-  > done.log 2>&1 || { fail "train: $(tail -3 done.log)"; finish; exit; }
+  --precision amp-fp16 --init-scale 0.001 --underflow-every 1 > done.log 2>&1 || { fail "train: $(tail -3 done.log)"; finish; exit; }
 IMG_NAME='<img src=x onerror=document.title=42>'
 for d in "runs/<script>alert(1)</script>" "runs/$IMG_NAME"; do
   mkdir -p "$d" && cp runs/done/config.json runs/done/metrics.jsonl "$d/"
 done
+# Tensor names come from model files (user input): one hostile name in the underflow list.
+"$PY" - "runs/$IMG_NAME/metrics.jsonl" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+for r in lines:
+    if "grad_underflow" in r:
+        r["grad_underflow"]["worst"].insert(0, {"tensor": "<img src=x onerror=document.title=43>.weight",
+                                                "values": 9, "subnormal": 9, "flushed": 0})
+open(sys.argv[1], "w").write("".join(json.dumps(r) + "\n" for r in lines))
+PY
 # An experiment: a trial and a state file shaped as mixprec sweep's (the page shows any JSON
 # file's fields generically; a list of objects as a table).
 mkdir -p runs/sweep/trial-0001 && cp runs/done/config.json runs/done/metrics.jsonl runs/sweep/trial-0001/
@@ -98,13 +111,20 @@ check("no-inline-handlers", not any(k.startswith("on") for _, a in d.tags for k 
 alltext = "".join(d.texts)
 check("script-name-shown-as-text", "runs/<script>alert(1)</script>" in alltext and "&lt;script&gt;alert(1)&lt;/script&gt;" in text)
 check("img-name-shown-as-text", "runs/" + os.environ["IMG_NAME"] in alltext)
-expected = {"loss", "test_loss", "accuracy", "lr", "throughput", "scale", "skipped", "memory"}
+expected = {"loss", "test_loss", "accuracy", "lr", "throughput", "scale", "skipped", "memory", "underflow"}
 canvases = sum(1 for t, _ in d.tags if t == "canvas")
 check("charts-have-canvases", expected <= set(d.charts) and canvases >= len(d.charts), (sorted(d.charts), canvases))
 # Four finished runs of 8 steps each are drawn, plus the live run's steps so far.
 check("loss-chart-shows-points", d.charts.get("loss", 0) > 4 * 8, d.charts)
 check("lr-chart-shows-points", d.charts.get("lr", 0) > 4 * 8, d.charts)
 check("memory-chart-shows-points", d.charts.get("memory", 0) > 4 * 8, d.charts)  # step lines carry memory_bytes
+# Four fp16 runs of 8 counted steps, two lines each (subnormal, flushed); the live run none.
+check("underflow-chart-shows-points", d.charts.get("underflow", 0) >= 4 * 8 * 2, d.charts)
+check("underflow-worst-tensors-named", any(t.startswith("fc1.weight: ") and "subnormal" in t for t in d.texts),
+      [t for t in d.texts if "subnormal" in t][:5])
+check("underflow-hostile-tensor-name-as-text", "<img src=x onerror=document.title=43>.weight: 9 subnormal" in alltext)
+check("underflow-bf16-run-says-not-counted", "live: gradient underflow not counted" in alltext and
+      "bf16 has f32's exponent range" in alltext, "no note for the bf16 run")
 check("accuracy-chart-shows-points", d.charts.get("accuracy", 0) >= 3, d.charts)
 check("table-lists-runs", alltext.count("finished") >= 4 and "running" in alltext, "states")
 check("experiment-state-file-shown", "paused-for-the-test" in d.texts and "hyperparameters.lr" in d.texts and

@@ -96,6 +96,39 @@ assert skipped[0]["overflow_tensors"] == 1
 assert not any("overflow" in s for s in steps if not s["skipped"]), steps
 PY
 
+# ---- gradient-underflow telemetry (docs/amp.md): f16 runs count their scaled gradients' f16
+# subnormal and flushed values at steps 1, N+1, ...; a lower loss scale pushes more of them
+# under f16's range; o2-fp16's gradients are f16 already (nothing left to flush); bf16 runs
+# record nothing ----
+for run in "amp-fp16 1e-3 lowscale" "amp-fp16 65536 highscale" "o2-fp16 1e-3 o2" "amp-bf16 65536 bf16"; do
+  read -r prec scale name <<< "$run"
+  "$BIN" train "${FAST[@]}" --max-steps 5 --no-eval --run-dir "$TMP/uf_$name" --precision "$prec" \
+    --init-scale "$scale" --underflow-every 3 > "uf_$name.log" 2>&1 || fail "underflow-run-$name: $(tail -3 "uf_$name.log")"
+done
+"$BIN" train "${FAST[@]}" --max-steps 2 --no-eval --run-dir "$TMP/uf_off" --precision amp-fp16 --underflow-every 0 \
+  > uf_off.log 2>&1 || fail "underflow-run-off: $(tail -3 uf_off.log)"
+python3 - "$TMP" <<'PY' && echo "ok   metrics-grad-underflow" || fail "metrics-grad-underflow"
+import json, sys
+def steps(name): return [json.loads(l) for l in open(f"{sys.argv[1]}/uf_{name}/metrics.jsonl") if '"type":"step"' in l]
+def counted(name): return [s for s in steps(name) if "grad_underflow" in s]
+low, high, o2 = counted("lowscale"), counted("highscale"), counted("o2")
+for c in (low, high, o2):
+    assert [s["step"] for s in c] == [1, 4], c
+    for s in c:
+        u = s["grad_underflow"]
+        assert u["dtype"] == "f16" and u["values"] > 0 and 0 <= u["tensors"] <= u["values"], u
+        assert len(u["worst"]) == min(u["tensors"], 8), u
+        assert sum(w["subnormal"] + w["flushed"] for w in u["worst"]) <= u["subnormal"] + u["flushed"], u
+        assert all(w["tensor"] and w["values"] > 0 for w in u["worst"]), u
+lost = lambda s: s["grad_underflow"]["subnormal"] + s["grad_underflow"]["flushed"]
+assert lost(low[0]) > 0, low[0]                      # scale 1e-3: small gradients fall under 2^-14
+assert lost(low[0]) > lost(high[0]), (low[0], high[0])  # the same first batch at scale 65536
+assert all(s["grad_underflow"]["flushed"] == 0 for s in o2), o2  # f16 gradients: flushed values are 0s
+assert o2[0]["grad_underflow"]["subnormal"] > 0, o2[0]
+assert counted("bf16") == [] and len(steps("bf16")) == 5
+assert counted("off") == [] and len(steps("off")) == 2
+PY
+
 # ---- a run that fails before its first step leaves no run directory ----
 expect failed-run 3 "/nonexistent" -- "$BIN" train --data-dir /nonexistent --run-dir "$TMP/failed" --max-steps 1
 [[ ! -e "$TMP/failed" ]] && echo "ok   failed-run-dir-removed" || fail "failed-run-dir-removed: $(ls -A "$TMP/failed")"

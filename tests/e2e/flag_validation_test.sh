@@ -26,6 +26,9 @@ expect momentum-nan 2 "--momentum: expected a number >= 0, got 'nan'" -- "$BIN" 
 expect momentum-negative 2 "--momentum: must be >= 0, got -1" -- "$BIN" "${T[@]}" --optimizer sgd --momentum -1
 expect lr-inf 2 "--lr: expected a number > 0, got 'inf'" -- "$BIN" "${T[@]}" --lr inf
 expect growth-nan 2 "--growth-factor: must be" -- "$BIN" "${T[@]}" --growth-factor nan
+# Gradient-underflow telemetry's cadence: 0 turns it off, a negative value is refused.
+expect underflow-every-negative 2 "--underflow-every: expected an integer >= 0, got -1" -- \
+  "$BIN" "${T[@]}" --precision amp-fp16 --underflow-every -1
 # A negative seed was wrapped to 2^64-1; the largest seed itself is fine.
 expect seed-negative 2 "--seed: expected an integer from 0 to 18446744073709551615, got '-1'" -- "$BIN" "${T[@]}" --seed -1
 expect seed-max 0 "summary:" -- "$BIN" "${T[@]}" --seed 18446744073709551615

@@ -45,34 +45,45 @@ def attrs_of(node):
     return out
 
 
-def conv2d(x, w, b, strides, pads):
+def conv2d(x, w, b, strides, pads, dilations=(1, 1), group=1):
+    """ONNX Conv: w [O, C / group, kh, kw]; output channel o reads its group's input channels."""
     n, c, h, wd = x.shape
-    o, _, kh, kw = w.shape
+    o, cg, kh, kw = w.shape
+    og = o // group
     xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
-    oh = (h + pads[0] + pads[2] - kh) // strides[0] + 1
-    ow = (wd + pads[1] + pads[3] - kw) // strides[1] + 1
+    oh = (h + pads[0] + pads[2] - dilations[0] * (kh - 1) - 1) // strides[0] + 1
+    ow = (wd + pads[1] + pads[3] - dilations[1] * (kw - 1) - 1) // strides[1] + 1
     acc = np.zeros((n, o, oh, ow), dtype=np.float64)
-    for i in range(kh):
-        for j in range(kw):
-            patch = xp[:, :, i:i + strides[0] * oh:strides[0], j:j + strides[1] * ow:strides[1]].astype(np.float64)
-            acc += np.einsum("nchw,oc->nohw", patch, w[:, :, i, j].astype(np.float64))
+    for g in range(group):
+        xs = xp[:, g * cg:(g + 1) * cg]
+        for i in range(kh):
+            for j in range(kw):
+                r, q = i * dilations[0], j * dilations[1]
+                patch = xs[:, :, r:r + strides[0] * oh:strides[0], q:q + strides[1] * ow:strides[1]].astype(np.float64)
+                acc[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch,
+                                                         w[g * og:(g + 1) * og, :, i, j].astype(np.float64))
     if b is not None:
         acc += b.astype(np.float64)[None, :, None, None]
     return acc.astype(x.dtype)
 
 
-def conv_transpose2d(x, w, b, strides, pads, output_padding):
-    """ONNX ConvTranspose (group 1, dilation 1): each input pixel scatters w [C, O, kh, kw]."""
+def conv_transpose2d(x, w, b, strides, pads, output_padding, dilations=(1, 1), group=1):
+    """ONNX ConvTranspose: each input pixel of channel c scatters w[c] [O / group, kh, kw] over
+    its group's output channels, taps dilations apart."""
     n, c, h, wd = x.shape
-    _, o, kh, kw = w.shape
-    full_h = (h - 1) * strides[0] + kh + output_padding[0]
-    full_w = (wd - 1) * strides[1] + kw + output_padding[1]
-    acc = np.zeros((n, o, full_h, full_w), dtype=np.float64)
+    _, og, kh, kw = w.shape
+    cg = c // group
+    full_h = (h - 1) * strides[0] + dilations[0] * (kh - 1) + 1 + output_padding[0]
+    full_w = (wd - 1) * strides[1] + dilations[1] * (kw - 1) + 1 + output_padding[1]
+    acc = np.zeros((n, og * group, full_h, full_w), dtype=np.float64)
     xd = x.astype(np.float64)
-    for i in range(kh):
-        for j in range(kw):
-            contrib = np.einsum("nchw,co->nohw", xd, w[:, :, i, j].astype(np.float64))
-            acc[:, :, i:i + strides[0] * h:strides[0], j:j + strides[1] * wd:strides[1]] += contrib
+    for g in range(group):
+        for i in range(kh):
+            for j in range(kw):
+                r, q = i * dilations[0], j * dilations[1]
+                contrib = np.einsum("nchw,co->nohw", xd[:, g * cg:(g + 1) * cg],
+                                    w[g * cg:(g + 1) * cg, :, i, j].astype(np.float64))
+                acc[:, g * og:(g + 1) * og, r:r + strides[0] * h:strides[0], q:q + strides[1] * wd:strides[1]] += contrib
     acc = acc[:, :, pads[0]:full_h - pads[2], pads[1]:full_w - pads[3]]
     if b is not None:
         acc += b.astype(np.float64)[None, :, None, None]
@@ -114,17 +125,18 @@ def run_numpy(model, feeds):
         elif op == "Identity":
             y = x[0]
         elif op == "Conv" and x[0].ndim == 3:  # 1-D: a conv2d of unit height
-            assert a.get("group", 1) == 1 and a.get("dilations", [1]) == [1]
             p = a.get("pads", [0, 0])
             y = conv2d(x[0][:, :, None, :], x[1][:, :, None, :], x[2] if len(x) > 2 else None,
-                       [1] + a.get("strides", [1]), [0, p[0], 0, p[1]])[:, :, 0, :]
+                       [1] + a.get("strides", [1]), [0, p[0], 0, p[1]], [1] + a.get("dilations", [1]),
+                       a.get("group", 1))[:, :, 0, :]
         elif op == "Conv":
-            assert a.get("group", 1) == 1 and a.get("dilations", [1, 1]) == [1, 1]
-            y = conv2d(x[0], x[1], x[2] if len(x) > 2 else None, a.get("strides", [1, 1]), a.get("pads", [0, 0, 0, 0]))
+            y = conv2d(x[0], x[1], x[2] if len(x) > 2 else None, a.get("strides", [1, 1]), a.get("pads", [0, 0, 0, 0]),
+                       a.get("dilations", [1, 1]), a.get("group", 1))
         elif op == "ConvTranspose":
-            assert a.get("group", 1) == 1 and a.get("dilations", [1, 1]) == [1, 1] and "output_shape" not in a
+            assert "output_shape" not in a
             y = conv_transpose2d(x[0], x[1], x[2] if len(x) > 2 else None, a.get("strides", [1, 1]),
-                                 a.get("pads", [0, 0, 0, 0]), a.get("output_padding", [0, 0]))
+                                 a.get("pads", [0, 0, 0, 0]), a.get("output_padding", [0, 0]),
+                                 a.get("dilations", [1, 1]), a.get("group", 1))
         elif op == "PRelu":
             y = rounded(np.where(x[0] > 0, x[0].astype(np.float64), x[0].astype(np.float64) * x[1].astype(np.float64)),
                         x[0])

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <numeric>
 
-#include "mixprec/train.h"
+#include "mixprec/train/train.h"
 
 namespace mixprec {
 namespace {

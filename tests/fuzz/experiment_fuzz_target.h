@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "mixprec/experiment.h"
-#include "mixprec/train_config.h"
+#include "mixprec/experiment/experiment.h"
+#include "mixprec/train/train_config.h"
 
 namespace mixprec::fuzz {
 

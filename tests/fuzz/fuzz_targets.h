@@ -18,14 +18,14 @@
 #include <cstring>
 #include <string>
 
-#include "mixprec/checkpoint.h"
-#include "mixprec/data.h"
-#include "mixprec/image.h"
+#include "mixprec/io/checkpoint.h"
+#include "mixprec/data/data.h"
+#include "mixprec/data/image.h"
 #include "nn/model_plan.h"
-#include "mixprec/npy.h"
-#include "mixprec/safetensors.h"
-#include "mixprec/serve.h"
-#include "mixprec/train_config.h"
+#include "mixprec/data/npy.h"
+#include "mixprec/io/safetensors.h"
+#include "mixprec/serve/serve.h"
+#include "mixprec/train/train_config.h"
 
 namespace mixprec::fuzz {
 

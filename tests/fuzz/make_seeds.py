@@ -327,6 +327,7 @@ hyperparameters:
 searcher: {name: asha, max_trials: 16, reduction_factor: 2, min_steps: 4, seed: 7}
 max_steps: 32
 max_concurrent_trials: 2
+ranks_per_trial: 2
 metric: loss
 max_seconds: 600
 max_restarts: 2
@@ -343,6 +344,7 @@ max_steps: 10
     w("valid_random_json", json.dumps({"name": "r", "hyperparameters": {"lr": {"type": "double", "min": 0.001,
           "max": 0.01}}, "searcher": {"name": "random", "max_trials": 5, "seed": 3}, "metric": "accuracy"}))
     w("valid_asha_rungs", "name: a\nmax_steps: 64\nsearcher: {name: asha, max_trials: 9, rungs: 3}\n")
+    w("bad_ranks", "name: x\nranks_per_trial: 0\nsearcher: {name: random, max_trials: 2}\n")
     w("bad_key", "name: x\nhyperparameters:\n  lrr: 0.1\nsearcher: {name: random, max_trials: 2}\n")
     w("bad_log", "name: x\nhyperparameters:\n  lr: {type: log, min: 0, max: 1}\nsearcher: {name: random, max_trials: 2}\n")
     w("bad_recipe", "name: x\nbase: {recipe: other.yaml}\nsearcher: {name: random, max_trials: 2}\n")

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/models.h"
-#include "mixprec/ops.h"
-#include "mixprec/optim.h"
-#include "mixprec/safetensors.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/optim/optim.h"
+#include "mixprec/io/safetensors.h"
 #include "golden_compare.h"
 
 namespace mixprec {

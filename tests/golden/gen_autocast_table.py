@@ -3,7 +3,7 @@
 tests/unit/amp/autocast_table_test.cpp.
 
 For every row of mixprec's autocast policy table with a PyTorch case (the torch113 column
-of include/mixprec/ops.def, which this script reads), runs that PyTorch call and records
+of include/mixprec/ops/ops.def, which this script reads), runs that PyTorch call and records
 the output dtype (or the error) for three input variants:
 
   f32       every floating input float32
@@ -52,14 +52,14 @@ def rnd(*shape, positive=False):
     return x + 0.5 if positive else x * 2 - 1
 
 
-# The cases: one per row of include/mixprec/ops.def whose torch113 column is a PyTorch call
+# The cases: one per row of include/mixprec/ops/ops.def whose torch113 column is a PyTorch call
 # (not "none: ..."), a Python expression over x(shape...) (uniform in [-1, 1)) and
 # p(shape...) (uniform in [0.5, 1.5)): floating inputs made in the order written, the first
 # being the data input. Integer targets and running statistics are not autocast inputs and
 # are written as constants in the expression (targets i64, statistics f32).
 OPS_DEF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include", "mixprec",
                        "ops.def")
-ROW = re.compile(r'^MIXPREC_(?:UNARY_)?OP\((\w+),.*"(.*)"\)\s*$')
+ROW = re.compile(r'^MIXPREC_(?:UNARY_|BINARY_)?OP\((\w+),.*"(.*)"\)\s*$')
 
 
 def read_cases(path=OPS_DEF):

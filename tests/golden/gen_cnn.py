@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """gen_cnn.py: PyTorch reference values for tests/golden/cnn_golden_test.cpp.
 
-Builds the same network as mixprec's nn::Cnn(1, 8, 8, 10) (include/mixprec/models.h) with
+Builds the same network as mixprec's nn::Cnn(1, 8, 8, 10) (include/mixprec/nn/models.h) with
 PyTorch's default initialisation, runs one forward/cross-entropy/backward on a batch of 4
 and then 5 Adam steps on that batch, and writes everything the C++ test compares into
 data/cnn_golden.safetensors. The file is written by hand (json + struct) because Debian 12

@@ -2,7 +2,7 @@
 """gen_transformer.py: PyTorch reference values for tests/golden/transformer_golden_test.cpp.
 
 Builds the same network as mixprec's nn::TransformerClassifier(seq=6, features=16, classes=5,
-d_model=16, heads=2, ffn=32) (include/mixprec/models.h): one
+d_model=16, heads=2, ffn=32) (include/mixprec/nn/models.h): one
 nn.TransformerEncoderLayer(16, 2, 32, dropout=0, activation='gelu', batch_first=True)
 (post-norm), mean over the sequence, Linear(16, 5). Runs one forward / cross-entropy /
 backward in float32 on a batch of 3 and writes everything the C++ test compares into

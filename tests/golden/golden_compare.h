@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "common/compare_guard.h"
-#include "mixprec/autograd.h"
-#include "mixprec/nn.h"
-#include "mixprec/safetensors.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/nn/nn.h"
+#include "mixprec/io/safetensors.h"
 
 namespace mixprec::golden_check {
 

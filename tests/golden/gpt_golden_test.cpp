@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "golden_compare.h"
-#include "mixprec/models.h"
-#include "mixprec/ops.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/ops/ops.h"
 
 namespace mixprec {
 namespace {

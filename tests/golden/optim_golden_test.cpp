@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "golden_compare.h"
-#include "mixprec/grad_scaler.h"
-#include "mixprec/half.h"
-#include "mixprec/optim.h"
+#include "mixprec/amp/grad_scaler.h"
+#include "mixprec/core/half.h"
+#include "mixprec/optim/optim.h"
 #include "optim/update_math.h"
 
 namespace mixprec {

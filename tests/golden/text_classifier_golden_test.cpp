@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "golden_compare.h"
-#include "mixprec/model_file.h"
-#include "mixprec/ops.h"
+#include "mixprec/nn/model_file.h"
+#include "mixprec/ops/ops.h"
 
 namespace mixprec {
 namespace {

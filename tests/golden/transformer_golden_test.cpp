@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/models.h"
-#include "mixprec/ops.h"
-#include "mixprec/safetensors.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/io/safetensors.h"
 #include "golden_compare.h"
 
 namespace mixprec {

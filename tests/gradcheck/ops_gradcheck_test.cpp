@@ -13,8 +13,8 @@
 #include <functional>
 
 #include "common/autograd_check.h"
-#include "mixprec/autograd.h"
-#include "mixprec/ops.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/ops/ops.h"
 
 namespace mixprec {
 namespace {

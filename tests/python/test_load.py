@@ -1,5 +1,5 @@
 """mixprec.load(checkpoint): a trained run back as a model; its predictions are `mixprec
-predict`'s (the same library code, mixprec/infer.h), bit for bit."""
+predict`'s (the same library code, mixprec/infer/infer.h), bit for bit."""
 import json
 import os
 import pathlib

@@ -8,11 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "mixprec/hardware.h"
+#include "mixprec/core/hardware.h"
 #include "exit_codes.h"
-#include "mixprec/models.h"
-#include "mixprec/precision.h"
-#include "mixprec/step_benchmark.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/amp/precision.h"
+#include "mixprec/train/step_benchmark.h"
 #include "progress.h"
 #include "omp_wait.h"
 

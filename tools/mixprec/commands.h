@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/train.h"
+#include "mixprec/train/train.h"
 
 namespace mixprec::cli {
 

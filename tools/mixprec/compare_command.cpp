@@ -10,11 +10,11 @@
 
 #include "commands.h"
 #include "exit_codes.h"
-#include "mixprec/hardware.h"
-#include "mixprec/precision.h"
-#include "mixprec/run_dir.h"
-#include "mixprec/step_benchmark.h"
-#include "mixprec/train.h"
+#include "mixprec/core/hardware.h"
+#include "mixprec/amp/precision.h"
+#include "mixprec/io/run_dir.h"
+#include "mixprec/train/step_benchmark.h"
+#include "mixprec/train/train.h"
 #include "progress.h"
 
 namespace mixprec::cli {

@@ -1,6 +1,6 @@
 // dashboard_command.cpp: `mixprec dashboard DIR...`: a local web page of the runs under the
 // given folders (issue 33; docs/dashboard.md), served by mixprec's HTTP server
-// (mixprec/http.h): a table of runs and experiments, each run's charts updating while it
+// (mixprec/http/http.h): a table of runs and experiments, each run's charts updating while it
 // trains, its config and the command that reproduces it. The page, its script and style are
 // compiled in (tools/mixprec/web/); the charts are drawn with Debian's Chart.js
 // (libjs-chart.js), read from its installed path and served by this process: the page loads
@@ -15,7 +15,7 @@
 #include "commands.h"
 #include "dashboard_routes.h"
 #include "exit_codes.h"
-#include "mixprec/files.h"
+#include "mixprec/io/files.h"
 
 namespace mixprec::cli {
 

@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
-#include "mixprec/files.h"
-#include "mixprec/run_dir.h"
+#include "mixprec/io/files.h"
+#include "mixprec/io/run_dir.h"
 
 namespace mixprec::cli {
 

@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include "mixprec/http.h"
-#include "mixprec/run_index.h"
+#include "mixprec/http/http.h"
+#include "mixprec/io/run_index.h"
 
 namespace mixprec::cli {
 

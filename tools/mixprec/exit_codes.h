@@ -1,6 +1,6 @@
 // exit_codes.h: what `mixprec` returns, documented in docs/cli.md. Scripts rely on these.
 #pragma once
-#include "mixprec/status.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::cli {
 

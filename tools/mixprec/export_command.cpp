@@ -1,5 +1,5 @@
 // export_command.cpp: `mixprec export CHECKPOINT -o model.onnx [--precision fp32|fp16|bf16]`:
-// the checkpoint's model as an ONNX file for other runtimes (mixprec/onnx_export.h says what
+// the checkpoint's model as an ONNX file for other runtimes (mixprec/export/onnx_export.h says what
 // the graph takes and returns). The weights are read in f32 and cast once by the exporter;
 // the input normalisation and class names the run recorded go into the file.
 #include <sys/stat.h>
@@ -10,9 +10,9 @@
 
 #include "commands.h"
 #include "exit_codes.h"
-#include "mixprec/onnx_export.h"
+#include "mixprec/export/onnx_export.h"
 #include "inference_messages.h"
-#include "mixprec/infer.h"
+#include "mixprec/infer/infer.h"
 #include "suggest.h"
 
 namespace mixprec::cli {

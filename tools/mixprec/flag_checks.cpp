@@ -8,7 +8,7 @@
 #include <omp.h>
 
 #include "commands.h"
-#include "mixprec/hardware.h"
+#include "mixprec/core/hardware.h"
 
 namespace mixprec::cli {
 

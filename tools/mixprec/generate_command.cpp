@@ -11,11 +11,11 @@
 
 #include "commands.h"
 #include "exit_codes.h"
-#include "mixprec/amp.h"
-#include "mixprec/models.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/nn/models.h"
 #include "suggest.h"
 #include "inference_messages.h"
-#include "mixprec/infer.h"
+#include "mixprec/infer/infer.h"
 #include "stdout_check.h"
 
 namespace mixprec::cli {

@@ -9,13 +9,13 @@
 
 #include "commands.h"
 #include "exit_codes.h"
-#include "mixprec/autograd.h"
-#include "mixprec/checkpoint.h"
-#include "mixprec/models.h"
-#include "mixprec/ops.h"
-#include "mixprec/weights.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/io/checkpoint.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/train/weights.h"
 #include "inference_messages.h"
-#include "mixprec/infer.h"
+#include "mixprec/infer/infer.h"
 
 namespace mixprec::cli {
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "exit_codes.h"
-#include "mixprec/precision.h"
+#include "mixprec/amp/precision.h"
 
 namespace mixprec::cli {
 

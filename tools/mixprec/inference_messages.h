@@ -1,10 +1,10 @@
-// inference_messages.h: what the commands built on mixprec/infer.h (predict, serve, generate,
+// inference_messages.h: what the commands built on mixprec/infer/infer.h (predict, serve, generate,
 // eval, infer, export) tell the user: a load or open error printed with its exit code, and the
 // --precision help text. The inference itself is the library's.
 #pragma once
 #include <string>
 
-#include "mixprec/status.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::cli {
 

@@ -1,19 +1,18 @@
 // inspect_command.cpp: `mixprec inspect C`, the precision debugger. For each tensor of a
-// checkpoint: dtype, shape, range, mean |x|, and how much of it float16 could not hold:
-//   underflow  0 < |x| <= 2^-25      rounds to 0 in f16 (2^-25 is the tie, which goes to even 0)
-//   subnormal  2^-25 < |x| < 2^-14   survives only as an f16 subnormal (fewer mantissa bits)
-//   overflow   |x| >= 65520          rounds to inf (65504 is the largest finite f16; values
-//                                    below 65520 round down to it)
-// plus NaN / inf counts, then the GradScaler state and the resume counters.
+// checkpoint: dtype, shape, range, mean |x|, and how much of it float16 could not hold
+// (flushed to 0, kept only as a subnormal, overflowed to inf: the classes of
+// mixprec/core/f16_range.h, which train's underflow telemetry counts too), plus NaN / inf counts,
+// then the GradScaler state and the resume counters.
 #include <cmath>
 #include <cstdio>
 #include <limits>
 
 #include "commands.h"
 #include "exit_codes.h"
-#include "mixprec/checkpoint.h"
-#include "mixprec/safetensors.h"
-#include "mixprec/infer.h"
+#include "mixprec/io/checkpoint.h"
+#include "mixprec/core/f16_range.h"
+#include "mixprec/io/safetensors.h"
+#include "mixprec/infer/infer.h"
 
 namespace mixprec::cli {
 
@@ -26,26 +25,24 @@ struct F16Stats {
 };
 
 F16Stats f16_stats(const Tensor& t) {
-  const double kUnderflow = std::ldexp(1.0, -25);
-  const double kMinNormal = std::ldexp(1.0, -14);
-  const double kOverflow = 65520.0;
   F16Stats s;
   s.numel = t.numel();
   s.min = std::numeric_limits<double>::infinity();
   s.max = -std::numeric_limits<double>::infinity();
   double abs_sum = 0;
   for (double x : t.to_vector_f64()) {
-    if (std::isnan(x)) { ++s.nan; continue; }
-    if (std::isinf(x)) { ++s.inf; continue; }
+    switch (f16_range(x)) {
+      case F16Range::nonfinite: ++(std::isnan(x) ? s.nan : s.inf); continue;
+      case F16Range::flushed: ++s.underflow; break;
+      case F16Range::subnormal: ++s.subnormal; break;
+      case F16Range::overflow: ++s.overflow; break;
+      case F16Range::zero:
+      case F16Range::normal: break;
+    }
     ++s.finite;
     s.min = std::min(s.min, x);
     s.max = std::max(s.max, x);
-    const double a = std::fabs(x);
-    abs_sum += a;
-    if (a == 0) continue;
-    if (a <= kUnderflow) ++s.underflow;
-    else if (a < kMinNormal) ++s.subnormal;
-    else if (a >= kOverflow) ++s.overflow;
+    abs_sum += std::fabs(x);
   }
   s.mean_abs = s.finite ? abs_sum / double(s.finite) : 0.0;
   if (!s.finite) s.min = s.max = std::numeric_limits<double>::quiet_NaN();

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "commands.h"
-#include "mixprec/memory.h"
-#include "mixprec/safetensors.h"
+#include "mixprec/core/memory.h"
+#include "mixprec/io/safetensors.h"
 #include "exit_codes.h"
 #include "stdout_check.h"
 #include "suggest.h"

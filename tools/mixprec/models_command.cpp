@@ -9,8 +9,8 @@
 
 #include "commands.h"
 #include "exit_codes.h"
-#include "mixprec/model_file.h"
-#include "mixprec/models.h"
+#include "mixprec/nn/model_file.h"
+#include "mixprec/nn/models.h"
 
 namespace mixprec::cli {
 namespace {

@@ -20,7 +20,7 @@
 
 #include "commands.h"
 #include "exit_codes.h"
-#include "mixprec/precision.h"
+#include "mixprec/amp/precision.h"
 
 namespace mixprec::cli {
 

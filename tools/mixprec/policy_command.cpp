@@ -2,8 +2,8 @@
 #include <cstdio>
 
 #include "commands.h"
-#include "mixprec/amp.h"
-#include "mixprec/precision.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/amp/precision.h"
 
 namespace mixprec::cli {
 

@@ -10,8 +10,8 @@
 #include <utility>
 
 #include "exit_codes.h"
-#include "mixprec/files.h"
-#include "mixprec/models.h"
+#include "mixprec/io/files.h"
+#include "mixprec/nn/models.h"
 
 namespace mixprec::cli {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/infer.h"
+#include "mixprec/infer/infer.h"
 
 namespace mixprec::cli {
 

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <string>
 
-#include "mixprec/train.h"
+#include "mixprec/train/train.h"
 
 namespace mixprec::cli {
 

@@ -1,6 +1,6 @@
 // serve_command.cpp: `mixprec serve CHECKPOINT`: the model behind mixprec's HTTP server
-// (mixprec/http.h; issues 17 and 31). Requests are decoded on the worker threads
-// (mixprec/serve.h), stacked by the dynamic batcher into one forward pass on a single model
+// (mixprec/http/http.h; issues 17 and 31). Requests are decoded on the worker threads
+// (mixprec/serve/serve.h), stacked by the dynamic batcher into one forward pass on a single model
 // thread, and answered with the same top-k JSON as `predict --json` (serve_routes.cpp).
 //
 //   POST /v1/predict   JSON, .npy, PNG or JPEG body -> {"predictions": [{"input": i, "top": [...]}]}
@@ -25,9 +25,9 @@
 #include "commands.h"
 #include "exit_codes.h"
 #include "inference_messages.h"
-#include "mixprec/http.h"
-#include "mixprec/infer.h"
-#include "mixprec/serve.h"
+#include "mixprec/http/http.h"
+#include "mixprec/infer/infer.h"
+#include "mixprec/serve/serve.h"
 #include "serve_routes.h"
 #include "suggest.h"
 

@@ -1,5 +1,5 @@
 // serve_routes.h: what `mixprec serve` answers on each route, apart from the HTTP server
-// that carries it (mixprec/http.h) and the command that starts both (serve_command.cpp).
+// that carries it (mixprec/http/http.h) and the command that starts both (serve_command.cpp).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/http.h"
-#include "mixprec/infer.h"
-#include "mixprec/serve.h"
+#include "mixprec/http/http.h"
+#include "mixprec/infer/infer.h"
+#include "mixprec/serve/serve.h"
 
 namespace mixprec::cli {
 

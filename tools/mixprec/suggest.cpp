@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <cctype>
 
-#include "mixprec/infer.h"
-#include "mixprec/model_file.h"
-#include "mixprec/names.h"
-#include "mixprec/precision.h"
+#include "mixprec/infer/infer.h"
+#include "mixprec/nn/model_file.h"
+#include "mixprec/core/names.h"
+#include "mixprec/amp/precision.h"
 
 namespace mixprec::cli {
 

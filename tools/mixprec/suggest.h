@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/names.h"
+#include "mixprec/core/names.h"
 
 namespace mixprec::cli {
 
-using mixprec::closest_name;  // mixprec/names.h
+using mixprec::closest_name;  // mixprec/core/names.h
 using mixprec::did_you_mean;
 // A flag validator accepting exactly `names`; otherwise "expected one of: a, b, c; got 'x'
 // (did you mean 'b'?)".

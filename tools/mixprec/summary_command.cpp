@@ -10,10 +10,10 @@
 
 #include "commands.h"
 #include "exit_codes.h"
-#include "mixprec/amp.h"
-#include "mixprec/model_file.h"
-#include "mixprec/models.h"
-#include "mixprec/precision.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/nn/model_file.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/amp/precision.h"
 #include "suggest.h"
 
 namespace mixprec::cli {

@@ -1,5 +1,5 @@
 // sweep_command.cpp: `mixprec sweep EXPERIMENT.yaml [--experiment-dir DIR] [--resume]`: a
-// hyperparameter experiment (docs/experiments.md). The library runs it (mixprec/sweep.h);
+// hyperparameter experiment (docs/experiments.md). The library runs it (mixprec/experiment/sweep.h);
 // this file reads the flags, prints the progress lines and the final table with the command
 // that reproduces the best trial, and maps the outcome to the exit codes of docs/cli.md.
 #include <signal.h>
@@ -14,8 +14,8 @@
 
 #include "commands.h"
 #include "exit_codes.h"
-#include "mixprec/experiment.h"
-#include "mixprec/sweep.h"
+#include "mixprec/experiment/experiment.h"
+#include "mixprec/experiment/sweep.h"
 
 namespace mixprec::cli {
 namespace {
@@ -153,7 +153,7 @@ Runner add_sweep_command(CLI::App& app) {
     std::printf("best trial: %lld, %s %.4f after %lld steps; run directory %s/%s\n", (long long)best.id,
                 spec->metric.c_str(), best.metrics.back(), (long long)best.steps, r.dir.c_str(), best.dir.c_str());
     std::string command;
-    for (const std::string& a : experiment::reproduce_command(program_name(), r.dir, best))
+    for (const std::string& a : experiment::reproduce_command(program_name(), r.dir, best, spec->ranks_per_trial))
       command += (command.empty() ? "" : " ") + shell_word(a);
     std::printf("reproduce it: %s\n", command.c_str());
     return kExitOk;

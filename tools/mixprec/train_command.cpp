@@ -13,16 +13,16 @@
 #include <new>
 #include <sstream>
 
-#include "mixprec/distributed.h"
-#include "mixprec/files.h"
-#include "mixprec/hardware.h"
+#include "mixprec/dist/distributed.h"
+#include "mixprec/io/files.h"
+#include "mixprec/core/hardware.h"
 #include "commands.h"
 #include "exit_codes.h"
-#include "mixprec/precision.h"
-#include "mixprec/run_dir.h"
-#include "mixprec/train.h"
+#include "mixprec/amp/precision.h"
+#include "mixprec/io/run_dir.h"
+#include "mixprec/train/train.h"
 #include "progress.h"
-#include "mixprec/train_config.h"
+#include "mixprec/train/train_config.h"
 
 namespace mixprec::cli {
 

@@ -1,13 +1,13 @@
 // training_flags.cpp: the flags shared by `train`, `compare` and `bench`, made from the one
-// table of settings (mixprec/train_config.h), so a flag means the same thing in every command
+// table of settings (mixprec/train/train_config.h), so a flag means the same thing in every command
 // and in config.json. Only what one row cannot say is written here: --precision's aliases,
 // --no-amp, and --inject-nonfinite STEP[:PARAM] (one flag, two settings).
 #include <cmath>
 #include <cstdint>
 
 #include "commands.h"
-#include "mixprec/precision.h"
-#include "mixprec/train_config.h"
+#include "mixprec/amp/precision.h"
+#include "mixprec/train/train_config.h"
 #include "suggest.h"
 
 namespace mixprec::cli {

@@ -11,7 +11,7 @@
 #include "core/cpu_features.h"
 #include "core/random.h"
 #include "core/vector_exp.h"
-#include "mixprec/status.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::backend::cpu {
 

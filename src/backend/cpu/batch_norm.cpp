@@ -18,7 +18,7 @@
 #include "backend/cpu/batch_norm_sums.h"
 #include "backend/cpu/norm.h"
 #include "core/convert.h"
-#include "mixprec/status.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::backend::cpu {
 

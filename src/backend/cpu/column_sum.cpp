@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/status.h"
+#include "mixprec/core/status.h"
 #include "core/cpu_features.h"
 
 namespace mixprec::backend::cpu {

@@ -6,7 +6,7 @@
 // exactly): rows in order within chunks of 256 rows, then the chunks' sums in order, so the
 // result depends on the shape only, not on the thread count.
 #pragma once
-#include "mixprec/tensor.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec::backend::cpu {
 

@@ -26,7 +26,7 @@
 
 #include "core/convert.h"
 #include "core/cpu_features.h"
-#include "mixprec/half.h"
+#include "mixprec/core/half.h"
 
 namespace mixprec::backend::cpu {
 namespace {

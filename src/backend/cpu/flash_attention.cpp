@@ -21,7 +21,7 @@
 #include "core/convert.h"
 #include "core/cpu_features.h"
 #include "core/vector_exp.h"
-#include "mixprec/status.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::backend::cpu {
 

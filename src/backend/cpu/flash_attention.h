@@ -31,7 +31,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "mixprec/tensor.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec::backend::cpu {
 

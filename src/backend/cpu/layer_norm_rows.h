@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "mixprec/dtype.h"
+#include "mixprec/core/dtype.h"
 
 namespace mixprec::backend::cpu::layer_norm_rows {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "mixprec/tensor.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec::backend::cpu {
 

@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "mixprec/tensor.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec::backend::cpu {
 

@@ -10,7 +10,7 @@
 
 #include "backend/cpu/layer_norm_rows.h"
 #include "core/convert.h"
-#include "mixprec/status.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::backend::cpu {
 

@@ -8,8 +8,8 @@
 #include <memory>
 #include <vector>
 
-#include "mixprec/batch_norm_sync.h"
-#include "mixprec/tensor.h"
+#include "mixprec/backend/batch_norm_sync.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec::backend::cpu {
 

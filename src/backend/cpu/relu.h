@@ -7,7 +7,7 @@
 // Both work on the raw bits (sign and exponent tests), so no value is rounded.
 #pragma once
 
-#include "mixprec/tensor.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec::backend::cpu {
 

@@ -11,7 +11,7 @@
 
 #include "backend/cpu/relu_max_pool.h"
 #include "core/cpu_features.h"
-#include "mixprec/half.h"
+#include "mixprec/core/half.h"
 
 namespace mixprec::backend::cpu::relu_pool {
 

@@ -9,7 +9,7 @@
 
 #include "backend/cpu/layer_norm_rows.h"
 #include "core/convert.h"
-#include "mixprec/status.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::backend::cpu {
 

@@ -1,4 +1,4 @@
-// backend/cpu/residual_layer_norm.h: the kernels of add_layer_norm (mixprec/ops_fused.h): a
+// backend/cpu/residual_layer_norm.h: the kernels of add_layer_norm (mixprec/ops/ops_fused.h): a
 // residual add, the LayerNorm of the sum and the rounding of the normalised rows to the dtype
 // the next GEMM reads, in one pass over the rows; and its backward, which adds the stream's
 // own gradient to LayerNorm's input gradient and rounds the branch's share, in one pass too.
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "backend/cpu/norm.h"
-#include "mixprec/tensor.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec::backend::cpu {
 

@@ -14,7 +14,7 @@
 
 #include "core/convert.h"
 #include "core/vector_exp.h"
-#include "mixprec/status.h"
+#include "mixprec/core/status.h"
 #include "core/cpu_features.h"
 
 namespace mixprec::backend::cpu {

@@ -11,7 +11,7 @@
 // - Non-finite rows follow IEEE arithmetic as PyTorch's kernel does: a NaN anywhere or a
 //   +inf makes the row NaN; -inf entries (masks) get probability 0; an all -inf row is NaN.
 #pragma once
-#include "mixprec/tensor.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec::backend::cpu {
 

@@ -1,4 +1,6 @@
-// backend/onednn/conv.cpp: 2-D convolution forward, backward data, backward weights.
+// backend/onednn/conv.cpp: 2-D convolution forward, backward data, backward weights, with
+// PyTorch's groups (oneDNN's grouped weights, a 5-D view of the same memory: conv_util.h)
+// and dilation (oneDNN counts it from 0).
 //
 // Layout. Activations run channels-last (NHWC) for both f32 and bf16, and outputs are
 // returned channels-last (Tensor::empty(..., MemoryFormat::channels_last)):
@@ -132,7 +134,7 @@ Tensor conv2d_forward(const Tensor& src, const Tensor& weights, const Tensor& bi
                  "src " + describe(x) + " weights " + shape_str(weights.shape()));
     return entry;
   });
-  const Tensor w = weights_in_layout(weights, e->weights_md);
+  const Tensor w = weights_in_layout(weights, weights_md(weights, g.G), e->weights_md);
   std::lock_guard<std::mutex> lock(e->mu);
   e->src.set_data_handle(handle_of(x));
   e->weights.set_data_handle(handle_of(w));
@@ -174,8 +176,8 @@ Tensor conv2d_backward_data(const Tensor& diff_dst, const Tensor& weights, const
     try {
       auto hint = conv_forward_pd(g, ds_md, dd_md, dt, false);
       dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, ds_md,
-                                                 md_any(g.weights_shape(), dt), dd_md, g.strides,
-                                                 g.pad_l, g.pad_r);
+                                                 md_any(g.weights_dims(), dt), dd_md, g.strides,
+                                                 g.dilates, g.pad_l, g.pad_r);
       dnnl::convolution_backward_data::primitive_desc pd(desc, cpu_engine(), hint);
       entry->prim = make_primitive<dnnl::convolution_backward_data>(pd);
       entry->impl = pd.impl_info_str();
@@ -194,7 +196,7 @@ Tensor conv2d_backward_data(const Tensor& diff_dst, const Tensor& weights, const
                  "diff_dst " + describe(dd) + " weights " + shape_str(weights.shape()));
     return entry;
   });
-  const Tensor w = weights_in_layout(weights, e->weights_md);
+  const Tensor w = weights_in_layout(weights, weights_md(weights, g.G), e->weights_md);
   std::lock_guard<std::mutex> lock(e->mu);
   e->diff_dst.set_data_handle(handle_of(dd));
   e->weights.set_data_handle(handle_of(w));
@@ -237,7 +239,8 @@ WeightGrads conv2d_backward_weights(const Tensor& src, const Tensor& diff_dst,
   // workspace and returns wrong gradients, or corrupts memory, with 2+ threads (oneDNN issue
   // #6035; resnet_golden_test's 4-channel projection shortcut met it).
   if (g.KH == 1 && g.KW == 1 && p.pad_h == 0 && p.pad_w == 0 && (p.stride_h > 1 || p.stride_w > 1)) {
-    const Conv2dParams unit{};  // stride 1, no padding
+    Conv2dParams unit{};  // stride 1, no padding (a 1x1 kernel has no dilation to keep)
+    unit.groups = p.groups;
     return conv2d_backward_weights(subsample(src, p.stride_h, p.stride_w, g.OH, g.OW), diff_dst, weights_shape,
                                    with_bias, unit);
   }
@@ -259,7 +262,7 @@ WeightGrads conv2d_backward_weights(const Tensor& src, const Tensor& diff_dst,
   const Tensor x = conv_input(src);
   const Tensor dd = in_format(diff_dst, kActLayout);
   const dnnl_md src_md = md_of(x, kActLayout), dd_md = md_of(dd, kActLayout);
-  const dnnl_md dw_plain = md_of(out.diff_weights);
+  const dnnl_md dw_plain = weights_md(out.diff_weights, g.G);
   PrimKey key(PrimKind::conv_bwd_weights);
   key.add(src_md).add(dd_md).add(with_bias);
   add_geometry(key, g);
@@ -268,13 +271,13 @@ WeightGrads conv2d_backward_weights(const Tensor& src, const Tensor& diff_dst,
     try {
       auto hint = conv_forward_pd(g, src_md, dd_md, dt, with_bias);
       using bwd = dnnl::convolution_backward_weights;
-      const dnnl_md dw_any = md_any(weights_shape, kGradDType);
+      const dnnl_md dw_any = md_any(g.weights_dims(), kGradDType);
       auto make_pd = [&](const dnnl_md& s_md, const dnnl_md& d_md) {
         auto desc = with_bias ? bwd::desc(dnnl::algorithm::convolution_direct, s_md, dw_any,
                                           md_of(Shape{g.O}, kGradDType, MemoryFormat::contiguous),
-                                          d_md, g.strides, g.pad_l, g.pad_r)
+                                          d_md, g.strides, g.dilates, g.pad_l, g.pad_r)
                               : bwd::desc(dnnl::algorithm::convolution_direct, s_md, dw_any,
-                                          d_md, g.strides, g.pad_l, g.pad_r);
+                                          d_md, g.strides, g.dilates, g.pad_l, g.pad_r);
         return bwd::primitive_desc(desc, cpu_engine(), hint);
       };
       bwd::primitive_desc pd = make_pd(src_md, dd_md);

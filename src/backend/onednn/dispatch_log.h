@@ -5,7 +5,7 @@
 #include <string>
 
 #include "backend/dispatch_log.h"
-#include "mixprec/tensor.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec::backend::onednn {
 

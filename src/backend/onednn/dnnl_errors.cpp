@@ -3,7 +3,7 @@
 #include "backend/onednn/dnnl_errors.h"
 
 #include "backend/onednn/dispatch_log.h"
-#include "mixprec/status.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::backend::onednn {
 

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "mixprec/dtype.h"
+#include "mixprec/core/dtype.h"
 
 namespace mixprec::backend::onednn {
 

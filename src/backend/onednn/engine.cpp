@@ -5,7 +5,7 @@
 
 #include "backend/onednn/half_emulation.h"
 #include "core/cpu_features.h"
-#include "mixprec/hardware.h"
+#include "mixprec/core/hardware.h"
 
 namespace mixprec::backend::onednn {
 
@@ -44,7 +44,7 @@ std::string engine_description() {
 
 }  // namespace mixprec::backend::onednn
 
-// ---- include/mixprec/hardware.h: the parts that need oneDNN's view of the CPU ------------
+// ---- include/mixprec/core/hardware.h: the parts that need oneDNN's view of the CPU ------------
 namespace mixprec {
 
 bool runs_natively(DType dtype) {

@@ -30,7 +30,7 @@
 
 #include "backend/kernels.h"
 #include "backend/onednn/dispatch_log.h"
-#include "mixprec/memory.h"
+#include "mixprec/core/memory.h"
 
 namespace mixprec::backend::onednn {
 

@@ -5,7 +5,7 @@
 #include <dnnl.hpp>
 
 #include "backend/onednn/engine.h"
-#include "mixprec/tensor.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec::backend::onednn {
 

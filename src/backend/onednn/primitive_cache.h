@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "backend/onednn/onednn_stats.h"
-#include "mixprec/status.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::backend::onednn {
 

@@ -53,8 +53,9 @@ Tensor recycle_or_allocate(WeightCache& c, size_t bytes) {
 
 }  // namespace
 
-Tensor weights_in_layout(const Tensor& w, const dnnl_md& target) {
-  const dnnl_md user = md_of(w);
+Tensor weights_in_layout(const Tensor& w, const dnnl_md& target) { return weights_in_layout(w, md_of(w), target); }
+
+Tensor weights_in_layout(const Tensor& w, const dnnl_md& user, const dnnl_md& target) {
   if (user == target) return w;
   PrimKey key(PrimKind::reorder);
   key.add(reinterpret_cast<intptr_t>(w.data())).add(user).add(target);

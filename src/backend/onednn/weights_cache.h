@@ -20,5 +20,8 @@ namespace mixprec::backend::onednn {
 // already equals target, otherwise the cached reordered buffer (u8, opaque). Keep the
 // returned tensor alive while the primitive that reads it runs.
 Tensor weights_in_layout(const Tensor& w, const dnnl_md& target);
+// The same, with w's memory described by `user` (a grouped convolution's 5-D view of its
+// 4-D weights, conv_util.h's weights_md).
+Tensor weights_in_layout(const Tensor& w, const dnnl_md& user, const dnnl_md& target);
 
 }  // namespace mixprec::backend::onednn

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "mixprec/tensor.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec::backend::ref {
 
@@ -35,12 +35,24 @@ Tensor permute_reference(const Tensor& src, const std::vector<int64_t>& perm);
 // global generator after manual_seed(seed)), top 53 bits as u in [0, 1): kept if u >= p,
 // scaled by 1 / (1 - p).
 Tensor dropout_reference(const Tensor& src, double p, uint64_t seed);
-// F.conv_transpose2d from its definition (groups 1, dilation 1): input [N, C_in, H, W] scatters
-// input[n, ci, h, w] * weight[ci, co, kh, kw] into out[n, co, h * stride - padding + kh,
-// w * stride - padding + kw]; out is [N, C_out, (H - 1) stride - 2 padding + KH +
-// output_padding, likewise W], plus bias[co] (bias may be undefined).
+// F.conv_transpose2d from its definition: input [N, C_in, H, W], weight [C_in, C_out / groups,
+// KH, KW]; input[n, ci, h, w] * weight[ci, j, kh, kw] goes to output channel
+// co = (ci / (C_in / groups)) * (C_out / groups) + j at out[n, co, h * stride - padding +
+// kh * dilation, w * stride - padding + kw * dilation]; out is [N, C_out, (H - 1) stride -
+// 2 padding + dilation (KH - 1) + output_padding + 1, likewise W], plus bias[co] (bias may be
+// undefined).
 Tensor conv_transpose2d_reference(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride_h,
-                                  int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t out_pad_h, int64_t out_pad_w);
+                                  int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t out_pad_h, int64_t out_pad_w,
+                                  int64_t groups = 1, int64_t dil_h = 1, int64_t dil_w = 1);
+// F.conv3d from its definition: input [N, C, D, H, W], weight [O, C / groups, KD, KH, KW],
+// bias [O] or undefined; the same stride, padding and dilation on the three axes.
+Tensor conv3d_reference(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding,
+                        int64_t dilation = 1, int64_t groups = 1);
+// F.conv_transpose3d from its definition: input [N, C_in, D, H, W] scatters into out as
+// conv_transpose2d_reference does, on three axes with the same stride, padding,
+// output_padding and dilation; weight [C_in, C_out / groups, KD, KH, KW].
+Tensor conv_transpose3d_reference(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride,
+                                  int64_t padding, int64_t output_padding, int64_t groups = 1, int64_t dilation = 1);
 // softmax over the last dim of [..., S, S] where row i of each S x S block sees columns
 // 0..i only (the others: probability 0, as after a -inf mask).
 Tensor causal_softmax_reference(const Tensor& src);

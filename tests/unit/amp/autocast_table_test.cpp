@@ -1,6 +1,6 @@
 // autocast_table_test.cpp: every row of the autocast policy table against the registered ops
 // that consult it (src/ops/registry.h: no hand-kept list of cases here), and every op's
-// output dtype against PyTorch 1.13's for its row's case in include/mixprec/ops.def
+// output dtype against PyTorch 1.13's for its row's case in include/mixprec/ops/ops.def
 // (tests/golden/data/autocast_dtypes_torch113.json, written by
 // tests/golden/gen_autocast_table.py from ops.def).
 //
@@ -27,10 +27,10 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/amp.h"
-#include "mixprec/autograd.h"
-#include "mixprec/ops.h"
-#include "mixprec/status.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/core/status.h"
 #include "ops/registry.h"
 
 namespace mixprec::amp {
@@ -39,7 +39,7 @@ namespace {
 using registry::OpEntry;
 
 // The cases: every registered op that consults a row (src/ops/registry.cpp, generated in
-// part from include/mixprec/ops.def), so a new op is checked here by registering.
+// part from include/mixprec/ops/ops.def), so a new op is checked here by registering.
 std::vector<const OpEntry*> cases() {
   std::vector<const OpEntry*> out;
   for (const OpEntry& e : registry::all_ops())
@@ -54,7 +54,7 @@ OpId row_of(const OpEntry& e) { return *e.category; }
 bool in_pytorch(OpId op) {
   static constexpr const char* kTorch113[] = {
 #define MIXPREC_OP(name, policy, torch113) torch113,
-#include "mixprec/ops.def"
+#include "mixprec/ops/ops.def"
 #undef MIXPREC_OP
   };
   static_assert(std::size(kTorch113) == size_t(OpId::count));

@@ -9,12 +9,12 @@
 #include <functional>
 #include <thread>
 
-#include "mixprec/amp.h"
-#include "mixprec/autograd.h"
-#include "mixprec/nn.h"
-#include "mixprec/ops.h"
-#include "mixprec/optim.h"
-#include "mixprec/status.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/nn/nn.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/optim/optim.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::amp {
 namespace {

@@ -5,12 +5,12 @@
 #include <cmath>
 #include <limits>
 
-#include "mixprec/autograd.h"
-#include "mixprec/grad_scaler.h"
-#include "mixprec/nn.h"
-#include "mixprec/ops.h"
-#include "mixprec/optim.h"
-#include "mixprec/status.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/amp/grad_scaler.h"
+#include "mixprec/nn/nn.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/optim/optim.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec::amp {
 namespace {

@@ -6,14 +6,14 @@
 #include <limits>
 
 #include "core/convert.h"
-#include "mixprec/amp.h"
-#include "mixprec/autograd.h"
-#include "mixprec/grad_scaler.h"
-#include "mixprec/models.h"
-#include "mixprec/nn.h"
-#include "mixprec/ops.h"
-#include "mixprec/optim.h"
-#include "mixprec/precision.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/amp/grad_scaler.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/nn/nn.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/optim/optim.h"
+#include "mixprec/amp/precision.h"
 
 namespace mixprec::amp {
 namespace {

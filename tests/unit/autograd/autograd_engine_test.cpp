@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "autograd/node.h"
-#include "mixprec/autograd.h"
-#include "mixprec/ops.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/ops/ops.h"
 
 namespace mixprec {
 namespace {

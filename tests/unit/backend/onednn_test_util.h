@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/status.h"
-#include "mixprec/tensor.h"
+#include "mixprec/core/status.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec::test {
 

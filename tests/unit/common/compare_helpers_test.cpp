@@ -15,7 +15,7 @@
 #include "common/compare_guard.h"
 #include "common/finite_diff.h"
 #include "golden/golden_compare.h"
-#include "mixprec/safetensors.h"
+#include "mixprec/io/safetensors.h"
 #include "unit/backend/onednn_test_util.h"
 #include "unit/backend/ref_test_util.h"
 

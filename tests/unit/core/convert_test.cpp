@@ -21,7 +21,7 @@
 
 #include "core/convert.h"
 #include "core/cpu_features.h"
-#include "mixprec/half.h"
+#include "mixprec/core/half.h"
 
 namespace mixprec {
 namespace {

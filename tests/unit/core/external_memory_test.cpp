@@ -6,9 +6,9 @@
 #include <memory>
 #include <vector>
 
-#include "mixprec/memory.h"
-#include "mixprec/ops.h"
-#include "mixprec/tensor.h"
+#include "mixprec/core/memory.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec {
 namespace {

@@ -1,6 +1,6 @@
 // half_test.cpp: the scalar Half / BFloat16 conversions against bit patterns worked out by
 // hand, against the IEEE value formula, and against a brute-force nearest-value search.
-#include "mixprec/half.h"
+#include "mixprec/core/half.h"
 
 #include <gtest/gtest.h>
 

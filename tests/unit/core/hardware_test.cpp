@@ -1,4 +1,4 @@
-// hardware_test.cpp: include/mixprec/hardware.h against /proc/cpuinfo and against what the
+// hardware_test.cpp: include/mixprec/core/hardware.h against /proc/cpuinfo and against what the
 // backend really does with each dtype.
 #include <gtest/gtest.h>
 
@@ -7,8 +7,8 @@
 
 #include "backend/onednn/half_emulation.h"
 #include "core/cpu_features.h"
-#include "mixprec/hardware.h"
-#include "mixprec/tensor.h"
+#include "mixprec/core/hardware.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec {
 namespace {

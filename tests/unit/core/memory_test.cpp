@@ -7,13 +7,13 @@
 #include <fstream>
 #include <string>
 
-#include "mixprec/amp.h"
-#include "mixprec/autograd.h"
-#include "mixprec/data.h"
-#include "mixprec/memory.h"
-#include "mixprec/models.h"
-#include "mixprec/ops.h"
-#include "mixprec/precision.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/data/data.h"
+#include "mixprec/core/memory.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/amp/precision.h"
 #include "train/precision_step.h"
 
 namespace mixprec {

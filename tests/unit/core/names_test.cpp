@@ -1,8 +1,8 @@
-// names_test.cpp: "did you mean" (mixprec/names.h): a typo within a third of the word (at
+// names_test.cpp: "did you mean" (mixprec/core/names.h): a typo within a third of the word (at
 // least 1, at most 3 edits, a transposition counting as one) is matched case-insensitively,
 // a unique prefix is matched, and nothing is offered for a word that is far from every
 // candidate or for empty input.
-#include "mixprec/names.h"
+#include "mixprec/core/names.h"
 
 #include <gtest/gtest.h>
 

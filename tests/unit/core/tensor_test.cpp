@@ -8,8 +8,8 @@
 #include <cmath>
 #include <limits>
 
-#include "mixprec/status.h"
-#include "mixprec/tensor.h"
+#include "mixprec/core/status.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec {
 namespace {

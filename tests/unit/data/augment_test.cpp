@@ -9,7 +9,7 @@
 #include <set>
 #include <vector>
 
-#include "mixprec/data.h"
+#include "mixprec/data/data.h"
 
 namespace mixprec {
 namespace {

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "data_test_util.h"
-#include "mixprec/data.h"
+#include "mixprec/data/data.h"
 
 namespace mixprec {
 namespace {

@@ -13,7 +13,7 @@
 #include <set>
 #include <thread>
 
-#include "mixprec/data.h"
+#include "mixprec/data/data.h"
 
 namespace mixprec {
 namespace {

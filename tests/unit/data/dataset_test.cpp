@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 
 #include "data_test_util.h"
-#include "mixprec/data.h"
+#include "mixprec/data/data.h"
 
 namespace mixprec {
 namespace {

@@ -8,7 +8,7 @@
 #include <chrono>
 #include <random>
 
-#include "mixprec/data.h"
+#include "mixprec/data/data.h"
 #include "data_test_util.h"
 
 namespace mixprec {

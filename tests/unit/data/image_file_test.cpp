@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "unit/data/data_test_util.h"
-#include "mixprec/data.h"
-#include "mixprec/image.h"
+#include "mixprec/data/data.h"
+#include "mixprec/data/image.h"
 
 namespace mixprec {
 namespace {

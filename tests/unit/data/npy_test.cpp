@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/npy.h"
+#include "mixprec/data/npy.h"
 
 namespace mixprec {
 namespace {

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/data.h"
+#include "mixprec/data/data.h"
 
 namespace mixprec {
 namespace {

@@ -12,7 +12,7 @@
 #include <map>
 #include <string>
 
-#include "mixprec/data.h"
+#include "mixprec/data/data.h"
 
 namespace mixprec {
 namespace {

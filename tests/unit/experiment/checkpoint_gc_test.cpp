@@ -12,8 +12,8 @@
 
 #include "core/random.h"
 #include "experiment/checkpoint_gc.h"
-#include "mixprec/checkpoint.h"
-#include "mixprec/tensor.h"
+#include "mixprec/io/checkpoint.h"
+#include "mixprec/core/tensor.h"
 
 namespace mixprec::experiment {
 namespace {

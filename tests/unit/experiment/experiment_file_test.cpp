@@ -1,4 +1,4 @@
-// experiment_file_test.cpp: the experiment file (mixprec/experiment.h parse_experiment): a
+// experiment_file_test.cpp: the experiment file (mixprec/experiment/experiment.h parse_experiment): a
 // complete file read into the spec it says, recipes under base, ASHA's rungs from min_steps or
 // rungs, and each kind of bad input refused as invalid_argument naming file:line:column, the
 // key and the expected value (docs/experiments.md).
@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "mixprec/experiment.h"
+#include "mixprec/experiment/experiment.h"
 
 namespace mixprec::experiment {
 namespace {
@@ -82,6 +82,12 @@ TEST(ExperimentFile, DefaultsAndTheOtherSearchers) {
   EXPECT_EQ(s->metric, "accuracy");
   EXPECT_FALSE(s->smaller_is_better);  // accuracy: larger is better
   EXPECT_EQ(s->max_concurrent_trials, 1);
+  EXPECT_EQ(s->ranks_per_trial, 1);  // one process per trial
+  EXPECT_EQ(spec_to_json(*s).find("ranks_per_trial"), std::string::npos);  // older state files compare equal
+  auto dp = parse_experiment("name: a\nsearcher: {name: random, max_trials: 3}\nranks_per_trial: 4\n", "a.yaml");
+  ASSERT_TRUE(dp.is_ok()) << dp.status().message();
+  EXPECT_EQ(dp->ranks_per_trial, 4);
+  EXPECT_NE(spec_to_json(*dp).find("\"ranks_per_trial\":4"), std::string::npos);  // a resume must keep it
   EXPECT_EQ(s->max_restarts, 0);
   EXPECT_EQ(s->keep_checkpoints, 1);
   EXPECT_EQ(s->searcher.rung_steps, (std::vector<int64_t>{-1}));  // the recipe's epochs
@@ -167,6 +173,10 @@ TEST(ExperimentFile, BadInputIsRefusedNamingPositionKeyAndExpectation) {
       {"name: x\nmax_seconds: -5\n", {"max_seconds", "> 0"}},
       {"name: x\nmax_concurrent_trials: 0\n", {"max_concurrent_trials", "[1, 1024]"}},
       {"name: x\nmax_restarts: -1\n", {"max_restarts", "[0, 100]"}},
+      {"name: x\nranks_per_trial: 0\n", {"bad.yaml:2:18", "ranks_per_trial", "[1, 1024]"}},
+      {"name: x\nranks_per_trial: 1.5\n", {"ranks_per_trial", "expected an integer"}},
+      {"name: x\nranks_per_trial: two\n", {"ranks_per_trial", "expected an integer"}},
+      {"name: x\nrank_per_trial: 2\n", {"rank_per_trial", "did you mean 'ranks_per_trial'"}},
       {"name: x\nkeep_checkpoints: 0\n", {"keep_checkpoints", "[1, 1000]"}},
   };
   for (const Bad& c : cases) {

@@ -1,4 +1,4 @@
-// searchers_test.cpp: the searchers against their definitions (mixprec/experiment.h). Grid:
+// searchers_test.cpp: the searchers against their definitions (mixprec/experiment/experiment.h). Grid:
 // every point of the cartesian product once, the ranges' points as defined. Random: the same
 // seed draws the same trials, values stay in their ranges, integers are equally likely and a
 // log range is uniform in log space. ASHA (Li et al. 2018, Algorithm 2): promotions and early
@@ -9,7 +9,7 @@
 #include <map>
 #include <set>
 
-#include "mixprec/experiment.h"
+#include "mixprec/experiment/experiment.h"
 
 namespace mixprec::experiment {
 namespace {

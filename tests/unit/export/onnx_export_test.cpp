@@ -17,12 +17,12 @@
 #include <memory>
 #include <string>
 
-#include "mixprec/amp.h"
-#include "mixprec/autograd.h"
-#include "mixprec/models.h"
-#include "mixprec/onnx_export.h"
-#include "mixprec/model_file.h"
-#include "mixprec/precision.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/export/onnx_export.h"
+#include "mixprec/nn/model_file.h"
+#include "mixprec/amp/precision.h"
 #include "nn/layer_type.h"
 
 namespace mixprec {

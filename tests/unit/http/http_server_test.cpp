@@ -15,7 +15,7 @@
 #include <mutex>
 #include <thread>
 
-#include "mixprec/http.h"
+#include "mixprec/http/http.h"
 
 namespace mixprec::http {
 namespace {

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "mixprec/infer.h"
+#include "mixprec/infer/infer.h"
 
 namespace mixprec::infer {
 namespace {

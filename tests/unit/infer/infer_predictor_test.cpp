@@ -12,13 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/autograd.h"
-#include "mixprec/checkpoint.h"
-#include "mixprec/infer.h"
-#include "mixprec/models.h"
-#include "mixprec/nn.h"
-#include "mixprec/train_config.h"
-#include "mixprec/train_data.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/io/checkpoint.h"
+#include "mixprec/infer/infer.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/nn/nn.h"
+#include "mixprec/train/train_config.h"
+#include "mixprec/train/train_data.h"
 
 namespace mixprec::infer {
 namespace {

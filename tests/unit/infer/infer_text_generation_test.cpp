@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/autograd.h"
-#include "mixprec/infer.h"
-#include "mixprec/models.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/infer/infer.h"
+#include "mixprec/nn/models.h"
 
 namespace mixprec::infer {
 namespace {

@@ -4,7 +4,7 @@
 // inf/NaN scan, the resume-time checks of scaler/counters/rng_state, and the choice of the
 // checkpoint a resume or rollback continues from (never a non-finite one). Long because it
 // holds one case per corruption and per resume check; each case is a few lines.
-#include "mixprec/checkpoint.h"
+#include "mixprec/io/checkpoint.h"
 
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -26,11 +26,11 @@
 
 #include "core/convert.h"
 #include "core/random.h"
-#include "mixprec/autograd.h"
-#include "mixprec/data.h"
-#include "mixprec/precision.h"
-#include "mixprec/models.h"
-#include "mixprec/safetensors.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/data/data.h"
+#include "mixprec/amp/precision.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/io/safetensors.h"
 #include "train/precision_step.h"
 
 namespace mixprec {

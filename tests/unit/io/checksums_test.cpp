@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/safetensors.h"
-#include "mixprec/status.h"
+#include "mixprec/io/safetensors.h"
+#include "mixprec/core/status.h"
 
 namespace mixprec {
 namespace {

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/run_dir.h"
+#include "mixprec/io/run_dir.h"
 
 namespace mixprec {
 namespace {
@@ -83,7 +83,9 @@ TEST(MetricsLog, StepExtrasCarryMemoryAndTheOverflowingTensors) {
   MetricsLog::StepExtras plain;
   plain.memory_bytes = 1234;
   plain.peak_memory_bytes = 5678;
+  plain.ranks = 2;  // a data-parallel run's lines say how many processes
   MetricsLog::StepExtras skipped = plain;
+  skipped.ranks = 1;
   skipped.overflow_tensors = 10;
   for (int i = 0; i < 10; ++i) skipped.overflow.emplace_back("layer" + std::to_string(i) + ".weight", i + 1);
   skipped.overflow[1].first = "bad\xff\xfename";
@@ -100,12 +102,14 @@ TEST(MetricsLog, StepExtrasCarryMemoryAndTheOverflowingTensors) {
   EXPECT_EQ(a.at("memory_bytes"), 1234);
   EXPECT_EQ(a.at("peak_memory_bytes"), 5678);
   EXPECT_FALSE(a.contains("overflow"));
+  EXPECT_EQ(a.at("ranks"), 2);
   const auto b = nlohmann::json::parse(text[1]);  // throws (fails) if the bad name broke the line
   ASSERT_EQ(b.at("overflow").size(), MetricsLog::kMaxOverflowNames);
   EXPECT_EQ(b.at("overflow")[0].at("tensor"), "layer0.weight");
   EXPECT_EQ(b.at("overflow")[0].at("values"), 1);
   EXPECT_EQ(b.at("overflow")[1].at("tensor"), "bad\xef\xbf\xbd\xef\xbf\xbdname");
   EXPECT_EQ(b.at("overflow_tensors"), 10);
+  EXPECT_FALSE(b.contains("ranks"));  // one process: not written
   const auto c = nlohmann::json::parse(text[2]);
   EXPECT_FALSE(c.contains("memory_bytes"));
   auto back = read_metrics(t.path);
@@ -162,6 +166,47 @@ TEST(MetricsLog, PartialLastLineIsDroppedAndAMalformedEarlierLineIsDataLoss) {
   EXPECT_EQ(bad.status().code(), StatusCode::data_loss);
   EXPECT_NE(bad.status().message().find("line 1"), std::string::npos) << bad.status().message();
   EXPECT_NE(bad.status().message().find(t.path), std::string::npos) << bad.status().message();
+}
+
+// Gradient-underflow telemetry (--underflow-every): an object on the steps that counted it,
+// with totals, the tensor count and at most GradientUnderflow::kMaxNames worst tensors, names
+// not UTF-8 written with U+FFFD; absent from other lines; the reader keeps working.
+TEST(MetricsLog, StepExtrasCarryGradientUnderflow) {
+  TempFile t;
+  MetricsLog::StepExtras counted;
+  GradientUnderflow u;
+  u.values = 1000;
+  u.subnormal = 40;
+  u.flushed = 7;
+  u.tensors = 11;
+  for (int i = 0; i < 11; ++i) u.worst.push_back({"layer" + std::to_string(i) + ".weight", 100, 11 - i, i % 2});
+  u.worst[2].name = "<script>\xff</script>";
+  counted.underflow = u;
+  {
+    auto log = MetricsLog::open(t.path);
+    ASSERT_TRUE(log.is_ok()) << log.status().message();
+    ASSERT_TRUE((*log)->log_step(1, 0, 2.5, 1e-3, 65536, false, 0.25, counted).is_ok());
+    ASSERT_TRUE((*log)->log_step(2, 0, 2.4, 1e-3, 65536, false, 0.5, MetricsLog::StepExtras()).is_ok());
+  }
+  const auto text = lines(t.path);
+  ASSERT_EQ(text.size(), 2u);
+  const auto a = nlohmann::json::parse(text[0]);
+  const auto& g = a.at("grad_underflow");
+  EXPECT_EQ(g.at("dtype"), "f16");
+  EXPECT_EQ(g.at("values"), 1000);
+  EXPECT_EQ(g.at("subnormal"), 40);
+  EXPECT_EQ(g.at("flushed"), 7);
+  EXPECT_EQ(g.at("tensors"), 11);
+  ASSERT_EQ(g.at("worst").size(), GradientUnderflow::kMaxNames);
+  EXPECT_EQ(g.at("worst")[0].at("tensor"), "layer0.weight");
+  EXPECT_EQ(g.at("worst")[0].at("values"), 100);
+  EXPECT_EQ(g.at("worst")[0].at("subnormal"), 11);
+  EXPECT_EQ(g.at("worst")[1].at("flushed"), 1);
+  EXPECT_EQ(g.at("worst")[2].at("tensor"), "<script>\xef\xbf\xbd</script>");
+  EXPECT_FALSE(nlohmann::json::parse(text[1]).contains("grad_underflow"));
+  auto back = read_metrics(t.path);
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  EXPECT_EQ(back->records.size(), 2u);
 }
 
 }  // namespace

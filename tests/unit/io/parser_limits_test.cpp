@@ -21,14 +21,14 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/checkpoint.h"
-#include "mixprec/data.h"
-#include "mixprec/files.h"
-#include "mixprec/image.h"
-#include "mixprec/npy.h"
-#include "mixprec/run_dir.h"
-#include "mixprec/safetensors.h"
-#include "mixprec/train_config.h"
+#include "mixprec/io/checkpoint.h"
+#include "mixprec/data/data.h"
+#include "mixprec/io/files.h"
+#include "mixprec/data/image.h"
+#include "mixprec/data/npy.h"
+#include "mixprec/io/run_dir.h"
+#include "mixprec/io/safetensors.h"
+#include "mixprec/train/train_config.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define MIXPREC_TEST_ASAN 1

@@ -2,7 +2,7 @@
 // metrics.jsonl: exact line format, round trip, a partial last line left by kill -9, resume
 // truncation; the one-run-per-directory lock (busy naming the holder, released on kill -9)
 // and the fresh/resume/overwrite policy.
-#include "mixprec/run_dir.h"
+#include "mixprec/io/run_dir.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -6,7 +6,7 @@
 // incremental metrics reader: only complete new lines,
 // a partial last line held back until complete, offsets past the end, inside a line or of a
 // replaced file restart at 0, and bytes before the offset are never read again.
-#include "mixprec/run_index.h"
+#include "mixprec/io/run_index.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -16,7 +16,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "mixprec/run_dir.h"
+#include "mixprec/io/run_dir.h"
 
 namespace mixprec::runs {
 namespace {

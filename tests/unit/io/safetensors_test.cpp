@@ -2,7 +2,7 @@
 // of every dtype, one hostile file per validation rule (each must be data_loss naming the file
 // and the field), truncation at every byte, and all-or-nothing saves. Long because it holds
 // one case per validation rule of the reader; each case is a few lines.
-#include "mixprec/safetensors.h"
+#include "mixprec/io/safetensors.h"
 
 #include <gtest/gtest.h>
 #define XXH_INLINE_ALL

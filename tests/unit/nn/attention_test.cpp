@@ -14,11 +14,11 @@
 
 #include "autograd/node.h"
 #include "common/finite_diff.h"
-#include "mixprec/amp.h"
-#include "mixprec/autograd.h"
-#include "mixprec/memory.h"
-#include "mixprec/nn_attention.h"
-#include "mixprec/ops.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/core/memory.h"
+#include "mixprec/nn/nn_attention.h"
+#include "mixprec/ops/ops.h"
 
 namespace mixprec {
 namespace {

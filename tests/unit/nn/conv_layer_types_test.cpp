@@ -1,15 +1,15 @@
 // conv_layer_types_test.cpp: the layer types conv1d, conv_transpose2d and prelu (the worked
-// example of docs/design.md's "adding a layer type"): their shapes, parameter counts and
-// errors at file:line:column; their modules against independent float64 loops with PyTorch's
+// example of docs/design.md's "adding a layer type"), and the convolutions' groups and
+// dilation: their shapes, parameter counts and errors at file:line:column; their modules against independent float64 loops with PyTorch's
 // parameter layout and initialisation bounds; and model files using them training a few
 // steps. (Every layer type's ONNX graph is checked by onnx_export_test.)
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "mixprec/autograd.h"
-#include "mixprec/model_file.h"
-#include "mixprec/optim.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/nn/model_file.h"
+#include "mixprec/optim/optim.h"
 
 namespace mixprec::nn {
 namespace {
@@ -67,6 +67,59 @@ TEST(ConvLayerTypes, MistakesPointIntoTheFile) {
       "conv_transpose2d: the input [1, 4, 4] gives -2x-2 (expected 1..65536 each)");
   has(error_of("layers:\n  - prelu: {num_parameters: 2}\n", 3, 4, 4),
       "net.yaml:2:29: num_parameters: 2, but the input [3, 4, 4] has 3 channels");
+}
+
+// groups and dilation (PyTorch's meaning) on each convolution type: shapes, parameter counts
+// (each output channel reads in / groups input channels), the modules' weight layouts, and
+// the mistakes.
+TEST(ConvLayerTypes, GroupsAndDilation) {
+  // conv2d on 4x9x9, depthwise (groups 4), kernel 3 dilated by 2 (span 5), padding 1:
+  // (9 + 2 - 5) / 1 + 1 = 7.
+  auto rows = rows_of("layers: [conv2d: {out: 8, kernel: 3, padding: 1, dilation: 2, groups: 4}, flatten, "
+                      "linear: {out: classes}]",
+                      4, 9, 9);
+  EXPECT_EQ(rows[0].output_shape, (std::vector<int64_t>{8, 7, 7}));
+  EXPECT_EQ(rows[0].parameters, 8 * 1 * 3 * 3 + 8);
+  // conv1d on sequence [6, 8], groups 3, dilation 3 (span 7): (8 - 7) / 1 + 1 = 2.
+  rows = rows_of("layers: [sequence, conv1d: {out_channels: 3, kernel_size: 3, dilation: 3, groups: 3, bias: false}, "
+                 "flatten, linear: {out: classes}]",
+                 1, 6, 8);
+  EXPECT_EQ(rows[1].output_shape, (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(rows[1].parameters, 3 * 2 * 3);
+  // conv_transpose2d on 4x3x3, groups 2, dilation 3, output_padding 2 (< the dilation, not
+  // the stride 1): (3 - 1) * 1 - 0 + 3 * (2 - 1) + 1 + 2 = 8.
+  rows = rows_of("layers: [conv_transpose2d: {out_channels: 6, kernel_size: 2, dilation: 3, output_padding: 2, "
+                 "groups: 2}, global_avgpool, linear: {out: classes}]",
+                 4, 3, 3);
+  EXPECT_EQ(rows[0].output_shape, (std::vector<int64_t>{6, 8, 8}));
+  EXPECT_EQ(rows[0].parameters, 4 * 3 * 2 * 2 + 6);
+
+  const auto has = [](const std::string& message, const std::string& what) {
+    EXPECT_NE(message.find(what), std::string::npos) << message;
+  };
+  has(error_of("layers:\n  - conv2d: {out: 4, groups: 2}\n", 3, 8, 8),
+      "conv2d: groups 2 must divide the input's 3 channels and the 4 output channels");
+  has(error_of("layers:\n  - sequence\n  - conv1d: {out_channels: 3, kernel_size: 2, groups: 2}\n", 1, 4, 8),
+      "conv1d: groups 2 must divide the input's 4 channels and the 3 output channels");
+  has(error_of("layers:\n  - conv2d: {out: 4, kernel: 3, dilation: 4}\n", 1, 8, 8),
+      "conv2d: a 3x3 kernel dilated by 4 does not fit the input [1, 8, 8] with padding 0");
+  has(error_of("layers:\n  - conv2d: {out: 4, dilation: 0}\n", 1, 8, 8), "dilation");
+  has(error_of("layers:\n  - conv_transpose2d: {out_channels: 2, kernel_size: 2, stride: 2, dilation: 2, "
+               "output_padding: 2}\n", 1, 4, 4),
+      "output_padding: 2 must be smaller than the stride 2 or the dilation 2");
+
+  // The modules: PyTorch's weight layouts and fan-in (dim 1 times the kernel's size).
+  manual_seed(5);
+  Conv2d c2(4, 8, 3, 1, 1, true, 2, 4);
+  EXPECT_EQ(c2.weight.shape(), (Shape{8, 1, 3, 3}));
+  for (double v : c2.weight.to_vector_f64()) EXPECT_LE(std::abs(v), 1.0 / 3.0);
+  Conv1d c1(6, 3, 3, 1, 0, 3, 3);
+  EXPECT_EQ(c1.weight.shape(), (Shape{3, 2, 3}));
+  ConvTranspose2d ct(4, 6, 2, 1, 0, 2, 2, true, 3);
+  EXPECT_EQ(ct.weight.shape(), (Shape{4, 3, 2, 2}));
+  EXPECT_EQ(ct(Tensor::uniform({1, 4, 3, 3}, -1, 1)).shape(), (Shape{1, 6, 8, 8}));
+  EXPECT_THROW(Conv2d(3, 4, 3, 1, 0, true, 1, 2), Error);
+  EXPECT_THROW(ConvTranspose2d(4, 3, 3, 1, 0, 0, 2), Error);
 }
 
 // The module's output against a float64 loop over its own weights.
@@ -158,6 +211,10 @@ TEST(ConvLayerTypes, ModelFilesWithThemTrain) {
                 1, 6, 6);
   expect_trains("layers: [conv2d: {out: 4, kernel: 3, stride: 2, padding: 1}, prelu, conv_transpose2d: "
                 "{out_channels: 3, kernel_size: 2, stride: 2}, relu, flatten, linear: {out: classes}]",
+                2, 6, 6);
+  expect_trains("layers: [conv2d: {out: 4, kernel: 3, padding: 2, dilation: 2, groups: 2}, prelu, conv_transpose2d: "
+                "{out_channels: 4, kernel_size: 2, stride: 2, dilation: 2, groups: 2}, relu, sequence, conv1d: "
+                "{out_channels: 4, kernel_size: 3, dilation: 2, groups: 4}, flatten, linear: {out: classes}]",
                 2, 6, 6);
 }
 

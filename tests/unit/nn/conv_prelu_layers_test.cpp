@@ -5,8 +5,8 @@
 
 #include <cmath>
 
-#include "mixprec/amp.h"
-#include "mixprec/nn.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/nn/nn.h"
 
 namespace mixprec {
 namespace {
@@ -88,10 +88,10 @@ TEST(PReLUModule, OneWeightOrOnePerChannel) {
 
 TEST(ConvModules, BadArgumentsAreErrors) {
   EXPECT_THROW(nn::Conv1d(0, 5, 3), Error);
-  EXPECT_THROW(nn::Conv1d(3, 5, 3, 1, 0, 2), Error);     // dilation 2
-  EXPECT_THROW(nn::Conv1d(4, 4, 3, 1, 0, 1, 2), Error);  // groups 2
+  EXPECT_THROW(nn::Conv1d(3, 5, 3, 1, 0, 0), Error);     // dilation 0
+  EXPECT_THROW(nn::Conv1d(4, 5, 3, 1, 0, 1, 2), Error);  // 5 outputs in 2 groups
   EXPECT_THROW(nn::ConvTranspose2d(4, 3, 0), Error);
-  EXPECT_THROW(nn::ConvTranspose2d(4, 4, 3, 1, 0, 0, 2), Error);  // groups 2
+  EXPECT_THROW(nn::ConvTranspose2d(3, 4, 3, 1, 0, 0, 2), Error);  // 3 inputs in 2 groups
   EXPECT_THROW(nn::PReLU(0), Error);
 }
 

@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "common/finite_diff.h"
-#include "mixprec/amp.h"
-#include "mixprec/autograd.h"
-#include "mixprec/models.h"
-#include "mixprec/nn_attention.h"
-#include "mixprec/ops.h"
-#include "mixprec/optim.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/nn/nn_attention.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/optim/optim.h"
 
 namespace mixprec {
 namespace {

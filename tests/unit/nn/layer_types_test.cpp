@@ -10,8 +10,8 @@
 #include <sstream>
 #include <string>
 
-#include "mixprec/autograd.h"
-#include "mixprec/model_file.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/nn/model_file.h"
 #include "nn/layer_type.h"
 
 namespace mixprec::nn {

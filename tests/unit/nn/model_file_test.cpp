@@ -11,9 +11,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "mixprec/autograd.h"
-#include "mixprec/model_file.h"
-#include "mixprec/models.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/nn/model_file.h"
+#include "mixprec/nn/models.h"
 
 namespace mixprec::nn {
 namespace {

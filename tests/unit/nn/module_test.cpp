@@ -4,8 +4,8 @@
 // keeping normalisation in f32, and the per-module autocast override.
 #include <gtest/gtest.h>
 
-#include "mixprec/amp.h"
-#include "mixprec/nn.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/nn/nn.h"
 
 namespace mixprec {
 namespace {

@@ -1,6 +1,6 @@
 // normalization_layers_test.cpp: the LayerNorm, BatchNorm2d, GELU and Dropout modules
 // (PyTorch defaults, running statistics, the O2 normalisation marker).
-#include "mixprec/ops.h"
+#include "mixprec/ops/ops.h"
 
 #include <gtest/gtest.h>
 
@@ -9,9 +9,9 @@
 #include <string>
 
 #include "common/tensor_checks.h"
-#include "mixprec/amp.h"
-#include "mixprec/autograd.h"
-#include "mixprec/nn.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/nn/nn.h"
 
 namespace mixprec {
 namespace {

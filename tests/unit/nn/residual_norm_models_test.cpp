@@ -11,11 +11,11 @@
 #include <string>
 
 #include "common/tensor_checks.h"
-#include "mixprec/amp.h"
-#include "mixprec/autograd.h"
-#include "mixprec/models.h"
-#include "mixprec/nn_attention.h"
-#include "mixprec/optim.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/nn/nn_attention.h"
+#include "mixprec/optim/optim.h"
 
 namespace mixprec {
 namespace {

@@ -8,8 +8,8 @@
 #include <cmath>
 
 #include "common/finite_diff.h"
-#include "mixprec/autograd.h"
-#include "mixprec/models.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/nn/models.h"
 
 namespace mixprec {
 namespace {

@@ -8,10 +8,10 @@
 #include <cmath>
 
 #include "common/finite_diff.h"
-#include "mixprec/amp.h"
-#include "mixprec/autograd.h"
-#include "mixprec/model_file.h"
-#include "mixprec/nn_attention.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/nn/model_file.h"
+#include "mixprec/nn/nn_attention.h"
 
 namespace mixprec::nn {
 namespace {

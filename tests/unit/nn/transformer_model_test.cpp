@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/amp.h"
-#include "mixprec/models.h"
-#include "mixprec/ops.h"
-#include "mixprec/optim.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/optim/optim.h"
 
 namespace mixprec {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-#include "mixprec/train.h"
+#include "mixprec/train/train.h"
 
 namespace mixprec {
 namespace {

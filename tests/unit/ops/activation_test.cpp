@@ -1,6 +1,6 @@
 // activation_test.cpp: gelu, dropout and pow forward values against hand-computed numbers and
 // float64 math (gelu in f32/bf16 forward and backward), dropout's mask and scaling.
-#include "mixprec/ops.h"
+#include "mixprec/ops/ops.h"
 
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -10,9 +10,9 @@
 #include <string>
 
 #include "common/tensor_checks.h"
-#include "mixprec/amp.h"
-#include "mixprec/autograd.h"
-#include "mixprec/nn.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/nn/nn.h"
 
 namespace mixprec {
 namespace {

@@ -13,10 +13,10 @@
 #include <tuple>
 
 #include "common/tensor_checks.h"
-#include "mixprec/amp.h"
-#include "mixprec/autograd.h"
-#include "mixprec/ops.h"
-#include "mixprec/ops_fused.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/ops/ops_fused.h"
 
 namespace mixprec {
 namespace {

@@ -1,4 +1,4 @@
-// batch_norm_sync_test.cpp: --sync-bn's BatchNorm (include/mixprec/batch_norm_sync.h). Two
+// batch_norm_sync_test.cpp: --sync-bn's BatchNorm (include/mixprec/backend/batch_norm_sync.h). Two
 // threads stand in for two processes, each with its own half of a batch and its own
 // BatchNormSyncGuard (thread-local, as on a rank), summing through a shared exchange. The
 // reference is one batch_norm over the whole batch: the outputs, the running statistics, the
@@ -10,9 +10,9 @@
 #include <mutex>
 #include <thread>
 
-#include "mixprec/autograd.h"
-#include "mixprec/batch_norm_sync.h"
-#include "mixprec/ops.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/backend/batch_norm_sync.h"
+#include "mixprec/ops/ops.h"
 
 namespace mixprec {
 namespace {

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "mixprec/amp.h"
-#include "mixprec/ops.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/ops/ops.h"
 
 namespace mixprec {
 namespace {

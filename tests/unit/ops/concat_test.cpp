@@ -1,5 +1,5 @@
 // concat_test.cpp: cat and stack along each dim, channels-last inputs, mixed dtypes.
-#include "mixprec/ops.h"
+#include "mixprec/ops/ops.h"
 
 #include <gtest/gtest.h>
 
@@ -8,9 +8,9 @@
 #include <string>
 
 #include "common/tensor_checks.h"
-#include "mixprec/amp.h"
-#include "mixprec/autograd.h"
-#include "mixprec/nn.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/nn/nn.h"
 
 namespace mixprec {
 namespace {

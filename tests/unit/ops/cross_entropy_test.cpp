@@ -13,9 +13,9 @@
 #include <limits>
 #include <vector>
 
-#include "mixprec/amp.h"
-#include "mixprec/autograd.h"
-#include "mixprec/ops.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/ops/ops.h"
 
 namespace mixprec {
 namespace {

@@ -7,8 +7,8 @@
 
 #include <cmath>
 
-#include "mixprec/autograd.h"
-#include "mixprec/ops.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/ops/ops.h"
 
 namespace mixprec {
 namespace {

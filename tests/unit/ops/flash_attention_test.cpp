@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "common/finite_diff.h"
-#include "mixprec/autograd.h"
-#include "mixprec/memory.h"
-#include "mixprec/ops.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/core/memory.h"
+#include "mixprec/ops/ops.h"
 
 namespace mixprec {
 namespace {

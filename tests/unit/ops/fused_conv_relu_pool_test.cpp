@@ -13,9 +13,9 @@
 #include <random>
 
 #include "backend/cpu/conv_relu_pool.h"
-#include "mixprec/nn.h"
-#include "mixprec/ops.h"
-#include "mixprec/ops_fused.h"
+#include "mixprec/nn/nn.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/ops/ops_fused.h"
 
 namespace mixprec {
 namespace {

@@ -12,8 +12,8 @@
 
 #include "backend/cpu/relu_max_pool.h"
 #include "backend/kernels.h"
-#include "mixprec/ops.h"
-#include "mixprec/ops_fused.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/ops/ops_fused.h"
 
 namespace mixprec {
 namespace {

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <limits>
 
-#include "mixprec/autograd.h"
-#include "mixprec/models.h"
-#include "mixprec/ops.h"
-#include "mixprec/ops_fused.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/ops/ops.h"
+#include "mixprec/ops/ops_fused.h"
 
 namespace mixprec {
 namespace {

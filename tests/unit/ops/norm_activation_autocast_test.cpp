@@ -1,6 +1,6 @@
 // norm_activation_autocast_test.cpp: the autocast dtypes of layer_norm, batch_norm, pow, gelu,
 // dropout, cat and stack (bit-identity with a manual cast), and their error messages.
-#include "mixprec/ops.h"
+#include "mixprec/ops/ops.h"
 
 #include <gtest/gtest.h>
 
@@ -9,9 +9,9 @@
 #include <string>
 
 #include "common/tensor_checks.h"
-#include "mixprec/amp.h"
-#include "mixprec/autograd.h"
-#include "mixprec/nn.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/nn/nn.h"
 
 namespace mixprec {
 namespace {

@@ -1,6 +1,6 @@
 // norm_test.cpp: layer_norm and batch_norm forward values against hand-computed numbers and
 // float64 math, channels-last bit-identity, and mixed dtypes outside autocast.
-#include "mixprec/ops.h"
+#include "mixprec/ops/ops.h"
 
 #include <gtest/gtest.h>
 
@@ -9,9 +9,9 @@
 #include <string>
 
 #include "common/tensor_checks.h"
-#include "mixprec/amp.h"
-#include "mixprec/autograd.h"
-#include "mixprec/nn.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/nn/nn.h"
 
 namespace mixprec {
 namespace {

@@ -17,8 +17,8 @@
 
 #include "common/autograd_check.h"
 #include "common/finite_diff.h"
-#include "mixprec/amp.h"
-#include "mixprec/autograd.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/autograd/autograd.h"
 #include "ops/registry.h"
 
 namespace mixprec {

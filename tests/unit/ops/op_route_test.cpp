@@ -26,9 +26,9 @@
 
 #include "backend/dispatch_log.h"
 #include "common/finite_diff.h"
-#include "mixprec/amp.h"
-#include "mixprec/autograd.h"
-#include "mixprec/ops.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/ops/ops.h"
 #include "ops/dispatch.h"
 #include "ops/registry.h"
 
@@ -56,10 +56,10 @@ std::vector<fs::path> sources_in(const fs::path& dir) {
 
 // The functions returning a Tensor (or attention's operands, or add_layer_norm's two
 // outputs) declared in the public op headers, and the ops ops.def declares
-// (MIXPREC_UNARY_OP lines).
+// (MIXPREC_UNARY_OP and MIXPREC_BINARY_OP lines).
 std::set<std::string> public_ops() {
   const std::regex decl(R"(^(?:Tensor|AttentionOperands|ResidualLayerNorm)\s+([a-z_0-9]+)\s*\()");
-  const std::regex unary(R"(^MIXPREC_UNARY_OP\(([a-z_0-9]+),)");
+  const std::regex unary(R"(^MIXPREC_(?:UNARY|BINARY)_OP\(([a-z_0-9]+),)");
   std::set<std::string> names;
   for (const char* h : {"ops.h", "ops_fused.h", "ops.def"})
     for (const auto& line : lines_of(kSource / "include/mixprec" / h)) {

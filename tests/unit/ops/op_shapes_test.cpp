@@ -12,8 +12,8 @@
 #include <map>
 #include <string>
 
-#include "mixprec/autograd.h"
-#include "mixprec/ops.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/ops/ops.h"
 
 namespace mixprec {
 namespace {
@@ -22,6 +22,8 @@ using Args = const std::vector<Tensor>&;
 using Kw = const nlohmann::json&;
 
 double kw(Kw k, const char* name, double fallback) { return k.contains(name) ? k.at(name).get<double>() : fallback; }
+int64_t ik(Kw k, const char* name, int64_t fallback) { return k.contains(name) ? k.at(name).get<int64_t>() : fallback; }
+Tensor opt(Args x, size_t i) { return x.size() > i ? x[i] : Tensor(); }
 
 // The golden's op names, called with its keyword arguments.
 const std::map<std::string, std::function<Tensor(Args, Kw)>>& ops() {
@@ -37,20 +39,28 @@ const std::map<std::string, std::function<Tensor(Args, Kw)>>& ops() {
       {"chain_matmul", [](Args x, Kw) { return chain_matmul(x); }},
       {"prelu", [](Args x, Kw) { return prelu(x.at(0), x.at(1)); }},
       {"conv1d", [](Args x, Kw k) {
-         return conv1d(x.at(0), x.at(1), x.size() > 2 ? x[2] : Tensor(), int64_t(kw(k, "stride", 1)),
-                       int64_t(kw(k, "padding", 0)));
+         return conv1d(x.at(0), x.at(1), opt(x, 2), ik(k, "stride", 1), ik(k, "padding", 0), ik(k, "dilation", 1),
+                       ik(k, "groups", 1));
+       }},
+      {"conv2d", [](Args x, Kw k) {
+         return conv2d(x.at(0), x.at(1), opt(x, 2), ik(k, "stride", 1), ik(k, "padding", 0), ik(k, "dilation", 1),
+                       ik(k, "groups", 1));
        }},
       {"conv3d", [](Args x, Kw k) {
-         return conv3d(x.at(0), x.at(1), x.size() > 2 ? x[2] : Tensor(), int64_t(kw(k, "stride", 1)),
-                       int64_t(kw(k, "padding", 0)));
+         return conv3d(x.at(0), x.at(1), opt(x, 2), ik(k, "stride", 1), ik(k, "padding", 0), ik(k, "dilation", 1),
+                       ik(k, "groups", 1));
        }},
       {"conv_transpose1d", [](Args x, Kw k) {
-         return conv_transpose1d(x.at(0), x.at(1), x.size() > 2 ? x[2] : Tensor(), int64_t(kw(k, "stride", 1)),
-                                 int64_t(kw(k, "padding", 0)), int64_t(kw(k, "output_padding", 0)));
+         return conv_transpose1d(x.at(0), x.at(1), opt(x, 2), ik(k, "stride", 1), ik(k, "padding", 0),
+                                 ik(k, "output_padding", 0), ik(k, "groups", 1), ik(k, "dilation", 1));
        }},
       {"conv_transpose2d", [](Args x, Kw k) {
-         return conv_transpose2d(x.at(0), x.at(1), x.size() > 2 ? x[2] : Tensor(), int64_t(kw(k, "stride", 1)),
-                                 int64_t(kw(k, "padding", 0)), int64_t(kw(k, "output_padding", 0)));
+         return conv_transpose2d(x.at(0), x.at(1), opt(x, 2), ik(k, "stride", 1), ik(k, "padding", 0),
+                                 ik(k, "output_padding", 0), ik(k, "groups", 1), ik(k, "dilation", 1));
+       }},
+      {"conv_transpose3d", [](Args x, Kw k) {
+         return conv_transpose3d(x.at(0), x.at(1), opt(x, 2), ik(k, "stride", 1), ik(k, "padding", 0),
+                                 ik(k, "output_padding", 0), ik(k, "groups", 1), ik(k, "dilation", 1));
        }},
   };
   return m;

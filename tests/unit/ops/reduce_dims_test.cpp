@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/autograd.h"
-#include "mixprec/ops.h"
+#include "mixprec/autograd/autograd.h"
+#include "mixprec/ops/ops.h"
 
 namespace mixprec {
 namespace {

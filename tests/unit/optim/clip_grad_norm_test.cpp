@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "mixprec/optim.h"
+#include "mixprec/optim/optim.h"
 
 namespace mixprec {
 namespace {

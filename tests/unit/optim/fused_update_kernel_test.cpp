@@ -14,8 +14,8 @@
 #include <random>
 
 #include "core/nonfinite_scan.h"
-#include "mixprec/half.h"
-#include "mixprec/optim.h"
+#include "mixprec/core/half.h"
+#include "mixprec/optim/optim.h"
 #include "optim/update_math.h"
 
 namespace mixprec::optim {

@@ -11,15 +11,15 @@
 #include <optional>
 #include <random>
 
-#include "mixprec/amp.h"
-#include "mixprec/data.h"
-#include "mixprec/grad_scaler.h"
-#include "mixprec/half.h"
-#include "mixprec/memory.h"
-#include "mixprec/models.h"
-#include "mixprec/optim.h"
-#include "mixprec/precision.h"
-#include "mixprec/status.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/data/data.h"
+#include "mixprec/amp/grad_scaler.h"
+#include "mixprec/core/half.h"
+#include "mixprec/core/memory.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/optim/optim.h"
+#include "mixprec/amp/precision.h"
+#include "mixprec/core/status.h"
 #include "train/precision_step.h"
 
 namespace mixprec {

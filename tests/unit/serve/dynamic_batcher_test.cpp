@@ -7,7 +7,7 @@
 #include <mutex>
 #include <thread>
 
-#include "mixprec/serve.h"
+#include "mixprec/serve/serve.h"
 
 namespace mixprec::serve {
 namespace {

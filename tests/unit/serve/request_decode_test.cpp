@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "mixprec/serve.h"
+#include "mixprec/serve/serve.h"
 
 namespace mixprec::serve {
 namespace {

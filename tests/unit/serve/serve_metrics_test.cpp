@@ -4,7 +4,7 @@
 
 #include <sstream>
 
-#include "mixprec/serve.h"
+#include "mixprec/serve/serve.h"
 
 namespace mixprec::serve {
 namespace {

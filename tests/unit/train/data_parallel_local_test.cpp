@@ -4,8 +4,8 @@
 // alone), the weighted loss, and agreement checks. Several ranks: tests/e2e/data_parallel_test.sh.
 #include <gtest/gtest.h>
 
-#include "mixprec/distributed.h"
-#include "mixprec/half.h"
+#include "mixprec/dist/distributed.h"
+#include "mixprec/core/half.h"
 #include "train/data_parallel.h"
 
 namespace mixprec::train {

@@ -8,7 +8,7 @@
 
 #include <cmath>
 
-#include "mixprec/half.h"
+#include "mixprec/core/half.h"
 #include "train/gradient_reducer.h"
 
 namespace mixprec::train {

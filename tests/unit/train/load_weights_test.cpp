@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <string>
 
-#include "mixprec/models.h"
-#include "mixprec/safetensors.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/io/safetensors.h"
 #include "train/checkpointing.h"
 
 namespace mixprec {

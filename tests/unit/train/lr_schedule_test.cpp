@@ -6,8 +6,8 @@
 
 #include <cmath>
 
-#include "mixprec/train.h"
-#include "mixprec/train_config.h"
+#include "mixprec/train/train.h"
+#include "mixprec/train/train_config.h"
 
 namespace mixprec::train {
 namespace {

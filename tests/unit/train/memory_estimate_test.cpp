@@ -16,9 +16,9 @@
 #include <string>
 
 #include "unit/data/data_test_util.h"
-#include "mixprec/memory.h"
-#include "mixprec/model_file.h"
-#include "mixprec/train.h"
+#include "mixprec/core/memory.h"
+#include "mixprec/nn/model_file.h"
+#include "mixprec/train/train.h"
 #include "train/memory_estimate.h"
 
 namespace mixprec::train {

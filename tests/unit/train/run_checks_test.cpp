@@ -12,10 +12,10 @@
 #include <string>
 
 #include "unit/data/data_test_util.h"
-#include "mixprec/checkpoint.h"
-#include "mixprec/model_file.h"
-#include "mixprec/train.h"
-#include "mixprec/train_config.h"
+#include "mixprec/io/checkpoint.h"
+#include "mixprec/nn/model_file.h"
+#include "mixprec/train/train.h"
+#include "mixprec/train/train_config.h"
 
 namespace mixprec {
 namespace {

@@ -1,4 +1,4 @@
-// train_config_test.cpp: the table of settings (mixprec/train_config.h) and what walks it.
+// train_config_test.cpp: the table of settings (mixprec/train/train_config.h) and what walks it.
 // Every row is unique and complete; every saved field survives config.json with a
 // non-default value and no unsaved one is written; a field of the wrong type, or an integer
 // out of its type's range, is invalid_argument naming the field; unknown keys are ignored;
@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "mixprec/train_config.h"
+#include "mixprec/train/train_config.h"
 
 #include <cmath>
 #include <set>

@@ -3,12 +3,18 @@
 // 1.5 s, from the byte offset it last got: the server reads only what is new), and draws them
 // with Chart.js. Run names, paths and values are user input: they are only ever put in as
 // text (textContent, DOM nodes), never as HTML.
+// Longer than 400 lines: the page's one script (no bundler, no modules: the CSP allows only
+// 'self' scripts and the server embeds these files as they are); table, charts and the
+// underflow and skipped-step lists share one state object.
 "use strict";
 
 const RUNS_EVERY_MS = 5000, METRICS_EVERY_MS = 1500;
 const COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777", "#4b5563", "#65a30d"];
 const KNOWN_STEP_FIELDS = new Set(["type", "step", "epoch", "loss", "lr", "scale", "skipped", "time",
-  "memory_bytes", "peak_memory_bytes", "overflow", "overflow_tensors"]);
+  "memory_bytes", "peak_memory_bytes", "overflow", "overflow_tensors", "grad_underflow", "ranks"]);
+// Why a run has no gradient-underflow counts (docs/amp.md, "Underflow telemetry").
+const UNDERFLOW_NOT_COUNTED = "not counted: only runs whose gradients pass through f16 (amp-fp16, o2-fp16, pure-fp16) " +
+  "count them; bf16 has f32's exponent range, so nothing underflows in bf16 that f32 would keep";
 
 const state = {
   runs: [], experiments: [], byId: new Map(),
@@ -288,6 +294,14 @@ const CHARTS = [
     points: (r, s) => s.steps.filter(p => typeof p.memory_bytes === "number").map(p => ({ x: p.step, y: p.memory_bytes / 1048576 })) },
   { name: "peak_memory", title: "peak tensor memory so far (MiB)",
     points: (r, s) => s.steps.filter(p => typeof p.peak_memory_bytes === "number").map(p => ({ x: p.step, y: p.peak_memory_bytes / 1048576 })) },
+  { name: "underflow", title: "gradient underflow in f16 (scaled gradients, values)",
+    note: "per counted step (--underflow-every): elements f16 keeps only as subnormals (2^-25 < |g| < 2^-14) and flushes to 0 (0 < |g| <= 2^-25); f16 runs only",
+    sets: (r, s) => {
+      const counted = s.steps.filter(p => p.grad_underflow && typeof p.grad_underflow === "object");
+      return [["subnormal", "subnormal"], ["flushed", "flushed to 0"]].map(([k, label]) => ({
+        label: r.name + " " + label,
+        data: counted.filter(p => typeof p.grad_underflow[k] === "number").map(p => ({ x: p.step, y: p.grad_underflow[k] })) }));
+    } },
   { name: "other", title: "other logged values", note: "numbers in step lines beyond step, loss, lr, scale, time",
     points: () => [] },
 ];
@@ -312,7 +326,7 @@ function ensureChart(def) {
   return entry;
 }
 
-// Extra numeric step fields (newer writers: underflow counts, memory, ...), one line each.
+// Extra numeric step fields (newer writers' fields this page does not know yet), one line each.
 function otherDatasets(run, s) {
   const keys = new Set();
   for (const p of s.steps) for (const [k, v] of Object.entries(p)) if (!KNOWN_STEP_FIELDS.has(k) && typeof v === "number") keys.add(k);
@@ -328,14 +342,45 @@ function drawCharts() {
       const run = state.byId.get(id), s = state.series.get(id);
       if (!run || !s) continue;
       const colour = colourOf(id);
-      const sets = def.name === "other" ? otherDatasets(run, s) : [{ label: run.name, data: def.points(run, s) }];
+      const sets = def.name === "other" ? otherDatasets(run, s) : def.sets ? def.sets(run, s) : [{ label: run.name, data: def.points(run, s) }];
       for (const d of sets) datasets.push({ ...d, borderColor: colour, backgroundColor: colour, pointRadius: d.data.length > 60 ? 0 : 2 });
     }
     chart.data.datasets = datasets;
     chart.update("none");
     figure.dataset.points = String(datasets.reduce((n, d) => n + d.data.length, 0));
   }
+  drawUnderflowList();
   drawSkippedList();
+}
+
+// Each ticked run's latest gradient-underflow count with its worst tensors, or why it has
+// none. Tensor names come from model files: set as text by el(), never as HTML.
+function drawUnderflowList() {
+  const box = document.getElementById("underflow");
+  box.replaceChildren();
+  for (const id of state.selected) {
+    const run = state.byId.get(id), s = state.series.get(id);
+    if (!run || !s) continue;
+    const counted = s.steps.filter(p => p.grad_underflow && typeof p.grad_underflow === "object");
+    if (counted.length === 0) {
+      box.append(el("div", { class: "underflow-run" }, run.name + ": gradient underflow " + UNDERFLOW_NOT_COUNTED));
+      continue;
+    }
+    const last = counted[counted.length - 1], u = last.grad_underflow;
+    const worst = Array.isArray(u.worst) ? u.worst : [];
+    const div = el("div", { class: "underflow-run" }, run.name + ": step " + fmt(last.step) + ", of " + fmt(u.values) +
+      " gradient values (scaled by " + fmt(last.scale) + ") " + fmt(u.subnormal) + " are f16 subnormals and " + fmt(u.flushed) +
+      " flush to 0, in " + fmt(u.tensors) + " tensors" + (worst.length ? "; the worst:" : ""));
+    if (worst.length) {
+      const list = el("ul", {});
+      for (const w of worst)
+        list.append(el("li", { class: "underflow-tensor" }, String(w.tensor) + ": " + fmt(w.subnormal) + " subnormal, " +
+          fmt(w.flushed) + " flushed, of " + fmt(w.values)));
+      if (u.tensors > worst.length) list.append(el("li", {}, "and " + (u.tensors - worst.length) + " more tensors"));
+      div.append(list);
+    }
+    box.append(div);
+  }
 }
 
 // The skipped steps of the ticked runs, with whatever a step line says beyond the usual

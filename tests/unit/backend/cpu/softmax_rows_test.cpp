@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "backend/cpu/softmax_rows.h"
-#include "mixprec/half.h"
+#include "mixprec/core/half.h"
 
 namespace mixprec {
 namespace {

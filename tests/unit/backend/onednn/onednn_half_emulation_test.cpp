@@ -16,9 +16,9 @@
 
 #include "backend/kernels.h"
 #include "backend/onednn/half_emulation.h"
-#include "mixprec/amp.h"
-#include "mixprec/models.h"
-#include "mixprec/ops.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/nn/models.h"
+#include "mixprec/ops/ops.h"
 #include "ops/dispatch.h"
 #include "unit/backend/onednn_test_util.h"
 

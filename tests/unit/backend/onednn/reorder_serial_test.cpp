@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "backend/kernels.h"
-#include "mixprec/amp.h"
-#include "mixprec/ops.h"
+#include "mixprec/amp/amp.h"
+#include "mixprec/ops/ops.h"
 #include "unit/backend/onednn_test_util.h"
 
 namespace mixprec {

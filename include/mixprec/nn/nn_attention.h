@@ -1,0 +1,86 @@
+// nn_attention.h: self-attention and the transformer encoder layer (torch.nn's
+// MultiheadAttention with batch_first=True, and TransformerEncoderLayer with norm_first=False),
+// named so that a PyTorch state_dict maps onto named_parameters() one to one:
+//   self_attn.in_proj_weight [3E, E], self_attn.in_proj_bias [3E],
+//   self_attn.out_proj.weight [E, E], self_attn.out_proj.bias [E],
+//   linear1.{weight,bias}, linear2.{weight,bias}, norm1.{weight,bias}, norm2.{weight,bias}.
+// Letters: B batch, S sequence, E = d_model, H heads, D = E / H per head.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "mixprec/nn/nn.h"
+#include "mixprec/nn/nn_sequence.h"  // the key padding mask MultiheadAttention takes
+
+namespace mixprec::nn {
+
+// Self-attention: softmax(Q K^T / sqrt(D)) V per head (with causal, position i attends to
+// positions 0..i only, as PyTorch's is_causal=True / a -inf upper-triangle mask), where
+// [Q K V] = x in_proj_weight^T + in_proj_bias (rows 0..E-1 of in_proj give Q, then K, then V),
+// followed by out_proj. The attention itself is the fused scaled_dot_product_attention
+// (autocast: lower, so it reads the autocast dtype; f32 inside), or, on the unfused route
+// (fused_from() below), two matmuls (autocast: lower) around softmax (autocast: fp32) or,
+// for 16-bit or causal scores, attention_softmax.
+// Initialisation as PyTorch's: in_proj_weight xavier_uniform, in_proj_bias and
+// out_proj.bias zeros, out_proj.weight like Linear's.
+class MultiheadAttention : public Module {
+ public:
+  MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool bias = true,
+                     bool causal = false);
+  Tensor forward(const Tensor& input) override;  // [B, S, E] -> [B, S, E]
+  // With a key padding mask (PyTorch's key_padding_mask as an additive float mask): [B, S],
+  // 0 where a position may be attended to and kPaddingScore where it is padding
+  // (key_padding_mask(): no query sees a padded key). Undefined: no mask.
+  Tensor forward(const Tensor& input, const Tensor& key_padding);
+  // One new position of one sequence (text generation with a key/value cache): x [1, E] is
+  // the position's input; its key and value are appended to k_cache / v_cache ([H, t, D],
+  // undefined when empty) and it attends to every cached position, itself included: the
+  // causal attention of forward() at that position, without recomputing the earlier ones.
+  Tensor forward_step(const Tensor& x, Tensor& k_cache, Tensor& v_cache);
+  const char* type_name() const override { return "MultiheadAttention"; }
+  Tensor in_proj_weight;  // [3E, E]
+  Tensor in_proj_bias;    // [3E] or undefined
+  std::shared_ptr<Linear> out_proj;
+  int64_t embed_dim, num_heads, head_dim;
+  double dropout;  // on the attention weights, training mode only
+  bool causal;     // decoder self-attention: no position sees a later one
+  // Sequences at least this long go through the fused scaled_dot_product_attention (memory
+  // grows with S, not S^2; causal blocks skipped; key padding as a per-key bias) unless
+  // dropout on the weights is active (the fused kernel has none); shorter ones take the
+  // matmul-softmax-matmul route, the reference the fused one is tested against, and faster
+  // per step than the fused kernel's f32 products where oneDNN has bf16 ones (AVX512-BF16).
+  // Default 1024; the environment's MIXPREC_ATTENTION_FUSED_FROM when set (1: always fused).
+  // set_fused_from() changes it for the whole process (tests: a huge value selects the
+  // unfused route) and returns the previous value.
+  static int64_t fused_from();
+  static int64_t set_fused_from(int64_t positions);
+};
+
+enum class Activation : uint8_t { relu, gelu };
+
+// Post-norm encoder layer (PyTorch's default norm_first=False):
+//   x = norm1(x + dropout1(self_attn(x)))
+//   x = norm2(x + dropout2(linear2(dropout(activation(linear1(x))))))
+// The activation defaults to exact GELU here; PyTorch's default is ReLU (pass
+// activation='gelu' there to match).
+class TransformerEncoderLayer : public Module {
+ public:
+  TransformerEncoderLayer(int64_t d_model, int64_t nhead, int64_t dim_feedforward = 2048,
+                          double dropout = 0.0, Activation activation = Activation::gelu,
+                          double layer_norm_eps = 1e-5);
+  Tensor forward(const Tensor& input) override;  // [B, S, E] -> [B, S, E]
+  // Its self-attention given a key padding mask (MultiheadAttention::forward).
+  Tensor forward(const Tensor& input, const Tensor& key_padding);
+  const char* type_name() const override { return "TransformerEncoderLayer"; }
+  std::shared_ptr<MultiheadAttention> self_attn;
+  std::shared_ptr<Linear> linear1, linear2;
+  std::shared_ptr<LayerNorm> norm1, norm2;
+  std::shared_ptr<Dropout> dropout, dropout1, dropout2;
+  Activation activation;
+};
+
+// A Linear layer applied to every position of [B, S, in] (linear takes 2-D input, so the
+// tokens are flattened to [B*S, in] and back; both reshapes are views).
+Tensor linear_over_tokens(Linear& linear, const Tensor& input);
+
+}  // namespace mixprec::nn

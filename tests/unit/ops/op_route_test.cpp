@@ -62,7 +62,7 @@ std::set<std::string> public_ops() {
   const std::regex unary(R"(^MIXPREC_(?:UNARY|BINARY)_OP\(([a-z_0-9]+),)");
   std::set<std::string> names;
   for (const char* h : {"ops.h", "ops_fused.h", "ops.def"})
-    for (const auto& line : lines_of(kSource / "include/mixprec" / h)) {
+    for (const auto& line : lines_of(kSource / "include/mixprec/ops" / h)) {
       std::smatch m;
       if (std::regex_search(line, m, decl) || std::regex_search(line, m, unary)) names.insert(m[1]);
     }

@@ -113,6 +113,7 @@ MIXPREC_DECLARE_KERNELS
 #include "backend/cpu/norm.h"
 #include "backend/cpu/relu.h"
 #include "backend/cpu/relu_max_pool.h"
+#include "backend/cpu/residual_layer_norm.h"
 #include "backend/cpu/softmax_rows.h"
 
 // backend/ref: float64 references for the ops without a single contract function (the op

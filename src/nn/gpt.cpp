@@ -1,9 +1,12 @@
 // gpt.cpp: GptBlock and the byte-level Gpt language model (models.h), composed of public
-// ops: embedding, layer_norm, causal multi-head attention, linear, gelu and add.
+// ops: embedding, causal multi-head attention, linear, gelu, and the residual adds with the
+// LayerNorms that read them as add_layer_norm (nn/residual_norm.h).
 #include <cmath>
+#include <tuple>
 
 #include "mixprec/autograd/autograd.h"
 #include "mixprec/nn/models.h"
+#include "nn/residual_norm.h"
 
 namespace mixprec::nn {
 
@@ -28,8 +31,16 @@ GptBlock::GptBlock(int64_t d_model, int64_t heads) {
 }
 
 Tensor GptBlock::forward(const Tensor& x) {
-  const Tensor y = add(x, (*attn)((*ln_1)(x)));
-  return add(y, (*mlp)((*ln_2)(y)));
+  const auto [stream, branch] = forward_residual(x, Tensor());
+  return add(stream, branch);
+}
+
+std::pair<Tensor, Tensor> GptBlock::forward_residual(const Tensor& x, const Tensor& pending) {
+  // ln_1 reads x + pending and ln_2 x + pending + attention; each add runs with its norm,
+  // which writes its output in the dtype the next GEMM reads (bf16 under autocast).
+  const ResidualLayerNorm r1 = residual_norm(x, pending, *ln_1, /*gemm_next=*/true);
+  const ResidualLayerNorm r2 = residual_norm(r1.sum, (*attn)(r1.normed), *ln_2, /*gemm_next=*/true);
+  return {r2.sum, (*mlp)(r2.normed)};
 }
 
 Tensor GptBlock::forward_step(const Tensor& x, Tensor& key_cache, Tensor& value_cache) {
@@ -73,7 +84,20 @@ Tensor Gpt::forward(const Tensor& tokens) {
   std::vector<int64_t> pos(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = t;
   Tensor x = add((*wte)(tokens), (*wpe)(Tensor::from_vector_i64(pos, {T})));  // [B, T, d] + [T, d]
-  x = (*ln_f)((*h)(x));
+  // Block by block, each block's last residual add left to the next block's first norm (and
+  // the last one to ln_f): one pass per add and norm. A block with an autocast override of
+  // its own runs through operator(), which honours it.
+  Tensor pending;
+  for (const auto& [name, module] : h->children()) {
+    auto& block = static_cast<GptBlock&>(*module);
+    if (block.autocast_override()) {
+      x = block(pending.defined() ? add(x, pending) : x);
+      pending = Tensor();
+    } else {
+      std::tie(x, pending) = block.forward_residual(x, pending);
+    }
+  }
+  x = residual_norm(x, pending, *ln_f, /*gemm_next=*/true).normed;
   const int64_t d = x.size(2);
   // The head is the token embedding, transposed (weight tying): [B*T, d] x [d, vocab].
   return reshape(linear(reshape(x, {B * T, d}), wte->weight), {B, T, wte->weight.size(0)});

@@ -7,6 +7,7 @@
 #include "mixprec/nn/nn_attention.h"
 #include "mixprec/ops/ops.h"
 #include "mixprec/core/status.h"
+#include "nn/residual_norm.h"
 
 namespace mixprec::nn {
 
@@ -31,13 +32,15 @@ Tensor TransformerEncoderLayer::forward(const Tensor& x) { return forward(x, Ten
 
 Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& key_padding) {
   // Residual sums follow the promote policy: under autocast the f32 stream plus a bf16
-  // branch is summed in f32, and the LayerNorms (fp32 policy) keep the stream in f32.
+  // branch is summed in f32, and the LayerNorms (fp32 policy) keep the stream in f32. Each
+  // add runs with the norm that reads it (add_layer_norm: one pass, the bf16 branch
+  // widened as it is read); the norm's output is the stream, so it stays f32.
   const Tensor attended = self_attn->with_precision(x, [&](const Tensor& in) { return self_attn->forward(in, key_padding); });
-  Tensor h = (*norm1)(add(x, (*dropout1)(attended)));  // [B, S, E]
+  Tensor h = residual_norm(x, (*dropout1)(attended), *norm1, /*gemm_next=*/false).normed;  // [B, S, E]
   Tensor ff = linear_over_tokens(*linear1, h);                 // [B, S, F]
   ff = activation == Activation::gelu ? gelu(ff) : relu(ff);
   ff = linear_over_tokens(*linear2, (*dropout)(ff));           // [B, S, E]
-  return (*norm2)(add(h, (*dropout2)(ff)));
+  return residual_norm(h, (*dropout2)(ff), *norm2, /*gemm_next=*/false).normed;
 }
 
 }  // namespace mixprec::nn

@@ -1,7 +1,10 @@
-// norm.cpp: layer_norm and batch_norm (fp32 and keep rows of the policy table), forward
-// and backward: shape checks, the autocast row, the kernels (backend/cpu/norm.h: double
-// accumulation whatever the storage dtype, rounded once) and the backward closure.
+// norm.cpp: layer_norm, add_layer_norm (the residual add and layer_norm in one pass,
+// ops_fused.h) and batch_norm (fp32 and keep rows of the policy table), forward and
+// backward: shape checks, the autocast row, the kernels (backend/cpu/norm.h and
+// residual_layer_norm.h: double accumulation whatever the storage dtype, rounded once) and
+// the backward closure.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <memory>
 #include <utility>
@@ -10,6 +13,7 @@
 #include "autograd/node.h"
 #include "mixprec/backend/batch_norm_sync.h"
 #include "mixprec/ops/ops.h"
+#include "mixprec/ops/ops_fused.h"
 #include "mixprec/core/status.h"
 #include "ops/autocast_hook.h"
 #include "ops/dispatch.h"
@@ -106,6 +110,83 @@ Tensor layer_norm(const Tensor& src_in, const Shape& normalized_shape, const Ten
               });
   }
   return dst;
+}
+
+// ---------------------------------------------------------------------------------------
+// add_layer_norm
+
+ResidualLayerNorm add_layer_norm(const Tensor& x_in, const Tensor& branch_in, const Shape& normalized_shape,
+                                 const Tensor& weight_in, const Tensor& bias_in, double eps,
+                                 std::optional<DType> normed_dtype) {
+  check_floating("add_layer_norm", "branch", branch_in);
+  // layer_norm's row on x, weight, bias and an empty stand-in of the branch's dtype: what
+  // the row makes of the branch, without a pass over it.
+  const Tensor probe = branch_in.defined() ? Tensor::empty({0}, branch_in.dtype()) : Tensor();
+  const auto in = ops_detail::autocast_inputs(amp::OpId::layer_norm, {x_in, weight_in, bias_in, probe});
+  const Tensor &x = in[0], &weight = in[1], &bias = in[2];
+  check_layer_norm(x, normalized_shape, weight, bias, eps);
+  Tensor branch = branch_in;
+  if (branch.defined()) {
+    if (branch.shape() != x.shape())
+      throw Error(Status::invalid_argument("add_layer_norm: branch " + shape_str(branch.shape()) +
+                                           " does not match x " + shape_str(x.shape())));
+    // A widening (bf16 to f32) is exact and the kernel does it as it reads; a narrowing
+    // (a lower row) changes values, so it is the row's cast, recorded as any other.
+    if (promote_types(in[3].dtype(), branch.dtype()) != in[3].dtype()) branch = branch.to(in[3].dtype());
+  }
+  const DType sum_dtype = branch.defined() ? promote_types(x.dtype(), in[3].dtype()) : x.dtype();
+  const DType out_dtype = normed_dtype.value_or(sum_dtype);
+  if (!is_floating(out_dtype))
+    throw Error(Status::invalid_argument(std::string("add_layer_norm: normed_dtype must be floating, got ") +
+                                         dtype_name(out_dtype)));
+  const int64_t d = shape_numel(normalized_shape);
+  const Tensor xc = x.detach().contiguous();
+  const Tensor bc = branch.defined() ? branch.detach().contiguous() : Tensor();
+  const std::vector<double> w = affine_values(weight, d, 1.0), b = affine_values(bias, d, 0.0);
+  auto stats = std::make_shared<backend::cpu::LayerNormStats>();
+  backend::cpu::ResidualLayerNormForward f = ops_detail::dispatch_cpu("add_layer_norm", sum_dtype, [&] {
+    return backend::cpu::residual_layer_norm_forward(xc, bc, sum_dtype, out_dtype, d, w, b, eps, *stats);
+  });
+  ResidualLayerNorm out{branch.defined() ? f.sum : x, f.normed};
+  if (!any_requires_grad({&x, &branch, &weight, &bias})) return out;
+  const AffineGrads need(x, weight, bias);
+  const bool need_branch = branch.defined() && branch.requires_grad();
+  const DType branch_dtype = branch.defined() ? branch.dtype() : sum_dtype;
+  // {dx, dbranch, dweight, dbias} from the normed output's gradient and the sum's.
+  auto grads = [s = f.sum.detach(), stats, w, d, normalized_shape, need, need_branch, branch_dtype](
+                   const Tensor& d_normed, const Tensor& d_sum) {
+    backend::cpu::ResidualLayerNormGrads g = ops_detail::dispatch_cpu("add_layer_norm_backward", s.dtype(), [&] {
+      return backend::cpu::residual_layer_norm_backward(
+          s, d_normed.defined() ? d_normed.contiguous() : Tensor(), d_sum.defined() ? d_sum.contiguous() : Tensor(),
+          d, w, *stats, need_branch, branch_dtype, need.w || need.b);
+    });
+    std::vector<Tensor> r = need.pack(g.dsum, g.dw, g.db, normalized_shape);
+    if (!d_normed.defined()) r[1] = r[2] = Tensor();  // the norm's parameters took no part
+    r.insert(r.begin() + 1, g.dbranch);
+    return r;
+  };
+  if (!branch.defined()) {
+    record_op(out.normed, "add_layer_norm", {&x, &branch, &weight, &bias},
+              [grads](const Tensor& d_normed) { return grads(d_normed, Tensor()); });
+    return out;
+  }
+  // Two outputs on the single-output engine (as split_attention_heads): each output's node
+  // leaves its gradient in `pending` and passes a one-element token to the join node, which
+  // the engine runs after both (their common input) and which runs the fused backward once.
+  auto pending = std::make_shared<std::array<Tensor, 2>>();  // {d_sum, d_normed}
+  Tensor join = Tensor::empty({1}, sum_dtype);
+  record_op(join, "add_layer_norm", {&x, &branch, &weight, &bias}, [grads, pending](const Tensor&) {
+    const std::array<Tensor, 2> g = std::move(*pending);
+    *pending = {};
+    return grads(g[1], g[0]);
+  });
+  for (int part = 0; part < 2; ++part)
+    record_op(part == 0 ? out.sum : out.normed, part == 0 ? "add_layer_norm_sum" : "add_layer_norm_normed", {&join},
+              [pending, part, sum_dtype](const Tensor& g) {
+                (*pending)[size_t(part)] = g;
+                return std::vector<Tensor>{Tensor::zeros({1}, sum_dtype)};
+              });
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------

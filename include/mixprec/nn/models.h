@@ -3,6 +3,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mixprec/nn/nn.h"
@@ -97,6 +98,10 @@ class GptBlock : public Module {
  public:
   GptBlock(int64_t d_model, int64_t heads);
   Tensor forward(const Tensor& input) override;  // [B, T, d] -> [B, T, d]
+  // forward(x + pending) as the residual stream and the MLP's branch not yet added to it:
+  // forward() is their sum; Gpt leaves the add to the next block's first LayerNorm (one
+  // pass, add_layer_norm). pending may be undefined (nothing to add).
+  std::pair<Tensor, Tensor> forward_residual(const Tensor& x, const Tensor& pending);
   // One position x [1, d] after the ones whose keys and values the caches hold (they grow by
   // one): forward()'s row at that position, up to rounding. No autograd.
   Tensor forward_step(const Tensor& x, Tensor& key_cache, Tensor& value_cache);

@@ -3,6 +3,7 @@
 // the autocast policy table, errors throw mixprec::Error naming the op and the shapes.
 #pragma once
 #include <cstdint>
+#include <optional>
 
 #include "mixprec/core/tensor.h"
 
@@ -29,5 +30,24 @@ Tensor relu_max_pool2d(const Tensor& src, int64_t kernel);
 // other case runs the composition. Sequential fuses Conv2d, ReLU, MaxPool2d(k) runs into it.
 Tensor conv2d_relu_max_pool2d(const Tensor& src, const Tensor& weights, const Tensor& bias, int64_t stride,
                               int64_t padding, int64_t pool);
+
+// The residual stream's add and the LayerNorm that reads it, in one pass: sum = x + branch,
+// normed = layer_norm(sum, normalized_shape, weight, bias, eps), then rounded to
+// normed_dtype when given (a cast of layer_norm's output, done as it is written: the models
+// pass the dtype their next GEMM's autocast row casts to, so under autocast no separate
+// bf16 pass runs). branch may be undefined (sum is x, no add). Autocast: layer_norm's row
+// (fp32) applied to x, weight, bias and the branch; a branch the row would widen (bf16 to
+// f32) is read as it is and widened exactly in the kernel, the values add's promote cast
+// would give; sum's dtype is the two's common dtype. Values and gradients are the
+// composition's (add, layer_norm, cast), bit for bit on f32 sums; the backward adds sum's
+// own gradient to the norm's input gradient and rounds the branch's share in the same pass.
+// Shapes: branch as x; weight/bias as normalized_shape (or undefined: no affine).
+struct ResidualLayerNorm {
+  Tensor sum;     // the stream: x + branch (x itself without a branch)
+  Tensor normed;  // layer_norm(sum), in normed_dtype (default: sum's dtype)
+};
+ResidualLayerNorm add_layer_norm(const Tensor& x, const Tensor& branch, const Shape& normalized_shape,
+                                 const Tensor& weight, const Tensor& bias, double eps = 1e-5,
+                                 std::optional<DType> normed_dtype = std::nullopt);
 
 }  // namespace mixprec

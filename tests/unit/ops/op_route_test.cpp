@@ -54,10 +54,11 @@ std::vector<fs::path> sources_in(const fs::path& dir) {
   return files;
 }
 
-// The functions returning a Tensor (or attention's operands) declared in the public op
-// headers, and the ops ops.def declares (MIXPREC_UNARY_OP and MIXPREC_BINARY_OP lines).
+// The functions returning a Tensor (or attention's operands, or add_layer_norm's two
+// outputs) declared in the public op headers, and the ops ops.def declares
+// (MIXPREC_UNARY_OP and MIXPREC_BINARY_OP lines).
 std::set<std::string> public_ops() {
-  const std::regex decl(R"(^(?:Tensor|AttentionOperands)\s+([a-z_0-9]+)\s*\()");
+  const std::regex decl(R"(^(?:Tensor|AttentionOperands|ResidualLayerNorm)\s+([a-z_0-9]+)\s*\()");
   const std::regex unary(R"(^MIXPREC_(?:UNARY|BINARY)_OP\(([a-z_0-9]+),)");
   std::set<std::string> names;
   for (const char* h : {"ops.h", "ops_fused.h", "ops.def"})

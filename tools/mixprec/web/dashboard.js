@@ -345,9 +345,11 @@ function drawCharts() {
       const sets = def.name === "other" ? otherDatasets(run, s) : def.sets ? def.sets(run, s) : [{ label: run.name, data: def.points(run, s) }];
       for (const d of sets) datasets.push({ ...d, borderColor: colour, backgroundColor: colour, pointRadius: d.data.length > 60 ? 0 : 2 });
     }
+    // Counted before the update: Chart.js's decimation then swaps each dataset's data for at
+    // most 600 drawn samples, and data-points is what the page holds, not what it draws.
+    figure.dataset.points = String(datasets.reduce((n, d) => n + d.data.length, 0));
     chart.data.datasets = datasets;
     chart.update("none");
-    figure.dataset.points = String(datasets.reduce((n, d) => n + d.data.length, 0));
   }
   drawUnderflowList();
   drawSkippedList();

@@ -50,11 +50,9 @@ for n in "${neighbours[@]}"; do
 done
 CORES=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 TMP=$(mktemp -d /tmp/mixprec_busy_machine.XXXXXX)
-busy=()
-stop_busy() { ((${#busy[@]})) && kill "${busy[@]}" 2> /dev/null; wait 2> /dev/null; busy=(); }
+source "$ROOT/bench/neighbours.sh"  # start_busy, stop_busy, median
 trap 'stop_busy; rm -rf "$TMP"' EXIT
 
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # One cell's run: prints "MEDIAN_MS THREADS" (THREADS: the most frequent count of the timed steps).
 run_setting() {
@@ -87,7 +85,7 @@ header="| neighbours | model |"; rule="|---|---|"
 for s in "${settings[@]}"; do header+=" $s |"; rule+="---|"; done
 echo "$header"; echo "$rule"
 for n in "${neighbours[@]}"; do
-  for ((i = 0; i < n; i++)); do (while :; do :; done) & busy+=($!); done
+  start_busy "$n"
   for m in "${models[@]}"; do
     for ((r = 0; r < ROUNDS; r++)); do
       for s in "${settings[@]}"; do

@@ -53,7 +53,7 @@ run() {
   echo "$ms ${wait:--}" >> "$TMP/$name"
 }
 
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+source "$ROOT/bench/neighbours.sh"  # median
 
 echo "# Data-parallel scaling: $RANKS ranks x $PER_RANK thread(s) vs 1 process x $THREADS threads"
 echo

@@ -44,11 +44,9 @@ for s in "${settings[@]}"; do
     { echo "omp_wait.sh: setting '$s' is not default, GOMP_SPINCOUNT=N or OMP_WAIT_POLICY=active|passive" >&2; exit 2; }
 done
 TMP=$(mktemp -d /tmp/mixprec_omp_wait.XXXXXX)
-busy=()
-stop_busy() { ((${#busy[@]})) && kill "${busy[@]}" 2> /dev/null; wait 2> /dev/null; busy=(); }
+source "$ROOT/bench/neighbours.sh"  # start_busy, stop_busy, median
 trap 'stop_busy; rm -rf "$TMP"' EXIT
 
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 echo "# OpenMP wait settings: $PRECISION step, $THREADS threads"
 echo
@@ -62,7 +60,7 @@ for s in "${settings[@]}"; do header+=" $s |"; rule+="---|"; done
 echo "$header"; echo "$rule"
 for n in "${neighbours[@]}"; do
   [[ $n =~ ^[0-9]+$ ]] || { echo "omp_wait.sh: --neighbours takes counts, got '$n'" >&2; exit 2; }
-  for ((i = 0; i < n; i++)); do (while :; do :; done) & busy+=($!); done
+  start_busy "$n"
   for m in "${models[@]}"; do
     for ((r = 0; r < ROUNDS; r++)); do
       for s in "${settings[@]}"; do

@@ -32,6 +32,16 @@ void check_groups(const char* layer, int64_t in_channels, int64_t out_channels, 
                                          " must be divisible by groups " + std::to_string(groups)));
 }
 
+// What every convolution layer checks of its arguments, in this order.
+void check_conv(const char* layer, int64_t in_channels, int64_t out_channels, int64_t kernel_size,
+                int64_t dilation, int64_t groups) {
+  check_positive(layer, "in_channels", in_channels);
+  check_positive(layer, "out_channels", out_channels);
+  check_positive(layer, "kernel_size", kernel_size);
+  check_positive(layer, "dilation", dilation);
+  check_groups(layer, in_channels, out_channels, groups);
+}
+
 }  // namespace
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias) {
@@ -48,11 +58,7 @@ Tensor Linear::forward(const Tensor& input) { return linear(input, weight, bias)
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride_,
                int64_t padding_, bool with_bias, int64_t dilation_, int64_t groups_)
     : stride(stride_), padding(padding_), dilation(dilation_), groups(groups_) {
-  check_positive("Conv2d", "in_channels", in_channels);
-  check_positive("Conv2d", "out_channels", out_channels);
-  check_positive("Conv2d", "kernel_size", kernel_size);
-  check_positive("Conv2d", "dilation", dilation);
-  check_groups("Conv2d", in_channels, out_channels, groups);
+  check_conv("Conv2d", in_channels, out_channels, kernel_size, dilation, groups);
   const int64_t fan_in = in_channels / groups * kernel_size * kernel_size;
   weight = register_parameter(
       "weight", default_init({out_channels, in_channels / groups, kernel_size, kernel_size}, fan_in));
@@ -66,11 +72,7 @@ Tensor Conv2d::forward(const Tensor& input) {
 Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride_,
                int64_t padding_, int64_t dilation_, int64_t groups_, bool with_bias)
     : stride(stride_), padding(padding_), dilation(dilation_), groups(groups_) {
-  check_positive("Conv1d", "in_channels", in_channels);
-  check_positive("Conv1d", "out_channels", out_channels);
-  check_positive("Conv1d", "kernel_size", kernel_size);
-  check_positive("Conv1d", "dilation", dilation);
-  check_groups("Conv1d", in_channels, out_channels, groups);
+  check_conv("Conv1d", in_channels, out_channels, kernel_size, dilation, groups);
   const int64_t fan_in = in_channels / groups * kernel_size;
   weight = register_parameter("weight", default_init({out_channels, in_channels / groups, kernel_size}, fan_in));
   if (with_bias) bias = register_parameter("bias", default_init({out_channels}, fan_in));
@@ -82,11 +84,7 @@ ConvTranspose2d::ConvTranspose2d(int64_t in_channels, int64_t out_channels, int6
                                  int64_t padding_, int64_t output_padding_, int64_t groups_, bool with_bias,
                                  int64_t dilation_)
     : stride(stride_), padding(padding_), output_padding(output_padding_), groups(groups_), dilation(dilation_) {
-  check_positive("ConvTranspose2d", "in_channels", in_channels);
-  check_positive("ConvTranspose2d", "out_channels", out_channels);
-  check_positive("ConvTranspose2d", "kernel_size", kernel_size);
-  check_positive("ConvTranspose2d", "dilation", dilation);
-  check_groups("ConvTranspose2d", in_channels, out_channels, groups);
+  check_conv("ConvTranspose2d", in_channels, out_channels, kernel_size, dilation, groups);
   // The weight is [in, out / groups, k, k]: PyTorch's fan_in is its dim 1 times the kernel's area.
   const int64_t fan_in = out_channels / groups * kernel_size * kernel_size;
   weight = register_parameter(

@@ -26,6 +26,7 @@
 
 #include "backend/dispatch_log.h"
 #include "common/finite_diff.h"
+#include "common/op_inputs.h"
 #include "mixprec/amp/amp.h"
 #include "mixprec/autograd/autograd.h"
 #include "mixprec/ops/ops.h"
@@ -98,23 +99,6 @@ TEST(OpRoute, EveryPolicyRowIsConsultedByARegisteredOp) {
 
 // ---- the kernel route, run ----
 
-// The entry's inputs in dtype (class indices as the op harness makes them).
-std::vector<Tensor> inputs_for(const registry::OpEntry& e, DType dtype) {
-  std::vector<Tensor> xs;
-  for (size_t i = 0; i < e.inputs.size(); ++i) {
-    const registry::InputSpec& s = e.inputs[i];
-    if (s.classes > 0) {
-      std::vector<int64_t> t(size_t(shape_numel(s.shape)));
-      for (size_t k = 0; k < t.size(); ++k) t[k] = int64_t(k * 7 + 3) % s.classes;
-      xs.push_back(Tensor::from_vector_i64(t, s.shape));
-    } else {
-      Tensor x = test::random_tensor(s.shape, 1000 + i, s.low, s.high, dtype);
-      if (e.differentiable && s.needs_grad) x.requires_grad_(true);
-      xs.push_back(x);
-    }
-  }
-  return xs;
-}
 
 // The backends the dispatch log named while the entry ran forward and backward (the text
 // after " -> ", without a fallback's reason; oneDNN's own implementation lines, which say
@@ -129,7 +113,7 @@ std::vector<std::string> backends_logged(const registry::OpEntry& e, DType dtype
       backend::set_dispatch_sink({});
     }
   } restore;
-  Tensor out = e.run(inputs_for(e, dtype));
+  Tensor out = e.run(test::op_inputs(e, dtype, /*with_grad=*/true));
   if (e.differentiable && out.requires_grad()) out.backward(Tensor::ones(out.shape(), out.dtype()));
   std::vector<std::string> backends;
   for (const std::string& line : lines) {
@@ -210,7 +194,7 @@ TEST(OpRoute, OpsReachBackendsOnlyThroughKernelsHAndHoldNoKernels) {
   std::vector<Rule> rules = kernel_rules();
   rules.push_back({std::regex(R"(#include\s+"backend/(cpu|ref|onednn)/)"),
                    "include backend/kernels.h (or ops/dispatch.h), not a backend's own header"});
-  rules.push_back({std::regex(R"(#include\s+"(amp/|mixprec/amp\.h))"),
+  rules.push_back({std::regex(R"(#include\s+"(amp/|mixprec/amp/))"),
                    "ops ask autocast through ops/autocast_hook.h; amp sits above ops"});
   rules.push_back({std::regex(R"(\bamp::(cast_inputs?|AutocastSuspend|policy_for|is_autocast_enabled)\b)"),
                    "an op applies its row through ops_detail::autocast_inputs only"});

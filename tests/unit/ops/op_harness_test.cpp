@@ -17,6 +17,7 @@
 
 #include "common/autograd_check.h"
 #include "common/finite_diff.h"
+#include "common/op_inputs.h"
 #include "mixprec/amp/amp.h"
 #include "mixprec/autograd/autograd.h"
 #include "ops/registry.h"
@@ -25,21 +26,6 @@ namespace mixprec {
 namespace {
 
 using registry::OpEntry;
-
-std::vector<Tensor> make_inputs(const OpEntry& e, DType dtype) {
-  std::vector<Tensor> xs;
-  for (size_t i = 0; i < e.inputs.size(); ++i) {
-    const registry::InputSpec& s = e.inputs[i];
-    if (s.classes > 0) {
-      std::vector<int64_t> t(size_t(shape_numel(s.shape)));
-      for (size_t k = 0; k < t.size(); ++k) t[k] = int64_t(k * 7 + 3) % s.classes;
-      xs.push_back(Tensor::from_vector_i64(t, s.shape));
-    } else {
-      xs.push_back(test::random_tensor(s.shape, 1000 + i, s.low, s.high, dtype));
-    }
-  }
-  return xs;
-}
 
 // |out - ref| <= tol * max(|ref|, 1): relative for large values, absolute near zero.
 double tolerance(DType dt) {
@@ -74,7 +60,7 @@ TEST_P(OpHarness, ForwardMatchesReferenceInEveryDtype) {
   }
   for (DType dt : dtypes) {
     SCOPED_TRACE(dtype_name(dt));
-    const std::vector<Tensor> xs = make_inputs(e, dt);
+    const std::vector<Tensor> xs = test::op_inputs(e, dt);
     NoGradGuard ng;
     const Tensor out = e.run(xs);
     const Tensor ref = e.reference(xs);
@@ -103,19 +89,19 @@ TEST_P(OpHarness, GradientsMatchFiniteDifferencesInF64) {
   const OpEntry& e = op();
   if (!e.differentiable) {
     // Not differentiable (argmax): its output must not carry a graph.
-    std::vector<Tensor> xs = make_inputs(e, DType::f64);
+    std::vector<Tensor> xs = test::op_inputs(e, DType::f64);
     for (auto& x : xs) if (is_floating(x.dtype())) x.requires_grad_(true);
     EXPECT_FALSE(e.run(xs).requires_grad());
     return;
   }
-  test::check_op(e.name, e.run, make_inputs(e, DType::f64));
+  test::check_op(e.name, e.run, test::op_inputs(e, DType::f64));
 }
 
 TEST_P(OpHarness, AutocastDtypeFollowsThePolicyTable) {
   const OpEntry& e = op();
   if (!e.category) {
     // Not an autocast op: it runs as asked, autocast or not.
-    const std::vector<Tensor> xs = make_inputs(e, DType::f32);
+    const std::vector<Tensor> xs = test::op_inputs(e, DType::f32);
     NoGradGuard ng;
     const DType plain = e.run(xs).dtype();
     amp::AutocastGuard ag(DType::bf16);
@@ -131,7 +117,7 @@ TEST_P(OpHarness, AutocastDtypeFollowsThePolicyTable) {
         SCOPED_TRACE(std::string("autocast ") + dtype_name(ac) + ", policy " + amp::policy_name(p) +
                      ", inputs " + dtype_name(input));
         amp::set_policy_override(*e.category, p);
-        const std::vector<Tensor> xs = make_inputs(e, input);
+        const std::vector<Tensor> xs = test::op_inputs(e, input);
         DType want = input;
         if (p == amp::CastPolicy::lower) want = ac;
         if (p == amp::CastPolicy::fp32) want = DType::f32;

@@ -8,7 +8,9 @@
 # Reports, for ASHA and for each random seed, the best test accuracy, the steps spent and
 # their share of the 16 x max_steps that 16 full trials take, then random search's mean (and
 # spread) of the best accuracy over its seeds. The figures are steps and accuracies (not
-# times), so a loaded host changes only how long it takes.
+# times), so a loaded host changes only how long it takes. Run again with the same --out
+# (and flags), it resumes its sweeps: finished ones report at once, an interrupted one
+# continues from its checkpoints (sweep --resume), so more seeds can be added to a run.
 #
 #   bench/asha_vs_random.sh [--build-dir build] [--out DIR] [--cores 2] [--target 0.92]
 #       [--max-steps 2304]   (the top rung; rungs at max_steps / 16 and / 4, eta 4)
@@ -55,8 +57,13 @@ grep -q "^  seed: $ASHA_SEED\$" "$ASHA_FILE" || { echo "asha_vs_random.sh: could
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') (family $(grep -m1 'cpu family' /proc/cpuinfo | grep -o '[0-9]*$'), model $(grep -m1 '^model' /proc/cpuinfo | grep -o '[0-9]*$')), $(nproc) vCPUs, load $(cut -d' ' -f1 /proc/loadavg)"
 echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown); bench/experiments/asha-fmnist.yaml with max_steps $MAX_STEPS; ASHA seed $ASHA_SEED; random search with $RANDOM_SEEDS seed(s); $CORES cores"
 
+# --resume where an earlier run of this script left the experiment (finished or not).
+resume_flag() {  # EXPERIMENT_DIR
+  [[ -f $1/experiment.json ]] && echo --resume
+}
+
 start=$(date +%s)
-"$BIN" sweep "$ASHA_FILE" --experiment-dir "$OUT/asha" --cores "$CORES" > "$OUT/asha.log" 2>&1 ||
+"$BIN" sweep "$ASHA_FILE" --experiment-dir "$OUT/asha" --cores "$CORES" $(resume_flag "$OUT/asha") >> "$OUT/asha.log" 2>&1 ||
   { echo "asha_vs_random.sh: the ASHA sweep failed; see $OUT/asha.log" >&2; tail -5 "$OUT/asha.log" >&2; exit 1; }
 asha_seconds=$(( $(date +%s) - start ))
 
@@ -89,7 +96,8 @@ for (( k = 1; k <= RANDOM_SEEDS; ++k )); do
       -e "s/^  max_trials: 16/  max_trials: $n_random/" -e '/^  reduction_factor:/d' -e '/^  min_steps:/d' \
       -e "s/^  seed: .*/  seed: $seed/" "$ASHA_FILE" > "$file"
   start=$(date +%s)
-  "$BIN" sweep "$file" --experiment-dir "$OUT/random-s$seed" --cores "$CORES" > "$OUT/random-s$seed.log" 2>&1 ||
+  "$BIN" sweep "$file" --experiment-dir "$OUT/random-s$seed" --cores "$CORES" $(resume_flag "$OUT/random-s$seed") \
+    >> "$OUT/random-s$seed.log" 2>&1 ||
     { echo "asha_vs_random.sh: the random sweep with seed $seed failed; see $OUT/random-s$seed.log" >&2
       tail -5 "$OUT/random-s$seed.log" >&2; exit 1; }
   echo "$seed $(summary "$OUT/random-s$seed") $(( $(date +%s) - start ))" >> "$OUT/random-seeds.txt"

@@ -120,8 +120,11 @@ def encoder_shapes(batch, seq, d, heads, ffn, head_rows, head_out):
     return linear, bmm
 
 
-def model_shapes(model, batch=0):
-    """The GEMMs of bench/torch_models.py's model at the benchmark batch (torch_step.py's)."""
+def model_shapes(model, batch=0, context=0):
+    """The GEMMs of bench/torch_models.py's model at the benchmark batch (torch_step.py's) and,
+    for the language models, at `context` positions (0: the model's own)."""
+    if context and model not in ("gpt-tiny", "gpt"):
+        raise ValueError(f"peer_check: a context applies to gpt-tiny and gpt, not '{model}'")
     if model in ("seed-cnn", "cnn"):
         b = batch or 256
         flat = 64 * (32 // 4) ** 2 if model == "seed-cnn" else 64 * (28 // 4) ** 2
@@ -135,6 +138,7 @@ def model_shapes(model, batch=0):
     if model in ("gpt-tiny", "gpt"):
         b = batch or 16
         seq, d, heads = (128, 128, 4) if model == "gpt-tiny" else (256, 384, 6)
+        seq = context or seq
         return encoder_shapes(b, seq, d, heads, 4 * d, b * seq, 256)  # the tied head: 256 bytes
     if model.startswith("encoder:"):  # encoder:BATCH:SEQ:WIDTH:HEADS:FFN:OUT (long_context_torch.py's)
         b, seq, d, heads, ffn, out = (int(v) for v in model.split(":")[1:])
@@ -238,23 +242,23 @@ def check_gemms(torch, linear, bmm, label="", out=sys.stdout):
     return worst["f32"], worst["bf16"], worst["ref"], n
 
 
-def check_models(torch, models, batch=0, label=""):
+def check_models(torch, models, batch=0, label="", context=0):
     linear, bmm = [], []
     for m in models:
-        lin, bm = model_shapes(m, batch)
+        lin, bm = model_shapes(m, batch, context)
         linear += lin
         bmm += bm
     return check_gemms(torch, linear, bmm, label=label or ",".join(models))
 
 
-def check_in_child(models, threads, batch=0, who="peer"):
+def check_in_child(models, threads, batch=0, who="peer", context=0):
     """Run this file's check (--no-rates) in a child process with this process's environment,
     before the caller imports torch; exit PEER_CHECK_FAILED if it fails. The child's lines
     (the OpenBLAS core, the errors, a RESULT impl=torch-check line) go to the caller's stdout."""
     import subprocess
     sys.stdout.flush()
     rc = subprocess.run([sys.executable, os.path.abspath(__file__), "--no-rates", "--models", models,
-                         "--threads", str(threads), "--batch", str(batch)]).returncode
+                         "--threads", str(threads), "--batch", str(batch), "--context", str(context)]).returncode
     if rc != 0:
         print(f"{who}: the peer's GEMM check failed (exit {rc}): not timing a wrong peer", file=sys.stderr)
         sys.exit(PEER_CHECK_FAILED)
@@ -283,6 +287,7 @@ def main():
     ap.add_argument("--models", default="seed-cnn,transformer,gpt-tiny")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=0, help="0: each model's benchmark batch (torch_step.py's)")
+    ap.add_argument("--context", type=int, default=0, help="0: each language model's own context (torch_step.py's)")
     ap.add_argument("--no-rates", action="store_true", help="only the check (what torch_step.py runs)")
     ap.add_argument("--rate-size", type=int, default=1024)
     ap.add_argument("--rate-repeats", type=int, default=20)
@@ -295,7 +300,7 @@ def main():
     torch.set_num_threads(args.threads)
     info = openblas_info(torch)
     print(f"peer_check: torch {torch.__version__}, {torch.get_num_threads()} threads, {describe(info)}")
-    f32, bf16, ref, n = check_models(torch, args.models.split(","), args.batch)
+    f32, bf16, ref, n = check_models(torch, args.models.split(","), args.batch, context=args.context)
     if args.no_rates:
         print(f"RESULT impl=torch-check {result_fields(info)} models={args.models} checks={n} f32_err={f32:.3e} "
               f"bf16_err={bf16:.3e} ref_err={ref:.1e}")

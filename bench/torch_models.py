@@ -3,6 +3,7 @@
 
     from torch_models import make
     model, sample_shape = make("seed-cnn")   # a fresh model (seed torch first) and one sample's shape
+    model, sample_shape = make("gpt", context=1024)   # a language model at another context
 
 Names as mixprec's --model: seed-cnn (3x32x32), cnn (1x28x28), mlp, transformer, gpt-tiny, gpt.
 Language models take [batch, *sample_shape] byte tokens; the others float images."""
@@ -67,14 +68,20 @@ class Gpt(nn.Module):
         return self.ln_f(x) @ self.wte.weight.t()
 
 
-def make(name):
-    """A fresh model named as mixprec's --model, and the shape of one sample."""
+def make(name, context=0):
+    """A fresh model named as mixprec's --model, and the shape of one sample. `context` (0: the
+    model's own, 128 for gpt-tiny and 256 for gpt) sets a language model's sequence length, as
+    a mixprec model file's `embedding: {context: T}` does (bench/gpt_context.sh)."""
+    if context and name not in ("gpt-tiny", "gpt"):
+        raise ValueError(f"torch_models: a context applies to gpt-tiny and gpt, not '{name}'")
+    if context < 0:
+        raise ValueError(f"torch_models: context must be positive, got {context}")
     if name == "transformer":
         return Transformer(), (1, 128, 256)
     if name == "gpt-tiny":
-        return Gpt(128, 4, 128, 4), (128,)
+        return Gpt(context or 128, 4, 128, 4), (context or 128,)
     if name == "gpt":
-        return Gpt(256, 6, 384, 6), (256,)
+        return Gpt(context or 256, 6, 384, 6), (context or 256,)
     if name == "mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(),
                              nn.Linear(4096, 10)), (1, 28, 28)

@@ -23,10 +23,17 @@ OPENBLAS_CORETYPE=Haswell pins OpenBLAS to AVX2 kernels on an AVX-512 CPU). Befo
 runs bench/peer_check.py as a child process in the same environment: the models' GEMMs in
 float32 and autocast-bf16 against float64 (exit 3 and no RESULT if they are wrong). The
 OpenBLAS core, configuration and thread count of the timed process are printed and put in
-the torch-info RESULT line."""
+the torch-info RESULT line.
+
+--context T runs the language models at T positions (bench/gpt_context.sh); each model's
+RESULT line also says how far the process's peak resident memory rose during its steps above
+what it held before them (peak_rss_growth_mib: activations, gradients, Adam's state, the
+allocator's caching; of the whole process, so one model and precision per process for a
+clean figure)."""
 import argparse
 import importlib.util
 import os
+import resource
 import statistics
 import sys
 import time
@@ -44,7 +51,11 @@ def main():
     ap.add_argument("--batch", type=int, default=0,
                     help="0: the model's default (256; mlp 512; transformer 32; gpt-tiny and gpt 16 sequences)")
     ap.add_argument("--budget", type=float, default=0, help="seconds per precision, 0 = none")
+    ap.add_argument("--context", type=int, default=0,
+                    help="positions per sequence of gpt-tiny and gpt (0: theirs, 128 and 256)")
     args = ap.parse_args()
+    if args.context < 0:
+        ap.error(f"--context: expected 0 or a positive integer, got {args.context}")
 
     native_openblas()  # before torch is imported: OpenBLAS reads its variables when it is loaded
     # Both knobs, before torch starts its pools: torch's own default here is 1 thread.
@@ -53,7 +64,7 @@ def main():
         print("torch_step: PyTorch not available (no module named 'torch'); skipping the PyTorch comparison")
         return 0
     # The GEMM check, in a child with this process's environment (allocator, BLAS, threads).
-    check_in_child(args.model, args.threads, args.batch, who="torch_step")
+    check_in_child(args.model, args.threads, args.batch, who="torch_step", context=args.context)
     try:
         import torch
         import torch.nn.functional as F
@@ -84,7 +95,7 @@ def main():
                 return 2
             for fmt in formats:
                 torch.manual_seed(0)
-                model, shape = make(model_name)
+                model, shape = make(model_name, context=args.context if language_model else 0)
                 x = torch.randint(0, 256, (batch, *shape)) if language_model else torch.randn(batch, *shape)
                 if fmt == "channels_last":
                     model = model.to(memory_format=torch.channels_last)
@@ -108,6 +119,7 @@ def main():
             t3 = time.perf_counter()
             return (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, (t3 - t0) * 1e3
 
+        rss_before = rss_mib()
         for _ in range(args.warmup):
             for r in runs:
                 step(r)
@@ -123,6 +135,7 @@ def main():
                 r["whole"].append(w)
                 r["secs"] += w / 1e3
 
+        rss_growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0 - rss_before
         print(f"\n== torch {model_name}, batch {batch}, {torch.get_num_threads()} threads ==")
         print(f"{'precision':<9} {'format':<13} {'n':>4} {'fwd ms':>9} {'bwd ms':>9} {'opt ms':>9} {'step med':>9} {'step min':>9}")
         for r in runs:
@@ -138,18 +151,26 @@ def main():
             med = statistics.median(r["whole"])
             print(f"  repro: bench/peer_python bench/torch_step.py --model {model_name} --precision {r['prec']} "
                   f"--repeats {args.repeats} --warmup {args.warmup} --threads {args.threads} --batch {batch}"
+                  f"{f' --context {args.context}' if args.context and language_model else ''}"
                   f"  (env: {' '.join(f'{k}={os.environ[k]}' for k in ENV_KNOBS if os.environ.get(k)) or 'none'})")
             print(f"RESULT impl=torch model={model_name} precision={r['prec']} threads={torch.get_num_threads()} "
                   f"batch={batch} n={len(r['whole'])} fwd_ms={statistics.median(r['fwd']):.3f} "
                   f"bwd_ms={statistics.median(r['bwd']):.3f} opt_ms={statistics.median(r['optm']):.3f} "
                   f"step_ms={med:.3f} step_min_ms={min(r['whole']):.3f} loss={r['loss']:.5f} blas={blas.split()[0]} "
-                  f"malloc={malloc} memory_format={r['fmt']}")
+                  f"malloc={malloc} memory_format={r['fmt']} peak_rss_growth_mib={rss_growth:.1f}"
+                  f"{f' context={args.context}' if args.context and language_model else ''}")
         sys.stdout.flush()
     return 0
 
 
 ENV_KNOBS = ("LD_LIBRARY_PATH", "LD_PRELOAD", "GLIBC_TUNABLES", "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT",
              "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+def rss_mib():
+    """The process's resident memory now, MiB."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
 
 
 def malloc_in_use():

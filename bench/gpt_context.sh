@@ -12,7 +12,7 @@
 #       [--build-dir build] [--out DIR] [--quick] [--no-peer]
 #
 # --precision: fp32, amp-bf16 or o2-bf16 (the peer runs its autocast-bf16 step for o2-bf16:
-#   PyTorch has no O2). --quick: 1 round, 2 steps, 1 warm-up, a short bench_gemm (smoke runs).
+#   PyTorch has no O2). --quick: 1 round, 2 steps, no warm-up (over those flags), a short bench_gemm.
 # --no-peer: mixprec and the floor only (no PyTorch needed). --peer-alloc: the peer's malloc,
 #   glibc, tuned or tuned-thp as bench/run_benchmarks.sh defines them. --build-dir: where
 #   mixprec and bench/bench_gemm were built (Release). Writes the model files, every process's
@@ -43,7 +43,7 @@ while [[ $# -gt 0 ]]; do
     *) die_usage "unknown argument '$1' (see --help)" ;;
   esac
 done
-if ((QUICK)); then ROUNDS=1 STEPS=2 WARMUP=1; fi
+if ((QUICK)); then ROUNDS=1 STEPS=2 WARMUP=0; fi
 
 positive() { [[ $2 =~ ^[1-9][0-9]{0,6}$ ]] || die_usage "$1: expected a positive integer, got '$2'"; }
 positive --batch-size "$BATCH"
@@ -139,14 +139,16 @@ progress() {  # one line per process: what ran and its median step
 print("  context %5s mixprec %9.1f ms (min %9.1f), activations %.1f MiB" % (sys.argv[2], p["median_ms"], p["min_ms"], p["peak_activation_bytes"] / 2**20))' \
       "$OUT/mixprec-$3-r$2.json" "$3"
   else
-    sed -n 's/^RESULT impl=torch model=.* step_ms=\([0-9.]*\) step_min_ms=\([0-9.]*\) .*peak_rss_growth_mib=\([0-9.]*\).*/  context '"$3"' PyTorch \1 ms (min \2), peak RSS growth \3 MiB/p' \
-      "$OUT/torch-$3-r$2.log"
+    awk -v t="$3" '/^RESULT impl=torch model=/ {
+        for (i = 3; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+        printf "  context %5s PyTorch %9.1f ms (min %9.1f), peak RSS growth %.1f MiB\n", t, v["step_ms"],
+               v["step_min_ms"], v["peak_rss_growth_mib"] }' "$OUT/torch-$3-r$2.log"
   fi
 }
 
 for r in $(seq 1 "$ROUNDS"); do
   echo "== round $r/$ROUNDS ($(date -u +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg))"
-  if ((QUICK)); then gemm_args=(--repeats 3 --warmup 1); else gemm_args=(--repeats 5 --warmup 1); fi
+  if ((QUICK)); then gemm_args=(--repeats 2 --warmup 1); else gemm_args=(--repeats 5 --warmup 1); fi
   "$GEMM" --threads "$THREADS" "${gemm_args[@]}" > "$OUT/gemm-r$r.log" 2>&1 ||
     { cat "$OUT/gemm-r$r.log" >&2; echo "gpt_context.sh: bench_gemm failed" >&2; exit 1; }
   sed -n 's/^best median/  bench_gemm best median/p' "$OUT/gemm-r$r.log"

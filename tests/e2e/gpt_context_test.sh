@@ -4,7 +4,7 @@
 # 64 and 128 on the built mixprec and bench_gemm reports both rows with a step, a share of the
 # causal floor and the activation memory per position; and its report's arithmetic
 # (bench/gpt_context_report.py, bench/compute_floor.py's causal count) against hand-made
-# inputs. No timing assertion: the figures only have to be there. About 20-40 s under load.
+# inputs. No timing assertion: the figures only have to be there. About 50 s at load 10-12 on 2 vCPUs.
 # Args: BUILD_DIR SOURCE_DIR.
 set -uo pipefail
 BUILD_DIR=$1 SOURCE_DIR=$2

@@ -56,6 +56,8 @@ def main():
     args = ap.parse_args()
     if args.context < 0:
         ap.error(f"--context: expected 0 or a positive integer, got {args.context}")
+    if args.context and any(m not in ("gpt-tiny", "gpt") for m in args.model.split(",")):
+        ap.error(f"--context: applies to gpt-tiny and gpt only, not to --model {args.model}")
 
     native_openblas()  # before torch is imported: OpenBLAS reads its variables when it is loaded
     # Both knobs, before torch starts its pools: torch's own default here is 1 thread.

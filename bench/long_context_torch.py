@@ -18,12 +18,7 @@ import statistics
 import sys
 import time
 
-from peer_check import check_in_child, describe, native_openblas, openblas_info
-
-
-def rss_mib():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+from peer_check import check_in_child, describe, native_openblas, openblas_info, rss_mib
 
 
 def main():

@@ -36,6 +36,7 @@ Run alone, it prints all of it for the benchmark's models:
 import argparse
 import ctypes
 import os
+import resource
 import statistics
 import sys
 import time
@@ -92,6 +93,12 @@ def openblas_info(torch):
                     config=config().decode(), threads=int(lib.openblas_get_num_threads()))
         break
     return info
+
+
+def rss_mib():
+    """The process's resident memory now, MiB (torch_step.py and long_context_torch.py)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
 
 
 def describe(info):

@@ -38,7 +38,7 @@ import statistics
 import sys
 import time
 
-from peer_check import check_in_child, describe, native_openblas, openblas_info, result_fields
+from peer_check import check_in_child, describe, native_openblas, openblas_info, rss_mib, result_fields
 
 
 def main():
@@ -167,12 +167,6 @@ def main():
 
 ENV_KNOBS = ("LD_LIBRARY_PATH", "LD_PRELOAD", "GLIBC_TUNABLES", "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT",
              "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-
-
-def rss_mib():
-    """The process's resident memory now, MiB."""
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
 
 
 def malloc_in_use():

@@ -14,7 +14,7 @@
 # --precision: fp32, amp-bf16 or o2-bf16 (the peer runs its autocast-bf16 step for o2-bf16:
 #   PyTorch has no O2). --quick: 1 round, 2 steps, no warm-up (over those flags), a short bench_gemm.
 # --no-peer: mixprec and the floor only (no PyTorch needed). --peer-alloc: the peer's malloc,
-#   glibc, tuned or tuned-thp as bench/run_benchmarks.sh defines them. --build-dir: where
+#   glibc, tuned or tuned-thp as bench/peer_alloc.sh defines them. --build-dir: where
 #   mixprec and bench/bench_gemm were built (Release). Writes the model files, every process's
 #   output and report.md into --out (default BUILD/gpt-context/<UTC time>).
 # The peer runs through bench/peer_python (OpenBLAS on its own kernels) and checks its GEMMs at
@@ -74,14 +74,10 @@ for p in "$BIN" "$GEMM"; do
   [[ -x $p ]] || { echo "gpt_context.sh: $p missing: cmake --build $BUILD --target mixprec-cli bench_gemm" >&2; exit 1; }
 done
 
-# The peer's allocator: the thresholds bench/run_benchmarks.sh defines (read from there, so
-# there is one definition): glibc's dynamic mmap threshold would otherwise hand PyTorch's
-# activation buffers back to the OS after each step and page-fault them in on the next.
+# The peer's allocator: the thresholds bench/peer_alloc.sh defines (also run_benchmarks.sh's).
 PEER_ENV=()
 if [[ $PEER_ALLOC != glibc ]]; then
-  eval "$(grep -E '^(TUNABLES|THP_TUNABLES)=' "$ROOT/bench/run_benchmarks.sh")"
-  [[ -n ${TUNABLES:-} && -n ${THP_TUNABLES:-} ]] ||
-    { echo "gpt_context.sh: bench/run_benchmarks.sh no longer defines TUNABLES/THP_TUNABLES" >&2; exit 1; }
+  . "$ROOT/bench/peer_alloc.sh"
   PEER_ENV=("GLIBC_TUNABLES=$([[ $PEER_ALLOC == tuned ]] && echo "$TUNABLES" || echo "$THP_TUNABLES")")
 fi
 HAVE_TORCH=0

@@ -96,12 +96,7 @@ find_lib() {  # find_lib PACKAGE FILE: the path of FILE from the system or the p
 }
 JEMALLOC="$(find_lib libjemalloc2 libjemalloc.so.2)"
 TCMALLOC="$(find_lib libtcmalloc-minimal4 libtcmalloc_minimal.so.4)"
-TUNABLES="glibc.malloc.mmap_threshold=2147483647:glibc.malloc.trim_threshold=2147483647"
-# tuned-thp: the same, and malloc asks for transparent huge pages (madvise) on what it maps:
-# with the kernel's common THP mode "madvise" nothing gets huge pages otherwise. It made
-# PyTorch's seed-CNN step 5-9% faster on AMD Zen5 (mixprec's allocator does this itself).
-# jemalloc with MALLOC_CONF=thp:always was tried as well: no faster than this.
-THP_TUNABLES="$TUNABLES:glibc.malloc.hugetlb=1"
+. "$ROOT/bench/peer_alloc.sh"  # TUNABLES, THP_TUNABLES
 alloc_env() {  # the env assignments of one allocator configuration
   case "$1" in
     glibc) ;;

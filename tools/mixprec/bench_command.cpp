@@ -121,6 +121,7 @@ int run_bench(BenchFlags& f) {
                  result.status().message().c_str());
     return exit_code_for(result.status());
   }
+  if (!result->thread_warning.empty()) std::fprintf(stderr, "mixprec: warning: %s\n", result->thread_warning.c_str());
   if (f.json)
     std::printf("%s\n", to_json(*result).dump(2).c_str());
   else

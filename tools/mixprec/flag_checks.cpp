@@ -114,6 +114,13 @@ void add_threads_option(CLI::App* cmd, int& threads) {
 
 ThreadPolicy& thread_policy(int threads) {
   static ThreadPolicy policy(threads);  // one command per process
+  // An explicit count wins over the cgroup's CPU quota; said once, before any work.
+  static const bool warned = [] {
+    const std::string w = policy.quota_warning();
+    if (!w.empty()) std::fprintf(stderr, "mixprec: warning: %s\n", w.c_str());
+    return !w.empty();
+  }();
+  (void)warned;
   return policy;
 }
 
@@ -121,7 +128,9 @@ void use_threads(int threads) { thread_policy(threads).settle(); }
 
 std::string adaptive_threads_note(int threads, bool only_if_fewer) {
   const ThreadPolicy& p = thread_policy(threads);
-  if (!p.adaptive() || (only_if_fewer && p.threads() >= int(usable_cores().size()))) return std::string();
+  // "Fewer" than the policy could use: in a container whose quota allows 1 of 2 cores, 1
+  // thread is the normal case, not news.
+  if (!p.adaptive() || (only_if_fewer && p.threads() >= p.available())) return std::string();
   return "threads: " + p.describe();
 }
 

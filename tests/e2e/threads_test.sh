@@ -40,7 +40,10 @@ expect bench-bad-override 0 "MIXPREC_THREADS_OTHERS_BUSY='lots' ignored: expecte
 if [[ $CORES -ge 2 ]]; then
   expect bench-quota 0 "threads: adaptive \(now 1 of $CORES: cgroup CPU quota 0.5 cores; other processes busy on ~0.0 cores" -- \
     in_cgroup half MIXPREC_THREADS_OTHERS_BUSY=0 "$BIN" "${BENCH[@]}"
-  expect bench-quota-json 0 '"threads": 1,' -- in_cgroup half MIXPREC_THREADS_OTHERS_BUSY=0 "$BIN" "${BENCH[@]}" --json
+  # Every timed step, the first included, on the quota's 1 thread.
+  if in_cgroup half MIXPREC_THREADS_OTHERS_BUSY=0 "$BIN" "${BENCH[@]}" --json 2> /dev/null |
+    /usr/bin/python3 -c 'import json, sys; j = json.load(sys.stdin); sys.exit(not (j["threads"] == 1 and all(t == 1 for p in j["presets"] for t in p["step_threads"])))'
+  then echo "ok   bench-quota-every-step"; else fail "bench-quota-every-step: a step ran on more threads than the quota's 1"; fi
 fi
 expect bench-flag-over-quota 0 "warning: --threads 2 starts 2 threads, but this process's cgroup CPU quota \($TMP/one/cpu.max\) is 1 core" -- \
   in_cgroup one "$BIN" "${BENCH[@]}" --threads 2
@@ -84,6 +87,20 @@ fi
 expect train-flag-over-quota 0 "warning: --threads 2 starts 2 threads, but this process's cgroup CPU quota" -- \
   in_cgroup one "$BIN" "${TRAIN[@]}" --max-steps 1 --threads 2 --run-dir f
 grep -q '"threads": 2,' f/config.json || fail "train-flag-over-quota: config.json: $(grep threads f/config.json)"
+
+# predict notes a count below what it could use on stderr; within a quota of 1 core, 1 thread
+# is what it could use, so nothing is said.
+/usr/bin/python3 - <<'PY'
+import struct
+header = "{'descr': '|u1', 'fortran_order': False, 'shape': (28, 28), }"
+header += " " * (63 - (10 + len(header)) % 64) + "\n"
+open("one.npy", "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + bytes(784))
+PY
+out=$(in_cgroup one MIXPREC_THREADS_OTHERS_BUSY=0 "$BIN" predict a one.npy 2>&1)
+if [[ $? -ne 0 || $out == *"threads:"* ]]; then fail "predict-quota-quiet: $(tail -3 <<< "$out")"; else echo "ok   predict-quota-quiet"; fi
+if [[ $CORES -ge 2 ]]; then
+  expect predict-busy-note 0 "threads: adaptive \(now 1 of $CORES" -- adaptive MIXPREC_THREADS_OTHERS_BUSY=99 "$BIN" predict a one.npy
+fi
 
 # serve says its count at start-up, and GET /v1/model the current one.
 if serve_started serve.log -- in_cgroup one MIXPREC_THREADS_OTHERS_BUSY=0 "$BIN" serve a --port 0; then

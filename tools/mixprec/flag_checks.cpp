@@ -105,7 +105,8 @@ CLI::Validator positive() {
 
 void add_threads_option(CLI::App* cmd, int& threads) {
   cmd->add_option("--threads", threads,
-                  "Threads (0: all cores; at most " + std::to_string(max_thread_count()) +
+                  "Threads (0: OMP_NUM_THREADS if set, else the cores other processes leave free, within the cgroup "
+                  "CPU quota; at most " + std::to_string(max_thread_count()) +
                       "). On a machine other processes keep busy, fewer threads than cores can be much faster "
                       "(docs/cli.md)")
       ->check(integer_in(0, max_thread_count()))

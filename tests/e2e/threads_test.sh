@@ -26,6 +26,16 @@ in_cgroup() { local dir=$1; shift; env -u OMP_NUM_THREADS MIXPREC_CGROUP_ROOT="$
 expect bench-adaptive-busy 0 "threads: adaptive \(now 1 of $CORES: other processes busy on ~99.0 cores" -- \
   adaptive MIXPREC_THREADS_OTHERS_BUSY=99 "$BIN" "${BENCH[@]}"
 expect bench-adaptive-busy-json 0 '"threads": 1,' -- adaptive MIXPREC_THREADS_OTHERS_BUSY=99 "$BIN" "${BENCH[@]}" --json
+# The first decision comes before the first timed step (the warm-up is its window): no timed
+# step runs on the all-cores count the policy starts with.
+every_step_on() {  # every_step_on N: bench --json on stdin, every timed step on N threads
+  /usr/bin/python3 -c 'import json, sys; j = json.load(sys.stdin); n = int(sys.argv[1]); sys.exit(not (j["threads"] == n and all(t == n for p in j["presets"] for t in p["step_threads"])))' "$1"
+}
+if adaptive MIXPREC_THREADS_OTHERS_BUSY=99 "$BIN" "${BENCH[@]}" --json 2> /dev/null | every_step_on 1; then
+  echo "ok   bench-adaptive-busy-every-step"
+else
+  fail "bench-adaptive-busy-every-step: a timed step ran before the first decision"
+fi
 expect bench-adaptive-quiet 0 "threads: adaptive \(now $CORES of $CORES: other processes busy on ~0.0 cores" -- \
   adaptive MIXPREC_THREADS_OTHERS_BUSY=0 "$BIN" "${BENCH[@]}"
 # Off: --threads N, or OMP_NUM_THREADS; the override is then not even read.
@@ -41,9 +51,7 @@ if [[ $CORES -ge 2 ]]; then
   expect bench-quota 0 "threads: adaptive \(now 1 of $CORES: cgroup CPU quota 0.5 cores; other processes busy on ~0.0 cores" -- \
     in_cgroup half MIXPREC_THREADS_OTHERS_BUSY=0 "$BIN" "${BENCH[@]}"
   # Every timed step, the first included, on the quota's 1 thread.
-  if in_cgroup half MIXPREC_THREADS_OTHERS_BUSY=0 "$BIN" "${BENCH[@]}" --json 2> /dev/null |
-    /usr/bin/python3 -c 'import json, sys; j = json.load(sys.stdin); sys.exit(not (j["threads"] == 1 and all(t == 1 for p in j["presets"] for t in p["step_threads"])))'
-  then echo "ok   bench-quota-every-step"; else fail "bench-quota-every-step: a step ran on more threads than the quota's 1"; fi
+  if in_cgroup half MIXPREC_THREADS_OTHERS_BUSY=0 "$BIN" "${BENCH[@]}" --json 2> /dev/null | every_step_on 1; then echo "ok   bench-quota-every-step"; else fail "bench-quota-every-step: a step ran on more threads than the quota's 1"; fi
 fi
 expect bench-flag-over-quota 0 "warning: --threads 2 starts 2 threads, but this process's cgroup CPU quota \($TMP/one/cpu.max\) is 1 core" -- \
   in_cgroup one "$BIN" "${BENCH[@]}" --threads 2

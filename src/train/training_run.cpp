@@ -317,7 +317,7 @@ StatusOr<TrainResult> TrainingRun::run() {
     adaptive = std::make_unique<ThreadPolicy>(0, 0.5, ThreadPolicy::Sampler{}, 0, quota);
   else if (!std::getenv("OMP_NUM_THREADS") && quota.limited() && omp_get_max_threads() > quota.threads()) {
     omp_set_num_threads(quota.threads());
-    threads_note_ = ": OpenMP's default, all cores, capped by the cgroup CPU quota of " + quota.cores_text();
+    threads_note_ = ": OpenMP's default, cgroup CPU quota " + quota.cores_text();
   }
   if (config_.threads > 0 || std::getenv("OMP_NUM_THREADS")) {
     const std::string setting = config_.threads <= 0 ? "OMP_NUM_THREADS=" + std::string(std::getenv("OMP_NUM_THREADS"))

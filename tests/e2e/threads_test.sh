@@ -91,6 +91,9 @@ if [[ $CORES -ge 2 ]]; then
   expect train-quota 0 "threads +\| 1: adaptive \(now 1 of $CORES: cgroup CPU quota 0.5 cores" -- \
     in_cgroup half MIXPREC_THREADS_OTHERS_BUSY=0 "$BIN" "${TRAIN[@]}" --max-steps 1 --run-dir e
   grep -q '"threads": 1,' e/config.json || fail "train-quota: config.json: $(grep threads e/config.json)"
+  # A run that recorded 0 (OpenMP's default) resumes on OpenMP's default, within the quota.
+  expect train-resume-zero-quota 0 "threads +\| 1: OpenMP's default, cgroup CPU quota 0.5 cores" -- \
+    in_cgroup half "$BIN" train --resume d --max-steps 2
 fi
 expect train-flag-over-quota 0 "warning: --threads 2 starts 2 threads, but this process's cgroup CPU quota" -- \
   in_cgroup one "$BIN" "${TRAIN[@]}" --max-steps 1 --threads 2 --run-dir f

@@ -107,9 +107,10 @@ CpuSample parse_proc_stat(std::string_view text, const std::vector<int>& cores, 
   return s;
 }
 
-ThreadChoice choose_threads(const CpuSample& before, const CpuSample& after, int cores, int current) {
+ThreadChoice choose_threads(const CpuSample& before, const CpuSample& after, int cores, int current, int cap) {
   cores = std::max(cores, 1);
-  ThreadChoice all{cores, false, 0.0};
+  const int most = cap > 0 ? std::min(cap, cores) : cores;
+  ThreadChoice all{most, false, 0.0};
   if (!before.valid || !after.valid) return all;
   const double d_total = after.total - before.total, d_busy = after.busy - before.busy;
   const double d_own = after.own - before.own, d_wall = after.wall - before.wall;
@@ -117,10 +118,20 @@ ThreadChoice choose_threads(const CpuSample& before, const CpuSample& after, int
     return all;
   const double busy_cores = double(cores) * std::min(1.0, d_busy / d_total);
   const double others = std::clamp(busy_cores - d_own / d_wall, 0.0, double(cores));
-  const double target = double(cores) - others;
+  // The quota caps the target itself, so that hysteresis never holds a count above it.
+  const double target = std::min(double(cores) - others, double(most));
   int threads = int(std::lround(target));
-  if (current >= 1 && current <= cores && std::fabs(target - double(current)) < 0.6) threads = current;
-  return ThreadChoice{std::clamp(threads, 1, cores), true, others};
+  if (current >= 1 && current <= most && std::fabs(target - double(current)) < 0.6) threads = current;
+  return ThreadChoice{std::clamp(threads, 1, most), true, others};
+}
+
+std::string thread_quota_warning(int threads, const std::string& setting, const CpuQuota& quota) {
+  if (!quota.limited() || threads <= quota.threads()) return std::string();
+  const std::string fit = std::to_string(quota.threads());
+  return setting + " starts " + std::to_string(threads) + " threads, but this process's cgroup CPU quota (" +
+         quota.source + ") is " + quota.cores_text() + ": at most " + fit +
+         " run at once, and once the quota of a period is spent every thread waits for the next, so each "
+         "parallel region waits for a throttled thread; " + fit + " or fewer is usually faster (the default follows the quota)";
 }
 
 std::vector<int> usable_cores() {
@@ -143,15 +154,16 @@ CpuSample read_cpu_sample(const std::vector<int>& cores, const std::string& proc
   return s;
 }
 
-ThreadPolicy::ThreadPolicy(int threads_flag, double interval, Sampler sampler, int cores)
-    : flag_(threads_flag), interval_(interval), sampler_(std::move(sampler)) {
+ThreadPolicy::ThreadPolicy(int threads_flag, double interval, Sampler sampler, int cores, std::optional<CpuQuota> quota)
+    : quota_(quota ? std::move(*quota) : cpu_quota()), flag_(threads_flag), interval_(interval), sampler_(std::move(sampler)) {
   const char* omp = std::getenv("OMP_NUM_THREADS");
   omp_env_ = omp ? omp : "";
   adaptive_ = threads_flag <= 0 && omp_env_.empty();
   std::vector<int> mine = usable_cores();
   cores_ = cores > 0 ? cores : std::max<int>(1, int(mine.size()));
   if (!sampler_) sampler_ = [mine] { return read_cpu_sample(mine); };
-  threads_ = flag_ > 0 ? flag_ : cores_;
+  available_ = quota_.limited() ? std::min(cores_, quota_.threads()) : cores_;
+  threads_ = flag_ > 0 ? flag_ : available_;
   if (const char* assumed = std::getenv("MIXPREC_THREADS_OTHERS_BUSY"); assumed && *assumed) {
     char* end = nullptr;
     const double v = std::strtod(assumed, &end);
@@ -166,10 +178,10 @@ ThreadPolicy::ThreadPolicy(int threads_flag, double interval, Sampler sampler, i
 
 void ThreadPolicy::decide_locked(const CpuSample& now) {
   if (assumed_others_ >= 0) {
-    const double target = double(cores_) - std::min(assumed_others_, double(cores_));
-    choice_ = ThreadChoice{std::clamp(int(std::lround(target)), 1, cores_), true, assumed_others_};
+    const double target = std::min(double(cores_) - std::min(assumed_others_, double(cores_)), double(available_));
+    choice_ = ThreadChoice{std::clamp(int(std::lround(target)), 1, available_), true, assumed_others_};
   } else {
-    choice_ = choose_threads(last_, now, cores_, decided_ ? threads_ : 0);
+    choice_ = choose_threads(last_, now, cores_, decided_ ? threads_ : 0, available_);
   }
   threads_ = choice_.threads;
   decided_ = true;
@@ -213,21 +225,47 @@ int ThreadPolicy::threads() const {
   return threads_;
 }
 
+int ThreadPolicy::explicit_threads() const {
+  if (flag_ > 0) return flag_;
+  // OMP_NUM_THREADS's first number ("3" or "3,2": the outer level), as libgomp read it at start.
+  int n = 0;
+  const auto r = std::from_chars(omp_env_.data(), omp_env_.data() + omp_env_.size(), n);
+  return r.ec == std::errc() && n > 0 ? n : omp_get_max_threads();
+}
+
+std::string ThreadPolicy::quota_excess() const {
+  const int n = explicit_threads();
+  if (!quota_.limited() || n <= quota_.threads()) return std::string();
+  return "more than the cgroup CPU quota of " + quota_.cores_text();
+}
+
+std::string ThreadPolicy::quota_warning() const {
+  if (adaptive_) return std::string();
+  return thread_quota_warning(explicit_threads(),
+                              flag_ > 0 ? "--threads " + std::to_string(flag_) : "OMP_NUM_THREADS=" + omp_env_, quota_);
+}
+
 std::string ThreadPolicy::describe() const {
-  if (flag_ > 0) return std::to_string(flag_) + " (--threads)";
-  if (!adaptive_) return "OMP_NUM_THREADS=" + omp_env_;
+  const std::string excess = adaptive_ ? std::string() : quota_excess();
+  if (flag_ > 0) return std::to_string(flag_) + " (--threads" + (excess.empty() ? ")" : "; " + excess + ")");
+  if (!adaptive_) return "OMP_NUM_THREADS=" + omp_env_ + (excess.empty() ? "" : " (" + excess + ")");
   std::lock_guard<std::mutex> lock(mutex_);
   const std::string of = std::to_string(threads_) + " of " + std::to_string(cores_);
+  // The quota is named only where it binds: a --cpus=8 container on 2 cores changes nothing.
+  const std::string quota = available_ < cores_ ? "cgroup CPU quota " + quota_.cores_text() : "";
   std::string d;
-  if (!decided_) d = "adaptive (" + of + " until measured)";
-  else if (!choice_.measured) d = "adaptive (" + of + ": /proc/stat unreadable, all cores)";
+  if (!decided_) d = "adaptive (" + of + " until measured" + (quota.empty() ? ")" : "; " + quota + ")");
+  else if (!choice_.measured)
+    d = "adaptive (" + of + (quota.empty() ? ": /proc/stat unreadable, all cores)" : ": " + quota + "; /proc/stat unreadable)");
   else {
     char busy[32];
     std::snprintf(busy, sizeof busy, "%.1f", choice_.others_busy);
-    d = "adaptive (now " + of + ": other processes busy on ~" + busy + " cores" +
-        (assumed_others_ >= 0 ? ", as MIXPREC_THREADS_OTHERS_BUSY says)" : ")");
+    d = "adaptive (now " + of + ": " + (quota.empty() ? "" : quota + "; ") + "other processes busy on ~" + busy +
+        " cores" + (assumed_others_ >= 0 ? ", as MIXPREC_THREADS_OTHERS_BUSY says)" : ")");
   }
-  return assumed_problem_.empty() ? d : d + "; " + assumed_problem_;
+  if (!assumed_problem_.empty()) d += "; " + assumed_problem_;
+  for (const std::string& ignored : quota_.ignored) d += "; " + ignored;
+  return d;
 }
 
 }  // namespace mixprec

@@ -202,6 +202,7 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
   }
   result.threads = threads.threads();
   result.thread_policy = threads.describe();
+  result.thread_warning = threads.quota_warning();
   for (Contender& c : contenders) {
     PresetTiming& t = c.timing;
     t.median_ms = median_of(t.step_ms);

@@ -67,7 +67,8 @@ const std::vector<ConfigField>& config_fields() {
        .fixed_on_resume = true},
       // The upper bound that depends on the machine (4x its hardware threads) is validate()'s.
       {.key = "threads", .flag = "--threads", .member = &C::threads,
-       .help = "Threads (0: all cores; at most 4x the hardware threads)", .min = 0, .max = double(1 << 20)},
+       .help = "Threads (0: OMP_NUM_THREADS if set, else the cores other processes leave free, within the cgroup "
+               "CPU quota, kept for the run; at most 4x the hardware threads)", .min = 0, .max = double(1 << 20)},
       {.key = "train_subset", .flag = "--train-subset", .member = &C::train_subset,
        .help = "Use only the first N training images (-1: all)", .min = -1, .fixed_on_resume = true},
       {.key = "test_subset", .flag = "--test-subset", .member = &C::test_subset,

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "mixprec/autograd/autograd.h"
 #include "mixprec/dist/distributed.h"
@@ -307,10 +308,26 @@ StatusOr<TrainResult> TrainingRun::run() {
   // processes over its set-up and keeps one count for the whole run, recorded in config.json
   // so that a resume continues on it: the thread count changes some kernels' summation order
   // (mixprec/core/threads.h), and a run must stay reproducible. A resume, or a rank of a
-  // data-parallel run, without the flag keeps OpenMP's default as before.
+  // data-parallel run, without the flag keeps OpenMP's default as before, within the cgroup's
+  // CPU quota (mixprec/core/cpu_quota.h). An explicit count wins over the quota, with a warning.
+  const CpuQuota quota = cpu_quota();
   std::unique_ptr<ThreadPolicy> adaptive;
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
-  else if (config_.resume.empty() && !(dp_ && dp_->ranks() > 1)) adaptive = std::make_unique<ThreadPolicy>(0);
+  else if (config_.resume.empty() && !(dp_ && dp_->ranks() > 1))
+    adaptive = std::make_unique<ThreadPolicy>(0, 0.5, ThreadPolicy::Sampler{}, 0, quota);
+  else if (!std::getenv("OMP_NUM_THREADS") && quota.limited() && omp_get_max_threads() > quota.threads()) {
+    omp_set_num_threads(quota.threads());
+    threads_note_ = ": OpenMP's default, cgroup CPU quota " + quota.cores_text();
+  }
+  if (config_.threads > 0 || std::getenv("OMP_NUM_THREADS")) {
+    const std::string setting = config_.threads <= 0 ? "OMP_NUM_THREADS=" + std::string(std::getenv("OMP_NUM_THREADS"))
+                                : config_.resume.empty() ? "--threads " + std::to_string(config_.threads)
+                                                         : "threads " + std::to_string(config_.threads) + " (the run's, or --threads)";
+    if (const std::string w = thread_quota_warning(omp_get_max_threads(), setting, quota); !w.empty()) {
+      threads_note_ = " (more than the cgroup CPU quota of " + quota.cores_text() + ")";
+      if (cb_.on_warning) cb_.on_warning(w);
+    }
+  }
   MIXPREC_RETURN_IF_ERROR(load_datasets());
   MIXPREC_RETURN_IF_ERROR(check_memory());
   if (adaptive && adaptive->adaptive()) {

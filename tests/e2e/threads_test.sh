@@ -1,22 +1,41 @@
 #!/usr/bin/env bash
 # threads_test.sh: the default thread count (mixprec/core/threads.h) as the commands apply it.
-# MIXPREC_THREADS_OTHERS_BUSY stands in for the measurement, so nothing here depends on the
-# machine's real load; --threads and OMP_NUM_THREADS must turn the policy off.
+# MIXPREC_THREADS_OTHERS_BUSY stands in for the measurement and MIXPREC_CGROUP_ROOT for the
+# cgroup tree (mixprec/core/cpu_quota.h: an empty one, or a fake CPU quota), so nothing here
+# depends on the machine's real load or container; --threads and OMP_NUM_THREADS must turn
+# the policy off, and say so when they exceed the quota.
 set -uo pipefail
 BUILD_DIR=$(cd "$1" && pwd)
 BIN="$BUILD_DIR/mixprec"
 source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
 TMP=$(mktemp -d /tmp/mixprec_threads_test.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
+SERVER_PID=""
+trap '[[ -n $SERVER_PID ]] && kill -9 "$SERVER_PID" 2> /dev/null; rm -rf "$TMP"' EXIT
 cd "$TMP" || exit 1
 CORES=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # the cores this process may use, as the policy counts them
 BENCH=(bench --model cnn --batch-size 16 --steps 2 --warmup 1 --precision fp32)
-adaptive() { env -u OMP_NUM_THREADS "$@"; }
+adaptive() { env -u OMP_NUM_THREADS MIXPREC_CGROUP_ROOT="$TMP/no-cgroup" "$@"; }
+# A fake cgroup tree whose cpu.max holds $2 (QUOTA PERIOD): quota DIR TEXT
+quota() { mkdir -p "$TMP/$1" && printf '%s\n' "$2" > "$TMP/$1/cpu.max"; }
+quota half "50000 100000"
+quota one "100000 100000"
+quota bad "lots"
+in_cgroup() { local dir=$1; shift; env -u OMP_NUM_THREADS MIXPREC_CGROUP_ROOT="$TMP/$dir" "$@"; }
 
 # Others busy on more cores than there are: 1 thread, said in bench's header and JSON.
 expect bench-adaptive-busy 0 "threads: adaptive \(now 1 of $CORES: other processes busy on ~99.0 cores" -- \
   adaptive MIXPREC_THREADS_OTHERS_BUSY=99 "$BIN" "${BENCH[@]}"
 expect bench-adaptive-busy-json 0 '"threads": 1,' -- adaptive MIXPREC_THREADS_OTHERS_BUSY=99 "$BIN" "${BENCH[@]}" --json
+# The first decision comes before the first timed step (the warm-up is its window): no timed
+# step runs on the all-cores count the policy starts with.
+every_step_on() {  # every_step_on N: bench --json on stdin, every timed step on N threads
+  /usr/bin/python3 -c 'import json, sys; j = json.load(sys.stdin); n = int(sys.argv[1]); sys.exit(not (j["threads"] == n and all(t == n for p in j["presets"] for t in p["step_threads"])))' "$1"
+}
+if adaptive MIXPREC_THREADS_OTHERS_BUSY=99 "$BIN" "${BENCH[@]}" --json 2> /dev/null | every_step_on 1; then
+  echo "ok   bench-adaptive-busy-every-step"
+else
+  fail "bench-adaptive-busy-every-step: a timed step ran before the first decision"
+fi
 expect bench-adaptive-quiet 0 "threads: adaptive \(now $CORES of $CORES: other processes busy on ~0.0 cores" -- \
   adaptive MIXPREC_THREADS_OTHERS_BUSY=0 "$BIN" "${BENCH[@]}"
 # Off: --threads N, or OMP_NUM_THREADS; the override is then not even read.
@@ -25,6 +44,29 @@ expect bench-omp-wins 0 "threads: OMP_NUM_THREADS=1" -- \
   env OMP_NUM_THREADS=1 MIXPREC_THREADS_OTHERS_BUSY=0 "$BIN" "${BENCH[@]}"
 expect bench-bad-override 0 "MIXPREC_THREADS_OTHERS_BUSY='lots' ignored: expected cores >= 0" -- \
   adaptive MIXPREC_THREADS_OTHERS_BUSY=lots "$BIN" "${BENCH[@]}"
+
+# A CPU quota caps the default (docker --cpus=0.5: 1 thread whatever the cores), and the header
+# says why; explicit counts win over it with a warning; a malformed cpu.max is ignored.
+if [[ $CORES -ge 2 ]]; then
+  expect bench-quota 0 "threads: adaptive \(now 1 of $CORES: cgroup CPU quota 0.5 cores; other processes busy on ~0.0 cores" -- \
+    in_cgroup half MIXPREC_THREADS_OTHERS_BUSY=0 "$BIN" "${BENCH[@]}"
+  # Every timed step, the first included, on the quota's 1 thread.
+  if in_cgroup half MIXPREC_THREADS_OTHERS_BUSY=0 "$BIN" "${BENCH[@]}" --json 2> /dev/null | every_step_on 1; then echo "ok   bench-quota-every-step"; else fail "bench-quota-every-step: a step ran on more threads than the quota's 1"; fi
+fi
+expect bench-flag-over-quota 0 "warning: --threads 2 starts 2 threads, but this process's cgroup CPU quota \($TMP/one/cpu.max\) is 1 core" -- \
+  in_cgroup one "$BIN" "${BENCH[@]}" --threads 2
+expect bench-flag-over-quota-header 0 "threads: 2 \(--threads; more than the cgroup CPU quota of 1 core\)" -- \
+  in_cgroup one "$BIN" "${BENCH[@]}" --threads 2
+expect bench-omp-over-quota 0 "warning: OMP_NUM_THREADS=2 starts 2 threads" -- \
+  env OMP_NUM_THREADS=2 MIXPREC_CGROUP_ROOT="$TMP/one" "$BIN" "${BENCH[@]}"
+out=$(in_cgroup one "$BIN" "${BENCH[@]}" --threads 1 2>&1)
+if [[ $out == *warning* || $out != *"threads: 1 (--threads)"* ]]; then
+  fail "bench-flag-within-quota: $(grep -E 'warning|threads:' <<< "$out")"
+else
+  echo "ok   bench-flag-within-quota"
+fi
+expect bench-quota-malformed 0 "now $CORES of $CORES: other processes busy on ~0.0 cores, as MIXPREC_THREADS_OTHERS_BUSY says\); $TMP/bad/cpu.max: 'lots' ignored" -- \
+  in_cgroup bad MIXPREC_THREADS_OTHERS_BUSY=0 "$BIN" "${BENCH[@]}"
 
 # train decides once and records the count: config.json, every step line, the banner.
 TRAIN=(train --dataset synthetic --batch-size 16 --train-subset 160 --test-subset 32 --no-self-check --precision fp32)
@@ -42,6 +84,48 @@ expect train-flag-wins 0 "threads +\| 1 " -- adaptive MIXPREC_THREADS_OTHERS_BUS
 grep -q '"threads": 1,' c/config.json || fail "train-flag-wins: config.json: $(grep threads c/config.json)"
 expect train-omp-wins 0 "threads +\| 1 " -- env OMP_NUM_THREADS=1 MIXPREC_THREADS_OTHERS_BUSY=0 "$BIN" "${TRAIN[@]}" --max-steps 1 --run-dir d
 grep -q '"threads": 0,' d/config.json || fail "train-omp-wins: config.json: $(grep threads d/config.json)"
+
+# train within a quota: the count recorded is the quota's, the banner says why; --threads above
+# it is kept (a run's count is part of its reproducibility) with a warning.
+if [[ $CORES -ge 2 ]]; then
+  expect train-quota 0 "threads +\| 1: adaptive \(now 1 of $CORES: cgroup CPU quota 0.5 cores" -- \
+    in_cgroup half MIXPREC_THREADS_OTHERS_BUSY=0 "$BIN" "${TRAIN[@]}" --max-steps 1 --run-dir e
+  grep -q '"threads": 1,' e/config.json || fail "train-quota: config.json: $(grep threads e/config.json)"
+  # A run that recorded 0 (OpenMP's default) resumes on OpenMP's default, within the quota.
+  expect train-resume-zero-quota 0 "threads +\| 1: OpenMP's default, cgroup CPU quota 0.5 cores" -- \
+    in_cgroup half "$BIN" train --resume d --max-steps 2
+fi
+expect train-flag-over-quota 0 "warning: --threads 2 starts 2 threads, but this process's cgroup CPU quota" -- \
+  in_cgroup one "$BIN" "${TRAIN[@]}" --max-steps 1 --threads 2 --run-dir f
+grep -q '"threads": 2,' f/config.json || fail "train-flag-over-quota: config.json: $(grep threads f/config.json)"
+
+# predict notes a count below what it could use on stderr; within a quota of 1 core, 1 thread
+# is what it could use, so nothing is said.
+/usr/bin/python3 - <<'PY'
+import struct
+header = "{'descr': '|u1', 'fortran_order': False, 'shape': (28, 28), }"
+header += " " * (63 - (10 + len(header)) % 64) + "\n"
+open("one.npy", "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + bytes(784))
+PY
+out=$(in_cgroup one MIXPREC_THREADS_OTHERS_BUSY=0 "$BIN" predict a one.npy 2>&1)
+if [[ $? -ne 0 || $out == *"threads:"* ]]; then fail "predict-quota-quiet: $(tail -3 <<< "$out")"; else echo "ok   predict-quota-quiet"; fi
+if [[ $CORES -ge 2 ]]; then
+  expect predict-busy-note 0 "threads: adaptive \(now 1 of $CORES" -- adaptive MIXPREC_THREADS_OTHERS_BUSY=99 "$BIN" predict a one.npy
+fi
+
+# serve says its count at start-up, and GET /v1/model the current one.
+if serve_started serve.log -- in_cgroup one MIXPREC_THREADS_OTHERS_BUSY=0 "$BIN" serve a --port 0; then
+  if grep -qE "^mixprec serve: threads: adaptive \(now 1 of $CORES" serve.log; then echo "ok   serve-threads-banner"
+  else fail "serve-threads-banner: $(cat serve.log)"; fi
+  /usr/bin/python3 - "$PORT" <<'PY' && echo "ok   serve-threads-model-info" || fail "serve-threads-model-info"
+import http.client, json, sys
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=60)
+c.request("GET", "/v1/model")
+m = json.loads(c.getresponse().read())
+assert m["threads"] == 1 and m["thread_policy"].startswith("adaptive (now 1 of"), m
+PY
+  kill -TERM "$SERVER_PID"; wait "$SERVER_PID"; SERVER_PID=""
+fi
 
 # eval reports the policy; predict says so on stderr when it runs on fewer cores.
 expect eval-adaptive 0 "threads: adaptive \(now 1 of $CORES" -- adaptive MIXPREC_THREADS_OTHERS_BUSY=99 "$BIN" eval a

@@ -121,6 +121,7 @@ int run_bench(BenchFlags& f) {
                  result.status().message().c_str());
     return exit_code_for(result.status());
   }
+  if (!result->thread_warning.empty()) std::fprintf(stderr, "mixprec: warning: %s\n", result->thread_warning.c_str());
   if (f.json)
     std::printf("%s\n", to_json(*result).dump(2).c_str());
   else
@@ -151,7 +152,8 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_option("--warmup", f->options.warmup, "Untimed steps per preset first")
       ->check(at_least(0))->capture_default_str();
   cmd->add_option("--threads", f->options.threads,
-                  "Threads (0: OMP_NUM_THREADS if set, else adaptive: the cores other processes leave free)")
+                  "Threads (0: OMP_NUM_THREADS if set, else adaptive: the cores other processes leave free, within the "
+                  "cgroup CPU quota)")
       ->check(at_least(0))->capture_default_str();
   cmd->add_option("--seed", f->options.seed, "Seed of the weights and the synthetic batch")->capture_default_str();
   cmd->add_flag("--json", f->json, "Print the results as JSON (every step's time included) instead of a table");

@@ -105,7 +105,8 @@ CLI::Validator positive() {
 
 void add_threads_option(CLI::App* cmd, int& threads) {
   cmd->add_option("--threads", threads,
-                  "Threads (0: all cores; at most " + std::to_string(max_thread_count()) +
+                  "Threads (0: OMP_NUM_THREADS if set, else the cores other processes leave free, within the cgroup "
+                  "CPU quota; at most " + std::to_string(max_thread_count()) +
                       "). On a machine other processes keep busy, fewer threads than cores can be much faster "
                       "(docs/cli.md)")
       ->check(integer_in(0, max_thread_count()))
@@ -114,6 +115,13 @@ void add_threads_option(CLI::App* cmd, int& threads) {
 
 ThreadPolicy& thread_policy(int threads) {
   static ThreadPolicy policy(threads);  // one command per process
+  // An explicit count wins over the cgroup's CPU quota; said once, before any work.
+  static const bool warned = [] {
+    const std::string w = policy.quota_warning();
+    if (!w.empty()) std::fprintf(stderr, "mixprec: warning: %s\n", w.c_str());
+    return !w.empty();
+  }();
+  (void)warned;
   return policy;
 }
 
@@ -121,7 +129,9 @@ void use_threads(int threads) { thread_policy(threads).settle(); }
 
 std::string adaptive_threads_note(int threads, bool only_if_fewer) {
   const ThreadPolicy& p = thread_policy(threads);
-  if (!p.adaptive() || (only_if_fewer && p.threads() >= int(usable_cores().size()))) return std::string();
+  // "Fewer" than the policy could use: in a container whose quota allows 1 of 2 cores, 1
+  // thread is the normal case, not news.
+  if (!p.adaptive() || (only_if_fewer && p.threads() >= p.available())) return std::string();
   return "threads: " + p.describe();
 }
 

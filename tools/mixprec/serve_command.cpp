@@ -5,7 +5,7 @@
 //
 //   POST /v1/predict   JSON, .npy, PNG or JPEG body -> {"predictions": [{"input": i, "top": [...]}]}
 //   POST /v1/generate  a language model's text: {"prompt": ...} -> {"text": ..., "bytes": [...]}
-//   GET  /v1/model     name, input shape, classes, precision, parameters, weight bytes
+//   GET  /v1/model     name, input shape, classes, precision, parameters, weight bytes, threads
 //   GET  /healthz      {"status": "ok"}
 //   GET  /metrics      Prometheus text: requests, errors, latency and batch-size histograms, queue
 //
@@ -55,6 +55,12 @@ void print_banner(const ServeFlags& f, const infer::Predictor& predictor, int po
               "threads; at most %lld connections\n",
               (long long)f.max_batch, (long long)f.max_wait_us, (long long)f.max_queue, (long long)f.workers,
               (long long)f.max_connections);
+  // The model's thread count, decided now (the model's loading was the policy's first window)
+  // so that an operator sees what the server computes on; GET /v1/model says it later.
+  ThreadPolicy& threads = thread_policy(f.threads);
+  threads.settle();
+  std::printf("mixprec serve: threads: %s%s\n", threads.describe().c_str(),
+              threads.adaptive() ? ", re-decided before each batch (GET /v1/model: the current count)" : "");
   std::printf("mixprec serve: listening on http://%s:%d (POST /v1/predict%s, GET /v1/model, /healthz, /metrics)\n",
               f.host.c_str(), port, spec.language_model ? ", POST /v1/generate" : "");
   std::fflush(stdout);

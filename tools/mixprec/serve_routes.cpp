@@ -122,14 +122,21 @@ std::string metrics_route(const std::string& path) {
 
 std::vector<http::Route> serve_routes(const ServeContext& context) {
   const ServeContext* c = &context;
-  const std::string model_json = dump(model_info(context), 2);
+  const json model = model_info(context);
   std::vector<http::Route> routes;
   // Cheap answers come from the I/O thread itself, so they answer while every worker waits
   // for the model.
   routes.push_back({"GET", "/healthz", [](http::Request&, http::Response& res) { res.body = "{\"status\": \"ok\"}\n"; },
                     true, {}});
-  routes.push_back({"GET", "/v1/model", [model_json](http::Request&, http::Response& res) { res.body = model_json; },
-                    true, {}});
+  // The thread count as the model computes now: the adaptive default re-decides before each
+  // batch (mixprec/core/threads.h), so it is read per request, not fixed at start.
+  routes.push_back({"GET", "/v1/model", [model, c](http::Request&, http::Response& res) {
+                      json j = model;
+                      const ThreadPolicy& policy = thread_policy(c->threads);
+                      j["threads"] = policy.threads();
+                      j["thread_policy"] = policy.describe();
+                      res.body = dump(j, 2);
+                    }, true, {}});
   routes.push_back({"GET", "/metrics", [c](http::Request&, http::Response& res) {
                       c->metrics.set_queue_depth(c->batcher.queued_samples());
                       if (c->connection_stats) {

@@ -1,6 +1,7 @@
 // threads.h: the thread count a command computes with when the user chose none (neither
 // --threads nor OMP_NUM_THREADS): all the cores this process may use, less the cores other
-// processes keep busy (at least 1), measured from /proc/stat.
+// processes keep busy (at least 1), measured from /proc/stat, and never more than its
+// cgroup's CPU quota lets run at once (cpu_quota.h: a container's --cpus, a Kubernetes limit).
 //
 // Why: every OpenMP parallel region waits at its end for its slowest thread. Beside other
 // busy processes on the same cores, one of a step's threads is often set aside by the
@@ -18,9 +19,12 @@
 #pragma once
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "mixprec/core/cpu_quota.h"
 
 namespace mixprec {
 
@@ -47,11 +51,19 @@ struct ThreadChoice {
 
 // The thread count for `cores` usable cores from two samples, pure: others' busy cores are
 // the busy share of the cores' time times `cores`, less this process's CPU per wall second;
-// the count is cores - others, rounded, within 1..cores. `current` (0: none yet) is kept
-// unless the new target is at least 0.6 away from it, so that a load near a rounding
-// boundary does not switch the count every sample. Invalid samples, a clock that did not
-// advance or a non-finite figure: all cores, measured = false.
-ThreadChoice choose_threads(const CpuSample& before, const CpuSample& after, int cores, int current = 0);
+// the count is cores - others, rounded, within 1..cores, and at most `cap` (a CPU quota's
+// CpuQuota::threads(); 0: no cap). `current` (0: none yet) is kept unless the new target is
+// at least 0.6 away from it, so that a load near a rounding boundary does not switch the count
+// every sample. Invalid samples, a clock that did not advance or a non-finite figure: all
+// cores (at most `cap`), measured = false.
+ThreadChoice choose_threads(const CpuSample& before, const CpuSample& after, int cores, int current = 0,
+                            int cap = 0);
+
+// "" when `threads` fits `quota`, else a warning that `setting` ("--threads 4",
+// "OMP_NUM_THREADS=4") starts more threads than the quota lets run at once. An explicit
+// count wins over the quota (the user may know better, and a training run's count is part of
+// its reproducibility), so this is only said.
+std::string thread_quota_warning(int threads, const std::string& setting, const CpuQuota& quota);
 
 // The cores this process may run on (its affinity mask), in increasing order.
 std::vector<int> usable_cores();
@@ -61,7 +73,8 @@ std::vector<int> usable_cores();
 CpuSample read_cpu_sample(const std::vector<int>& cores, const std::string& proc_stat = "/proc/stat");
 
 // The thread policy of one command. With --threads N (threads_flag > 0) or OMP_NUM_THREADS
-// set, it applies that and never measures; otherwise it is adaptive.
+// set, it applies that and never measures (quota_warning() says when that exceeds the CPU
+// quota); otherwise it is adaptive, within the quota.
 // MIXPREC_THREADS_OTHERS_BUSY=CORES replaces the measurement by that figure (tests, and a
 // user who wants to see what the policy does beside a given load).
 // Thread-safe: serve's model thread and HTTP workers share one.
@@ -69,14 +82,23 @@ class ThreadPolicy {
  public:
   using Sampler = std::function<CpuSample()>;
   // sampler: empty for read_cpu_sample on this process's cores; tests pass their own.
-  // interval: seconds between two measurements.
-  explicit ThreadPolicy(int threads_flag, double interval = 0.5, Sampler sampler = {}, int cores = 0);
+  // interval: seconds between two measurements. quota: empty for cpu_quota() (this
+  // process's cgroup, or MIXPREC_CGROUP_ROOT's fake tree); tests pass their own.
+  explicit ThreadPolicy(int threads_flag, double interval = 0.5, Sampler sampler = {}, int cores = 0,
+                        std::optional<CpuQuota> quota = std::nullopt);
 
   bool adaptive() const { return adaptive_; }
+  // The most threads the adaptive count may reach: the usable cores, or fewer when the CPU
+  // quota lets fewer run at once.
+  int available() const { return available_; }
+  const CpuQuota& quota() const { return quota_; }
+  // "" or, when --threads or OMP_NUM_THREADS asks for more threads than the CPU quota lets
+  // run at once, a warning for the command to print (thread_quota_warning).
+  std::string quota_warning() const;
   // Sets the calling thread's OpenMP thread count (the ICV is per thread) to the policy's:
   // the flag's, OMP_NUM_THREADS's (untouched), or the adaptive count, re-decided when
-  // `interval` seconds have passed since the last measurement; until the first decision, all
-  // cores. Between measurements it costs a clock read. Returns the count.
+  // `interval` seconds have passed since the last measurement; until the first decision,
+  // available(). Between measurements it costs a clock read. Returns the count.
   int apply();
   // The first decision now, waiting for the rest of `window` seconds since the policy was
   // made if less has passed (a command that decides once: train, eval, predict, generate);
@@ -84,13 +106,18 @@ class ThreadPolicy {
   int settle(double window = 0.2);
   int threads() const;
   // "adaptive (now 1 of 2: other processes busy on ~1.6 cores)", "2 (--threads)",
-  // "OMP_NUM_THREADS=3", "adaptive (2 of 2 until measured)".
+  // "OMP_NUM_THREADS=3", "adaptive (2 of 2 until measured)"; with a quota that binds,
+  // "adaptive (now 2 of 8: cgroup CPU quota 1.5 cores; other processes busy on ~0.2 cores)"
+  // and "4 (--threads; more than the cgroup CPU quota of 1.5 cores)".
   std::string describe() const;
 
  private:
   void decide_locked(const CpuSample& now);
+  std::string quota_excess() const;  // "more than the cgroup CPU quota of 1.5 cores" or ""
+  int explicit_threads() const;      // --threads's or OMP_NUM_THREADS's count
   bool adaptive_ = false;
-  int flag_ = 0, cores_ = 1, threads_ = 1;
+  CpuQuota quota_;
+  int flag_ = 0, cores_ = 1, available_ = 1, threads_ = 1;
   double interval_ = 0.5, assumed_others_ = -1, last_real_ = 0;  // last_real_: the steady clock at the last sample
   std::string assumed_problem_, omp_env_;  // omp_env_: OMP_NUM_THREADS as the policy found it
   Sampler sampler_;

@@ -81,6 +81,7 @@ struct StepBenchmarkResult {
   int64_t batch_size = 0;
   int threads = 0;            // at the end (the adaptive count may change between steps)
   std::string thread_policy;  // ThreadPolicy::describe() at the end: "adaptive (now 1 of 2: ...)"
+  std::string thread_warning;  // ThreadPolicy::quota_warning(): --threads above the CPU quota, or ""
   int64_t parameters = 0;
   // Tokens per sample for a language model or a text classifier (0 for images and tables):
   // what turns samples/s into the tokens/s text models are compared by.

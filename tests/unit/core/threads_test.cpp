@@ -4,8 +4,10 @@
 
 #include <omp.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <deque>
 #include <memory>
 #include <string>
@@ -110,6 +112,40 @@ TEST(ChooseThreads, UnusableSamplesKeepTheDefault) {
   EXPECT_EQ(choose_threads(good, sample(2, 3, 0, 2), 0).threads, 1);  // no cores given: 1
 }
 
+TEST(ChooseThreads, TheQuotaCapsTheCount) {
+  const CpuSample a = sample(0, 0, 0, 0);
+  // A quiet 4-core machine, a quota of 2 threads (--cpus=1.5): 2, not 4.
+  ThreadChoice c = choose_threads(a, sample(0.1, 4.0, 0.05, 1.0), 4, 0, 2);
+  EXPECT_TRUE(c.measured);
+  EXPECT_EQ(c.threads, 2);
+  // Others busy on 3 of the 4 cores: the load is the tighter limit.
+  EXPECT_EQ(choose_threads(a, sample(4.0, 4.0, 1.0, 1.0), 4, 0, 2).threads, 1);
+  // A current count above the cap is not kept by the hysteresis.
+  EXPECT_EQ(choose_threads(a, sample(0.1, 4.0, 0.05, 1.0), 4, 3, 2).threads, 2);
+  // Target min(4 - 1.45, 2) = 2: within 0.6 of the current 2, kept; no cap: 3 (2.55 rounds up).
+  EXPECT_EQ(choose_threads(a, sample(4.0, 4.0, 2.55, 1.0), 4, 2, 2).threads, 2);
+  EXPECT_EQ(choose_threads(a, sample(4.0, 4.0, 2.55, 1.0), 4, 0, 0).threads, 3);
+  // A cap of 0 or above the cores changes nothing; unusable samples give the cap.
+  EXPECT_EQ(choose_threads(a, sample(0.1, 4.0, 0.05, 1.0), 4, 0, 0).threads, 4);
+  EXPECT_EQ(choose_threads(a, sample(0.1, 4.0, 0.05, 1.0), 4, 0, 16).threads, 4);
+  c = choose_threads(CpuSample{}, a, 4, 0, 2);
+  EXPECT_FALSE(c.measured);
+  EXPECT_EQ(c.threads, 2);
+}
+
+TEST(ThreadQuotaWarning, OnlyAboveTheQuota) {
+  const CpuQuota q{1.5, "/sys/fs/cgroup/cpu.max", {}};
+  EXPECT_EQ(thread_quota_warning(2, "--threads 2", q), "");
+  EXPECT_EQ(thread_quota_warning(64, "--threads 64", CpuQuota{}), "");  // no quota
+  const std::string w = thread_quota_warning(3, "--threads 3", q);
+  EXPECT_EQ(w.rfind("--threads 3 starts 3 threads, but this process's cgroup CPU quota (/sys/fs/cgroup/cpu.max) is "
+                    "1.5 cores: at most 2 run at once",
+                    0),
+            0u)
+      << w;
+  EXPECT_NE(w.find("2 or fewer is usually faster"), std::string::npos) << w;
+}
+
 TEST(ReadCpuSample, UnreadableFileIsInvalid) {
   EXPECT_FALSE(read_cpu_sample({0}, "/nonexistent/proc/stat").valid);
   EXPECT_FALSE(read_cpu_sample({0}, "/").valid);  // a directory
@@ -129,11 +165,15 @@ class ThreadPolicyTest : public ::testing::Test {
     if (const char* v = getenv("OMP_NUM_THREADS")) saved_ = v, had_ = true;
     unsetenv("OMP_NUM_THREADS");
     unsetenv("MIXPREC_THREADS_OTHERS_BUSY");
+    // No quota, whatever cgroup the test runs in (a CI container's --cpus): a policy made
+    // without one reads this empty fake tree.
+    setenv("MIXPREC_CGROUP_ROOT", "/nonexistent/mixprec-threads-test-cgroup", 1);
     omp_before_ = omp_get_max_threads();
   }
   void TearDown() override {
     if (had_) setenv("OMP_NUM_THREADS", saved_.c_str(), 1);
     unsetenv("MIXPREC_THREADS_OTHERS_BUSY");
+    unsetenv("MIXPREC_CGROUP_ROOT");
     omp_set_num_threads(omp_before_);
   }
   // A sampler handing out the given samples in turn (the last one again when they run out).
@@ -213,4 +253,78 @@ TEST_F(ThreadPolicyTest, AssumedLoadReplacesTheMeasurement) {
 }
 
 }  // namespace
+
+// A container's quota: --cpus=1.5 on 4 cores computes on 2 threads at most, --cpus=0.5 on 1.
+TEST_F(ThreadPolicyTest, TheCgroupQuotaCapsTheAdaptiveCount) {
+  const CpuQuota q{1.5, "/sys/fs/cgroup/cpu.max", {}};
+  ThreadPolicy p(0, 3600.0, script({sample(0, 0, 0, 0), sample(0.1, 4, 0.1, 1)}), 4, q);
+  EXPECT_TRUE(p.adaptive());
+  EXPECT_EQ(p.available(), 2);
+  EXPECT_EQ(p.threads(), 2);  // before any measurement too
+  EXPECT_EQ(p.describe(), "adaptive (2 of 4 until measured; cgroup CPU quota 1.5 cores)");
+  EXPECT_EQ(p.settle(0.0), 2);
+  EXPECT_EQ(omp_get_max_threads(), 2);
+  EXPECT_EQ(p.describe(), "adaptive (now 2 of 4: cgroup CPU quota 1.5 cores; other processes busy on ~0.0 cores)");
+  EXPECT_EQ(p.quota_warning(), "");
+
+  ThreadPolicy half(0, 3600.0, script({sample(0, 0, 0, 0), sample(0.1, 2, 0.1, 1)}), 2, CpuQuota{0.5, "x", {}});
+  EXPECT_EQ(half.settle(0.0), 1);
+  // A quota above the cores does not bind and is not mentioned.
+  ThreadPolicy wide(0, 3600.0, script({sample(0, 0, 0, 0), sample(0.1, 2, 0.1, 1)}), 2, CpuQuota{8.0, "x", {}});
+  EXPECT_EQ(wide.settle(0.0), 2);
+  EXPECT_EQ(wide.describe(), "adaptive (now 2 of 2: other processes busy on ~0.0 cores)");
+  // Unreadable /proc/stat: the quota's count, not all cores.
+  ThreadPolicy blind(0, 3600.0, script({CpuSample{}}), 4, q);
+  EXPECT_EQ(blind.settle(0.0), 2);
+  EXPECT_EQ(blind.describe(), "adaptive (2 of 4: cgroup CPU quota 1.5 cores; /proc/stat unreadable)");
+  // The assumed load is capped alike.
+  setenv("MIXPREC_THREADS_OTHERS_BUSY", "0", 1);
+  ThreadPolicy assumed(0, 3600.0, script({sample(0, 0, 0, 0)}), 4, CpuQuota{1.0, "x", {}});
+  EXPECT_EQ(assumed.settle(), 1);
+}
+
+TEST_F(ThreadPolicyTest, TheQuotaFromTheEnvironmentsFakeTree) {
+  char tmpl[] = "/tmp/mixprec_threads_cgroup.XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl, file = root + "/cpu.max";
+  FILE* f = fopen(file.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs("100000 100000\n", f);
+  fclose(f);
+  setenv("MIXPREC_CGROUP_ROOT", root.c_str(), 1);
+  ThreadPolicy p(0, 3600.0, script({sample(0, 0, 0, 0), sample(0.1, 2, 0.1, 1)}), 2);
+  EXPECT_EQ(p.settle(0.0), 1);
+  EXPECT_EQ(p.quota().source, file);
+  // Malformed: no cap, and the line says what was ignored.
+  f = fopen(file.c_str(), "w");
+  fputs("one core please\n", f);
+  fclose(f);
+  ThreadPolicy q(0, 3600.0, script({sample(0, 0, 0, 0), sample(0.1, 2, 0.1, 1)}), 2);
+  EXPECT_EQ(q.settle(0.0), 2);
+  EXPECT_EQ(q.describe(), "adaptive (now 2 of 2: other processes busy on ~0.0 cores); " + file +
+                              ": 'one core please' ignored: expected \"QUOTA PERIOD\" or \"max PERIOD\"");
+  remove(file.c_str());
+  rmdir(root.c_str());
+}
+
+// --threads and OMP_NUM_THREADS win over the quota, but say that they exceed it.
+TEST_F(ThreadPolicyTest, ExplicitCountsWinOverTheQuotaWithAWarning) {
+  const CpuQuota q{1.5, "/sys/fs/cgroup/cpu.max", {}};
+  ThreadPolicy flag(4, 0.0, script({sample(0, 0, 0, 0)}), 2, q);
+  EXPECT_EQ(flag.apply(), 4);
+  EXPECT_EQ(flag.describe(), "4 (--threads; more than the cgroup CPU quota of 1.5 cores)");
+  EXPECT_EQ(flag.quota_warning().rfind("--threads 4 starts 4 threads", 0), 0u) << flag.quota_warning();
+  ThreadPolicy fits(2, 0.0, script({sample(0, 0, 0, 0)}), 2, q);
+  EXPECT_EQ(fits.describe(), "2 (--threads)");
+  EXPECT_EQ(fits.quota_warning(), "");
+  setenv("OMP_NUM_THREADS", "3,1", 1);
+  ThreadPolicy omp(0, 3600.0, script({sample(0, 0, 0, 0)}), 2, q);
+  EXPECT_FALSE(omp.adaptive());
+  EXPECT_EQ(omp.describe(), "OMP_NUM_THREADS=3,1 (more than the cgroup CPU quota of 1.5 cores)");
+  EXPECT_EQ(omp.quota_warning().rfind("OMP_NUM_THREADS=3,1 starts 3 threads", 0), 0u) << omp.quota_warning();
+  setenv("OMP_NUM_THREADS", "2", 1);
+  ThreadPolicy omp_fits(0, 3600.0, script({sample(0, 0, 0, 0)}), 2, q);
+  EXPECT_EQ(omp_fits.quota_warning(), "");
+}
+
 }  // namespace mixprec

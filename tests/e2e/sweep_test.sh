@@ -39,7 +39,9 @@ keep_checkpoints: 1
 EOF
 
 # What a sweep left, comparable across runs: each trial's record without its wall time, and
-# each trial's metrics.jsonl without times.
+# each trial's metrics.jsonl without times and memory. memory_bytes counts the batches the
+# loader's background thread has prefetched when the step ends (0 to `prefetch` of them: one
+# cnn batch of 64 is 100,608 bytes), which depends on timing, and peak_memory_bytes likewise.
 summary() {
   python3 - "$1" << 'EOF'
 import json, sys, glob, os, re
@@ -51,7 +53,7 @@ for t in s["trials"]:
     lines = open(os.path.join(d, t["dir"], "metrics.jsonl")).read().splitlines()
     print("  lines", len(lines))
     for l in lines:
-        print("  ", re.sub(r',"(time|seconds)":[^,}]*', "", l))
+        print("  ", re.sub(r',"(time|seconds|memory_bytes|peak_memory_bytes)":[^,}]*', "", l))
 EOF
 }
 rungs_done() {  # the rungs experiment.json records as finished, summed over trials

@@ -21,7 +21,6 @@
 #include "backend/cpu/tail_mask.h"
 #include "core/convert.h"
 #include "core/cpu_features.h"
-#include "core/vector_exp.h"
 #include "mixprec/core/status.h"
 
 namespace mixprec::backend::cpu {
@@ -153,6 +152,28 @@ struct GemmF32 {
   }
 };
 
+// e^x for the softmax's arguments (a score less its row's max or log-sum-exp: x <= ~0):
+// exp_avx512's Cody-Waite reduction and polynomial, the same bits wherever e^x is a normal
+// float, with 2^n applied by vscalefps instead of an exponent field built in three integer
+// steps and a multiply, and without the upper clamp (x is never large and positive here):
+// the row ops are bound by these instructions (perf: ~60% of exp_sum's samples). Below -87
+// the result is subnormal or 0 (exp_avx512 stops at 1.6e-38), which no row sum >= 1 sees.
+__attribute__((target("avx512f"))) inline __m512 exp_softmax(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));  // as exp_avx512: a NaN becomes the clamp
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
 struct Avx512 {
   static const float* pack(const float* m, int64_t, int64_t, int64_t, float*) { return m; }
   using A = Plain<float>::A;
@@ -182,7 +203,7 @@ struct Avx512 {
     const __m512 vsub = _mm512_set1_ps(sub);
     for (int64_t j = 0; j < n; j += 16) {
       const __mmask16 k = lanes16(j, n);
-      const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), vsub));
+      const __m512 e = exp_softmax(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), vsub));
       _mm512_mask_storeu_ps(s + j, k, e);
       acc = _mm512_mask_add_ps(acc, k, acc, e);
     }
@@ -194,7 +215,7 @@ struct Avx512 {
     for (int64_t j = 0; j < n; j += 16) {
       const __mmask16 k = lanes16(j, n);
       const __m512 b = bias ? _mm512_maskz_loadu_ps(k, bias + j) : _mm512_setzero_ps();
-      const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, p + j), vs, b), vl));
+      const __m512 e = exp_softmax(_mm512_sub_ps(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, p + j), vs, b), vl));
       _mm512_mask_storeu_ps(p + j, k, e);
       const __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + j), vd);
       _mm512_mask_storeu_ps(dp + j, k, _mm512_mul_ps(_mm512_mul_ps(e, x), vs));
@@ -303,9 +324,45 @@ struct Bf16Dot : Avx512 {
   }
   // bf16 inputs read in place (no widening): words (p, j) = word p of row j of src
   // ([rows, W] words: the pairs along a row), into dst [W, ld]: K^T or V^T packed.
-  static void transpose_words(const Word* src, int64_t rows, int64_t W, Word* dst, int64_t ld) {
-    for (int64_t j = 0; j < rows; ++j)
-      for (int64_t p = 0; p < W; ++p) dst[p * ld + j] = src[j * W + p];
+  // In 16 x 16 blocks of words through registers (the element-wise loop's strided stores
+  // were ~7% of a step's attention time, perf): 16 rows loaded (zeros past the ends), the
+  // classic four-stage transpose (32-bit and 64-bit interleaves within 128-bit lanes, then
+  // two 4 x 4 transposes of the lanes), each column stored as a row of dst.
+  __attribute__((target("avx512f"))) static void transpose_words(const Word* src, int64_t rows, int64_t W, Word* dst,
+                                                                 int64_t ld) {
+    for (int64_t j0 = 0; j0 < rows; j0 += 16)
+      for (int64_t p0 = 0; p0 < W; p0 += 16) {
+        const __mmask16 kp = lanes16(p0, W), kj = lanes16(j0, rows);
+        __m512i r[16], t[16];
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; ++i)
+          r[i] = j0 + i < rows ? _mm512_maskz_loadu_epi32(kp, src + (j0 + i) * W + p0) : _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) {
+          t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+          t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+        }
+        // r[4g + k]: in 128-bit lane L, column 4L + k of rows 4g .. 4g + 3.
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; ++g) {
+          r[4 * g] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+          r[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+          r[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+          r[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+        }
+        // Column 4L + k is lane L of r[k], r[4 + k], r[8 + k], r[12 + k], in that order.
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          const __m512i f0 = _mm512_shuffle_i32x4(r[k], r[4 + k], 0x88), f1 = _mm512_shuffle_i32x4(r[k], r[4 + k], 0xdd),
+                        f2 = _mm512_shuffle_i32x4(r[8 + k], r[12 + k], 0x88),
+                        f3 = _mm512_shuffle_i32x4(r[8 + k], r[12 + k], 0xdd);
+          t[k] = _mm512_shuffle_i32x4(f0, f2, 0x88);
+          t[4 + k] = _mm512_shuffle_i32x4(f1, f3, 0x88);
+          t[8 + k] = _mm512_shuffle_i32x4(f0, f2, 0xdd);
+          t[12 + k] = _mm512_shuffle_i32x4(f1, f3, 0xdd);
+        }
+        for (int64_t c = 0; c < 16 && p0 + c < W; ++c) _mm512_mask_storeu_epi32(dst + (p0 + c) * ld + j0, kj, t[c]);
+      }
   }
   // src [rows, w] bf16 packed (pairs of rows) into dst [(rows + 1) / 2, w] words.
   __attribute__((target("avx512f,avx512bw,avx512vl"))) static void interleave(const uint16_t* src, int64_t rows,
@@ -547,6 +604,20 @@ void gemm_rows(const typename I::A& a, int64_t rows, const C* m, int64_t ld, int
   }
 }
 
+// out := a times m for the rows of a block of scores, each row only as far as it sees:
+// rows in groups of kRows, each group's columns up to its last row's lim (causal: a diagonal
+// block's upper triangle is not computed, ~1/4 of the block's products), none for a group
+// that sees nothing. Each computed element is the same sum as over every column, and the
+// callers zero every entry past a row's own lim.
+template <typename C, typename I, typename Lim>
+void scores_rows(const typename I::A& a, int64_t rows, const C* m, int64_t ld, int64_t depth, int64_t cols, C* out,
+                 int64_t ldo, Lim lim) {
+  for (int64_t i = 0; i < rows; i += kRows) {
+    const int64_t h = std::min(kRows, rows - i), c = std::min(cols, lim(i + h - 1));
+    if (c > 0) I::gemm(a.from(i), h, m, ld, depth, c, out + i * ldo, ldo, false);
+  }
+}
+
 // ---- forward: one head's block of query rows against every key block it sees. Per key
 // block: the scores of all rows (S = Q K^T, every column; a causal diagonal block's hidden
 // ones are dropped next), then each row's online-softmax step (its max, e^(s - m) on its
@@ -567,7 +638,8 @@ void forward_tile(const Ctx<C>& g, int64_t n, int64_t qb, C* buf, void* out, C* 
     const C* Ktp = in_t<C, I>(g, g.k, g.dt, n, c0, cols, D, Kr, Kt, packs(g, buf));
     const C* Vp = in_n<C, I>(g, g.v, g.dt, n, c0, cols, Dv, V, packs(g, buf) + packed_floats(D, bs));
     const C* bias = g.bias_at(n, c0);
-    I::gemm(Qa, rows, Ktp, bs, D, cols, P, bs, false);
+    const auto lim_of = [&](int64_t i) { return g.visible(r0 + i, c0, cols); };
+    scores_rows<C, I>(Qa, rows, Ktp, bs, D, cols, P, bs, lim_of);
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t lim = std::max<int64_t>(g.visible(r0 + i, c0, cols), 0);
       C* p = P + i * bs;
@@ -580,8 +652,7 @@ void forward_tile(const Ctx<C>& g, int64_t n, int64_t qb, C* buf, void* out, C* 
       I::scale_row(O + i * Dv, Dv, alpha);
       m[i] = m_new;
     }
-    gemm_rows<C, I>(I::a_rows(P, bs, cols, rows, w.s), rows, Vp, Dv, Dv, O, Dv,
-                    [&](int64_t i) { return g.visible(r0 + i, c0, cols); });
+    gemm_rows<C, I>(I::a_rows(P, bs, cols, rows, w.s), rows, Vp, Dv, Dv, O, Dv, lim_of);
   }
   for (int64_t i = 0; i < rows; ++i) {
     I::scale_row(O + i * Dv, Dv, C(1) / l[i]);
@@ -597,8 +668,9 @@ template <typename C, typename I>
 void probs_and_dscores(const Ctx<C>& g, const typename I::A& Qa, const typename I::A& dOa, int64_t r0, int64_t rows,
                        const C* Ktp, const C* Vtp, const C* bias, int64_t c0, int64_t cols, const C* lse,
                        const C* delta, C* P, C* dS) {
-  I::gemm(Qa, rows, Ktp, g.bs, g.D, cols, P, g.bs, false);
-  I::gemm(dOa, rows, Vtp, g.bs, g.Dv, cols, dS, g.bs, false);
+  const auto lim_of = [&](int64_t i) { return g.visible(r0 + i, c0, cols); };
+  scores_rows<C, I>(Qa, rows, Ktp, g.bs, g.D, cols, P, g.bs, lim_of);
+  scores_rows<C, I>(dOa, rows, Vtp, g.bs, g.Dv, cols, dS, g.bs, lim_of);
   for (int64_t i = 0; i < rows; ++i) {
     const int64_t lim = std::max<int64_t>(g.visible(r0 + i, c0, cols), 0);
     C *p = P + i * g.bs, *ds = dS + i * g.bs;
@@ -711,7 +783,7 @@ std::vector<Tensor> backward(const FlashAttention& t, const Tensor& d_out) {
   // delta = rowsum(dO * O): the row's sum of P * dP, without the scores.
   Tensor delta_t = Tensor::empty({g.N, g.S}, Ctx<C>::cdt);
   C* delta = delta_t.data_ptr<C>();
-  for_each_tile(g, [&](int64_t n, int64_t qb, C* buf) {
+  const auto delta_block = [&](int64_t n, int64_t qb, C* buf) {
     const int64_t r0 = qb * g.bs, rows = std::min(g.bs, g.S - r0);
     C *a = buf, *b = buf + g.bs * g.Dv;
     g.load(dout.data(), dout.dtype(), n, r0, rows, g.Dv, a);
@@ -721,7 +793,7 @@ std::vector<Tensor> backward(const FlashAttention& t, const Tensor& d_out) {
       for (int64_t x = 0; x < g.Dv; ++x) acc += a[i * g.Dv + x] * b[i * g.Dv + x];
       delta[n * g.S + r0 + i] = acc;
     }
-  });
+  };
   Tensor dq = Tensor::empty({g.N, g.S, g.D}, g.dt), dk = Tensor::empty({g.N, g.S, g.D}, g.dt),
          dv = Tensor::empty({g.N, g.S, g.Dv}, g.dt);
   const Grads gr{dout.data(), dout.dtype(), dq.data(), dk.data(), dv.data()};
@@ -734,6 +806,9 @@ std::vector<Tensor> backward(const FlashAttention& t, const Tensor& d_out) {
       std::vector<C> buf(scratch_size(g)), dq(size_t(g.S * g.D));
 #pragma omp for schedule(dynamic, 1)
       for (int64_t n = 0; n < g.N; ++n) {
+        // The head's delta first, in the same parallel region: one fork and barrier less (with
+        // libgomp's spinning wait, each costs the other thread's CPU time on a busy machine).
+        for (int64_t qb = 0; qb < g.nb; ++qb) delta_block(n, qb, buf.data());
         std::fill(dq.begin(), dq.end(), C(0));
         for (int64_t kb = 0; kb < g.nb; ++kb) backward_kv_tile<C, I>(g, lse, delta, gr, n, kb, buf.data(), dq.data());
         g.store(dq.data(), gr.dq, g.dt, n, 0, g.S, g.D);
@@ -741,6 +816,7 @@ std::vector<Tensor> backward(const FlashAttention& t, const Tensor& d_out) {
     }
     return {dq, dk, dv};
   }
+  for_each_tile(g, delta_block);
   for_each_tile(g, [&](int64_t n, int64_t kb, C* buf) { backward_kv_tile<C, I>(g, lse, delta, gr, n, kb, buf); });
   for_each_tile(g, [&](int64_t n, int64_t qb, C* buf) { backward_q_tile<C, I>(g, lse, delta, gr, n, qb, buf); });
   return {dq, dk, dv};

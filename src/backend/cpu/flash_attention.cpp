@@ -85,6 +85,22 @@ struct Plain {
   static void scale_row(C* x, int64_t n, C a) {
     for (int64_t j = 0; j < n; ++j) x[j] *= a;
   }
+  // One key block's online-softmax step for rows i < rows of s (ld apart), each over its
+  // first lim[i] entries: s := scale s + bias; m_new = max(m, the row's max); s := e^(s - m_new);
+  // l := l alpha + the row's sum, alpha = e^(m - m_new) (0 before the first visible key; 1 for
+  // a row with lim 0, which keeps its m and l), returned in alpha for the output's rescale.
+  // `work` holds 16 x rows elements.
+  static void softmax_block(C* s, int64_t ld, int64_t rows, const int64_t* lim, C scale, const C* bias, C* m, C* l,
+                            C* alpha, C*) {
+    for (int64_t i = 0; i < rows; ++i) {
+      alpha[i] = C(1);
+      if (lim[i] == 0) continue;
+      const C m_new = std::max(m[i], scale_max(s + i * ld, lim[i], scale, bias));
+      alpha[i] = m[i] == -std::numeric_limits<C>::infinity() ? C(0) : std::exp(m[i] - m_new);
+      l[i] = l[i] * alpha[i] + exp_sum(s + i * ld, lim[i], m_new);
+      m[i] = m_new;
+    }
+  }
 };
 
 // GCC 12's _mm512_reduce_* and masked loads build on _mm512_undefined_*(), which
@@ -220,6 +236,48 @@ struct Avx512 {
       const __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + j), vd);
       _mm512_mask_storeu_ps(dp + j, k, _mm512_mul_ps(_mm512_mul_ps(e, x), vs));
     }
+  }
+  // Plain's softmax_block, the same values: each row's max and sum kept as a vector in work
+  // and reduced after the loop over rows, so that the rows' exps overlap (one row of a causal
+  // block is 1-4 vectors: called a row at a time, its exp chain's latency and the reductions
+  // dominated, perf).
+  __attribute__((target("avx512f"))) static void softmax_block(float* s, int64_t ld, int64_t rows,
+                                                               const int64_t* lim, float scale, const float* bias,
+                                                               float* m, float* l, float* alpha, float* work) {
+    const __m512 vs = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    for (int64_t i = 0; i < rows; ++i) {
+      float* r = s + i * ld;
+      __m512 mx = ninf;
+      for (int64_t j = 0; j < lim[i]; j += 16) {
+        const __mmask16 k = lanes16(j, lim[i]);
+        const __m512 b = bias ? _mm512_maskz_loadu_ps(k, bias + j) : _mm512_setzero_ps();
+        const __m512 x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, r + j), vs, b);
+        _mm512_mask_storeu_ps(r + j, k, x);
+        mx = _mm512_mask_max_ps(mx, k, mx, x);
+      }
+      _mm512_storeu_ps(work + 16 * i, mx);
+    }
+    for (int64_t i = 0; i < rows; ++i) {
+      alpha[i] = 1.0f;
+      if (lim[i] == 0) continue;
+      const float m_new = std::max(m[i], _mm512_reduce_max_ps(_mm512_loadu_ps(work + 16 * i)));
+      alpha[i] = m[i] == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m[i] - m_new);
+      m[i] = m_new;
+    }
+    for (int64_t i = 0; i < rows; ++i) {
+      float* r = s + i * ld;
+      const __m512 vsub = _mm512_set1_ps(m[i]);
+      __m512 acc = _mm512_setzero_ps();
+      for (int64_t j = 0; j < lim[i]; j += 16) {
+        const __mmask16 k = lanes16(j, lim[i]);
+        const __m512 e = exp_softmax(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, r + j), vsub));
+        _mm512_mask_storeu_ps(r + j, k, e);
+        acc = _mm512_mask_add_ps(acc, k, acc, e);
+      }
+      _mm512_storeu_ps(work + 16 * i, acc);
+    }
+    for (int64_t i = 0; i < rows; ++i)
+      if (lim[i] > 0) l[i] = l[i] * alpha[i] + _mm512_reduce_add_ps(_mm512_loadu_ps(work + 16 * i));
   }
   __attribute__((target("avx512f"))) static void scale_row(float* x, int64_t n, float a) {
     const __m512 va = _mm512_set1_ps(a);
@@ -554,7 +612,7 @@ const C* in_n(const Ctx<C>& g, const void* base, DType from, int64_t n, int64_t 
 // packed operands after them (packs(g, buf)), then gemm's work (Bf16Dot's bf16 rows).
 template <typename C>
 int64_t tile_size(const Ctx<C>& g) {
-  return g.bs * (8 * g.D + 6 * g.Dv + 2 * g.bs + 4);
+  return g.bs * (8 * g.D + 6 * g.Dv + 2 * g.bs + 22);
 }
 template <typename C>
 int64_t packs_size(const Ctx<C>& g) {
@@ -626,7 +684,8 @@ template <typename C, typename I>
 void forward_tile(const Ctx<C>& g, int64_t n, int64_t qb, C* buf, void* out, C* lse) {
   const int64_t bs = g.bs, D = g.D, Dv = g.Dv, S = g.S, r0 = qb * bs, rows = std::min(bs, S - r0);
   C *Q = buf, *Kr = Q + bs * D, *Kt = Kr + bs * D, *V = Kt + bs * D, *P = V + bs * Dv, *O = P + bs * bs,
-    *m = O + bs * Dv, *l = m + bs;
+    *m = O + bs * Dv, *l = m + bs, *alpha = l + bs, *sm = alpha + bs;
+  std::vector<int64_t> lims(static_cast<size_t>(rows));
   const Work<C> w(g, work(g, buf));
   const auto Qa = in_rows<C, I>(g, g.q, g.dt, n, r0, rows, D, Q, w.q);
   std::fill(O, O + rows * Dv, C(0));
@@ -641,17 +700,14 @@ void forward_tile(const Ctx<C>& g, int64_t n, int64_t qb, C* buf, void* out, C* 
     const auto lim_of = [&](int64_t i) { return g.visible(r0 + i, c0, cols); };
     scores_rows<C, I>(Qa, rows, Ktp, bs, D, cols, P, bs, lim_of);
     for (int64_t i = 0; i < rows; ++i) {
-      const int64_t lim = std::max<int64_t>(g.visible(r0 + i, c0, cols), 0);
-      C* p = P + i * bs;
-      std::fill(p + lim, p + cols, C(0));
-      if (lim == 0) continue;
-      const C m_new = std::max(m[i], I::scale_max(p, lim, g.scale, bias));
-      // The running sum and output rescaled to the new max (nothing to rescale at first).
-      const C alpha = m[i] == -std::numeric_limits<C>::infinity() ? C(0) : std::exp(m[i] - m_new);
-      l[i] = l[i] * alpha + I::exp_sum(p, lim, m_new);
-      I::scale_row(O + i * Dv, Dv, alpha);
-      m[i] = m_new;
+      lims[size_t(i)] = std::max<int64_t>(g.visible(r0 + i, c0, cols), 0);
+      std::fill(P + i * bs + lims[size_t(i)], P + i * bs + cols, C(0));
     }
+    I::softmax_block(P, bs, rows, lims.data(), g.scale, bias, m, l, alpha, sm);
+    // The output rescaled to the new max (nothing to rescale at first).
+    if (kb > 0)
+      for (int64_t i = 0; i < rows; ++i)
+        if (alpha[i] != C(1)) I::scale_row(O + i * Dv, Dv, alpha[i]);
     gemm_rows<C, I>(I::a_rows(P, bs, cols, rows, w.s), rows, Vp, Dv, Dv, O, Dv, lim_of);
   }
   for (int64_t i = 0; i < rows; ++i) {

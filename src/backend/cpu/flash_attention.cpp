@@ -85,6 +85,17 @@ struct Plain {
   static void scale_row(C* x, int64_t n, C a) {
     for (int64_t j = 0; j < n; ++j) x[j] *= a;
   }
+  // sum_j a[j] b[j] (the backward's delta = rowsum(dO * O)).
+  static C dot(const C* a, const C* b, int64_t n) {
+    C acc = 0;
+    for (int64_t j = 0; j < n; ++j) acc += a[j] * b[j];
+    return acc;
+  }
+  // dst[x ld + j] = src[j w + x] for j < rows, x < w.
+  static void transpose(const C* src, int64_t rows, int64_t w, C* dst, int64_t ld) {
+    for (int64_t j = 0; j < rows; ++j)
+      for (int64_t x = 0; x < w; ++x) dst[x * ld + j] = src[j * w + x];
+  }
   // One key block's online-softmax step for rows i < rows of s (ld apart), each over its
   // first lim[i] entries: s := scale s + bias; m_new = max(m, the row's max); s := e^(s - m_new);
   // l := l alpha + the row's sum, alpha = e^(m - m_new) (0 before the first visible key; 1 for
@@ -168,6 +179,51 @@ struct GemmF32 {
   }
 };
 
+// A pair of bf16 as one 32-bit word. The words live in bf16 tensors and float scratch, so
+// they are read and written as may_alias (no type-based alias assumptions about them).
+typedef uint32_t __attribute__((__may_alias__)) Word;
+
+// dst[p ld + j] = src[j W + p] for j < rows, p < W, on 32-bit words: bf16 inputs read in
+// place (word p of row j a pair along the row: K^T or V^T packed), or floats. In 16 x 16 blocks of words through registers (the element-wise loop's strided stores
+// were ~7% of a step's attention time, perf): 16 rows loaded (zeros past the ends), the
+// classic four-stage transpose (32-bit and 64-bit interleaves within 128-bit lanes, then
+// two 4 x 4 transposes of the lanes), each column stored as a row of dst.
+__attribute__((target("avx512f"))) void transpose_words(const Word* src, int64_t rows, int64_t W, Word* dst,
+                                                        int64_t ld) {
+  for (int64_t j0 = 0; j0 < rows; j0 += 16)
+    for (int64_t p0 = 0; p0 < W; p0 += 16) {
+      const __mmask16 kp = lanes16(p0, W), kj = lanes16(j0, rows);
+      __m512i r[16], t[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i)
+        r[i] = j0 + i < rows ? _mm512_maskz_loadu_epi32(kp, src + (j0 + i) * W + p0) : _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+      }
+      // r[4g + k]: in 128-bit lane L, column 4L + k of rows 4g .. 4g + 3.
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) {
+        r[4 * g] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+        r[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+        r[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+        r[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+      }
+      // Column 4L + k is lane L of r[k], r[4 + k], r[8 + k], r[12 + k], in that order.
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        const __m512i f0 = _mm512_shuffle_i32x4(r[k], r[4 + k], 0x88), f1 = _mm512_shuffle_i32x4(r[k], r[4 + k], 0xdd),
+                      f2 = _mm512_shuffle_i32x4(r[8 + k], r[12 + k], 0x88),
+                      f3 = _mm512_shuffle_i32x4(r[8 + k], r[12 + k], 0xdd);
+        t[k] = _mm512_shuffle_i32x4(f0, f2, 0x88);
+        t[4 + k] = _mm512_shuffle_i32x4(f1, f3, 0x88);
+        t[8 + k] = _mm512_shuffle_i32x4(f0, f2, 0xdd);
+        t[12 + k] = _mm512_shuffle_i32x4(f1, f3, 0xdd);
+      }
+      for (int64_t c = 0; c < 16 && p0 + c < W; ++c) _mm512_mask_storeu_epi32(dst + (p0 + c) * ld + j0, kj, t[c]);
+    }
+}
 // e^x for the softmax's arguments (a score less its row's max or log-sum-exp: x <= ~0):
 // exp_avx512's Cody-Waite reduction and polynomial, the same bits wherever e^x is a normal
 // float, with 2^n applied by vscalefps instead of an exponent field built in three integer
@@ -279,6 +335,19 @@ struct Avx512 {
     for (int64_t i = 0; i < rows; ++i)
       if (lim[i] > 0) l[i] = l[i] * alpha[i] + _mm512_reduce_add_ps(_mm512_loadu_ps(work + 16 * i));
   }
+  // 16 lanes of partial sums, reduced at the end (the scalar loop was ~5% of the backward).
+  __attribute__((target("avx512f"))) static float dot(const float* a, const float* b, int64_t n) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; j += 16) {
+      const __mmask16 k = lanes16(j, n);
+      acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, a + j), _mm512_maskz_loadu_ps(k, b + j), acc);
+    }
+    return _mm512_reduce_add_ps(acc);
+  }
+  // Floats are 32-bit words: transpose_words' registers instead of strided scalar stores.
+  static void transpose(const float* src, int64_t rows, int64_t w, float* dst, int64_t ld) {
+    transpose_words(reinterpret_cast<const Word*>(src), rows, w, reinterpret_cast<Word*>(dst), ld);
+  }
   __attribute__((target("avx512f"))) static void scale_row(float* x, int64_t n, float a) {
     const __m512 va = _mm512_set1_ps(a);
     for (int64_t j = 0; j < n; j += 16) {
@@ -298,9 +367,6 @@ struct Avx512 {
 // unfused route's bf16 probabilities and score gradients are), while every sum, the running
 // max and sum of the online softmax and the log-sum-exp stay f32.
 
-// A pair of bf16 as one 32-bit word. The words live in bf16 tensors and float scratch, so
-// they are read and written as may_alias (no type-based alias assumptions about them).
-typedef uint32_t __attribute__((__may_alias__)) Word;
 
 // GemmF32's twin: a(i, p) is a pair of bf16 in a word, at a[i rs + p ps]; m is packed; a
 // depth-step is a pair of m's rows.
@@ -379,48 +445,6 @@ struct Bf16Dot : Avx512 {
         _mm512_mask_storeu_epi32(o + i * words + d / 2, live16(d / 2, words), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
       }
     return {o, words, 1};
-  }
-  // bf16 inputs read in place (no widening): words (p, j) = word p of row j of src
-  // ([rows, W] words: the pairs along a row), into dst [W, ld]: K^T or V^T packed.
-  // In 16 x 16 blocks of words through registers (the element-wise loop's strided stores
-  // were ~7% of a step's attention time, perf): 16 rows loaded (zeros past the ends), the
-  // classic four-stage transpose (32-bit and 64-bit interleaves within 128-bit lanes, then
-  // two 4 x 4 transposes of the lanes), each column stored as a row of dst.
-  __attribute__((target("avx512f"))) static void transpose_words(const Word* src, int64_t rows, int64_t W, Word* dst,
-                                                                 int64_t ld) {
-    for (int64_t j0 = 0; j0 < rows; j0 += 16)
-      for (int64_t p0 = 0; p0 < W; p0 += 16) {
-        const __mmask16 kp = lanes16(p0, W), kj = lanes16(j0, rows);
-        __m512i r[16], t[16];
-#pragma GCC unroll 16
-        for (int i = 0; i < 16; ++i)
-          r[i] = j0 + i < rows ? _mm512_maskz_loadu_epi32(kp, src + (j0 + i) * W + p0) : _mm512_setzero_si512();
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; ++i) {
-          t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-          t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-        }
-        // r[4g + k]: in 128-bit lane L, column 4L + k of rows 4g .. 4g + 3.
-#pragma GCC unroll 4
-        for (int g = 0; g < 4; ++g) {
-          r[4 * g] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
-          r[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
-          r[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
-          r[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
-        }
-        // Column 4L + k is lane L of r[k], r[4 + k], r[8 + k], r[12 + k], in that order.
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; ++k) {
-          const __m512i f0 = _mm512_shuffle_i32x4(r[k], r[4 + k], 0x88), f1 = _mm512_shuffle_i32x4(r[k], r[4 + k], 0xdd),
-                        f2 = _mm512_shuffle_i32x4(r[8 + k], r[12 + k], 0x88),
-                        f3 = _mm512_shuffle_i32x4(r[8 + k], r[12 + k], 0xdd);
-          t[k] = _mm512_shuffle_i32x4(f0, f2, 0x88);
-          t[4 + k] = _mm512_shuffle_i32x4(f1, f3, 0x88);
-          t[8 + k] = _mm512_shuffle_i32x4(f0, f2, 0xdd);
-          t[12 + k] = _mm512_shuffle_i32x4(f1, f3, 0xdd);
-        }
-        for (int64_t c = 0; c < 16 && p0 + c < W; ++c) _mm512_mask_storeu_epi32(dst + (p0 + c) * ld + j0, kj, t[c]);
-      }
   }
   // src [rows, w] bf16 packed (pairs of rows) into dst [(rows + 1) / 2, w] words.
   __attribute__((target("avx512f,avx512bw,avx512vl"))) static void interleave(const uint16_t* src, int64_t rows,
@@ -503,11 +527,6 @@ struct Ctx {
   int64_t visible(int64_t r, int64_t c0, int64_t cols) const { return causal ? std::min(cols, r - c0 + 1) : cols; }
 };
 
-template <typename C>
-void transpose(const C* src, int64_t rows, int64_t w, C* dst, int64_t ld) {
-  for (int64_t j = 0; j < rows; ++j)
-    for (int64_t x = 0; x < w; ++x) dst[x * ld + j] = src[j * w + x];
-}
 
 template <typename C>
 Ctx<C> make_ctx(const FlashAttention& t) {
@@ -587,12 +606,12 @@ const C* in_t(const Ctx<C>& g, const void* base, DType from, int64_t n, int64_t 
               C* t, C* pk) {
   if constexpr (kReadsBf16<I>)
     if (from == DType::bf16 && w % 2 == 0) {
-      I::transpose_words(static_cast<const Word*>(g.at(base, from, n, r0, w)), rows, w / 2,
+      transpose_words(static_cast<const Word*>(g.at(base, from, n, r0, w)), rows, w / 2,
                          reinterpret_cast<Word*>(pk), g.bs);
       return pk;
     }
   g.load(base, from, n, r0, rows, w, buf);
-  transpose(buf, rows, w, t, g.bs);
+  I::transpose(buf, rows, w, t, g.bs);
   return I::pack(t, w, g.bs, rows, pk);
 }
 // B of depth rows, the block as it is ([rows, w], ld w): V for P V, K for dS K.
@@ -777,9 +796,9 @@ void backward_kv_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads
                         [&](int64_t i) { return g.visible(r0 + i, c0, cols); });
     }
   }
-  transpose(dKt, D, bs, Q, D);  // back to [cols, D] rows (only the first cols are stored)
+  I::transpose(dKt, D, bs, Q, D);  // back to [cols, D] rows (only the first cols are stored)
   g.store(Q, gr.dk, g.dt, n, c0, cols, D);
-  transpose(dVt, Dv, bs, dO, Dv);
+  I::transpose(dVt, Dv, bs, dO, Dv);
   g.store(dO, gr.dv, g.dt, n, c0, cols, Dv);
 }
 
@@ -844,11 +863,7 @@ std::vector<Tensor> backward(const FlashAttention& t, const Tensor& d_out) {
     C *a = buf, *b = buf + g.bs * g.Dv;
     g.load(dout.data(), dout.dtype(), n, r0, rows, g.Dv, a);
     g.load(t.out.data(), t.out.dtype(), n, r0, rows, g.Dv, b);
-    for (int64_t i = 0; i < rows; ++i) {
-      C acc = 0;
-      for (int64_t x = 0; x < g.Dv; ++x) acc += a[i * g.Dv + x] * b[i * g.Dv + x];
-      delta[n * g.S + r0 + i] = acc;
-    }
+    for (int64_t i = 0; i < rows; ++i) delta[n * g.S + r0 + i] = I::dot(a + i * g.Dv, b + i * g.Dv, g.Dv);
   };
   Tensor dq = Tensor::empty({g.N, g.S, g.D}, g.dt), dk = Tensor::empty({g.N, g.S, g.D}, g.dt),
          dv = Tensor::empty({g.N, g.S, g.Dv}, g.dt);

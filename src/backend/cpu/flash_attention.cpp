@@ -41,8 +41,11 @@ struct Plain {
     const C* p;
     int64_t rs, ds;
     A from(int64_t i) const { return {p + i * rs, rs, ds}; }
+    // From depth d0 on (and m_from for the operand it meets); d0 even (Bf16Dot's pairs).
+    A from_depth(int64_t d0) const { return {p + d0 * ds, rs, ds}; }
   };
   static A a_rows(const C* m, int64_t ld, int64_t, int64_t, C*) { return {m, ld, 1}; }
+  static const C* m_from(const C* m, int64_t ld, int64_t d0) { return m + d0 * ld; }
   static A a_cols(const C* m, int64_t ld, int64_t, int64_t, C*) { return {m, 1, ld}; }
   // out[i ldo + j] (+ with acc)= sum_{d < depth} a(i, d) m[d ld + j], for i < rows and
   // j < cols, each sum in the order of d; m in pack's form.
@@ -250,6 +253,7 @@ struct Avx512 {
   static const float* pack(const float* m, int64_t, int64_t, int64_t, float*) { return m; }
   using A = Plain<float>::A;
   static A a_rows(const float* m, int64_t ld, int64_t, int64_t, float*) { return {m, ld, 1}; }
+  static const float* m_from(const float* m, int64_t ld, int64_t d0) { return m + d0 * ld; }
   static A a_cols(const float* m, int64_t ld, int64_t, int64_t, float*) { return {m, 1, ld}; }
   static void gemm(const A& a, int64_t rows, const float* m, int64_t ld, int64_t depth, int64_t cols, float* out,
                    int64_t ldo, bool acc) {
@@ -432,6 +436,7 @@ struct Bf16Dot : Avx512 {
     const Word* p;
     int64_t rs, ps;
     A from(int64_t i) const { return {p + i * rs, rs, ps}; }
+    A from_depth(int64_t d0) const { return {p + d0 / 2 * ps, rs, ps}; }
   };
   // The rows of m rounded to bf16 pairs in w ((depth + 1) / 2 words a row, 0 past depth).
   __attribute__((target("avx512f,avx512bf16"))) static A a_rows(const float* m, int64_t ld, int64_t depth,
@@ -461,6 +466,7 @@ struct Bf16Dot : Avx512 {
     }
   }
   // The columns of m: m packed (pairs of its rows), read across.
+  static const float* m_from(const float* m, int64_t ld, int64_t d0) { return m + d0 / 2 * ld; }
   static A a_cols(const float* m, int64_t ld, int64_t depth, int64_t n, float* w) {
     return {reinterpret_cast<const Word*>(pack(m, depth, ld, n, w)), 1, ld};
   }
@@ -695,6 +701,24 @@ void scores_rows(const typename I::A& a, int64_t rows, const C* m, int64_t ld, i
   }
 }
 
+// out += a times m, m's columns in chunks of 32, each from the first depth d0 (rounded down
+// to even) at which its first column has a non-zero entry in m: first(j) for column j, with
+// m 0 above it (P and dS of a causal block crossing the diagonal, whose rows are the depth of
+// dV^T += dO^T P and dK^T += Q^T dS: the chunks right of the diagonal skip their zero rows,
+// 1/4 of such a block's products). Only zero terms are left out. A block without such rows
+// is one call (the kernel's widest form).
+template <typename C, typename I, typename First>
+void gemm_from(const typename I::A& a, int64_t rows, const C* m, int64_t ld, int64_t depth, int64_t cols, C* out,
+               int64_t ldo, First first) {
+  if (first(cols - 1) <= 0) return I::gemm(a, rows, m, ld, depth, cols, out, ldo, true);  // one call, 64 wide
+  for (int64_t j0 = 0; j0 < cols; j0 += 32) {
+    const int64_t d0 = std::max<int64_t>(first(j0), 0) / 2 * 2;
+    if (d0 >= depth) break;
+    I::gemm(a.from_depth(d0), rows, I::m_from(m, ld, d0) + j0, ld, depth - d0, std::min<int64_t>(32, cols - j0),
+            out + j0, ldo, true);
+  }
+}
+
 // ---- forward: one head's block of query rows against every key block it sees. Per key
 // block: the scores of all rows (S = Q K^T, every column; a causal diagonal block's hidden
 // ones are dropped next), then each row's online-softmax step (its max, e^(s - m) on its
@@ -789,8 +813,10 @@ void backward_kv_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads
       const auto [Qa, Qc] = in_rows_cols<C, I>(g, g.q, g.dt, n, r0, rows, D, Q, w.q, w.qcols);
       const auto [dOa, dOc] = in_rows_cols<C, I>(g, gr.dout, gr.gdt, n, r0, rows, Dv, dO, w.dout, w.doutcols);
       probs_and_dscores<C, I>(g, Qa, dOa, r0, rows, Ktp, Vtp, bias, c0, cols, lse + n * S, delta + n * S, P, dS);
-      I::gemm(dOc, Dv, I::pack(P, rows, bs, cols, Pp), bs, rows, cols, dVt, bs, true);  // dV += P^T dO
-      I::gemm(Qc, D, I::pack(dS, rows, bs, cols, dSp), bs, rows, cols, dKt, bs, true);  // dK += dS^T Q
+      // Key j's first query row in the block (causal; 0 otherwise).
+      const auto first = [&](int64_t j) { return g.causal ? c0 + j - r0 : int64_t(0); };
+      gemm_from<C, I>(dOc, Dv, I::pack(P, rows, bs, cols, Pp), bs, rows, cols, dVt, bs, first);  // dV += P^T dO
+      gemm_from<C, I>(Qc, D, I::pack(dS, rows, bs, cols, dSp), bs, rows, cols, dKt, bs, first);  // dK += dS^T Q
       if (dq)  // dQ_i += sum_j dS_ij K_j
         gemm_rows<C, I>(I::a_rows(dS, bs, cols, rows, w.s), rows, Krp, D, D, dq + r0 * D, D,
                         [&](int64_t i) { return g.visible(r0 + i, c0, cols); });

@@ -853,6 +853,18 @@ void backward_q_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads&
   g.store(dQ, gr.dq, g.dt, n, r0, rows, D);
 }
 
+// The calling thread's scratch of at least n elements (slot 0: the tiles' buffers; 1: the
+// one-pass backward's dQ), kept across calls: a fresh zeroed buffer per call and thread
+// (~150 KB at gpt-tiny's shape, above malloc's mmap threshold) cost its page faults and
+// memset every call (~3% of the kernel's time, perf). Every tile writes what it reads.
+template <typename C>
+C* thread_scratch(size_t n, int slot) {
+  thread_local std::vector<C> bufs[2];
+  std::vector<C>& b = bufs[slot];
+  if (b.size() < n) b.resize(n);
+  return b.data();
+}
+
 // Runs body(n, block, scratch) for every (head, block) on the OpenMP threads, the blocks
 // from last to first (with causal, the last query blocks have the most work: dynamic
 // scheduling then balances the rest). The results do not depend on the order.
@@ -861,9 +873,9 @@ void for_each_tile(const Ctx<C>& g, Body body) {
   const int64_t tasks = g.N * g.nb;
 #pragma omp parallel if (tasks > 1)
   {
-    std::vector<C> buf(scratch_size(g));
+    C* buf = thread_scratch<C>(scratch_size(g), 0);
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < tasks; ++task) body(task % g.N, g.nb - 1 - task / g.N, buf.data());
+    for (int64_t task = 0; task < tasks; ++task) body(task % g.N, g.nb - 1 - task / g.N, buf);
   }
 }
 
@@ -900,15 +912,15 @@ std::vector<Tensor> backward(const FlashAttention& t, const Tensor& d_out) {
     // products instead of 7; the same bits as the two passes).
 #pragma omp parallel
     {
-      std::vector<C> buf(scratch_size(g)), dq(size_t(g.S * g.D));
+      C *buf = thread_scratch<C>(scratch_size(g), 0), *dq = thread_scratch<C>(size_t(g.S * g.D), 1);
 #pragma omp for schedule(dynamic, 1)
       for (int64_t n = 0; n < g.N; ++n) {
         // The head's delta first, in the same parallel region: one fork and barrier less (with
         // libgomp's spinning wait, each costs the other thread's CPU time on a busy machine).
-        for (int64_t qb = 0; qb < g.nb; ++qb) delta_block(n, qb, buf.data());
-        std::fill(dq.begin(), dq.end(), C(0));
-        for (int64_t kb = 0; kb < g.nb; ++kb) backward_kv_tile<C, I>(g, lse, delta, gr, n, kb, buf.data(), dq.data());
-        g.store(dq.data(), gr.dq, g.dt, n, 0, g.S, g.D);
+        for (int64_t qb = 0; qb < g.nb; ++qb) delta_block(n, qb, buf);
+        std::fill(dq, dq + g.S * g.D, C(0));
+        for (int64_t kb = 0; kb < g.nb; ++kb) backward_kv_tile<C, I>(g, lse, delta, gr, n, kb, buf, dq);
+        g.store(dq, gr.dq, g.dt, n, 0, g.S, g.D);
       }
     }
     return {dq, dk, dv};

@@ -701,24 +701,6 @@ void scores_rows(const typename I::A& a, int64_t rows, const C* m, int64_t ld, i
   }
 }
 
-// out += a times m, m's columns in chunks of 32, each from the first depth d0 (rounded down
-// to even) at which its first column has a non-zero entry in m: first(j) for column j, with
-// m 0 above it (P and dS of a causal block crossing the diagonal, whose rows are the depth of
-// dV^T += dO^T P and dK^T += Q^T dS: the chunks right of the diagonal skip their zero rows,
-// 1/4 of such a block's products). Only zero terms are left out. A block without such rows
-// is one call (the kernel's widest form).
-template <typename C, typename I, typename First>
-void gemm_from(const typename I::A& a, int64_t rows, const C* m, int64_t ld, int64_t depth, int64_t cols, C* out,
-               int64_t ldo, First first) {
-  if (first(cols - 1) <= 0) return I::gemm(a, rows, m, ld, depth, cols, out, ldo, true);  // one call, 64 wide
-  for (int64_t j0 = 0; j0 < cols; j0 += 32) {
-    const int64_t d0 = std::max<int64_t>(first(j0), 0) / 2 * 2;
-    if (d0 >= depth) break;
-    I::gemm(a.from_depth(d0), rows, I::m_from(m, ld, d0) + j0, ld, depth - d0, std::min<int64_t>(32, cols - j0),
-            out + j0, ldo, true);
-  }
-}
-
 // ---- forward: one head's block of query rows against every key block it sees. Per key
 // block: the scores of all rows (S = Q K^T, every column; a causal diagonal block's hidden
 // ones are dropped next), then each row's online-softmax step (its max, e^(s - m) on its
@@ -793,13 +775,13 @@ template <typename C, typename I>
 void backward_kv_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads& gr, int64_t n, int64_t kb, C* buf,
                       C* dq = nullptr) {
   const int64_t bs = g.bs, D = g.D, Dv = g.Dv, S = g.S, c0 = kb * bs, cols = std::min(bs, S - c0);
-  // dK and dV are accumulated transposed, [D, cols] and [Dv, cols]: a row of dK^T is a column
-  // of Q (a_cols) times the dS block, 16 keys per register, as the scores are.
+  // dK and dV rows [cols, D] and [cols, Dv]: the keys are the products' rows (A: the columns
+  // of dS and P), Q and dO in their packed form the other operand; stored as they are.
   C *Kt = buf, *Vt = Kt + bs * D, *tmp = Vt + bs * Dv, *Q = tmp + bs * std::max(D, Dv), *dO = Q + bs * D,
-    *P = dO + bs * Dv, *dS = P + bs * bs, *dKt = dS + bs * bs, *dVt = dKt + bs * D, *Kr = dVt + bs * Dv;
+    *P = dO + bs * Dv, *dS = P + bs * bs, *dK = dS + bs * bs, *dV = dK + bs * D, *Kr = dV + bs * Dv;
   const Work<C> w(g, work(g, buf));
-  std::fill(dKt, dKt + D * bs, C(0));
-  std::fill(dVt, dVt + Dv * bs, C(0));
+  std::fill(dK, dK + cols * D, C(0));
+  std::fill(dV, dV + cols * Dv, C(0));
   if (!g.skipped(n, kb)) {
     C* pk = packs(g, buf);
     const C* Ktp = in_t<C, I>(g, g.k, g.dt, n, c0, cols, D, tmp, Kt, pk);
@@ -813,19 +795,24 @@ void backward_kv_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads
       const auto [Qa, Qc] = in_rows_cols<C, I>(g, g.q, g.dt, n, r0, rows, D, Q, w.q, w.qcols);
       const auto [dOa, dOc] = in_rows_cols<C, I>(g, gr.dout, gr.gdt, n, r0, rows, Dv, dO, w.dout, w.doutcols);
       probs_and_dscores<C, I>(g, Qa, dOa, r0, rows, Ktp, Vtp, bias, c0, cols, lse + n * S, delta + n * S, P, dS);
-      // Key j's first query row in the block (causal; 0 otherwise).
-      const auto first = [&](int64_t j) { return g.causal ? c0 + j - r0 : int64_t(0); };
-      gemm_from<C, I>(dOc, Dv, I::pack(P, rows, bs, cols, Pp), bs, rows, cols, dVt, bs, first);  // dV += P^T dO
-      gemm_from<C, I>(Qc, D, I::pack(dS, rows, bs, cols, dSp), bs, rows, cols, dKt, bs, first);  // dK += dS^T Q
+      // dV += P^T dO, dK += dS^T Q, kRows keys at a time, each group's terms from its first
+      // key's first query row on (causal: c0 + i - r0, rounded down to a pair; P and dS are 0
+      // above it, so only zero terms are left out: ~1/2 of a diagonal block's products).
+      const typename I::A Pc = I::a_cols(P, bs, rows, cols, Pp), dSc = I::a_cols(dS, bs, rows, cols, dSp);
+      const C *dOm = reinterpret_cast<const C*>(dOc.p), *Qm = reinterpret_cast<const C*>(Qc.p);
+      for (int64_t i = 0; i < cols; i += kRows) {
+        const int64_t h = std::min(kRows, cols - i), d0 = g.causal ? std::max<int64_t>(c0 + i - r0, 0) / 2 * 2 : 0;
+        if (d0 >= rows) break;
+        I::gemm(Pc.from(i).from_depth(d0), h, I::m_from(dOm, Dv, d0), Dv, rows - d0, Dv, dV + i * Dv, Dv, true);
+        I::gemm(dSc.from(i).from_depth(d0), h, I::m_from(Qm, D, d0), D, rows - d0, D, dK + i * D, D, true);
+      }
       if (dq)  // dQ_i += sum_j dS_ij K_j
         gemm_rows<C, I>(I::a_rows(dS, bs, cols, rows, w.s), rows, Krp, D, D, dq + r0 * D, D,
                         [&](int64_t i) { return g.visible(r0 + i, c0, cols); });
     }
   }
-  I::transpose(dKt, D, bs, Q, D);  // back to [cols, D] rows (only the first cols are stored)
-  g.store(Q, gr.dk, g.dt, n, c0, cols, D);
-  I::transpose(dVt, Dv, bs, dO, Dv);
-  g.store(dO, gr.dv, g.dt, n, c0, cols, Dv);
+  g.store(dK, gr.dk, g.dt, n, c0, cols, D);
+  g.store(dV, gr.dv, g.dt, n, c0, cols, Dv);
 }
 
 // dQ of one head's query block, summed over the key blocks it sees.

@@ -3,7 +3,8 @@
 // transposed view of a block, m a block in the form its I packs it) on the three forms Plain,
 // Avx512 and Bf16Dot; the f32 forms read operands converted to C once per block (bf16 and f16
 // widened), Bf16Dot reads bf16 inputs in place. Each OpenMP thread owns its scratch (a few
-// blocks: O(block x (block + D + Dv)) elements) and the output rows of its tasks.
+// blocks: O(block x (block + D + Dv)) elements, kept across calls) and the output rows of its
+// tasks.
 // Long because the kernel is one idea: its products and row primitives in three forms, the
 // forward tile and the two backward tiles share the tile geometry (Ctx) and must stay in step
 // (the one-pass backward reproduces the two-pass one's bits).

@@ -89,6 +89,8 @@ struct Plain {
   static void scale_row(C* x, int64_t n, C a) {
     for (int64_t j = 0; j < n; ++j) x[j] *= a;
   }
+  // P V's first operand from softmax_block's P.
+  static A a_probs(const C* s, int64_t ld, int64_t cols, int64_t rows, C* w) { return a_rows(s, ld, cols, rows, w); }
   // sum_j a[j] b[j] (the backward's delta = rowsum(dO * O)).
   static C dot(const C* a, const C* b, int64_t n) {
     C acc = 0;
@@ -100,13 +102,13 @@ struct Plain {
     for (int64_t j = 0; j < rows; ++j)
       for (int64_t x = 0; x < w; ++x) dst[x * ld + j] = src[j * w + x];
   }
-  // One key block's online-softmax step for rows i < rows of s (ld apart), each over its
-  // first lim[i] entries: s := scale s + bias; m_new = max(m, the row's max); s := e^(s - m_new);
+  // One key block's online-softmax step for rows i < rows of s (ld apart, cols wide), each
+  // over its first lim[i] entries: s := scale s + bias; m_new = max(m, the row's max); s := e^(s - m_new);
   // l := l alpha + the row's sum, alpha = e^(m - m_new) (0 before the first visible key; 1 for
   // a row with lim 0, which keeps its m and l), returned in alpha for the output's rescale.
-  // `work` holds 16 x rows elements.
-  static void softmax_block(C* s, int64_t ld, int64_t rows, const int64_t* lim, C scale, const C* bias, C* m, C* l,
-                            C* alpha, C*) {
+  // `work` holds 16 x rows elements; `words` is Bf16Dot's (P rounded to bf16 pairs there).
+  static void softmax_block(C* s, int64_t ld, int64_t rows, const int64_t* lim, int64_t, C scale, const C* bias,
+                            C* m, C* l, C* alpha, C*, C*) {
     for (int64_t i = 0; i < rows; ++i) {
       alpha[i] = C(1);
       if (lim[i] == 0) continue;
@@ -301,20 +303,29 @@ struct Avx512 {
   // Plain's softmax_block, the same values: each row's max and sum kept as a vector in work
   // and reduced after the loop over rows, so that the rows' exps overlap (one row of a causal
   // block is 1-4 vectors: called a row at a time, its exp chain's latency and the reductions
-  // dominated, perf).
-  __attribute__((target("avx512f"))) static void softmax_block(float* s, int64_t ld, int64_t rows,
-                                                               const int64_t* lim, float scale, const float* bias,
-                                                               float* m, float* l, float* alpha, float* work) {
+  // dominated, perf); the scaled scores are computed again in the exp loop, not stored.
+  static void softmax_block(float* s, int64_t ld, int64_t rows, const int64_t* lim, int64_t, float scale,
+                            const float* bias, float* m, float* l, float* alpha, float* work, float*) {
+    softmax_max(s, ld, rows, lim, scale, bias, m, alpha, work);
+    softmax_exp(s, ld, rows, lim, scale, bias, m, work);
+    softmax_sum(rows, lim, l, alpha, work);
+  }
+  // P V's first operand from softmax_block's P: P itself.
+  static A a_probs(const float* s, int64_t ld, int64_t cols, int64_t rows, float* w) {
+    return a_rows(s, ld, cols, rows, w);
+  }
+  // softmax_block's steps: m := max(m, the rows' maxima of scale s + bias), alpha.
+  __attribute__((target("avx512f"))) static void softmax_max(const float* s, int64_t ld, int64_t rows,
+                                                             const int64_t* lim, float scale, const float* bias,
+                                                             float* m, float* alpha, float* work) {
     const __m512 vs = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
     for (int64_t i = 0; i < rows; ++i) {
-      float* r = s + i * ld;
+      const float* r = s + i * ld;
       __m512 mx = ninf;
       for (int64_t j = 0; j < lim[i]; j += 16) {
         const __mmask16 k = lanes16(j, lim[i]);
         const __m512 b = bias ? _mm512_maskz_loadu_ps(k, bias + j) : _mm512_setzero_ps();
-        const __m512 x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, r + j), vs, b);
-        _mm512_mask_storeu_ps(r + j, k, x);
-        mx = _mm512_mask_max_ps(mx, k, mx, x);
+        mx = _mm512_mask_max_ps(mx, k, mx, _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, r + j), vs, b));
       }
       _mm512_storeu_ps(work + 16 * i, mx);
     }
@@ -325,18 +336,34 @@ struct Avx512 {
       alpha[i] = m[i] == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m[i] - m_new);
       m[i] = m_new;
     }
+  }
+  // The probability e^(scale s + bias - m) of the 16 entries from j of a row (0 past lim).
+  __attribute__((target("avx512f"))) static __m512 prob16(const float* r, int64_t j, int64_t lim, __m512 vs,
+                                                          const float* bias, __m512 vsub) {
+    const __mmask16 k = live16(j, lim);
+    const __m512 b = bias ? _mm512_maskz_loadu_ps(k, bias + j) : _mm512_setzero_ps();
+    return _mm512_maskz_mov_ps(k, exp_softmax(_mm512_sub_ps(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, r + j), vs, b), vsub)));
+  }
+  // s := the probabilities (their first lim entries), each row's sum vector in work.
+  __attribute__((target("avx512f"))) static void softmax_exp(float* s, int64_t ld, int64_t rows, const int64_t* lim,
+                                                             float scale, const float* bias, const float* m,
+                                                             float* work) {
+    const __m512 vs = _mm512_set1_ps(scale);
     for (int64_t i = 0; i < rows; ++i) {
       float* r = s + i * ld;
       const __m512 vsub = _mm512_set1_ps(m[i]);
       __m512 acc = _mm512_setzero_ps();
       for (int64_t j = 0; j < lim[i]; j += 16) {
-        const __mmask16 k = lanes16(j, lim[i]);
-        const __m512 e = exp_softmax(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, r + j), vsub));
-        _mm512_mask_storeu_ps(r + j, k, e);
-        acc = _mm512_mask_add_ps(acc, k, acc, e);
+        const __m512 e = prob16(r, j, lim[i], vs, bias, vsub);
+        _mm512_mask_storeu_ps(r + j, lanes16(j, lim[i]), e);
+        acc = _mm512_add_ps(acc, e);
       }
       _mm512_storeu_ps(work + 16 * i, acc);
     }
+  }
+  // l := l alpha + the rows' sums.
+  __attribute__((target("avx512f"))) static void softmax_sum(int64_t rows, const int64_t* lim, float* l,
+                                                             const float* alpha, const float* work) {
     for (int64_t i = 0; i < rows; ++i)
       if (lim[i] > 0) l[i] = l[i] * alpha[i] + _mm512_reduce_add_ps(_mm512_loadu_ps(work + 16 * i));
   }
@@ -465,6 +492,37 @@ struct Bf16Dot : Avx512 {
         _mm512_mask_storeu_epi32(dst + p * w + x, k, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
       }
     }
+  }
+  // Avx512's softmax_block with the probabilities rounded to bf16 pairs into words as they
+  // are made ((cols + 1) / 2 words a row, 0 past each row's lim), P V's operand (a_probs):
+  // no f32 P stored and no pass of a_rows over it. The same f32 values and sums.
+  static void softmax_block(float* s, int64_t ld, int64_t rows, const int64_t* lim, int64_t cols, float scale,
+                            const float* bias, float* m, float* l, float* alpha, float* work, float* words) {
+    softmax_max(s, ld, rows, lim, scale, bias, m, alpha, work);
+    softmax_words(s, ld, rows, lim, cols, scale, bias, m, work, reinterpret_cast<Word*>(words));
+    softmax_sum(rows, lim, l, alpha, work);
+  }
+  __attribute__((target("avx512f,avx512bf16"))) static void softmax_words(const float* s, int64_t ld, int64_t rows,
+                                                                         const int64_t* lim, int64_t cols,
+                                                                         float scale, const float* bias,
+                                                                         const float* m, float* work, Word* words) {
+    const __m512 vs = _mm512_set1_ps(scale);
+    const int64_t wpr = (cols + 1) / 2;
+    for (int64_t i = 0; i < rows; ++i) {
+      const float* r = s + i * ld;
+      const __m512 vsub = _mm512_set1_ps(m[i]);
+      __m512 acc = _mm512_setzero_ps();
+      for (int64_t j = 0; j < cols; j += 32) {
+        __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
+        if (j < lim[i]) acc = _mm512_add_ps(acc, lo = prob16(r, j, lim[i], vs, bias, vsub));
+        if (j + 16 < lim[i]) acc = _mm512_add_ps(acc, hi = prob16(r, j + 16, lim[i], vs, bias, vsub));
+        _mm512_mask_storeu_epi32(words + i * wpr + j / 2, live16(j / 2, wpr), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+      }
+      _mm512_storeu_ps(work + 16 * i, acc);
+    }
+  }
+  static A a_probs(const float*, int64_t, int64_t cols, int64_t, float* w) {
+    return {reinterpret_cast<const Word*>(w), (cols + 1) / 2, 1};
   }
   // The columns of m: m packed (pairs of its rows), read across.
   static const float* m_from(const float* m, int64_t ld, int64_t d0) { return m + d0 / 2 * ld; }
@@ -729,12 +787,12 @@ void forward_tile(const Ctx<C>& g, int64_t n, int64_t qb, C* buf, void* out, C* 
       lims[size_t(i)] = std::max<int64_t>(g.visible(r0 + i, c0, cols), 0);
       std::fill(P + i * bs + lims[size_t(i)], P + i * bs + cols, C(0));
     }
-    I::softmax_block(P, bs, rows, lims.data(), g.scale, bias, m, l, alpha, sm);
+    I::softmax_block(P, bs, rows, lims.data(), cols, g.scale, bias, m, l, alpha, sm, w.s);
     // The output rescaled to the new max (nothing to rescale at first).
     if (kb > 0)
       for (int64_t i = 0; i < rows; ++i)
         if (alpha[i] != C(1)) I::scale_row(O + i * Dv, Dv, alpha[i]);
-    gemm_rows<C, I>(I::a_rows(P, bs, cols, rows, w.s), rows, Vp, Dv, Dv, O, Dv, lim_of);
+    gemm_rows<C, I>(I::a_probs(P, bs, cols, rows, w.s), rows, Vp, Dv, Dv, O, Dv, lim_of);
   }
   for (int64_t i = 0; i < rows; ++i) {
     I::scale_row(O + i * Dv, Dv, C(1) / l[i]);

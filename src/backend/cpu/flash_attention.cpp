@@ -190,8 +190,9 @@ struct GemmF32 {
 typedef uint32_t __attribute__((__may_alias__)) Word;
 
 // dst[p ld + j] = src[j W + p] for j < rows, p < W, on 32-bit words: bf16 inputs read in
-// place (word p of row j a pair along the row: K^T or V^T packed), or floats. In 16 x 16 blocks of words through registers (the element-wise loop's strided stores
-// were ~7% of a step's attention time, perf): 16 rows loaded (zeros past the ends), the
+// place (word p of row j a pair along the row: K^T or V^T packed), or floats. In 16 x 16
+// blocks of words through registers (the element-wise loop's strided stores were ~7% of a
+// step's attention time, perf): 16 rows loaded (zeros past the ends), the
 // classic four-stage transpose (32-bit and 64-bit interleaves within 128-bit lanes, then
 // two 4 x 4 transposes of the lanes), each column stored as a row of dst.
 __attribute__((target("avx512f"))) void transpose_words(const Word* src, int64_t rows, int64_t W, Word* dst,
@@ -234,7 +235,7 @@ __attribute__((target("avx512f"))) void transpose_words(const Word* src, int64_t
 // exp_avx512's Cody-Waite reduction and polynomial, the same bits wherever e^x is a normal
 // float, with 2^n applied by vscalefps instead of an exponent field built in three integer
 // steps and a multiply, and without the upper clamp (x is never large and positive here):
-// the row ops are bound by these instructions (perf: ~60% of exp_sum's samples). Below -87
+// the row ops are bound by these instructions (perf: ~60% of the softmax step's samples). Below -87
 // the result is subnormal or 0 (exp_avx512 stops at 1.6e-38), which no row sum >= 1 sees.
 __attribute__((target("avx512f"))) inline __m512 exp_softmax(__m512 x) {
   x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));  // as exp_avx512: a NaN becomes the clamp
@@ -264,29 +265,6 @@ struct Avx512 {
       for (int64_t j0 = 0; j0 < cols; j0 += 64)
         by_block<GemmF32>(std::min(kRows, rows - i), cols - j0, a.p + i * a.rs, a.rs, a.ds, m + j0, ld, depth,
                           out + i * ldo + j0, ldo, acc);
-  }
-  __attribute__((target("avx512f"))) static float scale_max(float* s, int64_t n, float scale, const float* bias) {
-    __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-    const __m512 vs = _mm512_set1_ps(scale);
-    for (int64_t j = 0; j < n; j += 16) {
-      const __mmask16 k = lanes16(j, n);
-      const __m512 b = bias ? _mm512_maskz_loadu_ps(k, bias + j) : _mm512_setzero_ps();
-      const __m512 x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, s + j), vs, b);
-      _mm512_mask_storeu_ps(s + j, k, x);
-      m = _mm512_mask_max_ps(m, k, m, x);
-    }
-    return _mm512_reduce_max_ps(m);
-  }
-  __attribute__((target("avx512f"))) static float exp_sum(float* s, int64_t n, float sub) {
-    __m512 acc = _mm512_setzero_ps();
-    const __m512 vsub = _mm512_set1_ps(sub);
-    for (int64_t j = 0; j < n; j += 16) {
-      const __mmask16 k = lanes16(j, n);
-      const __m512 e = exp_softmax(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), vsub));
-      _mm512_mask_storeu_ps(s + j, k, e);
-      acc = _mm512_mask_add_ps(acc, k, acc, e);
-    }
-    return _mm512_reduce_add_ps(acc);
   }
   __attribute__((target("avx512f"))) static void probs_dscores(float* p, float* dp, int64_t n, float scale,
                                                                const float* bias, float lse, float delta) {
@@ -342,7 +320,8 @@ struct Avx512 {
                                                           const float* bias, __m512 vsub) {
     const __mmask16 k = live16(j, lim);
     const __m512 b = bias ? _mm512_maskz_loadu_ps(k, bias + j) : _mm512_setzero_ps();
-    return _mm512_maskz_mov_ps(k, exp_softmax(_mm512_sub_ps(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, r + j), vs, b), vsub)));
+    const __m512 x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, r + j), vs, b);
+    return _mm512_maskz_mov_ps(k, exp_softmax(_mm512_sub_ps(x, vsub)));
   }
   // s := the probabilities (their first lim entries), each row's sum vector in work.
   __attribute__((target("avx512f"))) static void softmax_exp(float* s, int64_t ld, int64_t rows, const int64_t* lim,
@@ -516,7 +495,8 @@ struct Bf16Dot : Avx512 {
         __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
         if (j < lim[i]) acc = _mm512_add_ps(acc, lo = prob16(r, j, lim[i], vs, bias, vsub));
         if (j + 16 < lim[i]) acc = _mm512_add_ps(acc, hi = prob16(r, j + 16, lim[i], vs, bias, vsub));
-        _mm512_mask_storeu_epi32(words + i * wpr + j / 2, live16(j / 2, wpr), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+        const __m512i pairs = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+        _mm512_mask_storeu_epi32(words + i * wpr + j / 2, live16(j / 2, wpr), pairs);
       }
       _mm512_storeu_ps(work + 16 * i, acc);
     }

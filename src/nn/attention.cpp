@@ -1,8 +1,8 @@
 // attention.cpp: nn::MultiheadAttention (self-attention, batch_first, no mask), composed of
 // ops only: narrow (the Q, K and V blocks of in_proj_weight), linear, permute (split and
 // merge heads), matmul (autocast: lower), softmax (fp32) or, on 16-bit scores,
-// attention_softmax, and dropout; from fused_from() positions on (by default 256 with
-// AVX-512, 1024 without) and without dropout on the weights, the fused
+// attention_softmax, and dropout; from fused_from(causal) positions on (by default, with
+// AVX-512, 128 causal and 256 not; 1024 without) and without dropout on the weights, the fused
 // scaled_dot_product_attention instead of the three. The kernels live in src/backend, the
 // ops in src/ops.
 // Letters: B batch, S sequence, E embed dim, H heads, D = E / H.
@@ -27,36 +27,50 @@ namespace {
 
 namespace {
 
-// 0: not read yet. MIXPREC_ATTENTION_FUSED_FROM=N moves the threshold (tests and benchmarks
-// compare both routes; 1: always fused, a huge value: never).
-std::atomic<int64_t> fused_from_positions{0};
-// The default, per CPU path (bench/bench_attention.cpp, CPU time of one causal forward +
-// backward, docs/benchmarks.md "Fused attention"). With AVX-512 the fused kernel's products
-// are register-blocked (vdpbf16ps on bf16 inputs where the CPU has AVX512-BF16, as oneDNN's
-// bf16 GEMMs; f32 FMAs otherwise): level with the unfused route at 128 positions, faster from
-// 256 (bf16 8-25%, f32 ~30%; on AVX-512 without BF16 2-3x, oneDNN's bf16 being emulated there).
-// Without AVX-512 its plain loops are ~5x slower than oneDNN's AVX2 GEMMs at every length: it
-// is taken there only for its memory (linear in S), from 1024 positions.
-int64_t default_fused_from() { return cpu_features().avx512f ? 256 : 1024; }
+// The threshold's override: MIXPREC_ATTENTION_FUSED_FROM=N or set_fused_from's (tests and
+// benchmarks compare both routes; 1: always fused, a huge value: never), kDefaults for none,
+// kUnread before the environment was read.
+constexpr int64_t kUnread = 0, kDefaults = -1;
+std::atomic<int64_t> fused_from_override{kUnread};
+
+int64_t override_now() {
+  int64_t v = fused_from_override.load();
+  if (v == kUnread) {
+    const char* e = std::getenv("MIXPREC_ATTENTION_FUSED_FROM");
+    const long long n = e ? std::atoll(e) : 0;
+    int64_t expected = kUnread;
+    fused_from_override.compare_exchange_strong(expected, n > 0 ? int64_t(n) : kDefaults);
+    v = fused_from_override.load();
+  }
+  return v;
+}
+
+// The default, per CPU path (bench/bench_attention.cpp, CPU time of one forward + backward,
+// docs/benchmarks.md "Fused attention"). With AVX-512 the fused kernel's products are
+// register-blocked (vdpbf16ps on bf16 inputs where the CPU has AVX512-BF16, as oneDNN's bf16
+// GEMMs; f32 FMAs otherwise). Causal, it computes only the visible half of the scores and
+// their products (the unfused route all of them): faster from 32 positions on (gpt-tiny's
+// 64 x 128 x 32: ~1.4x forward, ~1.15-1.25x forward + backward in bf16, ~1.3x in f32).
+// Without a mask it does the same products as oneDNN's GEMMs: level at 128 positions with
+// D = 32, slower with D = 64 (~0.85x, bf16), faster from 256. Without AVX-512 its plain loops
+// are ~5x slower than oneDNN's AVX2 GEMMs at every length: it is taken there only for its
+// memory (linear in S), from 1024 positions.
+int64_t default_fused_from(bool causal) {
+  if (!cpu_features().avx512f) return 1024;
+  return causal ? 128 : 256;
+}
 
 }  // namespace
 
-int64_t MultiheadAttention::fused_from() {
-  int64_t from = fused_from_positions.load();
-  if (from == 0) {
-    const char* v = std::getenv("MIXPREC_ATTENTION_FUSED_FROM");
-    const long long n = v ? std::atoll(v) : 0;
-    int64_t expected = 0;
-    fused_from_positions.compare_exchange_strong(expected, n > 0 ? int64_t(n) : default_fused_from());
-    from = fused_from_positions.load();
-  }
-  return from;
+int64_t MultiheadAttention::fused_from(bool causal) {
+  const int64_t v = override_now();
+  return v > 0 ? v : default_fused_from(causal);
 }
 
 int64_t MultiheadAttention::set_fused_from(int64_t positions) {
-  const int64_t before = fused_from();
-  fused_from_positions.store(std::max<int64_t>(positions, 1));
-  return before;
+  const int64_t before = override_now();
+  fused_from_override.store(positions > 0 ? positions : kDefaults);
+  return before > 0 ? before : 0;
 }
 
 MultiheadAttention::MultiheadAttention(int64_t embed_dim_, int64_t num_heads_, double dropout_,
@@ -98,7 +112,7 @@ Tensor MultiheadAttention::forward(const Tensor& x, const Tensor& key_padding) {
   if (key_padding.defined() && (key_padding.dim() != 2 || key_padding.size(0) != B || key_padding.size(1) != S))
     bad("MultiheadAttention: key padding mask " + shape_str(key_padding.shape()) + " is not [" + std::to_string(B) +
         ", " + std::to_string(S) + "]");
-  if (S >= fused_from() && !dropping) {
+  if (S >= fused_from(causal) && !dropping) {
     // The fused kernel (scaled_dot_product_attention): no [S, S] scores or probabilities are
     // stored, the causal mask's blocks are skipped, and the key padding is a per-key bias.
     // Q is scaled already.

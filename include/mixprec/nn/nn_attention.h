@@ -47,13 +47,16 @@ class MultiheadAttention : public Module {
   // Sequences at least this long go through the fused scaled_dot_product_attention (memory
   // grows with S, not S^2; causal blocks skipped; key padding as a per-key bias) unless
   // dropout on the weights is active (the fused kernel has none); shorter ones take the
-  // matmul-softmax-matmul route, the reference the fused one is tested against (as fast at
-  // 128 positions on AVX-512; faster at every length without AVX-512, where the fused
-  // kernel's products are plain loops). Default 256 on CPUs with AVX-512, 1024 without; the
-  // environment's MIXPREC_ATTENTION_FUSED_FROM when set (1: always fused).
-  // set_fused_from() changes it for the whole process (tests: a huge value selects the
-  // unfused route) and returns the previous value.
-  static int64_t fused_from();
+  // matmul-softmax-matmul route, the reference the fused one is tested against. Default on
+  // CPUs with AVX-512: 128 for causal attention (the fused route is faster there from 32
+  // positions on, it skips the masked half), 256 otherwise (at 128 positions without a mask
+  // oneDNN's GEMMs are as fast or faster); 1024 without AVX-512, where the fused kernel's
+  // products are plain loops (kept for its memory). The environment's
+  // MIXPREC_ATTENTION_FUSED_FROM, when set, is the threshold for both (1: always fused).
+  // set_fused_from(positions) sets it for both, for the whole process (tests: a huge value
+  // selects the unfused route; 0 or less: back to the defaults), and returns the previous
+  // setting (0: the defaults), for a later set_fused_from to restore.
+  static int64_t fused_from(bool causal = true);
   static int64_t set_fused_from(int64_t positions);
 };
 

@@ -3,7 +3,8 @@
 // transposed view of a block, m a block in the form its I packs it) on the three forms Plain,
 // Avx512 and Bf16Dot; the f32 forms read operands converted to C once per block (bf16 and f16
 // widened), Bf16Dot reads bf16 inputs in place. Each OpenMP thread owns its scratch (a few
-// blocks: O(block x (block + D + Dv)) elements) and the output rows of its tasks.
+// blocks: O(block x (block + D + Dv)) elements, kept across calls) and the output rows of its
+// tasks.
 // Long because the kernel is one idea: its products and row primitives in three forms, the
 // forward tile and the two backward tiles share the tile geometry (Ctx) and must stay in step
 // (the one-pass backward reproduces the two-pass one's bits).
@@ -21,7 +22,6 @@
 #include "backend/cpu/tail_mask.h"
 #include "core/convert.h"
 #include "core/cpu_features.h"
-#include "core/vector_exp.h"
 #include "mixprec/core/status.h"
 
 namespace mixprec::backend::cpu {
@@ -42,8 +42,11 @@ struct Plain {
     const C* p;
     int64_t rs, ds;
     A from(int64_t i) const { return {p + i * rs, rs, ds}; }
+    // From depth d0 on (and m_from for the operand it meets); d0 even (Bf16Dot's pairs).
+    A from_depth(int64_t d0) const { return {p + d0 * ds, rs, ds}; }
   };
   static A a_rows(const C* m, int64_t ld, int64_t, int64_t, C*) { return {m, ld, 1}; }
+  static const C* m_from(const C* m, int64_t ld, int64_t d0) { return m + d0 * ld; }
   static A a_cols(const C* m, int64_t ld, int64_t, int64_t, C*) { return {m, 1, ld}; }
   // out[i ldo + j] (+ with acc)= sum_{d < depth} a(i, d) m[d ld + j], for i < rows and
   // j < cols, each sum in the order of d; m in pack's form.
@@ -85,6 +88,35 @@ struct Plain {
   }
   static void scale_row(C* x, int64_t n, C a) {
     for (int64_t j = 0; j < n; ++j) x[j] *= a;
+  }
+  // P V's first operand from softmax_block's P.
+  static A a_probs(const C* s, int64_t ld, int64_t cols, int64_t rows, C* w) { return a_rows(s, ld, cols, rows, w); }
+  // sum_j a[j] b[j] (the backward's delta = rowsum(dO * O)).
+  static C dot(const C* a, const C* b, int64_t n) {
+    C acc = 0;
+    for (int64_t j = 0; j < n; ++j) acc += a[j] * b[j];
+    return acc;
+  }
+  // dst[x ld + j] = src[j w + x] for j < rows, x < w.
+  static void transpose(const C* src, int64_t rows, int64_t w, C* dst, int64_t ld) {
+    for (int64_t j = 0; j < rows; ++j)
+      for (int64_t x = 0; x < w; ++x) dst[x * ld + j] = src[j * w + x];
+  }
+  // One key block's online-softmax step for rows i < rows of s (ld apart, cols wide), each
+  // over its first lim[i] entries: s := scale s + bias; m_new = max(m, the row's max); s := e^(s - m_new);
+  // l := l alpha + the row's sum, alpha = e^(m - m_new) (0 before the first visible key; 1 for
+  // a row with lim 0, which keeps its m and l), returned in alpha for the output's rescale.
+  // `work` holds 16 x rows elements; `words` is Bf16Dot's (P rounded to bf16 pairs there).
+  static void softmax_block(C* s, int64_t ld, int64_t rows, const int64_t* lim, int64_t, C scale, const C* bias,
+                            C* m, C* l, C* alpha, C*, C*) {
+    for (int64_t i = 0; i < rows; ++i) {
+      alpha[i] = C(1);
+      if (lim[i] == 0) continue;
+      const C m_new = std::max(m[i], scale_max(s + i * ld, lim[i], scale, bias));
+      alpha[i] = m[i] == -std::numeric_limits<C>::infinity() ? C(0) : std::exp(m[i] - m_new);
+      l[i] = l[i] * alpha[i] + exp_sum(s + i * ld, lim[i], m_new);
+      m[i] = m_new;
+    }
   }
 };
 
@@ -153,10 +185,79 @@ struct GemmF32 {
   }
 };
 
+// A pair of bf16 as one 32-bit word. The words live in bf16 tensors and float scratch, so
+// they are read and written as may_alias (no type-based alias assumptions about them).
+typedef uint32_t __attribute__((__may_alias__)) Word;
+
+// dst[p ld + j] = src[j W + p] for j < rows, p < W, on 32-bit words: bf16 inputs read in
+// place (word p of row j a pair along the row: K^T or V^T packed), or floats. In 16 x 16
+// blocks of words through registers (the element-wise loop's strided stores were ~7% of a
+// step's attention time, perf): 16 rows loaded (zeros past the ends), the
+// classic four-stage transpose (32-bit and 64-bit interleaves within 128-bit lanes, then
+// two 4 x 4 transposes of the lanes), each column stored as a row of dst.
+__attribute__((target("avx512f"))) void transpose_words(const Word* src, int64_t rows, int64_t W, Word* dst,
+                                                        int64_t ld) {
+  for (int64_t j0 = 0; j0 < rows; j0 += 16)
+    for (int64_t p0 = 0; p0 < W; p0 += 16) {
+      const __mmask16 kp = lanes16(p0, W), kj = lanes16(j0, rows);
+      __m512i r[16], t[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i)
+        r[i] = j0 + i < rows ? _mm512_maskz_loadu_epi32(kp, src + (j0 + i) * W + p0) : _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+      }
+      // r[4g + k]: in 128-bit lane L, column 4L + k of rows 4g .. 4g + 3.
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) {
+        r[4 * g] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+        r[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+        r[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+        r[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+      }
+      // Column 4L + k is lane L of r[k], r[4 + k], r[8 + k], r[12 + k], in that order.
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        const __m512i f0 = _mm512_shuffle_i32x4(r[k], r[4 + k], 0x88), f1 = _mm512_shuffle_i32x4(r[k], r[4 + k], 0xdd),
+                      f2 = _mm512_shuffle_i32x4(r[8 + k], r[12 + k], 0x88),
+                      f3 = _mm512_shuffle_i32x4(r[8 + k], r[12 + k], 0xdd);
+        t[k] = _mm512_shuffle_i32x4(f0, f2, 0x88);
+        t[4 + k] = _mm512_shuffle_i32x4(f1, f3, 0x88);
+        t[8 + k] = _mm512_shuffle_i32x4(f0, f2, 0xdd);
+        t[12 + k] = _mm512_shuffle_i32x4(f1, f3, 0xdd);
+      }
+      for (int64_t c = 0; c < 16 && p0 + c < W; ++c) _mm512_mask_storeu_epi32(dst + (p0 + c) * ld + j0, kj, t[c]);
+    }
+}
+// e^x for the softmax's arguments (a score less its row's max or log-sum-exp: x <= ~0):
+// exp_avx512's Cody-Waite reduction and polynomial, the same bits wherever e^x is a normal
+// float, with 2^n applied by vscalefps instead of an exponent field built in three integer
+// steps and a multiply, and without the upper clamp (x is never large and positive here):
+// the row ops are bound by these instructions (perf: ~60% of the softmax step's samples). Below -87
+// the result is subnormal or 0 (exp_avx512 stops at 1.6e-38), which no row sum >= 1 sees.
+__attribute__((target("avx512f"))) inline __m512 exp_softmax(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));  // as exp_avx512: a NaN becomes the clamp
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
 struct Avx512 {
   static const float* pack(const float* m, int64_t, int64_t, int64_t, float*) { return m; }
   using A = Plain<float>::A;
   static A a_rows(const float* m, int64_t ld, int64_t, int64_t, float*) { return {m, ld, 1}; }
+  static const float* m_from(const float* m, int64_t ld, int64_t d0) { return m + d0 * ld; }
   static A a_cols(const float* m, int64_t ld, int64_t, int64_t, float*) { return {m, 1, ld}; }
   static void gemm(const A& a, int64_t rows, const float* m, int64_t ld, int64_t depth, int64_t cols, float* out,
                    int64_t ldo, bool acc) {
@@ -165,40 +266,98 @@ struct Avx512 {
         by_block<GemmF32>(std::min(kRows, rows - i), cols - j0, a.p + i * a.rs, a.rs, a.ds, m + j0, ld, depth,
                           out + i * ldo + j0, ldo, acc);
   }
-  __attribute__((target("avx512f"))) static float scale_max(float* s, int64_t n, float scale, const float* bias) {
-    __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-    const __m512 vs = _mm512_set1_ps(scale);
-    for (int64_t j = 0; j < n; j += 16) {
-      const __mmask16 k = lanes16(j, n);
-      const __m512 b = bias ? _mm512_maskz_loadu_ps(k, bias + j) : _mm512_setzero_ps();
-      const __m512 x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, s + j), vs, b);
-      _mm512_mask_storeu_ps(s + j, k, x);
-      m = _mm512_mask_max_ps(m, k, m, x);
-    }
-    return _mm512_reduce_max_ps(m);
-  }
-  __attribute__((target("avx512f"))) static float exp_sum(float* s, int64_t n, float sub) {
-    __m512 acc = _mm512_setzero_ps();
-    const __m512 vsub = _mm512_set1_ps(sub);
-    for (int64_t j = 0; j < n; j += 16) {
-      const __mmask16 k = lanes16(j, n);
-      const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), vsub));
-      _mm512_mask_storeu_ps(s + j, k, e);
-      acc = _mm512_mask_add_ps(acc, k, acc, e);
-    }
-    return _mm512_reduce_add_ps(acc);
-  }
   __attribute__((target("avx512f"))) static void probs_dscores(float* p, float* dp, int64_t n, float scale,
                                                                const float* bias, float lse, float delta) {
     const __m512 vd = _mm512_set1_ps(delta), vs = _mm512_set1_ps(scale), vl = _mm512_set1_ps(lse);
     for (int64_t j = 0; j < n; j += 16) {
       const __mmask16 k = lanes16(j, n);
       const __m512 b = bias ? _mm512_maskz_loadu_ps(k, bias + j) : _mm512_setzero_ps();
-      const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, p + j), vs, b), vl));
+      const __m512 e = exp_softmax(_mm512_sub_ps(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, p + j), vs, b), vl));
       _mm512_mask_storeu_ps(p + j, k, e);
       const __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + j), vd);
       _mm512_mask_storeu_ps(dp + j, k, _mm512_mul_ps(_mm512_mul_ps(e, x), vs));
     }
+  }
+  // Plain's softmax_block, the same values: each row's max and sum kept as a vector in work
+  // and reduced after the loop over rows, so that the rows' exps overlap (one row of a causal
+  // block is 1-4 vectors: called a row at a time, its exp chain's latency and the reductions
+  // dominated, perf); the scaled scores are computed again in the exp loop, not stored.
+  static void softmax_block(float* s, int64_t ld, int64_t rows, const int64_t* lim, int64_t, float scale,
+                            const float* bias, float* m, float* l, float* alpha, float* work, float*) {
+    softmax_max(s, ld, rows, lim, scale, bias, m, alpha, work);
+    softmax_exp(s, ld, rows, lim, scale, bias, m, work);
+    softmax_sum(rows, lim, l, alpha, work);
+  }
+  // P V's first operand from softmax_block's P: P itself.
+  static A a_probs(const float* s, int64_t ld, int64_t cols, int64_t rows, float* w) {
+    return a_rows(s, ld, cols, rows, w);
+  }
+  // softmax_block's steps: m := max(m, the rows' maxima of scale s + bias), alpha.
+  __attribute__((target("avx512f"))) static void softmax_max(const float* s, int64_t ld, int64_t rows,
+                                                             const int64_t* lim, float scale, const float* bias,
+                                                             float* m, float* alpha, float* work) {
+    const __m512 vs = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    for (int64_t i = 0; i < rows; ++i) {
+      const float* r = s + i * ld;
+      __m512 mx = ninf;
+      for (int64_t j = 0; j < lim[i]; j += 16) {
+        const __mmask16 k = lanes16(j, lim[i]);
+        const __m512 b = bias ? _mm512_maskz_loadu_ps(k, bias + j) : _mm512_setzero_ps();
+        mx = _mm512_mask_max_ps(mx, k, mx, _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, r + j), vs, b));
+      }
+      _mm512_storeu_ps(work + 16 * i, mx);
+    }
+    for (int64_t i = 0; i < rows; ++i) {
+      alpha[i] = 1.0f;
+      if (lim[i] == 0) continue;
+      const float m_new = std::max(m[i], _mm512_reduce_max_ps(_mm512_loadu_ps(work + 16 * i)));
+      alpha[i] = m[i] == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m[i] - m_new);
+      m[i] = m_new;
+    }
+  }
+  // The probability e^(scale s + bias - m) of the 16 entries from j of a row (0 past lim).
+  __attribute__((target("avx512f"))) static __m512 prob16(const float* r, int64_t j, int64_t lim, __m512 vs,
+                                                          const float* bias, __m512 vsub) {
+    const __mmask16 k = live16(j, lim);
+    const __m512 b = bias ? _mm512_maskz_loadu_ps(k, bias + j) : _mm512_setzero_ps();
+    const __m512 x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, r + j), vs, b);
+    return _mm512_maskz_mov_ps(k, exp_softmax(_mm512_sub_ps(x, vsub)));
+  }
+  // s := the probabilities (their first lim entries), each row's sum vector in work.
+  __attribute__((target("avx512f"))) static void softmax_exp(float* s, int64_t ld, int64_t rows, const int64_t* lim,
+                                                             float scale, const float* bias, const float* m,
+                                                             float* work) {
+    const __m512 vs = _mm512_set1_ps(scale);
+    for (int64_t i = 0; i < rows; ++i) {
+      float* r = s + i * ld;
+      const __m512 vsub = _mm512_set1_ps(m[i]);
+      __m512 acc = _mm512_setzero_ps();
+      for (int64_t j = 0; j < lim[i]; j += 16) {
+        const __m512 e = prob16(r, j, lim[i], vs, bias, vsub);
+        _mm512_mask_storeu_ps(r + j, lanes16(j, lim[i]), e);
+        acc = _mm512_add_ps(acc, e);
+      }
+      _mm512_storeu_ps(work + 16 * i, acc);
+    }
+  }
+  // l := l alpha + the rows' sums.
+  __attribute__((target("avx512f"))) static void softmax_sum(int64_t rows, const int64_t* lim, float* l,
+                                                             const float* alpha, const float* work) {
+    for (int64_t i = 0; i < rows; ++i)
+      if (lim[i] > 0) l[i] = l[i] * alpha[i] + _mm512_reduce_add_ps(_mm512_loadu_ps(work + 16 * i));
+  }
+  // 16 lanes of partial sums, reduced at the end (the scalar loop was ~5% of the backward).
+  __attribute__((target("avx512f"))) static float dot(const float* a, const float* b, int64_t n) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; j += 16) {
+      const __mmask16 k = lanes16(j, n);
+      acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, a + j), _mm512_maskz_loadu_ps(k, b + j), acc);
+    }
+    return _mm512_reduce_add_ps(acc);
+  }
+  // Floats are 32-bit words: transpose_words' registers instead of strided scalar stores.
+  static void transpose(const float* src, int64_t rows, int64_t w, float* dst, int64_t ld) {
+    transpose_words(reinterpret_cast<const Word*>(src), rows, w, reinterpret_cast<Word*>(dst), ld);
   }
   __attribute__((target("avx512f"))) static void scale_row(float* x, int64_t n, float a) {
     const __m512 va = _mm512_set1_ps(a);
@@ -219,9 +378,6 @@ struct Avx512 {
 // unfused route's bf16 probabilities and score gradients are), while every sum, the running
 // max and sum of the online softmax and the log-sum-exp stay f32.
 
-// A pair of bf16 as one 32-bit word. The words live in bf16 tensors and float scratch, so
-// they are read and written as may_alias (no type-based alias assumptions about them).
-typedef uint32_t __attribute__((__may_alias__)) Word;
 
 // GemmF32's twin: a(i, p) is a pair of bf16 in a word, at a[i rs + p ps]; m is packed; a
 // depth-step is a pair of m's rows.
@@ -287,6 +443,7 @@ struct Bf16Dot : Avx512 {
     const Word* p;
     int64_t rs, ps;
     A from(int64_t i) const { return {p + i * rs, rs, ps}; }
+    A from_depth(int64_t d0) const { return {p + d0 / 2 * ps, rs, ps}; }
   };
   // The rows of m rounded to bf16 pairs in w ((depth + 1) / 2 words a row, 0 past depth).
   __attribute__((target("avx512f,avx512bf16"))) static A a_rows(const float* m, int64_t ld, int64_t depth,
@@ -300,12 +457,6 @@ struct Bf16Dot : Avx512 {
         _mm512_mask_storeu_epi32(o + i * words + d / 2, live16(d / 2, words), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
       }
     return {o, words, 1};
-  }
-  // bf16 inputs read in place (no widening): words (p, j) = word p of row j of src
-  // ([rows, W] words: the pairs along a row), into dst [W, ld]: K^T or V^T packed.
-  static void transpose_words(const Word* src, int64_t rows, int64_t W, Word* dst, int64_t ld) {
-    for (int64_t j = 0; j < rows; ++j)
-      for (int64_t p = 0; p < W; ++p) dst[p * ld + j] = src[j * W + p];
   }
   // src [rows, w] bf16 packed (pairs of rows) into dst [(rows + 1) / 2, w] words.
   __attribute__((target("avx512f,avx512bw,avx512vl"))) static void interleave(const uint16_t* src, int64_t rows,
@@ -321,7 +472,40 @@ struct Bf16Dot : Avx512 {
       }
     }
   }
+  // Avx512's softmax_block with the probabilities rounded to bf16 pairs into words as they
+  // are made ((cols + 1) / 2 words a row, 0 past each row's lim), P V's operand (a_probs):
+  // no f32 P stored and no pass of a_rows over it. The same f32 values and sums.
+  static void softmax_block(float* s, int64_t ld, int64_t rows, const int64_t* lim, int64_t cols, float scale,
+                            const float* bias, float* m, float* l, float* alpha, float* work, float* words) {
+    softmax_max(s, ld, rows, lim, scale, bias, m, alpha, work);
+    softmax_words(s, ld, rows, lim, cols, scale, bias, m, work, reinterpret_cast<Word*>(words));
+    softmax_sum(rows, lim, l, alpha, work);
+  }
+  __attribute__((target("avx512f,avx512bf16"))) static void softmax_words(const float* s, int64_t ld, int64_t rows,
+                                                                         const int64_t* lim, int64_t cols,
+                                                                         float scale, const float* bias,
+                                                                         const float* m, float* work, Word* words) {
+    const __m512 vs = _mm512_set1_ps(scale);
+    const int64_t wpr = (cols + 1) / 2;
+    for (int64_t i = 0; i < rows; ++i) {
+      const float* r = s + i * ld;
+      const __m512 vsub = _mm512_set1_ps(m[i]);
+      __m512 acc = _mm512_setzero_ps();
+      for (int64_t j = 0; j < cols; j += 32) {
+        __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
+        if (j < lim[i]) acc = _mm512_add_ps(acc, lo = prob16(r, j, lim[i], vs, bias, vsub));
+        if (j + 16 < lim[i]) acc = _mm512_add_ps(acc, hi = prob16(r, j + 16, lim[i], vs, bias, vsub));
+        const __m512i pairs = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+        _mm512_mask_storeu_epi32(words + i * wpr + j / 2, live16(j / 2, wpr), pairs);
+      }
+      _mm512_storeu_ps(work + 16 * i, acc);
+    }
+  }
+  static A a_probs(const float*, int64_t, int64_t cols, int64_t, float* w) {
+    return {reinterpret_cast<const Word*>(w), (cols + 1) / 2, 1};
+  }
   // The columns of m: m packed (pairs of its rows), read across.
+  static const float* m_from(const float* m, int64_t ld, int64_t d0) { return m + d0 / 2 * ld; }
   static A a_cols(const float* m, int64_t ld, int64_t depth, int64_t n, float* w) {
     return {reinterpret_cast<const Word*>(pack(m, depth, ld, n, w)), 1, ld};
   }
@@ -388,11 +572,6 @@ struct Ctx {
   int64_t visible(int64_t r, int64_t c0, int64_t cols) const { return causal ? std::min(cols, r - c0 + 1) : cols; }
 };
 
-template <typename C>
-void transpose(const C* src, int64_t rows, int64_t w, C* dst, int64_t ld) {
-  for (int64_t j = 0; j < rows; ++j)
-    for (int64_t x = 0; x < w; ++x) dst[x * ld + j] = src[j * w + x];
-}
 
 template <typename C>
 Ctx<C> make_ctx(const FlashAttention& t) {
@@ -472,12 +651,12 @@ const C* in_t(const Ctx<C>& g, const void* base, DType from, int64_t n, int64_t 
               C* t, C* pk) {
   if constexpr (kReadsBf16<I>)
     if (from == DType::bf16 && w % 2 == 0) {
-      I::transpose_words(static_cast<const Word*>(g.at(base, from, n, r0, w)), rows, w / 2,
+      transpose_words(static_cast<const Word*>(g.at(base, from, n, r0, w)), rows, w / 2,
                          reinterpret_cast<Word*>(pk), g.bs);
       return pk;
     }
   g.load(base, from, n, r0, rows, w, buf);
-  transpose(buf, rows, w, t, g.bs);
+  I::transpose(buf, rows, w, t, g.bs);
   return I::pack(t, w, g.bs, rows, pk);
 }
 // B of depth rows, the block as it is ([rows, w], ld w): V for P V, K for dS K.
@@ -497,7 +676,7 @@ const C* in_n(const Ctx<C>& g, const void* base, DType from, int64_t n, int64_t 
 // packed operands after them (packs(g, buf)), then gemm's work (Bf16Dot's bf16 rows).
 template <typename C>
 int64_t tile_size(const Ctx<C>& g) {
-  return g.bs * (8 * g.D + 6 * g.Dv + 2 * g.bs + 4);
+  return g.bs * (8 * g.D + 6 * g.Dv + 2 * g.bs + 22);
 }
 template <typename C>
 int64_t packs_size(const Ctx<C>& g) {
@@ -547,6 +726,20 @@ void gemm_rows(const typename I::A& a, int64_t rows, const C* m, int64_t ld, int
   }
 }
 
+// out := a times m for the rows of a block of scores, each row only as far as it sees:
+// rows in groups of kRows, each group's columns up to its last row's lim (causal: a diagonal
+// block's upper triangle is not computed, ~1/4 of the block's products), none for a group
+// that sees nothing. Each computed element is the same sum as over every column, and the
+// callers zero every entry past a row's own lim.
+template <typename C, typename I, typename Lim>
+void scores_rows(const typename I::A& a, int64_t rows, const C* m, int64_t ld, int64_t depth, int64_t cols, C* out,
+                 int64_t ldo, Lim lim) {
+  for (int64_t i = 0; i < rows; i += kRows) {
+    const int64_t h = std::min(kRows, rows - i), c = std::min(cols, lim(i + h - 1));
+    if (c > 0) I::gemm(a.from(i), h, m, ld, depth, c, out + i * ldo, ldo, false);
+  }
+}
+
 // ---- forward: one head's block of query rows against every key block it sees. Per key
 // block: the scores of all rows (S = Q K^T, every column; a causal diagonal block's hidden
 // ones are dropped next), then each row's online-softmax step (its max, e^(s - m) on its
@@ -555,7 +748,8 @@ template <typename C, typename I>
 void forward_tile(const Ctx<C>& g, int64_t n, int64_t qb, C* buf, void* out, C* lse) {
   const int64_t bs = g.bs, D = g.D, Dv = g.Dv, S = g.S, r0 = qb * bs, rows = std::min(bs, S - r0);
   C *Q = buf, *Kr = Q + bs * D, *Kt = Kr + bs * D, *V = Kt + bs * D, *P = V + bs * Dv, *O = P + bs * bs,
-    *m = O + bs * Dv, *l = m + bs;
+    *m = O + bs * Dv, *l = m + bs, *alpha = l + bs, *sm = alpha + bs;
+  std::vector<int64_t> lims(static_cast<size_t>(rows));
   const Work<C> w(g, work(g, buf));
   const auto Qa = in_rows<C, I>(g, g.q, g.dt, n, r0, rows, D, Q, w.q);
   std::fill(O, O + rows * Dv, C(0));
@@ -567,21 +761,18 @@ void forward_tile(const Ctx<C>& g, int64_t n, int64_t qb, C* buf, void* out, C* 
     const C* Ktp = in_t<C, I>(g, g.k, g.dt, n, c0, cols, D, Kr, Kt, packs(g, buf));
     const C* Vp = in_n<C, I>(g, g.v, g.dt, n, c0, cols, Dv, V, packs(g, buf) + packed_floats(D, bs));
     const C* bias = g.bias_at(n, c0);
-    I::gemm(Qa, rows, Ktp, bs, D, cols, P, bs, false);
+    const auto lim_of = [&](int64_t i) { return g.visible(r0 + i, c0, cols); };
+    scores_rows<C, I>(Qa, rows, Ktp, bs, D, cols, P, bs, lim_of);
     for (int64_t i = 0; i < rows; ++i) {
-      const int64_t lim = std::max<int64_t>(g.visible(r0 + i, c0, cols), 0);
-      C* p = P + i * bs;
-      std::fill(p + lim, p + cols, C(0));
-      if (lim == 0) continue;
-      const C m_new = std::max(m[i], I::scale_max(p, lim, g.scale, bias));
-      // The running sum and output rescaled to the new max (nothing to rescale at first).
-      const C alpha = m[i] == -std::numeric_limits<C>::infinity() ? C(0) : std::exp(m[i] - m_new);
-      l[i] = l[i] * alpha + I::exp_sum(p, lim, m_new);
-      I::scale_row(O + i * Dv, Dv, alpha);
-      m[i] = m_new;
+      lims[size_t(i)] = std::max<int64_t>(g.visible(r0 + i, c0, cols), 0);
+      std::fill(P + i * bs + lims[size_t(i)], P + i * bs + cols, C(0));
     }
-    gemm_rows<C, I>(I::a_rows(P, bs, cols, rows, w.s), rows, Vp, Dv, Dv, O, Dv,
-                    [&](int64_t i) { return g.visible(r0 + i, c0, cols); });
+    I::softmax_block(P, bs, rows, lims.data(), cols, g.scale, bias, m, l, alpha, sm, w.s);
+    // The output rescaled to the new max (nothing to rescale at first).
+    if (kb > 0)
+      for (int64_t i = 0; i < rows; ++i)
+        if (alpha[i] != C(1)) I::scale_row(O + i * Dv, Dv, alpha[i]);
+    gemm_rows<C, I>(I::a_probs(P, bs, cols, rows, w.s), rows, Vp, Dv, Dv, O, Dv, lim_of);
   }
   for (int64_t i = 0; i < rows; ++i) {
     I::scale_row(O + i * Dv, Dv, C(1) / l[i]);
@@ -597,8 +788,9 @@ template <typename C, typename I>
 void probs_and_dscores(const Ctx<C>& g, const typename I::A& Qa, const typename I::A& dOa, int64_t r0, int64_t rows,
                        const C* Ktp, const C* Vtp, const C* bias, int64_t c0, int64_t cols, const C* lse,
                        const C* delta, C* P, C* dS) {
-  I::gemm(Qa, rows, Ktp, g.bs, g.D, cols, P, g.bs, false);
-  I::gemm(dOa, rows, Vtp, g.bs, g.Dv, cols, dS, g.bs, false);
+  const auto lim_of = [&](int64_t i) { return g.visible(r0 + i, c0, cols); };
+  scores_rows<C, I>(Qa, rows, Ktp, g.bs, g.D, cols, P, g.bs, lim_of);
+  scores_rows<C, I>(dOa, rows, Vtp, g.bs, g.Dv, cols, dS, g.bs, lim_of);
   for (int64_t i = 0; i < rows; ++i) {
     const int64_t lim = std::max<int64_t>(g.visible(r0 + i, c0, cols), 0);
     C *p = P + i * g.bs, *ds = dS + i * g.bs;
@@ -622,13 +814,13 @@ template <typename C, typename I>
 void backward_kv_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads& gr, int64_t n, int64_t kb, C* buf,
                       C* dq = nullptr) {
   const int64_t bs = g.bs, D = g.D, Dv = g.Dv, S = g.S, c0 = kb * bs, cols = std::min(bs, S - c0);
-  // dK and dV are accumulated transposed, [D, cols] and [Dv, cols]: a row of dK^T is a column
-  // of Q (a_cols) times the dS block, 16 keys per register, as the scores are.
+  // dK and dV rows [cols, D] and [cols, Dv]: the keys are the products' rows (A: the columns
+  // of dS and P), Q and dO in their packed form the other operand; stored as they are.
   C *Kt = buf, *Vt = Kt + bs * D, *tmp = Vt + bs * Dv, *Q = tmp + bs * std::max(D, Dv), *dO = Q + bs * D,
-    *P = dO + bs * Dv, *dS = P + bs * bs, *dKt = dS + bs * bs, *dVt = dKt + bs * D, *Kr = dVt + bs * Dv;
+    *P = dO + bs * Dv, *dS = P + bs * bs, *dK = dS + bs * bs, *dV = dK + bs * D, *Kr = dV + bs * Dv;
   const Work<C> w(g, work(g, buf));
-  std::fill(dKt, dKt + D * bs, C(0));
-  std::fill(dVt, dVt + Dv * bs, C(0));
+  std::fill(dK, dK + cols * D, C(0));
+  std::fill(dV, dV + cols * Dv, C(0));
   if (!g.skipped(n, kb)) {
     C* pk = packs(g, buf);
     const C* Ktp = in_t<C, I>(g, g.k, g.dt, n, c0, cols, D, tmp, Kt, pk);
@@ -642,17 +834,24 @@ void backward_kv_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads
       const auto [Qa, Qc] = in_rows_cols<C, I>(g, g.q, g.dt, n, r0, rows, D, Q, w.q, w.qcols);
       const auto [dOa, dOc] = in_rows_cols<C, I>(g, gr.dout, gr.gdt, n, r0, rows, Dv, dO, w.dout, w.doutcols);
       probs_and_dscores<C, I>(g, Qa, dOa, r0, rows, Ktp, Vtp, bias, c0, cols, lse + n * S, delta + n * S, P, dS);
-      I::gemm(dOc, Dv, I::pack(P, rows, bs, cols, Pp), bs, rows, cols, dVt, bs, true);  // dV += P^T dO
-      I::gemm(Qc, D, I::pack(dS, rows, bs, cols, dSp), bs, rows, cols, dKt, bs, true);  // dK += dS^T Q
+      // dV += P^T dO, dK += dS^T Q, kRows keys at a time, each group's terms from its first
+      // key's first query row on (causal: c0 + i - r0, rounded down to a pair; P and dS are 0
+      // above it, so only zero terms are left out: ~1/2 of a diagonal block's products).
+      const typename I::A Pc = I::a_cols(P, bs, rows, cols, Pp), dSc = I::a_cols(dS, bs, rows, cols, dSp);
+      const C *dOm = reinterpret_cast<const C*>(dOc.p), *Qm = reinterpret_cast<const C*>(Qc.p);
+      for (int64_t i = 0; i < cols; i += kRows) {
+        const int64_t h = std::min(kRows, cols - i), d0 = g.causal ? std::max<int64_t>(c0 + i - r0, 0) / 2 * 2 : 0;
+        if (d0 >= rows) break;
+        I::gemm(Pc.from(i).from_depth(d0), h, I::m_from(dOm, Dv, d0), Dv, rows - d0, Dv, dV + i * Dv, Dv, true);
+        I::gemm(dSc.from(i).from_depth(d0), h, I::m_from(Qm, D, d0), D, rows - d0, D, dK + i * D, D, true);
+      }
       if (dq)  // dQ_i += sum_j dS_ij K_j
         gemm_rows<C, I>(I::a_rows(dS, bs, cols, rows, w.s), rows, Krp, D, D, dq + r0 * D, D,
                         [&](int64_t i) { return g.visible(r0 + i, c0, cols); });
     }
   }
-  transpose(dKt, D, bs, Q, D);  // back to [cols, D] rows (only the first cols are stored)
-  g.store(Q, gr.dk, g.dt, n, c0, cols, D);
-  transpose(dVt, Dv, bs, dO, Dv);
-  g.store(dO, gr.dv, g.dt, n, c0, cols, Dv);
+  g.store(dK, gr.dk, g.dt, n, c0, cols, D);
+  g.store(dV, gr.dv, g.dt, n, c0, cols, Dv);
 }
 
 // dQ of one head's query block, summed over the key blocks it sees.
@@ -680,6 +879,18 @@ void backward_q_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads&
   g.store(dQ, gr.dq, g.dt, n, r0, rows, D);
 }
 
+// The calling thread's scratch of at least n elements (slot 0: the tiles' buffers; 1: the
+// one-pass backward's dQ), kept across calls: a fresh zeroed buffer per call and thread
+// (~150 KB at gpt-tiny's shape, above malloc's mmap threshold) cost its page faults and
+// memset every call (~3% of the kernel's time, perf). Every tile writes what it reads.
+template <typename C>
+C* thread_scratch(size_t n, int slot) {
+  thread_local std::vector<C> bufs[2];
+  std::vector<C>& b = bufs[slot];
+  if (b.size() < n) b.resize(n);
+  return b.data();
+}
+
 // Runs body(n, block, scratch) for every (head, block) on the OpenMP threads, the blocks
 // from last to first (with causal, the last query blocks have the most work: dynamic
 // scheduling then balances the rest). The results do not depend on the order.
@@ -688,9 +899,9 @@ void for_each_tile(const Ctx<C>& g, Body body) {
   const int64_t tasks = g.N * g.nb;
 #pragma omp parallel if (tasks > 1)
   {
-    std::vector<C> buf(scratch_size(g));
+    C* buf = thread_scratch<C>(scratch_size(g), 0);
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < tasks; ++task) body(task % g.N, g.nb - 1 - task / g.N, buf.data());
+    for (int64_t task = 0; task < tasks; ++task) body(task % g.N, g.nb - 1 - task / g.N, buf);
   }
 }
 
@@ -711,17 +922,13 @@ std::vector<Tensor> backward(const FlashAttention& t, const Tensor& d_out) {
   // delta = rowsum(dO * O): the row's sum of P * dP, without the scores.
   Tensor delta_t = Tensor::empty({g.N, g.S}, Ctx<C>::cdt);
   C* delta = delta_t.data_ptr<C>();
-  for_each_tile(g, [&](int64_t n, int64_t qb, C* buf) {
+  const auto delta_block = [&](int64_t n, int64_t qb, C* buf) {
     const int64_t r0 = qb * g.bs, rows = std::min(g.bs, g.S - r0);
     C *a = buf, *b = buf + g.bs * g.Dv;
     g.load(dout.data(), dout.dtype(), n, r0, rows, g.Dv, a);
     g.load(t.out.data(), t.out.dtype(), n, r0, rows, g.Dv, b);
-    for (int64_t i = 0; i < rows; ++i) {
-      C acc = 0;
-      for (int64_t x = 0; x < g.Dv; ++x) acc += a[i * g.Dv + x] * b[i * g.Dv + x];
-      delta[n * g.S + r0 + i] = acc;
-    }
-  });
+    for (int64_t i = 0; i < rows; ++i) delta[n * g.S + r0 + i] = I::dot(a + i * g.Dv, b + i * g.Dv, g.Dv);
+  };
   Tensor dq = Tensor::empty({g.N, g.S, g.D}, g.dt), dk = Tensor::empty({g.N, g.S, g.D}, g.dt),
          dv = Tensor::empty({g.N, g.S, g.Dv}, g.dt);
   const Grads gr{dout.data(), dout.dtype(), dq.data(), dk.data(), dv.data()};
@@ -731,16 +938,20 @@ std::vector<Tensor> backward(const FlashAttention& t, const Tensor& d_out) {
     // products instead of 7; the same bits as the two passes).
 #pragma omp parallel
     {
-      std::vector<C> buf(scratch_size(g)), dq(size_t(g.S * g.D));
+      C *buf = thread_scratch<C>(scratch_size(g), 0), *dq = thread_scratch<C>(size_t(g.S * g.D), 1);
 #pragma omp for schedule(dynamic, 1)
       for (int64_t n = 0; n < g.N; ++n) {
-        std::fill(dq.begin(), dq.end(), C(0));
-        for (int64_t kb = 0; kb < g.nb; ++kb) backward_kv_tile<C, I>(g, lse, delta, gr, n, kb, buf.data(), dq.data());
-        g.store(dq.data(), gr.dq, g.dt, n, 0, g.S, g.D);
+        // The head's delta first, in the same parallel region: one fork and barrier less (with
+        // libgomp's spinning wait, each costs the other thread's CPU time on a busy machine).
+        for (int64_t qb = 0; qb < g.nb; ++qb) delta_block(n, qb, buf);
+        std::fill(dq, dq + g.S * g.D, C(0));
+        for (int64_t kb = 0; kb < g.nb; ++kb) backward_kv_tile<C, I>(g, lse, delta, gr, n, kb, buf, dq);
+        g.store(dq, gr.dq, g.dt, n, 0, g.S, g.D);
       }
     }
     return {dq, dk, dv};
   }
+  for_each_tile(g, delta_block);
   for_each_tile(g, [&](int64_t n, int64_t kb, C* buf) { backward_kv_tile<C, I>(g, lse, delta, gr, n, kb, buf); });
   for_each_tile(g, [&](int64_t n, int64_t qb, C* buf) { backward_q_tile<C, I>(g, lse, delta, gr, n, qb, buf); });
   return {dq, dk, dv};

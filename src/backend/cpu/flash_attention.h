@@ -19,7 +19,11 @@
 //
 // Causal (query i sees keys 0..i): key blocks wholly after a query block's last row are never
 // visited (nor query blocks wholly before a key block's first key, backward), and the
-// diagonal tiles stop each row at its own position. A key bias (a text classifier's padding
+// diagonal tiles stop each row at its own position: every product of a tile crossing the
+// diagonal is cut there in groups of 4 rows (the scores and dP at the group's last visible
+// key, P V and dS K at its last row's, dV = P^T dO and dK = dS^T Q, whose rows are keys, from
+// the group's first query row), so the products are ~the visible half, not 3/4 of S^2 at
+// S = 2 blocks. A key bias (a text classifier's padding
 // mask, kPaddingScore = -30000 at padding), less its sequence's largest bias (the same
 // softmax; a text of padding only then attends as if unmasked, without -30000 rounding its
 // scores), is added to every score of its key; without causal, a key block whose every bias

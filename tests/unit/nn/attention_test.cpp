@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
@@ -180,6 +181,24 @@ struct FusedAttention {
   int64_t before = nn::MultiheadAttention::set_fused_from(1);
   ~FusedAttention() { nn::MultiheadAttention::set_fused_from(before); }
 };
+
+TEST(AttentionFusedRoute, ThresholdPerMaskAndItsOverrideRestores) {
+  if (std::getenv("MIXPREC_ATTENTION_FUSED_FROM")) GTEST_SKIP() << "threshold set by the environment";
+  // Causal attention is fused from fewer positions than unmasked (it skips the masked half of
+  // the products, the unfused route computes them): 128 and 256 on AVX-512, 1024 both without.
+  const int64_t causal = nn::MultiheadAttention::fused_from(true), full = nn::MultiheadAttention::fused_from(false);
+  EXPECT_LE(causal, full);
+  EXPECT_TRUE((causal == 128 && full == 256) || (causal == 1024 && full == 1024)) << causal << ", " << full;
+  // An override applies to both; restoring what set_fused_from returned (0: the defaults)
+  // brings the per-mask defaults back.
+  const int64_t before = nn::MultiheadAttention::set_fused_from(7);
+  EXPECT_EQ(before, 0);
+  EXPECT_EQ(nn::MultiheadAttention::fused_from(true), 7);
+  EXPECT_EQ(nn::MultiheadAttention::fused_from(false), 7);
+  EXPECT_EQ(nn::MultiheadAttention::set_fused_from(before), 7);
+  EXPECT_EQ(nn::MultiheadAttention::fused_from(true), causal);
+  EXPECT_EQ(nn::MultiheadAttention::fused_from(false), full);
+}
 
 TEST(AttentionFusedRoute, MatchesNaiveLoopsAndItsGradientsTheUnfusedOnes) {
   // On the fused scaled_dot_product_attention the module gives the same outputs as the naive

@@ -101,7 +101,11 @@ const std::vector<Case> kCases{
     {1, 1, 1, 1, 64, false, 0},  {1, 1, 1, 1, 64, true, 0},   {3, 7, 1, 2, 3, false, 0},
     {3, 7, 1, 2, 3, true, 0},    {2, 130, 32, 16, 64, true, 0}, {2, 130, 32, 16, 64, false, 0},
     {4, 67, 8, 5, 16, false, 2}, {6, 67, 8, 8, 64, false, 3},  {4, 67, 8, 5, 16, true, 2},
-    {2, 64, 16, 16, 64, true, 1}};
+    {2, 64, 16, 16, 64, true, 1},
+    // Heads wider than one 16-word register (D = 40: 20 bf16 pairs; Dv = 34) and 70 keys: the
+    // register transposes' partial blocks, and 32-wide blocks whose diagonal splits dV^T's
+    // and dK^T's products into chunks.
+    {2, 70, 40, 34, 32, true, 0},  {2, 70, 40, 34, 32, false, 0}};
 
 std::string name(const Case& c) {
   return "N=" + std::to_string(c.N) + " S=" + std::to_string(c.S) + " D=" + std::to_string(c.D) +
@@ -197,7 +201,8 @@ TEST(FlashAttention, Bf16GradientsMatchTheFloat64KernelOnTheSameValues) {
   // within a few bf16 ulps of the float64 kernel on the same (bf16-valued) inputs, whose
   // gradients the central differences above check.
   for (const Case& c : std::vector<Case>{{3, 37, 5, 3, 16, true, 0}, {4, 67, 8, 5, 16, false, 2},
-                                         {2, 130, 32, 32, 64, true, 0}}) {
+                                         {2, 130, 32, 32, 64, true, 0}, {2, 70, 40, 34, 32, true, 0},
+                                         {2, 100, 34, 20, 48, true, 0}}) {
     SCOPED_TRACE(name(c));
     const Tensor mask = c.pad_batches ? padding_mask(c.pad_batches, c.S) : Tensor();
     const Tensor q = random_tensor({c.N, c.S, c.D}, 21, -2, 2).to(DType::bf16),

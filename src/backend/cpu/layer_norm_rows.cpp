@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "core/convert.h"
+#include "core/convert_simd.h"
 #include "core/cpu_features.h"
 
 namespace mixprec::backend::cpu::layer_norm_rows {
@@ -124,16 +125,28 @@ void backward_baseline(const void* x, DType dt, const void* dy, DType gdt, int64
 }
 
 
-// The f32 case (every layer_norm under autocast: its policy row is fp32), written out with
-// AVX-512: a row is read as floats and widened to doubles 8 at a time in registers, with no
-// row buffers and no conversion calls; three passes forward (the mean, the squared
-// deviations, the output), two backward (the row sums, then dx and the weight/bias shares
-// together), all over a row that stays in L1. The same arithmetic in double as the general
-// bodies, with 8-lane partial sums added in a fixed order, rounded once to f32.
+// The f32, bf16 and f16 rows (f32: every layer_norm under autocast, its policy row is fp32;
+// bf16/f16: the residual stream under O2), written out with AVX-512: a row is read in its
+// storage type and widened to doubles 8 at a time in registers (exact), with no row buffers
+// and no conversion calls; three passes forward (the mean, the squared deviations, the
+// output), two backward (the row sums, then dx and the weight/bias shares together), all over
+// a row that stays in L1. The same arithmetic in double for every storage type, with 8-lane
+// partial sums added in a fixed order; outputs rounded once from double to the row's type
+// (16-bit: round-to-odd to f32, then nearest-even to 16 bits, in registers: the bits
+// convert_elements gives from double). Needs AVX-512 F, BW and VL (16-bit masked loads and
+// stores; every AVX-512 CPU but Xeon Phi has all three).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-#define MIXPREC_LN_AVX512 __attribute__((target("avx512f")))
+#define MIXPREC_LN_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
+
+// a * b where the product feeds an add or subtract: GCC contracts _mm512_mul_pd (a plain
+// vector multiply) with a following add into an FMA, which changes the bits and turns exact
+// zeros (a one-value row's dx: g - mean(g)) into rounding residue. The rounding-mode form is
+// a builtin the contraction does not see; _MM_FROUND_CUR_DIRECTION makes it the same vmulpd.
+MIXPREC_LN_AVX512 inline __m512d mul_unfused(__m512d a, __m512d b) {
+  return _mm512_mul_round_pd(a, b, _MM_FROUND_CUR_DIRECTION);
+}
 
 MIXPREC_LN_AVX512 inline double lanes_sum(__m512d v) {
   alignas(64) double l[8];
@@ -141,55 +154,83 @@ MIXPREC_LN_AVX512 inline double lanes_sum(__m512d v) {
   return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
 }
 
-// Values j .. j+7 of a float row as doubles (lanes past d read as 0).
-MIXPREC_LN_AVX512 inline __m512d load8(const float* row, int64_t j, int64_t d) {
-  return _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(__mmask16(lanes8(j, d)), row + j)));
-}
+// A row's storage type: load8 gives values j .. j+7 as doubles (lanes past d read as 0),
+// store8 rounds 8 doubles once into dst[j ..], the lanes of k only.
+struct F32Row {
+  using T = float;
+  MIXPREC_LN_AVX512 static __m512d load8(const float* row, int64_t j, int64_t d) {
+    return _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_maskz_loadu_ps(__mmask16(lanes8(j, d)), row + j)));
+  }
+  MIXPREC_LN_AVX512 static void store8(float* dst, int64_t j, __mmask8 k, __m512d v) {
+    _mm512_mask_storeu_ps(dst + j, __mmask16(k), _mm512_castps256_ps512(_mm512_cvtpd_ps(v)));
+  }
+};
 
-// 8 doubles rounded to f32 into dst[j ..], the lanes of k only (AVX-512F alone: no VL).
-MIXPREC_LN_AVX512 inline void store8(float* dst, int64_t j, __mmask8 k, __m512d v) {
-  _mm512_mask_storeu_ps(dst + j, __mmask16(k), _mm512_castps256_ps512(_mm512_cvtpd_ps(v)));
-}
+struct BF16Row {
+  using T = uint16_t;
+  MIXPREC_LN_AVX512 static __m512d load8(const uint16_t* row, int64_t j, int64_t d) {
+    const __m128i raw = _mm_maskz_loadu_epi16(lanes8(j, d), row + j);
+    return _mm512_cvtps_pd(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(raw), 16)));
+  }
+  MIXPREC_LN_AVX512 static void store8(uint16_t* dst, int64_t j, __mmask8 k, __m512d v) {
+    const __m256i bits = simd::f32x8_to_bf16_bits(simd::f64x8_to_f32_round_to_odd(v));
+    _mm_mask_storeu_epi16(dst + j, k, _mm256_cvtepi32_epi16(bits));
+  }
+};
 
-MIXPREC_LN_AVX512 void forward_f32_avx512(const float* x, int64_t d, const double* w, const double* b, double eps,
-                                          float* y, double& mean_out, double& rstd_out) {
+struct F16Row {
+  using T = uint16_t;
+  MIXPREC_LN_AVX512 static __m512d load8(const uint16_t* row, int64_t j, int64_t d) {
+    return _mm512_cvtps_pd(_mm256_cvtph_ps(_mm_maskz_loadu_epi16(lanes8(j, d), row + j)));
+  }
+  MIXPREC_LN_AVX512 static void store8(uint16_t* dst, int64_t j, __mmask8 k, __m512d v) {
+    const __m128i h = _mm256_cvtps_ph(simd::f64x8_to_f32_round_to_odd(v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_mask_storeu_epi16(dst + j, k, h);
+  }
+};
+
+template <class Row, class T = typename Row::T>
+MIXPREC_LN_AVX512 void forward_rows_avx512(const T* x, int64_t d, const double* w, const double* b, double eps, T* y,
+                                           double& mean_out, double& rstd_out) {
   __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
   int64_t j = 0;
   for (; j + 16 <= d; j += 16) {
-    s0 = _mm512_add_pd(s0, load8(x, j, d));
-    s1 = _mm512_add_pd(s1, load8(x, j + 8, d));
+    s0 = _mm512_add_pd(s0, Row::load8(x, j, d));
+    s1 = _mm512_add_pd(s1, Row::load8(x, j + 8, d));
   }
-  for (; j < d; j += 8) s0 = _mm512_add_pd(s0, load8(x, j, d));
+  for (; j < d; j += 8) s0 = _mm512_add_pd(s0, Row::load8(x, j, d));
   const double mean = lanes_sum(_mm512_add_pd(s0, s1)) / double(d);
   const __m512d mv = _mm512_set1_pd(mean);
   __m512d q0 = _mm512_setzero_pd(), q1 = _mm512_setzero_pd();
   for (j = 0; j + 16 <= d; j += 16) {
-    const __m512d a = _mm512_sub_pd(load8(x, j, d), mv), c = _mm512_sub_pd(load8(x, j + 8, d), mv);
+    const __m512d a = _mm512_sub_pd(Row::load8(x, j, d), mv), c = _mm512_sub_pd(Row::load8(x, j + 8, d), mv);
     q0 = _mm512_fmadd_pd(a, a, q0);
     q1 = _mm512_fmadd_pd(c, c, q1);
   }
   for (; j < d; j += 8) {  // lanes past d: (0 - mean)^2 must not count
-    const __m512d a = _mm512_maskz_sub_pd(lanes8(j, d), load8(x, j, d), mv);
+    const __m512d a = _mm512_maskz_sub_pd(lanes8(j, d), Row::load8(x, j, d), mv);
     q0 = _mm512_fmadd_pd(a, a, q0);
   }
   const double rstd = 1.0 / std::sqrt(lanes_sum(_mm512_add_pd(q0, q1)) / double(d) + eps);
   const __m512d rv = _mm512_set1_pd(rstd);
   for (j = 0; j < d; j += 8) {
     const __mmask8 k = lanes8(j, d);
-    const __m512d xhat = _mm512_mul_pd(_mm512_sub_pd(load8(x, j, d), mv), rv);
+    const __m512d xhat = _mm512_mul_pd(_mm512_sub_pd(Row::load8(x, j, d), mv), rv);
     const __m512d out = _mm512_fmadd_pd(xhat, _mm512_maskz_loadu_pd(k, w + j), _mm512_maskz_loadu_pd(k, b + j));
-    store8(y, j, k, out);
+    Row::store8(y, j, k, out);
   }
   mean_out = mean;
   rstd_out = rstd;
 }
 
-MIXPREC_LN_AVX512 void backward_f32_avx512(const float* x, const float* dy, int64_t d, const double* w, double mean,
-                                           double rstd, float* dx, double* dw_acc, double* db_acc) {
+template <class Row, class T = typename Row::T>
+MIXPREC_LN_AVX512 void backward_rows_avx512(const T* x, const T* dy, int64_t d, const double* w, double mean,
+                                            double rstd, T* dx, double* dw_acc, double* db_acc) {
   const __m512d mv = _mm512_set1_pd(mean), rv = _mm512_set1_pd(rstd);
   // x was written by the forward long before and dy by the layer above: both come from
   // memory, not cache. Ask for the rows two ahead (this thread's next rows) while these run.
-  for (int64_t j = 0; j < d; j += 16) {
+  constexpr int64_t kPerLine = 64 / int64_t(sizeof(T));
+  for (int64_t j = 0; j < d; j += kPerLine) {
     _mm_prefetch(reinterpret_cast<const char*>(x + 2 * d + j), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(dy + 2 * d + j), _MM_HINT_T0);
   }
@@ -198,9 +239,9 @@ MIXPREC_LN_AVX512 void backward_f32_avx512(const float* x, const float* dy, int6
     // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w: the two means first.
     __m512d sg = _mm512_setzero_pd(), sgx = _mm512_setzero_pd();
     for (int64_t j = 0; j < d; j += 8) {
-      const __m512d g = _mm512_mul_pd(load8(dy, j, d), _mm512_maskz_loadu_pd(lanes8(j, d), w + j));
+      const __m512d g = mul_unfused(Row::load8(dy, j, d), _mm512_maskz_loadu_pd(lanes8(j, d), w + j));
       sg = _mm512_add_pd(sg, g);
-      sgx = _mm512_fmadd_pd(g, _mm512_mul_pd(_mm512_sub_pd(load8(x, j, d), mv), rv), sgx);
+      sgx = _mm512_fmadd_pd(g, _mm512_mul_pd(_mm512_sub_pd(Row::load8(x, j, d), mv), rv), sgx);
     }
     mg = _mm512_set1_pd(lanes_sum(sg) / double(d));
     mgx = _mm512_set1_pd(lanes_sum(sgx) / double(d));
@@ -208,11 +249,11 @@ MIXPREC_LN_AVX512 void backward_f32_avx512(const float* x, const float* dy, int6
   // One pass for dx and the weight/bias shares: each reads dy and xhat once.
   for (int64_t j = 0; j < d; j += 8) {
     const __mmask8 k = lanes8(j, d);
-    const __m512d g0 = load8(dy, j, d);
-    const __m512d xhat = _mm512_mul_pd(_mm512_sub_pd(load8(x, j, d), mv), rv);
+    const __m512d g0 = Row::load8(dy, j, d);
+    const __m512d xhat = _mm512_mul_pd(_mm512_sub_pd(Row::load8(x, j, d), mv), rv);
     if (dx != nullptr) {
-      const __m512d g = _mm512_mul_pd(g0, _mm512_maskz_loadu_pd(k, w + j));
-      store8(dx, j, k, _mm512_mul_pd(rv, _mm512_sub_pd(_mm512_sub_pd(g, mg), _mm512_mul_pd(xhat, mgx))));
+      const __m512d g = mul_unfused(g0, _mm512_maskz_loadu_pd(k, w + j));
+      Row::store8(dx, j, k, _mm512_mul_pd(rv, _mm512_sub_pd(_mm512_sub_pd(g, mg), mul_unfused(xhat, mgx))));
     }
     if (dw_acc != nullptr)
       _mm512_mask_storeu_pd(dw_acc + j, k, _mm512_fmadd_pd(g0, xhat, _mm512_maskz_loadu_pd(k, dw_acc + j)));
@@ -223,14 +264,36 @@ MIXPREC_LN_AVX512 void backward_f32_avx512(const float* x, const float* dy, int6
 #undef MIXPREC_LN_AVX512
 #pragma GCC diagnostic pop
 
+// The row kernels for one storage type, at row r of the dense buffers.
+template <class Row>
+void forward_rows_at(const void* x, int64_t r, int64_t d, const double* w, const double* b, double eps, void* y,
+                     double& mean, double& rstd) {
+  using T = typename Row::T;
+  forward_rows_avx512<Row>(static_cast<const T*>(x) + r * d, d, w, b, eps, static_cast<T*>(y) + r * d, mean, rstd);
+}
+template <class Row>
+void backward_rows_at(const void* x, const void* dy, int64_t r, int64_t d, const double* w, double mean, double rstd,
+                      void* dx, double* dw_acc, double* db_acc) {
+  using T = typename Row::T;
+  backward_rows_avx512<Row>(static_cast<const T*>(x) + r * d, static_cast<const T*>(dy) + r * d, d, w, mean, rstd,
+                            dx ? static_cast<T*>(dx) + r * d : nullptr, dw_acc, db_acc);
+}
+
+bool rows_avx512() {
+  const CpuFeatures& c = cpu_features();
+  return c.avx512f && c.avx512bw && c.avx512vl;
+}
+
 }  // namespace
 
 void forward_row(const void* x_base, DType dt, int64_t r, int64_t d, const double* w,
                  const double* b, double eps, void* y_base, double& mean, double& rstd,
                  Scratch& s) {
-  if (dt == DType::f32 && cpu_features().avx512f)
-    return forward_f32_avx512(static_cast<const float*>(x_base) + r * d, d, w, b, eps,
-                              static_cast<float*>(y_base) + r * d, mean, rstd);
+  if (rows_avx512()) {
+    if (dt == DType::f32) return forward_rows_at<F32Row>(x_base, r, d, w, b, eps, y_base, mean, rstd);
+    if (dt == DType::bf16) return forward_rows_at<BF16Row>(x_base, r, d, w, b, eps, y_base, mean, rstd);
+    if (dt == DType::f16) return forward_rows_at<F16Row>(x_base, r, d, w, b, eps, y_base, mean, rstd);
+  }
   (cpu_features().avx512f ? forward_avx512 : forward_baseline)(x_base, dt, r, d, w, b, eps, y_base, mean,
                                                      rstd, s);
 }
@@ -238,12 +301,28 @@ void forward_row(const void* x_base, DType dt, int64_t r, int64_t d, const doubl
 void backward_row(const void* x_base, DType dt, const void* dy_base, DType gdt, int64_t r,
                   int64_t d, const double* w, double mean, double rstd, void* dx_base,
                   double* dw_acc, double* db_acc, Scratch& s) {
-  if (dt == DType::f32 && gdt == DType::f32 && cpu_features().avx512f)
-    return backward_f32_avx512(static_cast<const float*>(x_base) + r * d, static_cast<const float*>(dy_base) + r * d,
-                               d, w, mean, rstd, dx_base ? static_cast<float*>(dx_base) + r * d : nullptr, dw_acc,
-                               db_acc);
+  if (dt == gdt && rows_avx512()) {
+    if (dt == DType::f32)
+      return backward_rows_at<F32Row>(x_base, dy_base, r, d, w, mean, rstd, dx_base, dw_acc, db_acc);
+    if (dt == DType::bf16)
+      return backward_rows_at<BF16Row>(x_base, dy_base, r, d, w, mean, rstd, dx_base, dw_acc, db_acc);
+    if (dt == DType::f16)
+      return backward_rows_at<F16Row>(x_base, dy_base, r, d, w, mean, rstd, dx_base, dw_acc, db_acc);
+  }
   (cpu_features().avx512f ? backward_avx512 : backward_baseline)(x_base, dt, dy_base, gdt, r, d, w, mean,
                                                        rstd, dx_base, dw_acc, db_acc, s);
+}
+
+void forward_row_baseline(const void* x_base, DType dt, int64_t r, int64_t d, const double* w,
+                          const double* b, double eps, void* y_base, double& mean, double& rstd,
+                          Scratch& s) {
+  forward_baseline(x_base, dt, r, d, w, b, eps, y_base, mean, rstd, s);
+}
+
+void backward_row_baseline(const void* x_base, DType dt, const void* dy_base, DType gdt, int64_t r,
+                           int64_t d, const double* w, double mean, double rstd, void* dx_base,
+                           double* dw_acc, double* db_acc, Scratch& s) {
+  backward_baseline(x_base, dt, dy_base, gdt, r, d, w, mean, rstd, dx_base, dw_acc, db_acc, s);
 }
 
 }  // namespace mixprec::backend::cpu::layer_norm_rows

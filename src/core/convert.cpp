@@ -1,6 +1,7 @@
 // convert.cpp: every dtype-to-dtype element conversion, scalar rules first, then the vector
-// kernels for the four hot pairs (f32<->bf16, f32<->f16), picked at run time: AVX-512
-// (with AVX512-BF16 for f32 -> bf16), else AVX2 / F16C, else the scalar rules.
+// kernels for the hot pairs (f32<->bf16, f32<->f16; f64<->16-bit and f32<->f64 on AVX-512),
+// picked at run time: AVX-512 (with AVX512-BF16 for f32 -> bf16), else AVX2 / F16C, else the
+// scalar rules.
 //
 // Rules (one place, so Tensor::to, autocast, data loading and checkpoints agree):
 //  - to f16/bf16: round to nearest even exactly once. A double or a wide integer is first
@@ -311,6 +312,25 @@ __attribute__((target("avx512f"))) void half_to_f64_via_f32(const void* src, voi
   }
 }
 
+// f32 <-> f64 (float64 references, losses, master-weight copies): the scalar loop is not
+// vectorised at -O2. VCVTPS2PD/VCVTPD2PS are the scalar casts' instructions 8 wide (same
+// MXCSR rounding, NaN quieting and DAZ/FTZ behaviour), so the bits are the same.
+__attribute__((target("avx512f"))) void f32_to_f64_avx512(const void* src, void* dst, int64_t n) {
+  const float* s = static_cast<const float*>(src);
+  double* d = static_cast<double*>(dst);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm512_storeu_pd(d + i, _mm512_cvtps_pd(_mm256_loadu_ps(s + i)));
+  scalar_kernel<float, double>(s + i, d + i, n - i);
+}
+
+__attribute__((target("avx512f"))) void f64_to_f32_avx512(const void* src, void* dst, int64_t n) {
+  const double* s = static_cast<const double*>(src);
+  float* d = static_cast<float*>(dst);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, _mm512_cvtpd_ps(_mm512_loadu_pd(s + i)));
+  scalar_kernel<double, float>(s + i, d + i, n - i);
+}
+
 #pragma GCC diagnostic pop
 
 Kernel select_kernel(DType src, DType dst) {
@@ -331,6 +351,8 @@ Kernel select_kernel(DType src, DType dst) {
     if (cpu.avx512f) return f16_to_f32_avx512;
     if (cpu.f16c) return f16_to_f32_f16c;
   }
+  if (cpu.avx512f && src == DType::f32 && dst == DType::f64) return f32_to_f64_avx512;
+  if (cpu.avx512f && src == DType::f64 && dst == DType::f32) return f64_to_f32_avx512;
   if (cpu.avx512f && cpu.avx512vl) {
     if (src == DType::f64 && dst == DType::bf16 && cpu.avx512_bf16) return f64_to_half_via_f32<f32_to_bf16_avx512>;
     if (src == DType::f64 && dst == DType::f16) return f64_to_half_via_f32<f32_to_f16_avx512>;

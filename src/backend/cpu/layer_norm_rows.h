@@ -7,8 +7,8 @@
 // the build, not by threads or timing, so results are deterministic. At the transformer's
 // [4096, 256] f32 activation this is ~10x faster than the serial loops it replaces.
 // f32, bf16 and f16 rows (x and dy of one dtype) have hand-written AVX-512 kernels that
-// widen and round in registers (the 16-bit residual stream of O2 included); other mixes
-// run the general bodies.
+// round once in registers (the 16-bit residual stream of O2 included); other mixes run
+// the general bodies.
 // Precision is unchanged in kind: every value is widened to double, statistics and
 // outputs are computed in double and rounded once to the storage dtype.
 #pragma once
@@ -21,7 +21,7 @@ namespace mixprec::backend::cpu::layer_norm_rows {
 
 // Per-thread buffers, reused from row to row.
 struct Scratch {
-  std::vector<float> f;
+  std::vector<float> f, fg, fo;  // x and dy rows widened to f32; a 16-bit output row before rounding
   std::vector<double> x, g, out;
 };
 

@@ -133,12 +133,12 @@ void backward_baseline(const void* x, DType dt, const void* dy, DType gdt, int64
 // together), all over a row that stays in L1. The same arithmetic in double for every
 // storage type, with 8-lane partial sums added in a fixed order; outputs rounded once from
 // double to the row's type (16-bit: round-to-odd to f32 in registers, then nearest even by
-// convert_elements: the bits convert_elements gives from double). Needs AVX-512 F, BW and
-// VL (every AVX-512 CPU but Xeon Phi has all three).
+// convert_elements: the bits convert_elements gives from double). Needs AVX-512 F and VL
+// (the round-to-odd step's 256-bit masked OR; every AVX-512 CPU but Xeon Phi has both).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
-#define MIXPREC_LN_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
+#define MIXPREC_LN_AVX512 __attribute__((target("avx512f,avx512vl")))
 
 // a * b where the product feeds an add or subtract: GCC contracts _mm512_mul_pd (a plain
 // vector multiply) with a following add into an FMA, which changes the bits and turns exact
@@ -286,7 +286,7 @@ void backward_rows_at(const void* x, const void* dy, DType dt, int64_t r, int64_
 
 bool rows_avx512() {
   const CpuFeatures& c = cpu_features();
-  return c.avx512f && c.avx512bw && c.avx512vl;
+  return c.avx512f && c.avx512vl;
 }
 
 }  // namespace

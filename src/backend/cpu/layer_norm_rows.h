@@ -6,9 +6,8 @@
 // it, for AVX-512 (8 doubles per instruction). The order of the partial sums is fixed by
 // the build, not by threads or timing, so results are deterministic. At the transformer's
 // [4096, 256] f32 activation this is ~10x faster than the serial loops it replaces.
-// f32, bf16 and f16 rows (x and dy of one dtype) have hand-written AVX-512 kernels that
-// round once in registers (the 16-bit residual stream of O2 included); other mixes run
-// the general bodies.
+// f32, bf16 and f16 rows (x and dy of one dtype; the 16-bit residual stream of O2
+// included) have hand-written AVX-512 kernels; other mixes run the general bodies.
 // Precision is unchanged in kind: every value is widened to double, statistics and
 // outputs are computed in double and rounded once to the storage dtype.
 #pragma once

@@ -1,6 +1,6 @@
 // layer_norm_row_kernels_test.cpp: layer_norm_rows' row kernels for f32, bf16 and f16 rows
-// (on AVX-512: widened and rounded in registers), on rows of odd lengths whose values span
-// many binades, two ways:
+// (on AVX-512: the hand-written kernels), on rows of odd lengths whose values span many
+// binades, three ways:
 //  - RoundsOnceAsConvertDoes: a 16-bit row and the same values as an f32 row run the same
 //    double arithmetic, so mean, rstd, dw and db must be bit-identical, and each 16-bit output
 //    must be the f32 output rounded to 16 bits (the double rounded once; where the f32 output
@@ -14,10 +14,12 @@
 //    on rows spanning 2^80 (where dx's terms cancel by up to ~2^-40) to the last bits' worth
 //    of the terms. db: the same exact sums in the same order, bit for bit; dw to 1e-13 of
 //    its terms' magnitude.
+//  - RoundsOnceAtMidpoints: outputs built to sit just off a 16-bit midpoint, where rounding
+//    through f32 to nearest would round the wrong way.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <utility>

@@ -1,6 +1,7 @@
 // convert.cpp: every dtype-to-dtype element conversion, scalar rules first, then the vector
-// kernels for the four hot pairs (f32<->bf16, f32<->f16), picked at run time: AVX-512
-// (with AVX512-BF16 for f32 -> bf16), else AVX2 / F16C, else the scalar rules.
+// kernels for the hot pairs (f32<->bf16, f32<->f16; f64<->16-bit and f32<->f64 on AVX-512),
+// picked at run time: AVX-512 (with AVX512-BF16 for f32 -> bf16), else AVX2 / F16C, else the
+// scalar rules.
 //
 // Rules (one place, so Tensor::to, autocast, data loading and checkpoints agree):
 //  - to f16/bf16: round to nearest even exactly once. A double or a wide integer is first
@@ -33,6 +34,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "core/convert_simd.h"
 #include "core/cpu_features.h"
 #include "mixprec/core/half.h"
 #include "mixprec/core/status.h"
@@ -198,25 +200,14 @@ __attribute__((target("avx512f"))) void bf16_to_f32_avx512(const void* src, void
 }
 
 // AVX2 (no AVX-512): f32 -> bf16 by integer arithmetic, the same rule as BFloat16's scalar
-// constructor (half.h): NaN truncates and sets the quiet bit; everything else, subnormals
-// and overflow to inf included, rounds to nearest even by adding 0x7fff + the kept lsb.
-__attribute__((target("avx2"))) __m256i f32_to_bf16_bits_avx2(__m256 v) {
-  const __m256i bits = _mm256_castps_si256(v);
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
-  const __m256i rounded =
-      _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
-  const __m256i quiet_nan = _mm256_or_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x40));
-  const __m256i is_nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-  return _mm256_blendv_epi8(rounded, quiet_nan, is_nan);
-}
-
+// constructor (simd::f32x8_to_bf16_bits, convert_simd.h).
 __attribute__((target("avx2"))) void f32_to_bf16_avx2(const void* src, void* dst, int64_t n) {
   const float* s = static_cast<const float*>(src);
   uint16_t* d = static_cast<uint16_t*>(dst);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m256i lo = f32_to_bf16_bits_avx2(_mm256_loadu_ps(s + i));
-    const __m256i hi = f32_to_bf16_bits_avx2(_mm256_loadu_ps(s + i + 8));
+    const __m256i lo = simd::f32x8_to_bf16_bits(_mm256_loadu_ps(s + i));
+    const __m256i hi = simd::f32x8_to_bf16_bits(_mm256_loadu_ps(s + i + 8));
     // packus works per 128-bit lane (lo0-3 hi0-3 lo4-7 hi4-7); the permute restores order.
     // Every value is <= 0xffff, so the unsigned saturation never changes one.
     const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xd8);
@@ -283,18 +274,14 @@ __attribute__((target("avx,f16c"))) void f16_to_f32_f16c(const void* src, void* 
 
 // f64 <-> 16-bit (batch norm and the f64 references convert whole activations): through an
 // f32 buffer. Narrowing: round-to-odd to f32 (truncate, then set the last bit if anything
-// was lost: the scalar rule, round_to_odd_f32) and the f32 kernel's single rounding;
+// was lost: the scalar rule, round_to_odd_f32, in register form in convert_simd.h) and the
+// f32 kernel's single rounding;
 // widening: the f32 kernel, then an exact widening.
 __attribute__((target("avx512f,avx512vl"))) void f64_to_f32_round_to_odd_avx512(const double* s, float* d,
                                                                                 int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m512d x = _mm512_loadu_pd(s + i);
-    const __m256 t = _mm512_cvt_roundpd_ps(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __mmask8 lost = _mm512_cmp_pd_mask(_mm512_cvtps_pd(t), x, _CMP_NEQ_OQ);  // NaN: never
-    const __m256i bits = _mm256_mask_or_epi32(_mm256_castps_si256(t), lost, _mm256_castps_si256(t),
-                                              _mm256_set1_epi32(1));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), bits);
+    _mm256_storeu_ps(d + i, simd::f64x8_to_f32_round_to_odd(_mm512_loadu_pd(s + i)));
   }
   for (; i < n; ++i) d[i] = round_to_odd_f32(s[i]);
 }
@@ -325,6 +312,25 @@ __attribute__((target("avx512f"))) void half_to_f64_via_f32(const void* src, voi
   }
 }
 
+// f32 <-> f64 (float64 references, losses, master-weight copies): the scalar loop is not
+// vectorised at -O2. VCVTPS2PD/VCVTPD2PS are the scalar casts' instructions 8 wide (same
+// MXCSR rounding, NaN quieting and DAZ/FTZ behaviour), so the bits are the same.
+__attribute__((target("avx512f"))) void f32_to_f64_avx512(const void* src, void* dst, int64_t n) {
+  const float* s = static_cast<const float*>(src);
+  double* d = static_cast<double*>(dst);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm512_storeu_pd(d + i, _mm512_cvtps_pd(_mm256_loadu_ps(s + i)));
+  scalar_kernel<float, double>(s + i, d + i, n - i);
+}
+
+__attribute__((target("avx512f"))) void f64_to_f32_avx512(const void* src, void* dst, int64_t n) {
+  const double* s = static_cast<const double*>(src);
+  float* d = static_cast<float*>(dst);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, _mm512_cvtpd_ps(_mm512_loadu_pd(s + i)));
+  scalar_kernel<double, float>(s + i, d + i, n - i);
+}
+
 #pragma GCC diagnostic pop
 
 Kernel select_kernel(DType src, DType dst) {
@@ -345,6 +351,8 @@ Kernel select_kernel(DType src, DType dst) {
     if (cpu.avx512f) return f16_to_f32_avx512;
     if (cpu.f16c) return f16_to_f32_f16c;
   }
+  if (cpu.avx512f && src == DType::f32 && dst == DType::f64) return f32_to_f64_avx512;
+  if (cpu.avx512f && src == DType::f64 && dst == DType::f32) return f64_to_f32_avx512;
   if (cpu.avx512f && cpu.avx512vl) {
     if (src == DType::f64 && dst == DType::bf16 && cpu.avx512_bf16) return f64_to_half_via_f32<f32_to_bf16_avx512>;
     if (src == DType::f64 && dst == DType::f16) return f64_to_half_via_f32<f32_to_f16_avx512>;

@@ -1,14 +1,18 @@
 // backend/cpu/residual_layer_norm.cpp: see residual_layer_norm.h. Row by row on the OpenMP
 // threads (static schedule: the weight/bias shares are summed per thread in a fixed order);
 // each row's add, norm and conversions run on the row while it sits in L1, the norm itself
-// on layer_norm_rows (AVX-512 for f32 rows where the CPU has it, else the baseline bodies).
+// on layer_norm_rows (AVX-512 for f32, bf16 and f16 rows where the CPU has it, else the
+// baseline bodies).
 #include "backend/cpu/residual_layer_norm.h"
 
 #include <immintrin.h>
 #include <omp.h>
 
 #include "backend/cpu/layer_norm_rows.h"
+#include "backend/cpu/tail_mask.h"
 #include "core/convert.h"
+#include "core/convert_simd.h"
+#include "core/cpu_features.h"
 #include "mixprec/core/status.h"
 
 namespace mixprec::backend::cpu {
@@ -21,8 +25,7 @@ constexpr int64_t kParallelMin = int64_t(1) << 15;
 // Per-thread rows, reused from row to row.
 struct RowScratch {
   layer_norm_rows::Scratch ln;
-  std::vector<float> fa, fb;
-  std::vector<double> da, db;
+  AddRowScratch add;
   std::vector<char> bytes;  // a row in the sum's dtype (norm output or converted gradient)
   char* row_of(DType dt, int64_t d) {
     bytes.resize(size_t(d) * dtype_size(dt));
@@ -37,12 +40,49 @@ char* row_ptr(Tensor& t, int64_t r, int64_t d) {
   return static_cast<char*>(t.data()) + r * d * int64_t(dtype_size(t.dtype()));
 }
 
-// out[0, d) = a + b rounded once to out_dt. f32 + (f32, bf16 or f16) into f32: the 16-bit
-// row widened exactly, then f32 adds (what add's promote cast and its f32 kernel give).
-// Otherwise in double, rounded once (the f32 result is the same: a double sum of two floats
-// is exact).
-void add_row(const char* a, DType adt, const char* b, DType bdt, char* out, DType out_dt, int64_t d,
-             RowScratch& s) {
+// 16-bit + 16-bit of one dtype into it, with AVX-512: 16 values widened to f32 in registers,
+// added, rounded back (bf16: convert's integer rule; f16: VCVTPS2PH, nearest even).
+// GCC 12 warns about its own _mm512_undefined_* placeholders inside the intrinsics (a known
+// false positive), hence the pragma.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#define MIXPREC_ADD16_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
+template <DType kDt>
+MIXPREC_ADD16_AVX512 inline __m512 widen16(__m256i raw) {
+  if constexpr (kDt == DType::bf16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+  else return _mm512_cvtph_ps(raw);
+}
+template <DType kDt>
+MIXPREC_ADD16_AVX512 inline __m256i narrow16(__m512 v) {
+  if constexpr (kDt == DType::bf16) return _mm512_cvtepi32_epi16(simd::f32x16_to_bf16_bits(v));
+  else return _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+template <DType kDt>
+MIXPREC_ADD16_AVX512 void add_16bit_avx512(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t d) {
+  int64_t j = 0;
+  for (; j + 16 <= d; j += 16) {
+    const __m256i ra = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + j));
+    const __m256i rb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + j));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j),
+                        narrow16<kDt>(_mm512_add_ps(widen16<kDt>(ra), widen16<kDt>(rb))));
+  }
+  if (j < d) {  // the tail, masked
+    const __mmask16 k = lanes16(j, d);
+    const __m512 sum = _mm512_add_ps(widen16<kDt>(_mm256_maskz_loadu_epi16(k, a + j)),
+                                     widen16<kDt>(_mm256_maskz_loadu_epi16(k, b + j)));
+    _mm256_mask_storeu_epi16(out + j, k, narrow16<kDt>(sum));
+  }
+}
+#undef MIXPREC_ADD16_AVX512
+#pragma GCC diagnostic pop
+
+}  // namespace
+
+void add_row(const void* a_row, DType adt, const void* b_row, DType bdt, void* out_row, DType out_dt, int64_t d,
+             AddRowScratch& s) {
+  const char* a = static_cast<const char*>(a_row);
+  const char* b = static_cast<const char*>(b_row);
+  char* out = static_cast<char*>(out_row);
   if (adt == DType::f32 && out_dt == DType::f32 && bdt != DType::f64) {
     const float* bf = reinterpret_cast<const float*>(b);
     if (bdt != DType::f32) {
@@ -56,6 +96,27 @@ void add_row(const char* a, DType adt, const char* b, DType bdt, char* out, DTyp
     for (int64_t j = 0; j < d; ++j) o[j] = af[j] + bf[j];
     return;
   }
+  if ((adt == DType::bf16 || adt == DType::f16) && bdt == adt && out_dt == adt) {
+    // Rounding the f32 sum gives the double route's bits (see residual_layer_norm.h).
+    const CpuFeatures& c = cpu_features();
+    if (c.avx512f && c.avx512bw && c.avx512vl && c.f16c) {
+      const auto* a16 = reinterpret_cast<const uint16_t*>(a);
+      const auto* b16 = reinterpret_cast<const uint16_t*>(b);
+      auto* o16 = reinterpret_cast<uint16_t*>(out);
+      return adt == DType::bf16 ? add_16bit_avx512<DType::bf16>(a16, b16, o16, d)
+                                : add_16bit_avx512<DType::f16>(a16, b16, o16, d);
+    }
+    s.fa.resize(size_t(d));
+    s.fb.resize(size_t(d));
+    convert_elements(a, adt, s.fa.data(), DType::f32, d);
+    convert_elements(b, bdt, s.fb.data(), DType::f32, d);
+    float* x = s.fa.data();
+    const float* y = s.fb.data();
+#pragma omp simd
+    for (int64_t j = 0; j < d; ++j) x[j] += y[j];
+    convert_elements(x, DType::f32, out, out_dt, d);
+    return;
+  }
   s.da.resize(size_t(d));
   s.db.resize(size_t(d));
   convert_elements(a, adt, s.da.data(), DType::f64, d);
@@ -66,8 +127,6 @@ void add_row(const char* a, DType adt, const char* b, DType bdt, char* out, DTyp
   for (int64_t j = 0; j < d; ++j) x[j] += y[j];
   convert_elements(x, DType::f64, out, out_dt, d);
 }
-
-}  // namespace
 
 ResidualLayerNormForward residual_layer_norm_forward(const Tensor& x, const Tensor& branch, DType sum_dtype,
                                                      DType normed_dtype, int64_t d, const std::vector<double>& w,
@@ -92,7 +151,7 @@ ResidualLayerNormForward residual_layer_norm_forward(const Tensor& x, const Tens
     for (int64_t r = 0; r < rows; ++r) {
       char* srow = row_ptr(out.sum, r, d);
       if (branch.defined())
-        add_row(row_ptr(x, r, d), x.dtype(), row_ptr(branch, r, d), branch.dtype(), srow, sum_dtype, d, s);
+        add_row(row_ptr(x, r, d), x.dtype(), row_ptr(branch, r, d), branch.dtype(), srow, sum_dtype, d, s.add);
       char* nrow = row_ptr(out.normed, r, d);
       char* y = direct ? nrow : s.row_of(sum_dtype, d);
       layer_norm_rows::forward_row(srow, sum_dtype, 0, d, w.data(), b.data(), eps, y, st->mean[size_t(r)],
@@ -152,7 +211,7 @@ ResidualLayerNormGrads residual_layer_norm_backward(const Tensor& sum, const Ten
                                     stats.rstd[size_t(r)], ds, need_wb ? dw_t.data() : nullptr,
                                     need_wb ? db_t.data() : nullptr, s.ln);
       // + the stream's own gradient: the engine's add of the two in the unfused route.
-      if (d_sum.defined()) add_row(ds, sdt, row_ptr(d_sum, r, d), sdt, ds, sdt, d, s);
+      if (d_sum.defined()) add_row(ds, sdt, row_ptr(d_sum, r, d), sdt, ds, sdt, d, s.add);
       if (convert_branch) convert_elements(ds, sdt, row_ptr(g.dbranch, r, d), branch_dtype, d);
     }
     dw_part[size_t(tid)] = std::move(dw_t);

@@ -20,6 +20,33 @@
 
 namespace mixprec::backend::cpu {
 
+// Row buffers of add_row, reused from row to row.
+struct AddRowScratch {
+  std::vector<float> fa, fb;
+  std::vector<double> da, db;
+};
+
+// out[0, d) = a + b rounded once to out_dt (the forward's residual sum; the backward's join of
+// the stream's gradient with the norm's). out may be a. Three routes, all giving the bits of
+// the exact sum rounded once:
+//  - f32 + (f32, bf16, f16) into f32: the 16-bit row widened exactly, then f32 adds (what
+//    add's promote cast and its f32 kernel give).
+//  - bf16 + bf16 into bf16, f16 + f16 into f16 (the O2 stream): widened to f32, one f32 add,
+//    one rounding to the 16-bit type. The f32 sum is rounded, but a second rounding after a
+//    first to q bits is harmless for the sum of two p-bit values when q >= 2p + 1 (Figueroa,
+//    "When is double rounding innocuous?", 1995): p = 8 (bf16) or 11 (f16), q = 24. In short:
+//    if the exact sum needs more than 24 bits, the operands' exponents differ by at least
+//    24 - p >= p + 2, so the smaller one is below a quarter ulp of the larger one's 16-bit
+//    ulp: the sum lies strictly inside the larger operand's rounding interval, away from the
+//    midpoints (numbers of p + 1 bits, which f32 holds exactly), and rounding to f32 cannot
+//    carry it onto or past one. Off the normal range nothing changes: a sum in f32's (or
+//    f16's) subnormal range is exact in f32, and f32 overflows only past the point where the
+//    16-bit rounding overflows too. add_row_test checks it against the double route on every
+//    bf16 pair over a dense set of exponents (subnormals, inf, NaN, signed zeros included).
+//  - every other mix: in double, rounded once (through round-to-odd f32 for 16-bit outputs).
+void add_row(const void* a, DType adt, const void* b, DType bdt, void* out, DType out_dt, int64_t d,
+             AddRowScratch& s);
+
 struct ResidualLayerNormForward {
   Tensor sum;     // x + branch, in sum_dtype (x itself when branch is undefined)
   Tensor normed;  // layer_norm(sum) rounded to sum_dtype, then converted to normed_dtype

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <sanitizer/asan_interface.h>  // ASAN_(UN)POISON_MEMORY_REGION: no-ops without ASan
 #include <sys/mman.h>
 #include <unordered_map>
 #include <vector>
@@ -91,18 +92,31 @@ namespace {
 // every time, so from the second step on it makes no heap allocation, and large blocks
 // are not returned to the OS and page-faulted in again each step (glibc mmaps them).
 // The tracked figures (memory_stats) count live tensor bytes, not cached blocks.
+//
+// Under AddressSanitizer the cache would hide what ASan is for: a block given back is still
+// allocated as far as malloc knows, so a read through a dangling pointer (a NumPy view whose
+// storage was released too early) would read a cached or reused block without a report. So
+// a cached block is poisoned whole, and a live one from its requested size to its rounded
+// end: ASan then reports a use after release and a read past a tensor's bytes as it would
+// for malloc's own blocks (scripts/sanitize). The macros do nothing in other builds.
 class BlockCache {
  public:
   void* take(size_t rounded) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = free_.find(rounded);
-    if (it == free_.end() || it->second.empty()) return nullptr;
-    void* p = it->second.back();
-    it->second.pop_back();
-    cached_bytes_ -= rounded;
+    void* p = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = free_.find(rounded);
+      if (it == free_.end() || it->second.empty()) return nullptr;
+      p = it->second.back();
+      it->second.pop_back();
+      cached_bytes_ -= rounded;
+    }
+    ASAN_UNPOISON_MEMORY_REGION(p, rounded);  // the caller poisons the tail past its bytes
     return p;
   }
   void give(void* p, size_t rounded) {
+    // Poisoned before it is listed: once listed, another thread may take it at once.
+    ASAN_POISON_MEMORY_REGION(p, rounded);
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (cached_bytes_ + rounded <= kMaxCachedBytes) {
@@ -111,11 +125,15 @@ class BlockCache {
         return;
       }
     }
+    ASAN_UNPOISON_MEMORY_REGION(p, rounded);
     std::free(p);
   }
   ~BlockCache() {
     for (auto& [size, blocks] : free_)
-      for (void* p : blocks) std::free(p);
+      for (void* p : blocks) {
+        ASAN_UNPOISON_MEMORY_REGION(p, size);
+        std::free(p);
+      }
   }
 
  private:
@@ -163,6 +181,8 @@ Storage::Storage(size_t bytes, MemoryCategory category) : bytes_(bytes), categor
     if (!data_) throw std::bad_alloc();
     g_allocations.fetch_add(1, std::memory_order_relaxed);  // counts heap allocations only
   }
+  // The rounding is the allocator's, not the tensor's: ASan reports a read past `bytes`.
+  ASAN_POISON_MEMORY_REGION(static_cast<char*>(data_) + bytes, rounded - bytes);
   charge(category_, int64_t(bytes_));
 }
 

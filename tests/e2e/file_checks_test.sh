@@ -42,10 +42,16 @@ expect memory-budget 8 "available \(MIXPREC_MEMORY_LIMIT\): lower --batch-size t
 # The check off and the address space capped at 8 GiB: the first 13 GB activation cannot be
 # allocated (nothing is touched), and the bad_alloc is caught at the command boundary. The
 # run directory the command created is removed, as for any run failing before its first step.
-expect bad-alloc-is-exit-8 8 "mixprec: error: out of memory: an allocation failed \(std::bad_alloc\)" -- \
-  bash -c "ulimit -v 8388608 && MIXPREC_MEMORY_LIMIT=off exec '$BIN' train --model wide.yaml --dataset synthetic \
-  --run-dir oom --batch-size 64 --no-self-check --max-steps 1 --threads 2"
-[[ ! -e oom ]] && echo "ok   bad-alloc-removes-run-dir" || fail "the failed run left its directory oom/"
+# ulimit -v and AddressSanitizer cannot coexist (its shadow memory reserves terabytes of
+# address space at start-up): under scripts/sanitize this case is left out, and says so.
+if ldd "$BIN" | grep -q libasan; then
+  echo "skip bad-alloc-is-exit-8: ulimit -v cannot coexist with AddressSanitizer's shadow memory"
+else
+  expect bad-alloc-is-exit-8 8 "mixprec: error: out of memory: an allocation failed \(std::bad_alloc\)" -- \
+    bash -c "ulimit -v 8388608 && MIXPREC_MEMORY_LIMIT=off exec '$BIN' train --model wide.yaml --dataset synthetic \
+    --run-dir oom --batch-size 64 --no-self-check --max-steps 1 --threads 2"
+  [[ ! -e oom ]] && echo "ok   bad-alloc-removes-run-dir" || fail "the failed run left its directory oom/"
+fi
 
 # ---- 7: a model file path that is not UTF-8: refused before the first step, nothing written.
 printf 'layers:\n  - flatten\n  - linear: {out: classes}\n' > "net$(printf '\xff').yaml"

@@ -62,3 +62,15 @@ def cli_path():
     if not candidate.exists():
         pytest.skip(f"the CLI is not built ({candidate}): build the whole project")
     return candidate
+
+
+def cli_env():
+    """The environment to run the CLI in: 2 OpenMP threads, and under run_sanitized.py the
+    CLI's own LeakSanitizer options (MIXPREC_CLI_LSAN_OPTIONS: its thread-local storage is
+    scanned, which only the interpreter cannot afford)."""
+    import os
+
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    if "MIXPREC_CLI_LSAN_OPTIONS" in env:
+        env["LSAN_OPTIONS"] = env["MIXPREC_CLI_LSAN_OPTIONS"]
+    return env

@@ -2,14 +2,13 @@
 `mixprec generate` prints for the same run, prompt, seed and sampling flags (both run the
 library's infer::generate_text), and bad settings raise ValueError/TypeError with the CLI's
 message for the same flag."""
-import os
 import subprocess
 
 import numpy as np
 import pytest
 
 import mixprec
-from helpers import cli_path
+from helpers import cli_env, cli_path
 
 # The byte-level corpus of tests/e2e/language_model_test.sh (verse-like lines, 60 KB).
 WORDS = ("and the lord said unto moses in the beginning god created heaven earth light was good "
@@ -38,7 +37,7 @@ def run_dir(tmp_path_factory):
 
 def cli_generate(run, *flags):
     out = subprocess.run([str(cli_path()), "generate", str(run), *map(str, flags)],
-                         capture_output=True, env=dict(os.environ, OMP_NUM_THREADS="2"))
+                         capture_output=True, env=cli_env())
     assert out.returncode == 0, out.stderr.decode()
     return out.stdout
 
@@ -46,7 +45,7 @@ def cli_generate(run, *flags):
 def cli_flag_error(run, flag, value):
     """The CLI's complaint about one bad flag: `--top-k: expected ...` without the flag."""
     out = subprocess.run([str(cli_path()), "generate", str(run), flag, str(value)],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env=cli_env())
     assert out.returncode == 2, out.stderr
     line = out.stderr.splitlines()[0]
     return line.split(f"{flag}: ", 1)[1].replace("'", "")

@@ -1,7 +1,6 @@
 """mixprec.load(checkpoint): a trained run back as a model; its predictions are `mixprec
 predict`'s (the same library code, mixprec/infer/infer.h), bit for bit."""
 import json
-import os
 import pathlib
 import subprocess
 
@@ -9,7 +8,7 @@ import numpy as np
 import pytest
 
 import mixprec
-from helpers import cli_path
+from helpers import cli_env, cli_path
 
 SETTINGS = dict(model="cnn", precision="amp-bf16", epochs=1, batch_size=64, train_subset=128,
                 test_subset=64, seed=3, threads=2, self_check=False)
@@ -25,7 +24,7 @@ def run_dir(tmp_path_factory):
 def cli_predict(run, inputs, *flags):
     out = subprocess.run([str(cli_path()), "predict", str(run), *map(str, inputs), "--json",
                           "--top-k", "10", *flags], check=True, capture_output=True, text=True,
-                         env=dict(os.environ, OMP_NUM_THREADS="2"))
+                         env=cli_env())
     return json.loads(out.stdout)
 
 

@@ -1,13 +1,12 @@
 """mixprec.train(**config): the CLI's run from Python, the same losses as the CLI's."""
 import json
-import os
 import pathlib
 import subprocess
 
 import pytest
 
 import mixprec
-from helpers import cli_path
+from helpers import cli_env, cli_path
 
 SETTINGS = dict(model="cnn", precision="amp-bf16", epochs=1, batch_size=64, train_subset=256,
                 test_subset=256, seed=3, threads=2, self_check=False)
@@ -37,7 +36,7 @@ def test_losses_are_the_clis(tmp_path):
             flags += [flag, str(value)]
     run = tmp_path / "cli"
     subprocess.run([str(cli_path()), "train", *flags, "--run-dir", str(run)], check=True,
-                   capture_output=True, env=dict(os.environ, OMP_NUM_THREADS="2"))
+                   capture_output=True, env=cli_env())
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     cli = [r["loss"] for r in records if "loss" in r and r.get("type", "step") == "step"]
     assert cli == ours

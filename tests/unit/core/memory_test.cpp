@@ -5,6 +5,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
+#include <sanitizer/asan_interface.h>
 #include <string>
 
 #include "mixprec/amp/amp.h"
@@ -50,6 +51,38 @@ TEST(Memory, FreedBlocksAreReusedWithoutHeapAllocation) {
   EXPECT_EQ(allocation_count(), before);
   Tensor distinct = Tensor::empty({99991}, DType::f32);  // a new size does allocate
   EXPECT_EQ(allocation_count(), before + 1);
+}
+
+// gcc defines __SANITIZE_ADDRESS__, clang answers __has_feature.
+#if defined(__SANITIZE_ADDRESS__)
+#define MIXPREC_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MIXPREC_TEST_ASAN 1
+#endif
+#endif
+
+// Under ASan (scripts/sanitize) the block cache must not hide a use after release: a block
+// waiting in the cache is poisoned, so a dangling read is reported as for malloc's blocks,
+// and a live block is addressable up to its bytes only.
+TEST(Memory, UnderAsanACachedBlockIsPoisonedAndALiveOneOnlyUpToItsBytes) {
+#ifndef MIXPREC_TEST_ASAN
+  GTEST_SKIP() << "not built with AddressSanitizer (scripts/sanitize builds with it)";
+#else
+  char* p = nullptr;
+  {
+    Tensor t = Tensor::empty({13}, DType::f32);  // 52 bytes in a 64-byte block
+    p = static_cast<char*>(t.data());
+    EXPECT_EQ(__asan_region_is_poisoned(p, 52), nullptr);
+    EXPECT_EQ(__asan_region_is_poisoned(p, 64), p + 52);
+  }
+  EXPECT_TRUE(__asan_address_is_poisoned(p));  // released: waiting in the cache
+  EXPECT_TRUE(__asan_address_is_poisoned(p + 63));
+  Tensor again = Tensor::empty({13}, DType::f32);  // the same size takes the block back
+  ASSERT_EQ(static_cast<char*>(again.data()), p);
+  EXPECT_EQ(__asan_region_is_poisoned(again.data(), 52), nullptr);
+  EXPECT_TRUE(__asan_address_is_poisoned(p + 52));
+#endif
 }
 
 // The VmFlags line of the mapping in /proc/self/smaps that holds `addr` ("" if none).

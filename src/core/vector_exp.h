@@ -13,14 +13,16 @@ namespace mixprec {
 
 // GCC 12 builds several AVX-512 intrinsics (min/max, roundscale, cvtps_epi32, slli) on
 // _mm512_undefined_*(), which -Wmaybe-uninitialized reports at each inlined use: a known
-// false positive, silenced for this function only.
+// false positive, silenced for these two functions only.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-__attribute__((target("avx512f"))) inline __m512 exp_avx512(__m512 x) {
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  // r = x - n ln2 in two parts (Cody-Waite), then Cephes' expf polynomial on r.
+// e^x as p * 2^n (returned: p; n through the reference) for an x the caller has clamped:
+// n = round(x / ln2), r = x - n ln2 in two parts (Cody-Waite), then Cephes' expf polynomial
+// on r. exp_avx512 below and the fused attention's softmax exp share it and apply 2^n each
+// their own way (an exponent field; vscalefps).
+__attribute__((target("avx512f"))) inline __m512 exp_avx512_scaled(__m512 x, __m512& n) {
+  n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
   r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
   __m512 p = _mm512_set1_ps(1.9875691500e-4f);
@@ -30,6 +32,13 @@ __attribute__((target("avx512f"))) inline __m512 exp_avx512(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
   p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return p;
+}
+
+__attribute__((target("avx512f"))) inline __m512 exp_avx512(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+  __m512 n;
+  const __m512 p = exp_avx512_scaled(x, n);
   const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
   return _mm512_mul_ps(p, _mm512_castsi512_ps(e));  // times 2^n, n in [-126, 127]
 }

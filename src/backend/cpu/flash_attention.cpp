@@ -22,6 +22,7 @@
 #include "backend/cpu/tail_mask.h"
 #include "core/convert.h"
 #include "core/cpu_features.h"
+#include "core/vector_exp.h"
 #include "mixprec/core/status.h"
 
 namespace mixprec::backend::cpu {
@@ -232,24 +233,16 @@ __attribute__((target("avx512f"))) void transpose_words(const Word* src, int64_t
     }
 }
 // e^x for the softmax's arguments (a score less its row's max or log-sum-exp: x <= ~0):
-// exp_avx512's Cody-Waite reduction and polynomial, the same bits wherever e^x is a normal
-// float, with 2^n applied by vscalefps instead of an exponent field built in three integer
-// steps and a multiply, and without the upper clamp (x is never large and positive here):
-// the row ops are bound by these instructions (perf: ~60% of the softmax step's samples). Below -87
-// the result is subnormal or 0 (exp_avx512 stops at 1.6e-38), which no row sum >= 1 sees.
+// exp_avx512's Cody-Waite reduction and polynomial (exp_avx512_scaled, core/vector_exp.h),
+// the same bits wherever e^x is a normal float, with 2^n applied by vscalefps instead of an
+// exponent field built in three integer steps and a multiply, and without the upper clamp (x
+// is never large and positive here): the row ops are bound by these instructions (perf: ~60%
+// of the softmax step's samples). Below -87 the result is subnormal or 0 (exp_avx512 stops
+// at 1.6e-38), which no row sum >= 1 sees.
 __attribute__((target("avx512f"))) inline __m512 exp_softmax(__m512 x) {
   x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));  // as exp_avx512: a NaN becomes the clamp
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  __m512 n;
+  const __m512 p = exp_avx512_scaled(x, n);
   return _mm512_scalef_ps(p, n);
 }
 

@@ -8,6 +8,8 @@
 #include <immintrin.h>
 #include <omp.h>
 
+#include <type_traits>
+
 #include "backend/cpu/layer_norm_rows.h"
 #include "backend/cpu/tail_mask.h"
 #include "core/convert.h"
@@ -78,6 +80,23 @@ MIXPREC_ADD16_AVX512 void add_16bit_avx512(const uint16_t* a, const uint16_t* b,
 
 }  // namespace
 
+// out = a + b through rows widened to T (float or double) in the scratch rows wa and wb: one
+// add per value in T, one rounding to out_dt.
+template <typename T>
+void add_widened(const char* a, DType adt, const char* b, DType bdt, char* out, DType out_dt, int64_t d,
+                 std::vector<T>& wa, std::vector<T>& wb) {
+  constexpr DType wide = std::is_same_v<T, float> ? DType::f32 : DType::f64;
+  wa.resize(size_t(d));
+  wb.resize(size_t(d));
+  convert_elements(a, adt, wa.data(), wide, d);
+  convert_elements(b, bdt, wb.data(), wide, d);
+  T* x = wa.data();
+  const T* y = wb.data();
+#pragma omp simd
+  for (int64_t j = 0; j < d; ++j) x[j] += y[j];
+  convert_elements(x, wide, out, out_dt, d);
+}
+
 void add_row(const void* a_row, DType adt, const void* b_row, DType bdt, void* out_row, DType out_dt, int64_t d,
              AddRowScratch& s) {
   const char* a = static_cast<const char*>(a_row);
@@ -106,26 +125,9 @@ void add_row(const void* a_row, DType adt, const void* b_row, DType bdt, void* o
       return adt == DType::bf16 ? add_16bit_avx512<DType::bf16>(a16, b16, o16, d)
                                 : add_16bit_avx512<DType::f16>(a16, b16, o16, d);
     }
-    s.fa.resize(size_t(d));
-    s.fb.resize(size_t(d));
-    convert_elements(a, adt, s.fa.data(), DType::f32, d);
-    convert_elements(b, bdt, s.fb.data(), DType::f32, d);
-    float* x = s.fa.data();
-    const float* y = s.fb.data();
-#pragma omp simd
-    for (int64_t j = 0; j < d; ++j) x[j] += y[j];
-    convert_elements(x, DType::f32, out, out_dt, d);
-    return;
+    return add_widened(a, adt, b, bdt, out, out_dt, d, s.fa, s.fb);
   }
-  s.da.resize(size_t(d));
-  s.db.resize(size_t(d));
-  convert_elements(a, adt, s.da.data(), DType::f64, d);
-  convert_elements(b, bdt, s.db.data(), DType::f64, d);
-  double* x = s.da.data();
-  const double* y = s.db.data();
-#pragma omp simd
-  for (int64_t j = 0; j < d; ++j) x[j] += y[j];
-  convert_elements(x, DType::f64, out, out_dt, d);
+  add_widened(a, adt, b, bdt, out, out_dt, d, s.da, s.db);
 }
 
 ResidualLayerNormForward residual_layer_norm_forward(const Tensor& x, const Tensor& branch, DType sum_dtype,

@@ -78,8 +78,6 @@ MIXPREC_ADD16_AVX512 void add_16bit_avx512(const uint16_t* a, const uint16_t* b,
 #undef MIXPREC_ADD16_AVX512
 #pragma GCC diagnostic pop
 
-}  // namespace
-
 // out = a + b through rows widened to T (float or double) in the scratch rows wa and wb: one
 // add per value in T, one rounding to out_dt.
 template <typename T>
@@ -96,6 +94,9 @@ void add_widened(const char* a, DType adt, const char* b, DType bdt, char* out, 
   for (int64_t j = 0; j < d; ++j) x[j] += y[j];
   convert_elements(x, wide, out, out_dt, d);
 }
+
+}  // namespace
+
 
 void add_row(const void* a_row, DType adt, const void* b_row, DType bdt, void* out_row, DType out_dt, int64_t d,
              AddRowScratch& s) {

@@ -16,6 +16,9 @@
 #       [--max-steps 2304]   (the top rung; rungs at max_steps / 16 and / 4, eta 4)
 #       [--asha-seed 7]      (ASHA's searcher seed; default the experiment file's)
 #       [--random-seeds 3]   (K: random search runs with seeds ASHA's + 1 ... ASHA's + K)
+#       [--schedule constant] (the trials' rate after the warm-up: constant, as the file has it,
+#                             or cosine: decayed to 0 over each rung's steps, restarted at a
+#                             promotion, so every rung's evaluation is of a converged run)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=build OUT="" CORES=$(nproc) TARGET=0.92 MAX_STEPS=2304 ASHA_SEED="" RANDOM_SEEDS=3
@@ -28,10 +31,13 @@ while [[ $# -gt 0 ]]; do
     --cores) CORES=$2; shift 2 ;;
     --target) TARGET=$2; shift 2 ;;
     --max-steps) MAX_STEPS=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --schedule) SCHEDULE=$2; shift 2 ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "asha_vs_random.sh: unknown flag $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+[[ ${SCHEDULE:=constant} == constant || $SCHEDULE == cosine ]] ||
+  { echo "asha_vs_random.sh: --schedule must be constant or cosine, got '$SCHEDULE'" >&2; exit 2; }
 [[ $RANDOM_SEEDS =~ ^[1-9][0-9]*$ ]] && (( RANDOM_SEEDS <= 100 )) ||
   { echo "asha_vs_random.sh: --random-seeds must be an integer in 1..100, got '$RANDOM_SEEDS'" >&2; exit 2; }
 FILE_SEED=$(sed -n 's/^  seed: *//p' "$ROOT/bench/experiments/asha-fmnist.yaml")
@@ -50,12 +56,13 @@ OUT=$(cd "$OUT" && pwd)
 # made absolute.
 ASHA_FILE=$OUT/asha-fmnist.yaml
 sed -e "s/^max_steps: .*/max_steps: $MAX_STEPS/" -e "s/^  min_steps: .*/  min_steps: $(( MAX_STEPS / 16 ))/" \
-    -e "s/^  seed: .*/  seed: $ASHA_SEED/" \
+    -e "s/^  seed: .*/  seed: $ASHA_SEED/" -e "s/^  lr_schedule: constant/  lr_schedule: $SCHEDULE/" \
     -e "s#recipe: ../../recipes/#recipe: $ROOT/recipes/#" "$ROOT/bench/experiments/asha-fmnist.yaml" > "$ASHA_FILE"
+grep -q "^  lr_schedule: $SCHEDULE\$" "$ASHA_FILE" || { echo "asha_vs_random.sh: could not set the schedule in $ASHA_FILE" >&2; exit 1; }
 grep -q "^  seed: $ASHA_SEED\$" "$ASHA_FILE" || { echo "asha_vs_random.sh: could not set the seed in $ASHA_FILE" >&2; exit 1; }
 
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') (family $(grep -m1 'cpu family' /proc/cpuinfo | grep -o '[0-9]*$'), model $(grep -m1 '^model' /proc/cpuinfo | grep -o '[0-9]*$')), $(nproc) vCPUs, load $(cut -d' ' -f1 /proc/loadavg)"
-echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown); bench/experiments/asha-fmnist.yaml with max_steps $MAX_STEPS; ASHA seed $ASHA_SEED; random search with $RANDOM_SEEDS seed(s); $CORES cores"
+echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown); bench/experiments/asha-fmnist.yaml with max_steps $MAX_STEPS; ASHA seed $ASHA_SEED; schedule $SCHEDULE; random search with $RANDOM_SEEDS seed(s); $CORES cores"
 
 # --resume where an earlier run of this script left the experiment (finished or not).
 resume_flag() {  # EXPERIMENT_DIR

@@ -90,8 +90,19 @@ fi
 # ---- the same sweep killed twice with kill -9 and resumed ----
 "$BIN" sweep asha.yaml --experiment-dir cut > cut1.log 2>&1 &
 sweep=$!; pids+=($sweep)
-# The first kill lands while a trial is training (it has logged a step of its next rung).
-for ((i = 0; i < 1200; i++)); do [[ $(mid_rung cut 3) == yes ]] && break; sleep 0.02; done
+# The first kill lands while a trial is training (it has logged a step of its next rung). The
+# sweep and its trials are stopped (SIGSTOP) before that is trusted: a rung of a few steps can
+# end, and the sweep record it, between a poll and the kill (it did under load: "0 to
+# continue"); if it ended, they run on and the wait goes on. kill -9 then takes the trials with
+# the sweep (their parent-death signal), as a crash would.
+for ((i = 0; i < 1200; i++)); do
+  if [[ $(mid_rung cut 3) == yes ]]; then
+    kill -STOP $sweep $(pgrep -P $sweep) 2> /dev/null
+    [[ $(mid_rung cut 3) == yes ]] && break
+    kill -CONT $sweep $(pgrep -P $sweep) 2> /dev/null
+  fi
+  sleep 0.02
+done
 kill -9 $sweep 2> /dev/null; wait $sweep 2> /dev/null
 first_cut=$(rungs_done cut)
 "$BIN" sweep asha.yaml --experiment-dir cut --resume > cut2.log 2>&1 &

@@ -16,6 +16,7 @@
 #include "mixprec/ops/ops.h"
 #include "mixprec/amp/precision.h"
 #include "train/precision_step.h"
+#include "common/asan.h"
 
 namespace mixprec {
 namespace {
@@ -52,15 +53,6 @@ TEST(Memory, FreedBlocksAreReusedWithoutHeapAllocation) {
   Tensor distinct = Tensor::empty({99991}, DType::f32);  // a new size does allocate
   EXPECT_EQ(allocation_count(), before + 1);
 }
-
-// gcc defines __SANITIZE_ADDRESS__, clang answers __has_feature.
-#if defined(__SANITIZE_ADDRESS__)
-#define MIXPREC_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define MIXPREC_TEST_ASAN 1
-#endif
-#endif
 
 // Under ASan (scripts/sanitize) the block cache must not hide a use after release: a block
 // waiting in the cache is poisoned, so a dangling read is reported as for malloc's blocks,

@@ -30,13 +30,7 @@
 #include "mixprec/io/safetensors.h"
 #include "mixprec/train/train_config.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define MIXPREC_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define MIXPREC_TEST_ASAN 1
-#endif
-#endif
+#include "common/asan.h"
 
 namespace mixprec {
 namespace {

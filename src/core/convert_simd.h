@@ -10,11 +10,15 @@
 //    so it is right for every input, at ~5 integer operations per vector.
 // f32 -> f16 needs no helper: VCVTPS2PH with an explicit round-to-nearest-even immediate is
 // the rule (it ignores MXCSR's rounding mode and FTZ).
+// widen16 / narrow16 below: 16 values of a 16-bit dtype to f32 (exact) and back by these rules,
+// for the kernels that compute 16-bit tensors in f32 registers (GELU, the residual add).
 #pragma once
 
 #include <immintrin.h>
 
 #include <cstdint>
+
+#include "mixprec/core/dtype.h"
 
 namespace mixprec::simd {
 
@@ -50,5 +54,22 @@ __attribute__((target("avx512f"), always_inline)) inline __m512i f32x16_to_bf16_
   const __mmask16 is_nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
   return _mm512_mask_or_epi32(rounded, is_nan, _mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40));
 }
+
+// 16 bf16 / f16 bit patterns -> 16 floats (exact), and 16 floats -> 16 bf16 / f16 rounded
+// to nearest even (bf16: the integer rule above, subnormals kept; f16: VCVTPS2PH).
+#define MIXPREC_SIMD_16BIT __attribute__((target("avx512f,avx512bw,avx512vl,f16c"), always_inline))
+template <DType kDt>
+MIXPREC_SIMD_16BIT inline __m512 widen16(__m256i raw) {
+  static_assert(kDt == DType::bf16 || kDt == DType::f16);
+  if constexpr (kDt == DType::bf16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+  else return _mm512_cvtph_ps(raw);
+}
+template <DType kDt>
+MIXPREC_SIMD_16BIT inline __m256i narrow16(__m512 v) {
+  static_assert(kDt == DType::bf16 || kDt == DType::f16);
+  if constexpr (kDt == DType::bf16) return _mm512_cvtepi32_epi16(f32x16_to_bf16_bits(v));
+  else return _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+#undef MIXPREC_SIMD_16BIT
 
 }  // namespace mixprec::simd

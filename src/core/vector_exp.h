@@ -1,7 +1,7 @@
 // core/vector_exp.h: exp of 16 floats with AVX-512 and of 8 floats with AVX2+FMA (the same
 // Cephes-style expf: Cody-Waite range reduction, degree-6 polynomial, ~1 ulp; both widths
-// give the same bits), shared by the vector kernels (GELU, softmax); and exp of 8 doubles
-// (the float64 loss kernels).
+// give the same bits for results that are normal floats), shared by the vector kernels (GELU,
+// softmax, the fused attention); and exp of 8 doubles (the float64 loss kernels).
 // Inputs are clamped to [-87, 88], so the result is a normal float or +0-ish (~1.6e-38 at
 // -87, never inf); callers whose inputs go lower treat that as 0 to within f32 rounding of
 // anything they add it to. Only for functions compiled with target("avx512f"), resp.
@@ -18,8 +18,8 @@ namespace mixprec {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // e^x as p * 2^n (returned: p; n through the reference) for an x the caller has clamped:
 // n = round(x / ln2), r = x - n ln2 in two parts (Cody-Waite), then Cephes' expf polynomial
-// on r. exp_avx512 below and the fused attention's softmax exp share it and apply 2^n each
-// their own way (an exponent field; vscalefps).
+// on r. exp_avx512 and exp_nonpositive_avx512 below share it and apply 2^n each their own
+// way (an exponent field; vscalefps).
 __attribute__((target("avx512f"))) inline __m512 exp_avx512_scaled(__m512 x, __m512& n) {
   n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -41,6 +41,19 @@ __attribute__((target("avx512f"))) inline __m512 exp_avx512(__m512 x) {
   const __m512 p = exp_avx512_scaled(x, n);
   const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
   return _mm512_mul_ps(p, _mm512_castsi512_ps(e));  // times 2^n, n in [-126, 127]
+}
+
+// e^x for x <= 0 (softmax arguments less their row's max, GELU's -x^2/2): exp_avx512's
+// reduction and polynomial, the same bits wherever e^x is a normal float, with 2^n applied by
+// vscalefps instead of an exponent field built in three integer steps and a multiply, and
+// no upper clamp. Kernels bound by these instructions (the fused attention's softmax, GELU)
+// save a quarter of exp's cost. Below -87 the result is subnormal or 0 (exp_avx512 stops at
+// 1.6e-38); a NaN becomes the clamp, -104, as in exp_avx512 (callers see NaN elsewhere).
+__attribute__((target("avx512f"))) inline __m512 exp_nonpositive_avx512(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
+  __m512 n;
+  const __m512 p = exp_avx512_scaled(x, n);
+  return _mm512_scalef_ps(p, n);
 }
 #pragma GCC diagnostic pop
 

@@ -6,11 +6,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "core/convert.h"
+#include "core/convert_simd.h"
 #include "core/cpu_features.h"
 #include "core/random.h"
 #include "core/vector_exp.h"
+#include "mixprec/core/half.h"
 #include "mixprec/core/status.h"
 
 namespace mixprec::backend::cpu {
@@ -43,22 +46,34 @@ constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
 
 // ---- float GELU for f32 / bf16 / f16 on AVX-512 and on AVX2+FMA -------------------------
 // The double loop below costs ~80 ns per element (libm erf, full-tensor double copies):
-// 0.3 s forward + 1.7 s backward for the transformer's [4096, 1024] activation. This path
-// converts blocks of kBlock elements to f32 (the library's bulk conversion), evaluates 16
-// (AVX-512) or 8 (AVX2) at a time with branch-free polynomials, and rounds once back.
-// Accuracy: Phi from erfc (Numerical Recipes' erfcc, fractional error < 1.2e-7) with a
-// Cephes-style expf (~1 ulp): a few f32 ulps relative, far below bf16/f16 rounding. The two
-// widths evaluate the same formula; they may differ in the last bit (AVX-512 divides by a
-// refined reciprocal estimate, AVX2 by vdivps). Without either: the double loop.
-constexpr int64_t kBlock = 2048;
+// 0.3 s forward + 1.7 s backward for the transformer's [4096, 1024] activation. These paths
+// evaluate 16 (AVX-512) or 8 (AVX2) floats at a time with branch-free polynomials and round
+// once to the dtype. The formula, for z = |x| / sqrt 2 and t = 1 / (1 + z/2):
+//   erfc(z) = e^(-z^2) t Q(t),  Phi(x) = erfc(z) / 2 for x <= 0, 1 - erfc(z) / 2 for x > 0,
+//   gelu(x) = x Phi(x),  gelu'(x) = Phi(x) + x phi(x),  phi(x) = e^(-x^2/2) / sqrt(2 pi).
+// Q(t) = erfcx(z) / t (the scaled complementary error function over t) is smooth on t in
+// [0.176, 1] (z <= 9.35; beyond, e^(-z^2) is below the smallest normal float): a degree-8
+// polynomial fitted for relative error (scripts/fit_gelu_erfcx.py: 2.4e-7 worst as evaluated
+// in f32). Why this form: e^(-z^2) = e^(-x^2/2) is the normal density's exponential too, so
+// the backward takes one exp per element instead of two, and the exp's argument is <= 0
+// (exp_nonpositive_avx512, a quarter cheaper than exp_avx512). Numerical Recipes' erfcc,
+// used before, put its polynomial inside the exp: the backward was 64 vector instructions
+// per 16 values, now 40; forward 42, now 38 (Zen 4 runs 512-bit operations at one per
+// cycle, so the count is the time). 16-bit values are widened and rounded in registers
+// (convert_simd.h's rules, the bits convert_elements gives), not through buffers. Accuracy:
+// a few f32 ulps relative, the exponent -x^2/2 itself rounded to f32 on the negative tail
+// (activation_test). The two widths evaluate the same formula; they may differ in the last
+// bit (AVX-512 divides by a refined reciprocal estimate, AVX2 by vdivps). Without either:
+// the double loop.
+constexpr int64_t kBlock = 2048;  // elements per parallel work item (and AVX2 buffer)
 
-// erfcc's polynomial P(t) = c0 + c1 t + ... + c9 t^9, shared by both widths.
-constexpr float kErfcc[10] = {-1.26551223f, 1.00002368f, 0.37409196f, 0.09678418f, -0.18628806f,
-                              0.27886807f,  -1.13520398f, 1.48851587f, -0.82215223f, 0.17087277f};
+constexpr float kQ[9] = {2.820881605e-01f,  2.823451459e-01f, 2.433207482e-01f,
+                         2.018364817e-01f,  -2.463213168e-02f, 2.751935124e-01f,
+                         -4.847032726e-01f, 2.833755910e-01f, -5.882427841e-02f};
 
 // GCC 12 builds several AVX-512 intrinsics (min/max, roundscale, cvtps_epi32, slli) on
 // _mm512_undefined_*(), which -Wmaybe-uninitialized reports at each inlined use: a known
-// false positive, silenced for the vector kernels only (popped after gelu_block_avx512).
+// false positive, silenced for the vector kernels only (popped after the AVX-512 kernels).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
@@ -67,91 +82,102 @@ __attribute__((target("avx512f"))) inline __m512 linear_in(__m512 t, float lo, f
   return _mm512_fmadd_ps(_mm512_set1_ps(hi), t, _mm512_set1_ps(lo));
 }
 
-// Phi(x) = 0.5 erfc(-x / sqrt 2), with erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z / 2)
-// for z = |u| >= 0 and erfc(u) = 2 - erfc(|u|) for u < 0: relative accuracy on both tails.
-__attribute__((target("avx512f"))) inline __m512 normal_cdf_avx512(__m512 x) {
-  const __m512 u = _mm512_mul_ps(x, _mm512_set1_ps(-float(kInvSqrt2)));
-  const __m512 z = _mm512_abs_ps(u);
+// Phi(v), and e = e^(-v^2/2) for the backward's density.
+__attribute__((target("avx512f"))) inline __m512 normal_cdf_avx512(__m512 v, __m512& e) {
+  e = exp_nonpositive_avx512(_mm512_mul_ps(_mm512_mul_ps(v, _mm512_set1_ps(-0.5f)), v));
+  const __m512 z = _mm512_mul_ps(_mm512_abs_ps(v), _mm512_set1_ps(float(kInvSqrt2)));
   // t = 1 / den by the 14-bit reciprocal estimate and one Newton step (relative error
-  // ~2^-28, below f32 rounding): vdivps costs ~16 cycles per vector, the whole rest of
-  // the polynomial about as much.
+  // ~2^-28, below f32 rounding), cheaper than vdivps where the divider is slow.
   const __m512 den = _mm512_fmadd_ps(z, _mm512_set1_ps(0.5f), _mm512_set1_ps(1.0f));
   const __m512 r0 = _mm512_rcp14_ps(den);
   const __m512 t = _mm512_mul_ps(r0, _mm512_fnmadd_ps(den, r0, _mm512_set1_ps(2.0f)));
-  // P(t) = c0 + c1 t + ... + c9 t^9 by Estrin's scheme: four dependent steps instead of
-  // Horner's nine, so the vector's latency chain (not the FMA ports) stops being the limit.
+  // Q(t) by Estrin's scheme: four dependent steps instead of Horner's eight.
   const __m512 t2 = _mm512_mul_ps(t, t), t4 = _mm512_mul_ps(t2, t2), t8 = _mm512_mul_ps(t4, t4);
-  const __m512 p01 = linear_in(t, kErfcc[0], kErfcc[1]), p23 = linear_in(t, kErfcc[2], kErfcc[3]);
-  const __m512 p45 = linear_in(t, kErfcc[4], kErfcc[5]), p67 = linear_in(t, kErfcc[6], kErfcc[7]);
-  const __m512 p89 = linear_in(t, kErfcc[8], kErfcc[9]);
-  const __m512 p03 = _mm512_fmadd_ps(p23, t2, p01), p47 = _mm512_fmadd_ps(p67, t2, p45);
-  const __m512 p = _mm512_fmadd_ps(p89, t8, _mm512_fmadd_ps(p47, t4, p03));
-  const __m512 erfc_z = _mm512_mul_ps(t, exp_avx512(_mm512_fnmadd_ps(z, z, p)));
-  const __mmask16 neg = _mm512_cmp_ps_mask(u, _mm512_setzero_ps(), _CMP_LT_OQ);
-  const __m512 erfc_u = _mm512_mask_sub_ps(erfc_z, neg, _mm512_set1_ps(2.0f), erfc_z);
-  return _mm512_mul_ps(_mm512_set1_ps(0.5f), erfc_u);
+  const __m512 p03 = _mm512_fmadd_ps(linear_in(t, kQ[2], kQ[3]), t2, linear_in(t, kQ[0], kQ[1]));
+  const __m512 p47 = _mm512_fmadd_ps(linear_in(t, kQ[6], kQ[7]), t2, linear_in(t, kQ[4], kQ[5]));
+  const __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(kQ[8]), t8, _mm512_fmadd_ps(p47, t4, p03));
+  const __m512 half_erfc = _mm512_mul_ps(_mm512_mul_ps(t, q), _mm512_mul_ps(e, _mm512_set1_ps(0.5f)));
+  const __mmask16 pos = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ);
+  return _mm512_mask_sub_ps(half_erfc, pos, _mm512_set1_ps(1.0f), half_erfc);
 }
 
 // gelu(v), or g * gelu'(v).
-__attribute__((target("avx512f"))) inline __m512 gelu_vector(__m512 v, const float* g, __mmask16 m) {
-  if (g == nullptr) return _mm512_mul_ps(v, normal_cdf_avx512(v));
-  const __m512 pdf = _mm512_mul_ps(_mm512_set1_ps(float(kInvSqrt2Pi)),
-                                   exp_avx512(_mm512_mul_ps(_mm512_set1_ps(-0.5f), _mm512_mul_ps(v, v))));
-  return _mm512_mul_ps(_mm512_maskz_loadu_ps(m, g), _mm512_fmadd_ps(v, pdf, normal_cdf_avx512(v)));
+__attribute__((target("avx512f"))) inline __m512 gelu_vector(__m512 v, const __m512* g) {
+  __m512 e;
+  const __m512 cdf = normal_cdf_avx512(v, e);
+  if (g == nullptr) return _mm512_mul_ps(v, cdf);
+  const __m512 pdf = _mm512_mul_ps(_mm512_set1_ps(float(kInvSqrt2Pi)), e);
+  return _mm512_mul_ps(*g, _mm512_fmadd_ps(v, pdf, cdf));
 }
 
-// In place over len floats: x = gelu(x), or with g: x = g * gelu'(x). Two independent
-// vectors per iteration: the polynomial is one long dependency chain, and interleaving two
-// keeps both FMA ports busy.
-__attribute__((target("avx512f"))) void gelu_block_avx512(float* x, const float* g, int64_t len) {
+// 16 values of T at p (the first `m` lanes; the rest 0) as floats, and back.
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) inline __m512 load16(const T* p, __mmask16 m) {
+  if constexpr (std::is_same_v<T, float>) return _mm512_maskz_loadu_ps(m, p);
+  else return simd::widen16<std::is_same_v<T, BFloat16> ? DType::bf16 : DType::f16>(_mm256_maskz_loadu_epi16(m, p));
+}
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) inline void store16(T* p, __mmask16 m, __m512 v) {
+  if constexpr (std::is_same_v<T, float>) _mm512_mask_storeu_ps(p, m, v);
+  else _mm256_mask_storeu_epi16(p, m, simd::narrow16<std::is_same_v<T, BFloat16> ? DType::bf16 : DType::f16>(v));
+}
+
+// dst = gelu(x), or with g: dst = g * gelu'(x), len values. Two independent vectors per
+// iteration: the polynomial is one long dependency chain, and interleaving two keeps both
+// FMA ports busy.
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void gelu_span_avx512(const T* x, const T* g, T* dst,
+                                                                               int64_t len) {
   int64_t i = 0;
+  const __mmask16 all = 0xffff;
   for (; i + 32 <= len; i += 32) {
-    const __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 16);
-    const __m512 ra = gelu_vector(a, g ? g + i : nullptr, __mmask16(0xffff));
-    const __m512 rb = gelu_vector(b, g ? g + i + 16 : nullptr, __mmask16(0xffff));
-    _mm512_storeu_ps(x + i, ra);
-    _mm512_storeu_ps(x + i + 16, rb);
+    const __m512 a = load16(x + i, all), b = load16(x + i + 16, all);
+    __m512 ga, gb;
+    if (g != nullptr) ga = load16(g + i, all), gb = load16(g + i + 16, all);
+    const __m512 ra = gelu_vector(a, g ? &ga : nullptr), rb = gelu_vector(b, g ? &gb : nullptr);
+    store16(dst + i, all, ra);
+    store16(dst + i + 16, all, rb);
   }
   for (; i < len; i += 16) {
     const __mmask16 m = lanes16(i, len);
-    const __m512 out = gelu_vector(_mm512_maskz_loadu_ps(m, x + i), g ? g + i : nullptr, m);
-    _mm512_mask_storeu_ps(x + i, m, out);
+    __m512 gv;
+    if (g != nullptr) gv = load16(g + i, m);
+    store16(dst + i, m, gelu_vector(load16(x + i, m), g ? &gv : nullptr));
   }
 }
 #pragma GCC diagnostic pop
 
-// The AVX2+FMA twin of the functions above: 8 lanes, the same formula.
+// The AVX2+FMA twin of the functions above: 8 lanes, the same formula, on f32 buffers.
 #define MIXPREC_AVX2_FMA __attribute__((target("avx2,fma")))
 MIXPREC_AVX2_FMA inline __m256 linear_in(__m256 t, float lo, float hi) {
   return _mm256_fmadd_ps(_mm256_set1_ps(hi), t, _mm256_set1_ps(lo));
 }
 
-MIXPREC_AVX2_FMA inline __m256 normal_cdf_avx2(__m256 x) {
-  const __m256 u = _mm256_mul_ps(x, _mm256_set1_ps(-float(kInvSqrt2)));
-  const __m256 z = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), u);  // |u|: clear the sign bit
+MIXPREC_AVX2_FMA inline __m256 normal_cdf_avx2(__m256 v, __m256& e) {
+  e = exp_avx2(_mm256_mul_ps(_mm256_mul_ps(v, _mm256_set1_ps(-0.5f)), v));
+  const __m256 z = _mm256_mul_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), v), _mm256_set1_ps(float(kInvSqrt2)));
   const __m256 den = _mm256_fmadd_ps(z, _mm256_set1_ps(0.5f), _mm256_set1_ps(1.0f));
   // AVX2 has only a 12-bit reciprocal estimate; one Newton step would leave ~2^-22, so divide.
   const __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f), den);
   const __m256 t2 = _mm256_mul_ps(t, t), t4 = _mm256_mul_ps(t2, t2), t8 = _mm256_mul_ps(t4, t4);
-  const __m256 p01 = linear_in(t, kErfcc[0], kErfcc[1]), p23 = linear_in(t, kErfcc[2], kErfcc[3]);
-  const __m256 p45 = linear_in(t, kErfcc[4], kErfcc[5]), p67 = linear_in(t, kErfcc[6], kErfcc[7]);
-  const __m256 p89 = linear_in(t, kErfcc[8], kErfcc[9]);
-  const __m256 p03 = _mm256_fmadd_ps(p23, t2, p01), p47 = _mm256_fmadd_ps(p67, t2, p45);
-  const __m256 p = _mm256_fmadd_ps(p89, t8, _mm256_fmadd_ps(p47, t4, p03));
-  const __m256 erfc_z = _mm256_mul_ps(t, exp_avx2(_mm256_fnmadd_ps(z, z, p)));
-  const __m256 neg = _mm256_cmp_ps(u, _mm256_setzero_ps(), _CMP_LT_OQ);
-  const __m256 erfc_u = _mm256_blendv_ps(erfc_z, _mm256_sub_ps(_mm256_set1_ps(2.0f), erfc_z), neg);
-  return _mm256_mul_ps(_mm256_set1_ps(0.5f), erfc_u);
+  const __m256 p03 = _mm256_fmadd_ps(linear_in(t, kQ[2], kQ[3]), t2, linear_in(t, kQ[0], kQ[1]));
+  const __m256 p47 = _mm256_fmadd_ps(linear_in(t, kQ[6], kQ[7]), t2, linear_in(t, kQ[4], kQ[5]));
+  const __m256 q = _mm256_fmadd_ps(_mm256_set1_ps(kQ[8]), t8, _mm256_fmadd_ps(p47, t4, p03));
+  const __m256 half_erfc = _mm256_mul_ps(_mm256_mul_ps(t, q), _mm256_mul_ps(e, _mm256_set1_ps(0.5f)));
+  const __m256 pos = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ);
+  return _mm256_blendv_ps(half_erfc, _mm256_sub_ps(_mm256_set1_ps(1.0f), half_erfc), pos);
 }
 
 MIXPREC_AVX2_FMA inline __m256 gelu_vector(__m256 v, const float* g) {
-  if (g == nullptr) return _mm256_mul_ps(v, normal_cdf_avx2(v));
-  const __m256 pdf = _mm256_mul_ps(_mm256_set1_ps(float(kInvSqrt2Pi)),
-                                   exp_avx2(_mm256_mul_ps(_mm256_set1_ps(-0.5f), _mm256_mul_ps(v, v))));
-  return _mm256_mul_ps(_mm256_loadu_ps(g), _mm256_fmadd_ps(v, pdf, normal_cdf_avx2(v)));
+  __m256 e;
+  const __m256 cdf = normal_cdf_avx2(v, e);
+  if (g == nullptr) return _mm256_mul_ps(v, cdf);
+  const __m256 pdf = _mm256_mul_ps(_mm256_set1_ps(float(kInvSqrt2Pi)), e);
+  return _mm256_mul_ps(_mm256_loadu_ps(g), _mm256_fmadd_ps(v, pdf, cdf));
 }
 
-// In place over len floats, as gelu_block_avx512; the tail goes through a zero-padded vector.
+// In place over len floats: x = gelu(x), or with g: x = g * gelu'(x); the tail goes
+// through a zero-padded vector.
 MIXPREC_AVX2_FMA void gelu_block_avx2(float* x, const float* g, int64_t len) {
   int64_t i = 0;
   for (; i + 16 <= len; i += 16) {
@@ -171,18 +197,31 @@ MIXPREC_AVX2_FMA void gelu_block_avx2(float* x, const float* g, int64_t len) {
 }
 #undef MIXPREC_AVX2_FMA
 
-// The vector width this CPU runs GELU at for 16/32-bit floats: 16 (AVX-512), 8 (AVX2+FMA),
-// or 0 (the double loop).
+// The vector width this CPU runs GELU at for 16/32-bit floats: 16 (AVX-512 with the 16-bit
+// loads and f16 conversions), 8 (AVX2+FMA), or 0 (the double loop).
 int gelu_vector_lanes() {
-  if (cpu_features().avx512f) return 16;
-  if (cpu_features().avx2 && cpu_features().fma) return 8;
+  const CpuFeatures& cpu = cpu_features();
+  if (cpu.avx512f && cpu.avx512bw && cpu.avx512vl && cpu.f16c) return 16;
+  if (cpu.avx2 && cpu.fma) return 8;
   return 0;
 }
 
-// dst = gelu(src) (diff_dst undefined) or dst = diff_dst * gelu'(src), n dense elements of
-// dtype, in blocks (each thread converts its own blocks).
-void gelu_f32_path(const void* src, const void* diff_dst, void* dst, DType dtype, int64_t n) {
-  const bool wide = gelu_vector_lanes() == 16;
+// AVX-512: straight from src (and diff_dst) to dst in the dtype, kBlock values a work item.
+template <typename T>
+void gelu_avx512_path(const void* src, const void* diff_dst, void* dst, int64_t n) {
+  const T* x = static_cast<const T*>(src);
+  const T* g = static_cast<const T*>(diff_dst);
+  T* out = static_cast<T*>(dst);
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t off = b * kBlock, len = std::min(kBlock, n - off);
+    gelu_span_avx512<T>(x + off, g ? g + off : nullptr, out + off, len);
+  }
+}
+
+// AVX2: each thread converts its own blocks to f32 buffers and back.
+void gelu_avx2_path(const void* src, const void* diff_dst, void* dst, DType dtype, int64_t n) {
   const size_t es = dtype_size(dtype);
   const int64_t blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
@@ -195,11 +234,20 @@ void gelu_f32_path(const void* src, const void* diff_dst, void* dst, DType dtype
       convert_elements(static_cast<const char*>(diff_dst) + off * es, dtype, g, DType::f32, len);
       gp = g;
     }
-    if (wide)
-      gelu_block_avx512(x, gp, len);
-    else
-      gelu_block_avx2(x, gp, len);
+    gelu_block_avx2(x, gp, len);
     convert_elements(x, DType::f32, static_cast<char*>(dst) + off * es, dtype, len);
+  }
+}
+
+// dst = gelu(src) (diff_dst null) or dst = diff_dst * gelu'(src), n dense elements of dtype
+// (f32, bf16 or f16).
+void gelu_f32_path(const void* src, const void* diff_dst, void* dst, DType dtype, int64_t n) {
+  if (gelu_vector_lanes() == 8) return gelu_avx2_path(src, diff_dst, dst, dtype, n);
+  switch (dtype) {
+    case DType::f32: return gelu_avx512_path<float>(src, diff_dst, dst, n);
+    case DType::bf16: return gelu_avx512_path<BFloat16>(src, diff_dst, dst, n);
+    case DType::f16: return gelu_avx512_path<Half>(src, diff_dst, dst, n);
+    default: MIXPREC_CHECK(false, std::string("backend/cpu/activation: gelu_f32_path on ") + dtype_name(dtype));
   }
 }
 

@@ -232,20 +232,6 @@ __attribute__((target("avx512f"))) void transpose_words(const Word* src, int64_t
       for (int64_t c = 0; c < 16 && p0 + c < W; ++c) _mm512_mask_storeu_epi32(dst + (p0 + c) * ld + j0, kj, t[c]);
     }
 }
-// e^x for the softmax's arguments (a score less its row's max or log-sum-exp: x <= ~0):
-// exp_avx512's Cody-Waite reduction and polynomial (exp_avx512_scaled, core/vector_exp.h),
-// the same bits wherever e^x is a normal float, with 2^n applied by vscalefps instead of an
-// exponent field built in three integer steps and a multiply, and without the upper clamp (x
-// is never large and positive here): the row ops are bound by these instructions (perf: ~60%
-// of the softmax step's samples). Below -87 the result is subnormal or 0 (exp_avx512 stops
-// at 1.6e-38), which no row sum >= 1 sees.
-__attribute__((target("avx512f"))) inline __m512 exp_softmax(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));  // as exp_avx512: a NaN becomes the clamp
-  __m512 n;
-  const __m512 p = exp_avx512_scaled(x, n);
-  return _mm512_scalef_ps(p, n);
-}
-
 struct Avx512 {
   static const float* pack(const float* m, int64_t, int64_t, int64_t, float*) { return m; }
   using A = Plain<float>::A;
@@ -265,7 +251,7 @@ struct Avx512 {
     for (int64_t j = 0; j < n; j += 16) {
       const __mmask16 k = lanes16(j, n);
       const __m512 b = bias ? _mm512_maskz_loadu_ps(k, bias + j) : _mm512_setzero_ps();
-      const __m512 e = exp_softmax(_mm512_sub_ps(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, p + j), vs, b), vl));
+      const __m512 e = exp_nonpositive_avx512(_mm512_sub_ps(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, p + j), vs, b), vl));
       _mm512_mask_storeu_ps(p + j, k, e);
       const __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, dp + j), vd);
       _mm512_mask_storeu_ps(dp + j, k, _mm512_mul_ps(_mm512_mul_ps(e, x), vs));
@@ -314,7 +300,7 @@ struct Avx512 {
     const __mmask16 k = live16(j, lim);
     const __m512 b = bias ? _mm512_maskz_loadu_ps(k, bias + j) : _mm512_setzero_ps();
     const __m512 x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, r + j), vs, b);
-    return _mm512_maskz_mov_ps(k, exp_softmax(_mm512_sub_ps(x, vsub)));
+    return _mm512_maskz_mov_ps(k, exp_nonpositive_avx512(_mm512_sub_ps(x, vsub)));
   }
   // s := the probabilities (their first lim entries), each row's sum vector in work.
   __attribute__((target("avx512f"))) static void softmax_exp(float* s, int64_t ld, int64_t rows, const int64_t* lim,

@@ -50,29 +50,19 @@ char* row_ptr(Tensor& t, int64_t r, int64_t d) {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #define MIXPREC_ADD16_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
 template <DType kDt>
-MIXPREC_ADD16_AVX512 inline __m512 widen16(__m256i raw) {
-  if constexpr (kDt == DType::bf16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
-  else return _mm512_cvtph_ps(raw);
-}
-template <DType kDt>
-MIXPREC_ADD16_AVX512 inline __m256i narrow16(__m512 v) {
-  if constexpr (kDt == DType::bf16) return _mm512_cvtepi32_epi16(simd::f32x16_to_bf16_bits(v));
-  else return _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-}
-template <DType kDt>
 MIXPREC_ADD16_AVX512 void add_16bit_avx512(const uint16_t* a, const uint16_t* b, uint16_t* out, int64_t d) {
   int64_t j = 0;
   for (; j + 16 <= d; j += 16) {
     const __m256i ra = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + j));
     const __m256i rb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + j));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j),
-                        narrow16<kDt>(_mm512_add_ps(widen16<kDt>(ra), widen16<kDt>(rb))));
+                        simd::narrow16<kDt>(_mm512_add_ps(simd::widen16<kDt>(ra), simd::widen16<kDt>(rb))));
   }
   if (j < d) {  // the tail, masked
     const __mmask16 k = lanes16(j, d);
-    const __m512 sum = _mm512_add_ps(widen16<kDt>(_mm256_maskz_loadu_epi16(k, a + j)),
-                                     widen16<kDt>(_mm256_maskz_loadu_epi16(k, b + j)));
-    _mm256_mask_storeu_epi16(out + j, k, narrow16<kDt>(sum));
+    const __m512 sum = _mm512_add_ps(simd::widen16<kDt>(_mm256_maskz_loadu_epi16(k, a + j)),
+                                     simd::widen16<kDt>(_mm256_maskz_loadu_epi16(k, b + j)));
+    _mm256_mask_storeu_epi16(out + j, k, simd::narrow16<kDt>(sum));
   }
 }
 #undef MIXPREC_ADD16_AVX512

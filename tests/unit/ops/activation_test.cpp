@@ -30,14 +30,14 @@ TEST(Activation, GeluMatchesTabulatedValues) {
   expect_all_near(y, {0.0, 0.841344746068543, -0.158655253931457, 1.954499736103642}, 1e-14);
 }
 
-TEST(Activation, GeluF32AndBf16MatchF64ForwardAndBackward) {
+TEST(Activation, GeluInEveryFloatDtypeMatchesF64ForwardAndBackward) {
   // 4001 points on [-10, 10] (both tails, where 1 + erf cancels) plus a tail beyond the
-  // vector width, through the f32/bf16 path and the f64 one (libm erf in double).
+  // vector width, through the f32/bf16/f16 path and the f64 one (libm erf in double).
   std::vector<double> xs;
   for (int i = 0; i <= 4000; ++i) xs.push_back(-10.0 + 0.005 * i);
   const Tensor x64 = f64(xs, {int64_t(xs.size())});
   const Tensor g64 = Tensor::full(x64.shape(), 0.75, DType::f64);  // exact in bf16
-  for (DType dt : {DType::f32, DType::bf16}) {
+  for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
     SCOPED_TRACE(dtype_name(dt));
     Tensor x = x64.to(dt).detach().requires_grad_(true);
     const Tensor y = gelu(x);
@@ -55,12 +55,14 @@ TEST(Activation, GeluF32AndBf16MatchF64ForwardAndBackward) {
     // absolute: the f64 reference computes 1 + erf(x / sqrt 2), which cancels to 0 below
     // x ~ -8.3 (the f32 path keeps e.g. -7.6e-23 at -10). The gradient g (Phi + x phi)
     // cancels near x = -0.75, so its error is relative to g (|Phi| + |x phi|) <= 0.75 * 1.2.
-    // bf16: one rounding of the output (2^-8 relative).
-    const double rel = dt == DType::f32 ? 2e-7 : 1.0 / 128;
+    // bf16: one rounding of the output (2^-8 relative); f16 (2^-11), plus half its subnormal
+    // spacing (2^-25) absolute: the negative tail's tiny results round to f16 subnormals.
+    const double rel = dt == DType::f32 ? 2e-7 : dt == DType::bf16 ? 1.0 / 128 : 1.0 / 1024;
+    const double abs_floor = dt == DType::f16 ? 0x1.0p-25 : 1e-14;
     for (size_t i = 0; i < xs.size(); ++i) {
       const double r = rel * (4 + xv[i] * xv[i]);
-      ASSERT_NEAR(yv[i], yr[i], r * std::fabs(yr[i]) + 1e-14) << "x = " << xv[i];
-      ASSERT_NEAR(dv[i], dr[i], r * 0.9 + 1e-14) << "x = " << xv[i];
+      ASSERT_NEAR(yv[i], yr[i], r * std::fabs(yr[i]) + abs_floor) << "x = " << xv[i];
+      ASSERT_NEAR(dv[i], dr[i], r * 0.9 + abs_floor) << "x = " << xv[i];
     }
   }
 }

@@ -44,11 +44,10 @@ std::vector<double> load_grad_like(const Tensor& diff_dst, const Tensor& x) {
 constexpr double kInvSqrt2 = 0.70710678118654752440;    // 1 / sqrt(2)
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
 
-// ---- float GELU for f32 / bf16 / f16 on AVX-512 and on AVX2+FMA -------------------------
+// ---- f32 GELU on AVX-512 and on AVX2+FMA (bf16/f16: by table, below) ---------------------
 // The double loop below costs ~80 ns per element (libm erf, full-tensor double copies):
 // 0.3 s forward + 1.7 s backward for the transformer's [4096, 1024] activation. These paths
-// evaluate 16 (AVX-512) or 8 (AVX2) floats at a time with branch-free polynomials and round
-// once to the dtype. The formula, for z = |x| / sqrt 2 and t = 1 / (1 + z/2):
+// evaluate 16 (AVX-512) or 8 (AVX2) floats at a time with branch-free polynomials. The formula, for z = |x| / sqrt 2 and t = 1 / (1 + z/2):
 //   erfc(z) = e^(-z^2) t Q(t),  Phi(x) = erfc(z) / 2 for x <= 0, 1 - erfc(z) / 2 for x > 0,
 //   gelu(x) = x Phi(x),  gelu'(x) = Phi(x) + x phi(x),  phi(x) = e^(-x^2/2) / sqrt(2 pi).
 // Q(t) = erfcx(z) / t (the scaled complementary error function over t) is smooth on t in
@@ -59,9 +58,7 @@ constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
 // (exp_nonpositive_avx512, a quarter cheaper than exp_avx512). Numerical Recipes' erfcc,
 // used before, put its polynomial inside the exp: the backward was 64 vector instructions
 // per 16 values, now 40; forward 42, now 38 (Zen 4 runs 512-bit operations at one per
-// cycle, so the count is the time). 16-bit values are widened and rounded in registers
-// (convert_simd.h's rules, the bits convert_elements gives), not through buffers. Accuracy:
-// a few f32 ulps relative, the exponent -x^2/2 itself rounded to f32 on the negative tail
+// cycle, so the count is the time). Accuracy: a few f32 ulps relative, the exponent -x^2/2 itself rounded to f32 on the negative tail
 // (activation_test). The two widths evaluate the same formula; they may differ in the last
 // bit (AVX-512 divides by a refined reciprocal estimate, AVX2 by vdivps). Without either:
 // the double loop.
@@ -110,39 +107,24 @@ __attribute__((target("avx512f"))) inline __m512 gelu_vector(__m512 v, const __m
   return _mm512_mul_ps(*g, _mm512_fmadd_ps(v, pdf, cdf));
 }
 
-// 16 values of T at p (the first `m` lanes; the rest 0) as floats, and back.
-template <typename T>
-__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) inline __m512 load16(const T* p, __mmask16 m) {
-  if constexpr (std::is_same_v<T, float>) return _mm512_maskz_loadu_ps(m, p);
-  else return simd::widen16<std::is_same_v<T, BFloat16> ? DType::bf16 : DType::f16>(_mm256_maskz_loadu_epi16(m, p));
-}
-template <typename T>
-__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) inline void store16(T* p, __mmask16 m, __m512 v) {
-  if constexpr (std::is_same_v<T, float>) _mm512_mask_storeu_ps(p, m, v);
-  else _mm256_mask_storeu_epi16(p, m, simd::narrow16<std::is_same_v<T, BFloat16> ? DType::bf16 : DType::f16>(v));
-}
-
-// dst = gelu(x), or with g: dst = g * gelu'(x), len values. Two independent vectors per
+// dst = gelu(x), or with g: dst = g * gelu'(x), len floats. Two independent vectors per
 // iteration: the polynomial is one long dependency chain, and interleaving two keeps both
 // FMA ports busy.
-template <typename T>
-__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void gelu_span_avx512(const T* x, const T* g, T* dst,
-                                                                               int64_t len) {
+__attribute__((target("avx512f"))) void gelu_span_avx512(const float* x, const float* g, float* dst, int64_t len) {
   int64_t i = 0;
-  const __mmask16 all = 0xffff;
   for (; i + 32 <= len; i += 32) {
-    const __m512 a = load16(x + i, all), b = load16(x + i + 16, all);
+    const __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 16);
     __m512 ga, gb;
-    if (g != nullptr) ga = load16(g + i, all), gb = load16(g + i + 16, all);
+    if (g != nullptr) ga = _mm512_loadu_ps(g + i), gb = _mm512_loadu_ps(g + i + 16);
     const __m512 ra = gelu_vector(a, g ? &ga : nullptr), rb = gelu_vector(b, g ? &gb : nullptr);
-    store16(dst + i, all, ra);
-    store16(dst + i + 16, all, rb);
+    _mm512_storeu_ps(dst + i, ra);
+    _mm512_storeu_ps(dst + i + 16, rb);
   }
   for (; i < len; i += 16) {
     const __mmask16 m = lanes16(i, len);
     __m512 gv;
-    if (g != nullptr) gv = load16(g + i, m);
-    store16(dst + i, m, gelu_vector(load16(x + i, m), g ? &gv : nullptr));
+    if (g != nullptr) gv = _mm512_maskz_loadu_ps(m, g + i);
+    _mm512_mask_storeu_ps(dst + i, m, gelu_vector(_mm512_maskz_loadu_ps(m, x + i), g ? &gv : nullptr));
   }
 }
 #pragma GCC diagnostic pop
@@ -197,66 +179,148 @@ MIXPREC_AVX2_FMA void gelu_block_avx2(float* x, const float* g, int64_t len) {
 }
 #undef MIXPREC_AVX2_FMA
 
-// The vector width this CPU runs GELU at for 16/32-bit floats: 16 (AVX-512 with the 16-bit
-// loads and f16 conversions), 8 (AVX2+FMA), or 0 (the double loop).
+// The vector width this CPU runs f32 GELU at: 16 (AVX-512), 8 (AVX2+FMA), or 0 (the double
+// loop).
 int gelu_vector_lanes() {
-  const CpuFeatures& cpu = cpu_features();
-  if (cpu.avx512f && cpu.avx512bw && cpu.avx512vl && cpu.f16c) return 16;
-  if (cpu.avx2 && cpu.fma) return 8;
+  if (cpu_features().avx512f) return 16;
+  if (cpu_features().avx2 && cpu_features().fma) return 8;
   return 0;
 }
 
-// AVX-512: straight from src (and diff_dst) to dst in the dtype, kBlock values a work item.
-template <typename T>
-void gelu_avx512_path(const void* src, const void* diff_dst, void* dst, int64_t n) {
-  const T* x = static_cast<const T*>(src);
-  const T* g = static_cast<const T*>(diff_dst);
-  T* out = static_cast<T*>(dst);
+// dst = gelu(src) (diff_dst null) or dst = diff_dst * gelu'(src), n dense floats, kBlock
+// values a work item (AVX2: through a thread-local copy, as its kernel works in place).
+void gelu_f32_path(const float* src, const float* diff_dst, float* dst, int64_t n) {
+  const bool wide = gelu_vector_lanes() == 16;
   const int64_t blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t off = b * kBlock, len = std::min(kBlock, n - off);
-    gelu_span_avx512<T>(x + off, g ? g + off : nullptr, out + off, len);
-  }
-}
-
-// AVX2: each thread converts its own blocks to f32 buffers and back.
-void gelu_avx2_path(const void* src, const void* diff_dst, void* dst, DType dtype, int64_t n) {
-  const size_t es = dtype_size(dtype);
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (int64_t b = 0; b < blocks; ++b) {
-    alignas(64) float x[kBlock], g[kBlock];
-    const int64_t off = b * kBlock, len = std::min(kBlock, n - off);
-    convert_elements(static_cast<const char*>(src) + off * es, dtype, x, DType::f32, len);
-    const float* gp = nullptr;
-    if (diff_dst != nullptr) {
-      convert_elements(static_cast<const char*>(diff_dst) + off * es, dtype, g, DType::f32, len);
-      gp = g;
+    const float* g = diff_dst ? diff_dst + off : nullptr;
+    if (wide) {
+      gelu_span_avx512(src + off, g, dst + off, len);
+    } else {
+      std::copy(src + off, src + off + len, dst + off);
+      gelu_block_avx2(dst + off, g, len);
     }
-    gelu_block_avx2(x, gp, len);
-    convert_elements(x, DType::f32, static_cast<char*>(dst) + off * es, dtype, len);
   }
 }
 
-// dst = gelu(src) (diff_dst null) or dst = diff_dst * gelu'(src), n dense elements of dtype
-// (f32, bf16 or f16).
-void gelu_f32_path(const void* src, const void* diff_dst, void* dst, DType dtype, int64_t n) {
-  if (gelu_vector_lanes() == 8) return gelu_avx2_path(src, diff_dst, dst, dtype, n);
-  switch (dtype) {
-    case DType::f32: return gelu_avx512_path<float>(src, diff_dst, dst, n);
-    case DType::bf16: return gelu_avx512_path<BFloat16>(src, diff_dst, dst, n);
-    case DType::f16: return gelu_avx512_path<Half>(src, diff_dst, dst, n);
-    default: MIXPREC_CHECK(false, std::string("backend/cpu/activation: gelu_f32_path on ") + dtype_name(dtype));
+// ---- 16-bit GELU by table -----------------------------------------------------------------
+// A bf16 or f16 input is one of 65,536 bit patterns, so GELU on them is a lookup: gelu(x)
+// correctly rounded to the dtype (double arithmetic, Phi from erfc so the negative tail keeps
+// its relative accuracy, one rounding through convert_elements), and the slope gelu'(x)
+// correctly rounded to f32, which the backward multiplies by the incoming gradient (widened to
+// f32) and rounds once to the dtype, as the f32 path does with its own slope. Why: the
+// polynomial costs ~38 (forward) and ~40 (backward) 512-bit instructions per 16 values, which
+// made GELU the largest cost outside the GEMMs in gpt-tiny's amp-bf16 step; a gather of 16
+// table entries costs a few, and the entries a network's activations use (|x| < ~8: a few
+// thousand patterns) stay in L1/L2. Results are the correctly rounded ones, the same on every
+// CPU (AVX-512 gathers, or a plain loop). Tables: 3 x 64 Ki entries per dtype (128 KiB values,
+// 256 KiB slopes), built once on first use (~ms).
+struct Gelu16Tables {
+  std::vector<uint16_t> value;  // 65,536 + 1: the gather reads 32 bits at entry i
+  std::vector<float> slope;     // 65,536
+};
+
+Gelu16Tables build_gelu16_tables(DType dtype) {
+  constexpr int64_t kPatterns = 65536;
+  std::vector<uint16_t> bits(kPatterns);
+  for (int64_t i = 0; i < kPatterns; ++i) bits[size_t(i)] = uint16_t(i);
+  std::vector<double> x(kPatterns), y(kPatterns), d(kPatterns);
+  convert_elements(bits.data(), dtype, x.data(), DType::f64, kPatterns);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < kPatterns; ++i) {
+    const double v = x[size_t(i)];
+    const double cdf = 0.5 * std::erfc(-v * kInvSqrt2);
+    y[size_t(i)] = v * cdf;  // -inf * 0 = NaN at -inf, as 0.5 x (1 + erf(x / sqrt 2)) gives
+    d[size_t(i)] = cdf + v * kInvSqrt2Pi * std::exp(-0.5 * v * v);
+  }
+  Gelu16Tables t;
+  t.value.assign(kPatterns + 1, 0);
+  t.slope.resize(kPatterns);
+  convert_elements(y.data(), DType::f64, t.value.data(), dtype, kPatterns);
+  convert_elements(d.data(), DType::f64, t.slope.data(), DType::f32, kPatterns);
+  return t;
+}
+
+const Gelu16Tables& gelu16_tables(DType dtype) {
+  static const Gelu16Tables bf16 = build_gelu16_tables(DType::bf16);
+  static const Gelu16Tables f16 = build_gelu16_tables(DType::f16);
+  return dtype == DType::bf16 ? bf16 : f16;
+}
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// dst = value[x], or with g: dst = round(g * slope[x]), 16 lanes at a time by gathers.
+template <DType kDt>
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void gelu16_span_avx512(const Gelu16Tables& t,
+                                                                                 const uint16_t* x, const uint16_t* g,
+                                                                                 uint16_t* dst, int64_t len) {
+  for (int64_t i = 0; i < len; i += 16) {
+    const __mmask16 m = lanes16(i, len);
+    const __m512i idx = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, x + i));
+    __m256i out;
+    if (g == nullptr) {
+      const __m512i words = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, t.value.data(), 2);
+      out = _mm512_cvtepi32_epi16(_mm512_and_si512(words, _mm512_set1_epi32(0xffff)));
+    } else {
+      const __m512 slope = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, t.slope.data(), 4);
+      const __m512 gv = simd::widen16<kDt>(_mm256_maskz_loadu_epi16(m, g + i));
+      out = simd::narrow16<kDt>(_mm512_mul_ps(gv, slope));
+    }
+    _mm256_mask_storeu_epi16(dst + i, m, out);
   }
 }
+#pragma GCC diagnostic pop
+
+// The same without AVX-512, one value at a time (T: BFloat16 or Half).
+template <typename T>
+void gelu16_span_scalar(const Gelu16Tables& t, const uint16_t* x, const uint16_t* g, uint16_t* dst, int64_t len) {
+  for (int64_t i = 0; i < len; ++i) {
+    if (g == nullptr) {
+      dst[i] = t.value[x[i]];
+    } else {
+      dst[i] = T(float(T::from_bits(g[i])) * t.slope[x[i]]).bits;
+    }
+  }
+}
+
+// dst = gelu(src) (diff_dst null) or diff_dst * gelu'(src), n dense bf16 or f16 values.
+void gelu16_path(const void* src, const void* diff_dst, void* dst, DType dtype, int64_t n) {
+  const Gelu16Tables& t = gelu16_tables(dtype);
+  const bool wide = cpu_features().avx512f && cpu_features().avx512bw && cpu_features().avx512vl &&
+                    cpu_features().f16c;
+  const uint16_t* x = static_cast<const uint16_t*>(src);
+  const uint16_t* g = static_cast<const uint16_t*>(diff_dst);
+  uint16_t* out = static_cast<uint16_t*>(dst);
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t off = b * kBlock, len = std::min(kBlock, n - off);
+    const uint16_t* gb = g ? g + off : nullptr;
+    if (dtype == DType::bf16) {
+      if (wide) gelu16_span_avx512<DType::bf16>(t, x + off, gb, out + off, len);
+      else gelu16_span_scalar<BFloat16>(t, x + off, gb, out + off, len);
+    } else {
+      if (wide) gelu16_span_avx512<DType::f16>(t, x + off, gb, out + off, len);
+      else gelu16_span_scalar<Half>(t, x + off, gb, out + off, len);
+    }
+  }
+}
+
+bool is_16bit(DType dtype) { return dtype == DType::bf16 || dtype == DType::f16; }
 
 }  // namespace
 
 Tensor gelu_forward(const Tensor& x) {
-  if (x.dtype() != DType::f64 && gelu_vector_lanes() > 0) {
+  if (is_16bit(x.dtype())) {
     Tensor dst = Tensor::empty(x.shape(), x.dtype(), x.suggest_memory_format());
-    gelu_f32_path(x.data(), nullptr, dst.data(), x.dtype(), x.numel());
+    gelu16_path(x.data(), nullptr, dst.data(), x.dtype(), x.numel());
+    return dst;
+  }
+  if (x.dtype() == DType::f32 && gelu_vector_lanes() > 0) {
+    Tensor dst = Tensor::empty(x.shape(), x.dtype(), x.suggest_memory_format());
+    gelu_f32_path(static_cast<const float*>(x.data()), nullptr, static_cast<float*>(dst.data()), x.numel());
     return dst;
   }
   const std::vector<double> xv = load_dense(x);
@@ -269,10 +333,17 @@ Tensor gelu_forward(const Tensor& x) {
 }
 
 Tensor gelu_backward(const Tensor& x, const Tensor& diff_dst) {
-  if (x.dtype() != DType::f64 && gelu_vector_lanes() > 0) {
+  if (is_16bit(x.dtype()) && diff_dst.dtype() == x.dtype()) {
     const Tensor g = diff_dst.to_memory_format(x.suggest_memory_format());
     Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.suggest_memory_format());
-    gelu_f32_path(x.data(), g.data(), dx.data(), x.dtype(), x.numel());
+    gelu16_path(x.data(), g.data(), dx.data(), x.dtype(), x.numel());
+    return dx;
+  }
+  if (x.dtype() == DType::f32 && diff_dst.dtype() == DType::f32 && gelu_vector_lanes() > 0) {
+    const Tensor g = diff_dst.to_memory_format(x.suggest_memory_format());
+    Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.suggest_memory_format());
+    gelu_f32_path(static_cast<const float*>(x.data()), static_cast<const float*>(g.data()),
+                  static_cast<float*>(dx.data()), x.numel());
     return dx;
   }
   const std::vector<double> xv = load_dense(x), dy = load_grad_like(diff_dst, x);

@@ -1,8 +1,9 @@
 // backend/cpu/activation.h: exact GELU, dropout and pow by a scalar, forward and backward,
 // on dense tensors of any floating dtype. Elementwise loops walk the dense buffer linearly,
 // so a channels-last activation stays channels-last; values are computed in double and
-// rounded once to the dtype, except GELU on f32/bf16/f16 with AVX-512, which computes in
-// f32 with vector polynomials (activation.cpp, gelu_f32_path).
+// rounded once to the dtype, except GELU: on f32 with AVX-512 or AVX2 it computes in f32 with
+// vector polynomials, and on bf16/f16 it looks up tables of the correctly rounded values
+// and f32 slopes (activation.cpp).
 #pragma once
 #include <cstdint>
 #include <memory>

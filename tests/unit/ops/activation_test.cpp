@@ -1,5 +1,6 @@
 // activation_test.cpp: gelu, dropout and pow forward values against hand-computed numbers and
-// float64 math (gelu in f32/bf16 forward and backward), dropout's mask and scaling.
+// float64 math (gelu in f32/bf16/f16 forward and backward; every 16-bit pattern), dropout's
+// mask and scaling.
 #include "mixprec/ops/ops.h"
 
 #include <gtest/gtest.h>
@@ -63,6 +64,57 @@ TEST(Activation, GeluInEveryFloatDtypeMatchesF64ForwardAndBackward) {
       const double r = rel * (4 + xv[i] * xv[i]);
       ASSERT_NEAR(yv[i], yr[i], r * std::fabs(yr[i]) + abs_floor) << "x = " << xv[i];
       ASSERT_NEAR(dv[i], dr[i], r * 0.9 + abs_floor) << "x = " << xv[i];
+    }
+  }
+}
+
+// Every bf16 and f16 bit pattern through gelu and its backward: the 16-bit route looks the
+// values up, so each result must be the correctly rounded one, computed here from double math
+// (x Phi(x) with Phi from erfc, which keeps the negative tail's relative accuracy) and
+// convert's f64 -> 16-bit rounding; the backward must be g times the slope Phi + x phi
+// rounded to f32, rounded once to the dtype. NaN patterns give NaN; -inf gives NaN (-inf * 0).
+TEST(Activation, Gelu16BitIsCorrectlyRoundedForEveryBitPattern) {
+  constexpr int64_t kPatterns = 65536;
+  for (DType dt : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    std::vector<uint16_t> bits(kPatterns);
+    for (int64_t i = 0; i < kPatterns; ++i) bits[size_t(i)] = uint16_t(i);
+    Tensor x = Tensor::empty({kPatterns}, dt);
+    std::memcpy(x.data(), bits.data(), bits.size() * 2);
+    const std::vector<double> xv = x.to_vector_f64();
+    std::vector<double> y_ref(kPatterns), slope(kPatterns);
+    for (int64_t i = 0; i < kPatterns; ++i) {
+      const double v = xv[size_t(i)], cdf = 0.5 * std::erfc(-v / std::sqrt(2.0));
+      y_ref[size_t(i)] = v * cdf;
+      slope[size_t(i)] = double(float(cdf + v * std::exp(-0.5 * v * v) / std::sqrt(2.0 * M_PI)));
+    }
+    const Tensor want = Tensor::from_vector_f64(y_ref, {kPatterns}).to(dt);
+    Tensor xg = x.detach().requires_grad_(true);
+    const Tensor y = gelu(xg);
+    ASSERT_EQ(y.dtype(), dt);
+    const std::vector<double> yv = y.to_vector_f64(), wv = want.to_vector_f64();
+    for (int64_t i = 0; i < kPatterns; ++i) {
+      if (std::isnan(wv[size_t(i)])) {
+        ASSERT_TRUE(std::isnan(yv[size_t(i)])) << "pattern " << i;
+        continue;
+      }
+      ASSERT_EQ(std::memcmp(static_cast<const uint16_t*>(y.data()) + i, static_cast<const uint16_t*>(want.data()) + i, 2), 0)
+          << "pattern " << i << " x = " << xv[size_t(i)] << ": " << yv[size_t(i)] << " vs " << wv[size_t(i)];
+    }
+    // Backward with a gradient of mixed signs and magnitudes (exact in both dtypes).
+    std::vector<double> gv(kPatterns), dx_ref(kPatterns);
+    for (int64_t i = 0; i < kPatterns; ++i) {
+      gv[size_t(i)] = (i % 3 == 0 ? -1.0 : 1.0) * (0.5 + 0.25 * double(i % 7));
+      dx_ref[size_t(i)] = double(float(gv[size_t(i)]) * float(slope[size_t(i)]));  // f32 product, as the kernel
+    }
+    y.backward(Tensor::from_vector_f64(gv, {kPatterns}).to(dt));
+    const Tensor dwant = Tensor::from_vector_f64(dx_ref, {kPatterns}).to(dt);
+    const Tensor& dx = xg.grad();
+    ASSERT_EQ(dx.dtype(), dt);
+    for (int64_t i = 0; i < kPatterns; ++i) {
+      if (std::isnan(slope[size_t(i)])) continue;
+      ASSERT_EQ(std::memcmp(static_cast<const uint16_t*>(dx.data()) + i, static_cast<const uint16_t*>(dwant.data()) + i, 2), 0)
+          << "pattern " << i << " x = " << xv[size_t(i)];
     }
   }
 }

@@ -1,7 +1,12 @@
 // backend/cpu/column_sum.cpp: see column_sum.h. The column loop is innermost and
 // contiguous (omp simd), built for AVX-512 when the CPU has it (16 lanes instead of the
-// baseline's 4).
+// baseline's 4). The transposing form lives here too because its sums must repeat
+// sum_columns' order exactly (per column: rows in order within chunks of kRows from 0.0f,
+// then the chunk sums in order onto 0.0f); it holds a chunk's sum and the running total in
+// registers instead of the partial buffer, which is the same sequence of f32 adds.
 #include "backend/cpu/column_sum.h"
+
+#include <immintrin.h>
 
 #include <algorithm>
 #include <bit>
@@ -10,6 +15,7 @@
 #include <vector>
 
 #include "mixprec/core/status.h"
+#include "backend/cpu/tail_mask.h"
 #include "core/cpu_features.h"
 
 namespace mixprec::backend::cpu {
@@ -68,13 +74,133 @@ void dispatch(const T* x, float* out, int64_t rows, int64_t cols) {
   (cpu_features().avx512f ? sum_columns_avx512<T> : sum_columns_baseline<T>)(x, out, rows, cols);
 }
 
+
+// ---- transpose_with_column_sums ----
+// Work items are blocks of kTile columns of x (rows of x^T), all rows each, so that a column's
+// sum stays with one thread and in row order; a tile of kTile rows never straddles a kRows
+// chunk (kRows is a multiple of kTile).
+constexpr int64_t kTile = 16;
+static_assert(kRows % kTile == 0);
+
+template <typename T>
+void transpose_sums_baseline(const T* x, T* xt, float* sums, int64_t rows, int64_t cols) {
+  const int64_t blocks = (cols + kTile - 1) / kTile;
+#pragma omp parallel for schedule(static) if (rows * cols > (int64_t(1) << 16))
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t c0 = b * kTile, width = std::min(kTile, cols - c0);
+    float total[kTile] = {}, acc[kTile];
+    for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+      const int64_t r1 = std::min(rows, r0 + kRows);
+      for (int64_t c = 0; c < width; ++c) acc[c] = 0.0f;
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* row = x + r * cols + c0;
+        for (int64_t c = 0; c < width; ++c) {
+          acc[c] += widen(row[c]);
+          xt[(c0 + c) * rows + r] = row[c];
+        }
+      }
+      for (int64_t c = 0; c < width; ++c) total[c] += acc[c];
+    }
+    if (sums)
+      for (int64_t c = 0; c < width; ++c) sums[c0 + c] = total[c];
+  }
+}
+
+// GCC 12 builds the shuffles on _mm512_undefined_ps(), which -W(maybe-)uninitialized reports
+// at each inlined use: a known false positive (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#define MIXPREC_AVX512_TS __attribute__((target("avx512f,avx512bw,avx512vl")))
+
+// 16 elements of a row (lanes past `m` zero) as f32; bf16 widens exactly.
+MIXPREC_AVX512_TS inline __m512 load16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+MIXPREC_AVX512_TS inline __m512 load16(const uint16_t* p, __mmask16 m) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+// Back to the storage type: a widened bf16 narrows exactly by dropping the low 16 bits.
+MIXPREC_AVX512_TS inline void store16(float* p, __mmask16 m, __m512 v) { _mm512_mask_storeu_ps(p, m, v); }
+MIXPREC_AVX512_TS inline void store16(uint16_t* p, __mmask16 m, __m512 v) {
+  _mm512_mask_cvtepi32_storeu_epi16(p, m, _mm512_srli_epi32(_mm512_castps_si512(v), 16));
+}
+
+// In-register transpose of a 16x16 f32 tile: r[i] holds row i on entry, column i on exit.
+MIXPREC_AVX512_TS inline void transpose16x16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {  // per 128-bit lane: a0 b0 a1 b1 / a2 b2 a3 b3
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {  // r[4i+j], lane L: rows 4i..4i+3 of column 4L+j
+    r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  for (int j = 0; j < 4; ++j) {  // gather lane L of r[j], r[4+j], r[8+j], r[12+j]: column 4L+j
+    const __m512 u0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);       // lanes 0, 2
+    const __m512 u1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);       // lanes 1, 3
+    const __m512 u2 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+    const __m512 u3 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
+    t[j] = _mm512_shuffle_f32x4(u0, u2, 0x88);       // column j
+    t[8 + j] = _mm512_shuffle_f32x4(u0, u2, 0xDD);   // column 8+j
+    t[4 + j] = _mm512_shuffle_f32x4(u1, u3, 0x88);   // column 4+j
+    t[12 + j] = _mm512_shuffle_f32x4(u1, u3, 0xDD);  // column 12+j
+  }
+  for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+template <typename T>
+MIXPREC_AVX512_TS void transpose_sums_avx512(const T* x, T* xt, float* sums, int64_t rows, int64_t cols) {
+  const int64_t blocks = (cols + kTile - 1) / kTile;
+#pragma omp parallel for schedule(static) if (rows * cols > (int64_t(1) << 16))
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t c0 = b * kTile, width = std::min(kTile, cols - c0);
+    const __mmask16 cmask = lanes16(c0, cols);
+    __m512 total = _mm512_setzero_ps();
+    for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+      const int64_t r1 = std::min(rows, r0 + kRows);
+      __m512 acc = _mm512_setzero_ps();
+      for (int64_t t0 = r0; t0 < r1; t0 += kTile) {
+        const int64_t height = std::min(kTile, r1 - t0);
+        __m512 tile[kTile];
+        // Rows in order into the chunk's sum (only real rows: adding a zero row would turn
+        // a -0.0f sum into +0.0f, which column_sums_f32 never does).
+        for (int64_t i = 0; i < height; ++i) {
+          tile[i] = load16(x + (t0 + i) * cols + c0, cmask);
+          acc = _mm512_add_ps(acc, tile[i]);
+        }
+        for (int64_t i = height; i < kTile; ++i) tile[i] = _mm512_setzero_ps();
+        transpose16x16(tile);
+        const __mmask16 rmask = lanes16(t0, rows);
+        for (int64_t c = 0; c < width; ++c) store16(xt + (c0 + c) * rows + t0, rmask, tile[c]);
+      }
+      total = _mm512_add_ps(total, acc);
+    }
+    if (sums) _mm512_mask_storeu_ps(sums + c0, cmask, total);
+  }
+}
+
+#pragma GCC diagnostic pop
+
+template <typename T>
+void transpose_sums(const T* x, T* xt, float* sums, int64_t rows, int64_t cols) {
+  const CpuFeatures& f = cpu_features();
+  (f.avx512f && f.avx512bw && f.avx512vl ? transpose_sums_avx512<T> : transpose_sums_baseline<T>)(
+      x, xt, sums, rows, cols);
+}
+
+void check_input(const char* op, const Tensor& x) {
+  if (x.dim() != 2 || !x.is_contiguous() || (x.dtype() != DType::f32 && x.dtype() != DType::bf16))
+    throw Error(Status::invalid_argument(std::string(op) + ": expected a contiguous 2-D f32 or bf16 "
+                                         "matrix, got " + std::string(dtype_name(x.dtype())) +
+                                         " " + shape_str(x.shape())));
+}
+
 }  // namespace
 
 Tensor column_sums_f32(const Tensor& x) {
-  if (x.dim() != 2 || !x.is_contiguous() || (x.dtype() != DType::f32 && x.dtype() != DType::bf16))
-    throw Error(Status::invalid_argument("column_sums_f32: expected a contiguous 2-D f32 or bf16 "
-                                         "matrix, got " + std::string(dtype_name(x.dtype())) +
-                                         " " + shape_str(x.shape())));
+  check_input("column_sums_f32", x);
   const int64_t rows = x.size(0), cols = x.size(1);
   Tensor out = Tensor::empty({cols}, DType::f32);
   float* o = static_cast<float*>(out.data());
@@ -82,6 +208,26 @@ Tensor column_sums_f32(const Tensor& x) {
     dispatch(static_cast<const float*>(x.data()), o, rows, cols);
   else
     dispatch(static_cast<const uint16_t*>(x.data()), o, rows, cols);
+  return out;
+}
+
+TransposeWithSums transpose_with_column_sums(const Tensor& x, bool sums) {
+  check_input("transpose_with_column_sums", x);
+  const int64_t rows = x.size(0), cols = x.size(1);
+  TransposeWithSums out;
+  out.transposed = Tensor::empty({cols, rows}, x.dtype());
+  if (sums) out.sums = Tensor::empty({cols}, DType::f32);
+  float* s = sums ? static_cast<float*>(out.sums.data()) : nullptr;
+  if (rows == 0) {  // nothing to move; the sums of no rows are 0
+    if (s) std::fill(s, s + cols, 0.0f);
+    return out;
+  }
+  if (x.dtype() == DType::f32)
+    transpose_sums(static_cast<const float*>(x.data()), static_cast<float*>(out.transposed.data()), s,
+                   rows, cols);
+  else
+    transpose_sums(static_cast<const uint16_t*>(x.data()), static_cast<uint16_t*>(out.transposed.data()),
+                   s, rows, cols);
   return out;
 }
 

@@ -14,14 +14,36 @@
 // that shape (probe interleaved 2026-11-22: fwd 39-55 vs 49-54 ms + reorder, bwd_w with a
 // transposed A 43-45 vs 39-47 ms + reorder). diff_bias, which matmul does not compute, is
 // a column sum of diff_dst (backend/cpu/column_sum.h).
+// Weight gradient, two routes (linear_weights_route.h): brgemm runs diff_dst^T x src a few
+// percent faster from a plain [O,N] A than from diff_dst read transposed, but writing that
+// transpose costs about twice the column-sum pass it replaces (cpu::transpose_with_column_sums
+// makes the bias gradient in the same pass, same bits): ~N*O moves against a saving that
+// grows with K. Measured (issue 34, 2026-11-28, AMD EPYC family 25 model 17 (Zen4 class),
+// oneDNN 2.6.3; tests/perf/linear_weights_route_probe, process CPU time, OMP_WAIT_POLICY=passive
+// so that a descheduled partner thread is not counted as spin, medians of interleaved repeats,
+// two runs, UNDER LOAD: load average 2-4 on 2 cores), transposed / strided time with the bias:
+//   bf16, 2 threads: gpt-tiny (N=2048) qkv 1.02-1.03, proj 0.98-0.99, c_fc 1.01-1.02,
+//     c_proj (K=512) 0.96-0.97; encoder (N=4096) qkv 1.03, proj 0.99-1.00, fc1 1.12,
+//     fc2 (K=1024) 0.97; mlp 512x4096x4096 0.99;
+//   bf16, 1 thread: 1.01-1.10 everywhere (c_proj 1.008) but the mlp, 0.99;
+//   f32, 2 threads: 1.06-1.14 for K <= 256, c_proj 0.97-0.99, fc2 0.97-0.98, mlp 1.00;
+//   f32, 1 thread: 1.02-1.15, mlp 0.99-1.00.
+// Hence weights_route: transposed from K = 512 on two threads, on one thread only for bf16 at
+// K >= 4096; strided elsewhere (gpt-tiny's proj, 0.98-0.99 at K = 128, left with its K = 128
+// neighbours, which lose; the f32 mlp's tie too). diff_weights may change in the last bits where brgemm splits
+// the reduction over N differently for the two layouts (~3e-5 on values ~15 at N = 2048; none
+// at N <= 600 or on the mlp); the bias gradient never does.
 // Precision: bf16 in, bf16 out (f32 accumulation); backward weights returns f32
 // diff_weights/diff_bias for bf16 inputs, as conv.cpp does and for the same reason: the
 // gradient reaching an fp32 master stays fp32. f16 is emulated on the f32 primitives
 // (half_emulation.h), backward weights returning f32 for it too.
+#include <omp.h>
+
 #include "backend/cpu/column_sum.h"
 #include "backend/kernels.h"
 #include "backend/onednn/dnnl_errors.h"
 #include "backend/onednn/half_emulation.h"
+#include "backend/onednn/linear_weights_route.h"
 #include "backend/onednn/matmul_util.h"
 #include "backend/onednn/memory_desc.h"
 #include "backend/onednn/reorder_util.h"
@@ -130,14 +152,35 @@ Tensor linear_backward_data(const Tensor& diff_dst, const Tensor& weights) {
   return diff_src;
 }
 
+WeightsRoute weights_route(int64_t N, int64_t K, int64_t O, DType dt) {
+  // The transpose costs ~N*O element moves, the plain A saves a share of 2*N*K*O flops: it
+  // pays from K = 512 on two threads, and on one thread only for the mlp's K = 4096 in bf16
+  // (the figures are in the banner; N and O did not decide on the shapes measured). A serial
+  // product (run_serial) is a one-thread one.
+  const bool one_thread = omp_get_max_threads() < 2 || run_serial(N, K, O);
+  if (one_thread) return dt == DType::bf16 && K >= 4096 ? WeightsRoute::transposed : WeightsRoute::strided;
+  return K >= 512 ? WeightsRoute::transposed : WeightsRoute::strided;
+}
+
 WeightGrads linear_backward_weights(const Tensor& src, const Tensor& diff_dst, bool with_bias) {
+  // The route is only a choice once the operands are checked and plain f32/bf16 2-D matrices;
+  // linear_backward_weights_on checks them first either way.
+  const bool known = src.dim() == 2 && diff_dst.dim() == 2 && src.dtype() == diff_dst.dtype() &&
+                     (src.dtype() == DType::f32 || src.dtype() == DType::bf16);
+  const WeightsRoute route = known ? weights_route(src.size(0), src.size(1), diff_dst.size(1), src.dtype())
+                                   : WeightsRoute::strided;
+  return linear_backward_weights_on(route, src, diff_dst, with_bias);
+}
+
+WeightGrads linear_backward_weights_on(WeightsRoute route, const Tensor& src, const Tensor& diff_dst,
+                                       bool with_bias) {
   const char* op = "linear_backward_weights";
   check_2d(op, "src", src);
   check_2d(op, "diff_dst", diff_dst);
   check_same_dtype(op, "src", src, "diff_dst", diff_dst);
   if (is_emulated(src))  // f32 diff_weights/diff_bias, as for bf16 (half_emulation.h)
     return emulate_raw(op, src.dtype(), [&] {
-      return linear_backward_weights(widen(src), widen(diff_dst), with_bias);
+      return linear_backward_weights_on(route, widen(src), widen(diff_dst), with_bias);
     });
   require_compute_dtype(op, src.dtype());
   const int64_t N = src.size(0), K = src.size(1), O = diff_dst.size(1);
@@ -149,22 +192,33 @@ WeightGrads linear_backward_weights(const Tensor& src, const Tensor& diff_dst, b
   WeightGrads out;
   out.diff_weights = Tensor::empty({O, K}, kGradDType);
   const Tensor dd = in_format(diff_dst, MemoryFormat::contiguous);
-  // The column sums of diff_dst, also for an empty batch (zeros) or K == 0 (no weights, but
-  // the bias still learns).
-  if (with_bias) out.diff_bias = cpu::column_sums_f32(dd);
-  if (N == 0 || O == 0 || K == 0) {
+  const bool empty = N == 0 || O == 0 || K == 0;
+  // diff_weights [O,K] = diff_dst^T [O,N] x src [N,K], f32 out of bf16 inputs; A is either
+  // diff_dst read transposed through its strides or its transpose written out here.
+  Tensor a = dd;
+  bool a_transposed = true;
+  if (route == WeightsRoute::transposed && !empty) {
+    cpu::TransposeWithSums t = cpu::transpose_with_column_sums(dd, with_bias);
+    a = std::move(t.transposed);
+    a_transposed = false;
+    if (with_bias) out.diff_bias = std::move(t.sums);
+  } else if (with_bias) {
+    // The column sums of diff_dst, also for an empty batch (zeros) or K == 0 (no weights,
+    // but the bias still learns).
+    out.diff_bias = cpu::column_sums_f32(dd);
+  }
+  if (empty) {
     out.diff_weights.fill_(0.0);
     return out;
   }
   const Tensor x = in_format(src, MemoryFormat::contiguous);
   SerialScope serial(run_serial(N, K, O));
-  // diff_weights [O,K] = diff_dst^T [O,N] x src [N,K], f32 out of bf16 inputs.
-  auto e = matmul_entry(PrimKind::linear_bwd_weights, op, dt, matmul_operand_md(dd, 2, true),
+  auto e = matmul_entry(PrimKind::linear_bwd_weights, op, dt, matmul_operand_md(a, 2, a_transposed),
                         md_of(x), nullptr, md_of(out.diff_weights), [&] {
                           return kind_name(op, dt) + " src " + shape_str(src.shape()) +
                                  " diff_dst " + shape_str(diff_dst.shape());
                         });
-  run_matmul(*e, dd.data(), x.data(), nullptr, out.diff_weights.data());
+  run_matmul(*e, a.data(), x.data(), nullptr, out.diff_weights.data());
   return out;
 }
 

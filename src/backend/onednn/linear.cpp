@@ -14,31 +14,32 @@
 // that shape (probe interleaved 2026-11-22: fwd 39-55 vs 49-54 ms + reorder, bwd_w with a
 // transposed A 43-45 vs 39-47 ms + reorder). diff_bias, which matmul does not compute, is
 // a column sum of diff_dst (backend/cpu/column_sum.h).
-// Weight gradient, two routes (linear_weights_route.h): brgemm runs diff_dst^T x src a few
-// percent faster from a plain [O,N] A than from diff_dst read transposed, but writing that
-// transpose costs about twice the column-sum pass it replaces (cpu::transpose_with_column_sums
-// makes the bias gradient in the same pass, same bits): ~N*O moves against a saving that
-// grows with K. Measured (issue 34, 2026-11-28, AMD EPYC family 25 model 17 (Zen4 class),
-// oneDNN 2.6.3; tests/perf/linear_weights_route_probe, process CPU time, OMP_WAIT_POLICY=passive
-// so that a descheduled partner thread is not counted as spin, medians of interleaved repeats,
-// two runs, UNDER LOAD: load average 2-4 on 2 cores), transposed / strided time with the bias:
-//   bf16, 2 threads: gpt-tiny (N=2048) qkv 1.02-1.03, proj 0.98-0.99, c_fc 1.01-1.02,
-//     c_proj (K=512) 0.96-0.97; encoder (N=4096) qkv 1.03, proj 0.99-1.00, fc1 1.12,
-//     fc2 (K=1024) 0.97; mlp 512x4096x4096 0.99;
-//   bf16, 1 thread: 1.01-1.10 everywhere (c_proj 1.008) but the mlp, 0.99;
-//   f32, 2 threads: 1.06-1.14 for K <= 256, c_proj 0.97-0.99, fc2 0.97-0.98, mlp 1.00;
-//   f32, 1 thread: 1.02-1.15, mlp 0.99-1.00.
-// Hence weights_route: transposed from K = 512 on two threads, on one thread only for bf16 at
-// K >= 4096; strided elsewhere (gpt-tiny's proj, 0.98-0.99 at K = 128, left with its K = 128
-// neighbours, which lose; the f32 mlp's tie too). diff_weights may change in the last bits where brgemm splits
-// the reduction over N differently for the two layouts (~3e-5 on values ~15 at N = 2048; none
-// at N <= 600 or on the mlp); the bias gradient never does.
+// Weight gradient, two routes (linear_weights_route.h): brgemm runs diff_dst^T x src faster
+// from a plain [O,N] A than from diff_dst read transposed (5-8% of the product on gpt-tiny's
+// shapes), and writing that transpose costs little more than the column-sum pass it replaces
+// (cpu::transpose_with_column_sums makes the bias gradient in the same pass, same bits; bf16
+// [2048, 384]: 0.11 ms against 0.08 for the sums alone, 1 thread). Measured (issue 34,
+// 2026-11-28, AMD EPYC family 25 model 17 (Zen4 class), oneDNN 2.6.3;
+// tests/perf/linear_weights_route_probe with OMP_WAIT_POLICY=passive, so that a descheduled
+// partner thread's wait is not counted as spin; process CPU time, medians of interleaved
+// repeats; three runs, UNDER LOAD: load average 4-9 on 2 cores): transposed / strided time
+// per call with the bias, median of the runs (range where it crosses 1):
+//                 gpt-tiny (N=2048)             encoder block (N=4096)         mlp
+//                 qkv  proj  c_fc  c_proj       qkv  proj  fc1             fc2    512x4096x4096
+//   bf16 1 thr    0.97 0.98  0.94  0.99         0.93 0.99  0.97 (.97-1.01) 0.99   0.98
+//   bf16 2 thr    0.96 0.94  0.95  0.91         0.92 0.95  1.01 (.97-1.01) 0.93   0.98
+//   f32  1 thr    0.98 1.00  0.96  0.99         0.99 1.00  1.01            0.97   1.00 (.97-1.02)
+//   f32  2 thr    0.97 1.00  0.97  0.94         0.97 0.98  1.01 (.97-1.03) 0.92   0.98
+// (K = 128, 128, 128, 512 | 256, 256, 256, 1024 | 4096.) Hence weights_route: bf16 always the
+// transposed route; f32, whose transpose moves twice the bytes and wins less, from K = 512;
+// products small enough to run serially (unmeasured) the strided one. diff_weights may change
+// in the last bits where brgemm splits the reduction over N differently for the two layouts
+// (~3e-5 on values ~15 at N = 2048; none at N <= 600 or on the mlp); the bias gradient never
+// does.
 // Precision: bf16 in, bf16 out (f32 accumulation); backward weights returns f32
 // diff_weights/diff_bias for bf16 inputs, as conv.cpp does and for the same reason: the
 // gradient reaching an fp32 master stays fp32. f16 is emulated on the f32 primitives
 // (half_emulation.h), backward weights returning f32 for it too.
-#include <omp.h>
-
 #include "backend/cpu/column_sum.h"
 #include "backend/kernels.h"
 #include "backend/onednn/dnnl_errors.h"
@@ -153,12 +154,12 @@ Tensor linear_backward_data(const Tensor& diff_dst, const Tensor& weights) {
 }
 
 WeightsRoute weights_route(int64_t N, int64_t K, int64_t O, DType dt) {
-  // The transpose costs ~N*O element moves, the plain A saves a share of 2*N*K*O flops: it
-  // pays from K = 512 on two threads, and on one thread only for the mlp's K = 4096 in bf16
-  // (the figures are in the banner; N and O did not decide on the shapes measured). A serial
-  // product (run_serial) is a one-thread one.
-  const bool one_thread = omp_get_max_threads() < 2 || run_serial(N, K, O);
-  if (one_thread) return dt == DType::bf16 && K >= 4096 ? WeightsRoute::transposed : WeightsRoute::strided;
+  // The transpose costs ~N*O element moves, the plain A saves a share of 2*N*K*O flops. bf16:
+  // it paid on every shape measured, on one thread and two, but one (within noise); f32, whose
+  // transpose moves twice the bytes: from K = 512 (the figures are in the banner). Products
+  // small enough to run serially were not measured and keep the strided A.
+  if (run_serial(N, K, O)) return WeightsRoute::strided;
+  if (dt == DType::bf16) return WeightsRoute::transposed;
   return K >= 512 ? WeightsRoute::transposed : WeightsRoute::strided;
 }
 

@@ -18,7 +18,7 @@ namespace mixprec::backend::onednn {
 enum class WeightsRoute { strided, transposed };
 
 // The route linear_backward_weights takes for N rows, K inputs, O outputs in dtype `dt`
-// (f32 or bf16) on the calling thread's OpenMP thread count.
+// (f32 or bf16). It depends on the shape only (measured the same way on one and two threads).
 WeightsRoute weights_route(int64_t N, int64_t K, int64_t O, DType dt);
 
 // linear_backward_weights on the given route (same checks, same results up to oneDNN's

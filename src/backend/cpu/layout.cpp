@@ -39,8 +39,14 @@ constexpr int64_t kParallelMin = int64_t(1) << 15;
 // (i0, i1, i2, i3) over `shape`; `stride` are src's strides reordered to dst's dims. Elements
 // move bit for bit. When dst's last dim is strided in src but its third is not (a transpose
 // of the last two dims, K^T), the (i2, i3) plane is copied in square tiles so that reads and
-// writes both stay in cache. With `scale` (!= 1), each row of dst is scaled as it is written
-// (scale_elements), while it is still in cache.
+// writes both stay in cache. With `scale` (!= 1), each (i2, i3) plane of dst is scaled once
+// it is written, while it is still in cache (scale_elements; in one call where the plane is
+// dense: a call per row of D = 32 costs more than the multiplies).
+void scale_plane(void* d, DType dt, int64_t n2, int64_t n3, int64_t ld, size_t es, double scale) {
+  if (ld == n3) return scale_elements(d, dt, n2 * n3, scale);
+  for (int64_t i2 = 0; i2 < n2; ++i2) scale_elements(static_cast<char*>(d) + size_t(i2 * ld) * es, dt, n3, scale);
+}
+
 template <typename T>
 void permute_kernel(const T* src, T* dst, const Shape& shape, const std::array<int64_t, 4>& stride,
                     const std::array<int64_t, 3>& dstride, DType dt, double scale) {
@@ -58,24 +64,25 @@ void permute_kernel(const T* src, T* dst, const Shape& shape, const std::array<i
             for (int64_t i2 = a; i2 < std::min(a + kTile, n2); ++i2)
               for (int64_t i3 = b; i3 < std::min(b + kTile, n3); ++i3)
                 d[i2 * dstride[2] + i3] = s[i2 + i3 * stride[3]];
-        if (scale != 1.0)
-          for (int64_t i2 = 0; i2 < n2; ++i2) scale_elements(d + i2 * dstride[2], dt, n3, scale);
+        if (scale != 1.0) scale_plane(d, dt, n2, n3, dstride[2], sizeof(T), scale);
       }
     return;
   }
 #pragma omp parallel for collapse(2) if (parallel)
   for (int64_t i0 = 0; i0 < n0; ++i0)
-    for (int64_t i1 = 0; i1 < n1; ++i1)
+    for (int64_t i1 = 0; i1 < n1; ++i1) {
+      T* plane = dst + i0 * dstride[0] + i1 * dstride[1];
       for (int64_t i2 = 0; i2 < n2; ++i2) {
         const T* s = src + i0 * stride[0] + i1 * stride[1] + i2 * stride[2];
-        T* d = dst + i0 * dstride[0] + i1 * dstride[1] + i2 * dstride[2];
+        T* d = plane + i2 * dstride[2];
         if (stride[3] == 1) {
           std::memcpy(d, s, size_t(n3) * sizeof(T));
         } else {
           for (int64_t i3 = 0; i3 < n3; ++i3) d[i3] = s[i3 * stride[3]];
         }
-        if (scale != 1.0) scale_elements(d, dt, n3, scale);
       }
+      if (scale != 1.0) scale_plane(plane, dt, n2, n3, dstride[2], sizeof(T), scale);
+    }
 }
 
 }  // namespace

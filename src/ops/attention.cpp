@@ -111,35 +111,17 @@ AttentionOperands split_attention_heads(const Tensor& qkv_in, int64_t B, int64_t
     parts[size_t(p)] = four.reshape({B * H, four.size(2), four.size(3)});
   }
   if (any_requires_grad({&qkv})) {
-    // A multi-output node on the single-output engine: each part's node writes its gradient
-    // (the inverse permute, with its scale) straight into its column block of qkv's one
-    // gradient [B*S, 3E], allocated by the first part to arrive, then passes a one-element
-    // token on to the join node, which the engine runs after every part (it is their common
-    // input); the join zeroes the blocks of parts that got no gradient and hands the tensor
-    // on. (Three [B*S, E] blocks joined by cat_forward cost a serial copy of the whole
-    // gradient: ~1.2% of gpt-tiny's amp-bf16 step, perf.)
-    struct Grad {
-      Tensor t;
-      std::array<bool, 3> filled{};
-    };
-    auto grad = std::make_shared<Grad>();
-    // Part p's column block of qkv's gradient, seen as [B, S, H, D].
-    auto block_of = [B, S, H, D, E](Tensor& g, int64_t p) {
-      return g.as_strided({B, S, H, D}, {S * 3 * E, 3 * E, D, 1}, g.storage_offset() + p * E);
-    };
+    // A multi-output node on the single-output engine: each part's node turns its gradient
+    // into its [B*S, E] column block and leaves it in `blocks`, then passes a one-element
+    // token on to the join node, which the engine runs after every part (it is their
+    // common input); the join concatenates the blocks into qkv's gradient.
+    auto blocks = std::make_shared<std::array<Tensor, 3>>();
     Tensor join = Tensor::empty({1}, dt);
-    record_op(join, "split_attention_heads", {&qkv}, [grad, block_of, B, S, H, D, E, dt](const Tensor&) {
-      if (!grad->t.defined()) grad->t = Tensor::zeros({B * S, 3 * E}, dt);
-      for (int64_t p = 0; p < 3; ++p)
-        if (!grad->filled[size_t(p)]) {
-          const Tensor zeros = Tensor::zeros({B, S, H, D}, dt);
-          Tensor dst = block_of(grad->t, p);
-          ops_detail::dispatch_cpu("split_attention_heads_backward", dt,
-                                   [&] { cpu::permute_into(zeros, {0, 1, 2, 3}, 1.0, dst); });
-        }
-      Tensor out = grad->t;
-      *grad = {};
-      return std::vector<Tensor>{out};
+    record_op(join, "split_attention_heads", {&qkv}, [blocks, B, S, E, dt](const Tensor&) {
+      std::vector<Tensor> cols;
+      for (auto& b : *blocks) cols.push_back(b.defined() ? b : Tensor::zeros({B * S, E}, dt));
+      *blocks = {};
+      return std::vector<Tensor>{ops_detail::dispatch_cpu("split_attention_heads_backward", dt, [&] { return cpu::cat_forward(cols, 1); })};
     });
     for (int p = 0; p < 3; ++p) {
       std::array<int, 4> inverse{};
@@ -147,16 +129,11 @@ AttentionOperands split_attention_heads(const Tensor& qkv_in, int64_t B, int64_t
       const Shape four{B, H, parts[size_t(p)].size(1), parts[size_t(p)].size(2)};
       const double scale = scales[size_t(p)];
       record_op(parts[size_t(p)], "split_attention_heads_part", {&join},
-                [grad, block_of, p, inverse, four, scale, B, S, E, dt](const Tensor& diff_dst) {
-                  // permute_into moves elements of dt's size: a gradient in another dtype
-                  // (the engine casts to the edge's, so none should come) is cast first.
-                  const Tensor g0 = diff_dst.dtype() == dt ? diff_dst : diff_dst.to(dt);
-                  const Tensor g = g0.is_contiguous() ? g0 : g0.contiguous();
-                  if (!grad->t.defined()) grad->t = Tensor::empty({B * S, 3 * E}, dt);
-                  Tensor dst = block_of(grad->t, p);
-                  ops_detail::dispatch_cpu("split_attention_heads_backward", dt,
-                                           [&] { cpu::permute_into(g.reshape(four), inverse, scale, dst); });
-                  grad->filled[size_t(p)] = true;
+                [blocks, p, inverse, four, scale, B, S, E, dt](const Tensor& diff_dst) {
+                  const Tensor g = diff_dst.is_contiguous() ? diff_dst : diff_dst.contiguous();
+                  (*blocks)[size_t(p)] = ops_detail::dispatch_cpu("split_attention_heads_backward", dt, [&] {
+                                           return cpu::permute_forward(g.reshape(four), inverse, scale);
+                                         }).reshape({B * S, E});
                   return std::vector<Tensor>{Tensor::zeros({1}, dt)};
                 });
     }

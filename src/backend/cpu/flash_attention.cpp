@@ -23,6 +23,7 @@
 #include "backend/cpu/layout.h"
 #include "backend/cpu/tail_mask.h"
 #include "core/convert.h"
+#include "core/convert_simd.h"
 #include "core/cpu_features.h"
 #include "core/vector_exp.h"
 #include "mixprec/core/status.h"
@@ -522,6 +523,41 @@ bool use_bf16_dot(DType dt) {
 // Floats a packed [depth, ld] operand takes (Bf16Dot::pack; the others need none).
 inline int64_t packed_floats(int64_t depth, int64_t ld) { return (depth + 1) / 2 * ld; }
 
+// One row of 16-bit values widened to f32, and f32 rounded to 16 bits (then, with scale != 1,
+// widened, multiplied by scale in f32 and rounded again: scale_elements' rule), in
+// registers by convert_simd.h's rules (the bits of convert_elements): a call of
+// convert_elements per row of D = 32 cost more than its conversion (perf).
+bool use_avx512_16bit() {
+  static const bool yes = cpu_features().avx512f && cpu_features().avx512bw && cpu_features().avx512vl &&
+                          cpu_features().f16c;
+  return yes;
+}
+// (GCC 12's -Wmaybe-uninitialized false positive on masked intrinsics, as above.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+template <DType kDt>
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void widen_row16(const void* src, float* dst, int64_t w) {
+  const uint16_t* s = static_cast<const uint16_t*>(src);
+  for (int64_t j = 0; j < w; j += 16) {
+    const __mmask16 k = lanes16(j, w);
+    _mm512_mask_storeu_ps(dst + j, k, simd::widen16<kDt>(_mm256_maskz_loadu_epi16(k, s + j)));
+  }
+}
+template <DType kDt>
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void narrow_row16(const float* src, void* dst, int64_t w,
+                                                                            float scale) {
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  const __m512 vs = _mm512_set1_ps(scale);
+  for (int64_t j = 0; j < w; j += 16) {
+    const __mmask16 k = lanes16(j, w);
+    __m256i r = simd::narrow16<kDt>(_mm512_maskz_loadu_ps(k, src + j));
+    if (scale != 1.0f) r = simd::narrow16<kDt>(_mm512_mul_ps(simd::widen16<kDt>(r), vs));
+    _mm256_mask_storeu_epi16(d + j, k, r);
+  }
+}
+#pragma GCC diagnostic pop
+
 // An operand's rows: row r of head n at p + ((n / heads) sb + (n % heads) sh + r ld)
 // elements, each dense. A contiguous [N, S, w] tensor has heads 1, sb = S w, ld = w; a
 // [B, H, S, w] view (a head's columns of a packed [B*S, 3E] qkv, or of a [B*S, E] context)
@@ -561,37 +597,37 @@ struct Ctx {
   std::vector<C> bias;        // [B, S], or empty
   std::vector<uint8_t> skip;  // [B, nb]: 1 for a key block the tiles skip, or empty
 
-  // Rows [r0, r0 + rows) (w wide) of head n of x, converted to C into dst [rows, w]. Rows
-  // that are not adjacent (a head's columns of a wider tensor) go through a dense scratch:
-  // one conversion of the block, not one per row (a call per row of D = 32 cost more than
-  // its conversion, perf).
+  // Rows [r0, r0 + rows) (w wide) of head n of x, converted to C into dst [rows, w]: one
+  // conversion when they are adjacent, else row by row (rows of a head's columns of a wider
+  // tensor; 16-bit ones in registers, convert_rows).
   void load(const Rows& x, int64_t n, int64_t r0, int64_t rows, int64_t w, C* dst) const {
     if (x.ld == w) return convert_elements(x.row(n, r0), x.dt, dst, cdt, rows * w);
-    const size_t row_bytes = size_t(w) * dtype_size(x.dt);
-    char* dense = dense_scratch(size_t(rows) * row_bytes);
-    for (int64_t i = 0; i < rows; ++i) std::memcpy(dense + size_t(i) * row_bytes, x.row(n, r0 + i), row_bytes);
-    convert_elements(dense, x.dt, dst, cdt, rows * w);
+    for (int64_t i = 0; i < rows; ++i) widen_row(x.row(n, r0 + i), x.dt, dst + i * w, w);
   }
   // src [rows, w] into those rows of x, rounded to x's dtype and then, with scale != 1,
-  // multiplied by it and rounded again (scale_elements: the chain rule of a scaled copy,
-  // with its bits); through the dense scratch as load.
+  // multiplied by it and rounded again (scale_elements' rule: the chain rule of a scaled
+  // copy, with its bits).
   void store(const C* src, const Rows& x, int64_t n, int64_t r0, int64_t rows, int64_t w, double scale = 1.0) const {
     if (x.ld == w) {
       convert_elements(src, cdt, x.row(n, r0), x.dt, rows * w);
       if (scale != 1.0) scale_elements(x.row(n, r0), x.dt, rows * w, scale);
       return;
     }
-    const size_t row_bytes = size_t(w) * dtype_size(x.dt);
-    char* dense = dense_scratch(size_t(rows) * row_bytes);
-    convert_elements(src, cdt, dense, x.dt, rows * w);
-    if (scale != 1.0) scale_elements(dense, x.dt, rows * w, scale);
-    for (int64_t i = 0; i < rows; ++i) std::memcpy(x.row(n, r0 + i), dense + size_t(i) * row_bytes, row_bytes);
+    for (int64_t i = 0; i < rows; ++i) narrow_row(src + i * w, x.row(n, r0 + i), x.dt, w, scale);
   }
-  // The calling thread's staging buffer for load and store, kept across calls.
-  static char* dense_scratch(size_t bytes) {
-    thread_local std::vector<char> dense;
-    if (dense.size() < bytes) dense.resize(bytes);
-    return dense.data();
+  static void widen_row(const void* src, DType from, C* dst, int64_t w) {
+    if constexpr (std::is_same_v<C, float>)
+      if (use_avx512_16bit() && (from == DType::bf16 || from == DType::f16))
+        return from == DType::bf16 ? widen_row16<DType::bf16>(src, dst, w) : widen_row16<DType::f16>(src, dst, w);
+    convert_elements(src, from, dst, cdt, w);
+  }
+  static void narrow_row(const C* src, void* dst, DType to, int64_t w, double scale) {
+    if constexpr (std::is_same_v<C, float>)
+      if (use_avx512_16bit() && (to == DType::bf16 || to == DType::f16))
+        return to == DType::bf16 ? narrow_row16<DType::bf16>(src, dst, w, float(scale))
+                                 : narrow_row16<DType::f16>(src, dst, w, float(scale));
+    convert_elements(src, cdt, dst, to, w);
+    if (scale != 1.0) scale_elements(dst, to, w, scale);
   }
   const C* bias_at(int64_t n, int64_t c0) const { return bias.empty() ? nullptr : bias.data() + (n / heads) * S + c0; }
   bool skipped(int64_t n, int64_t kb) const { return !skip.empty() && skip[size_t((n / heads) * nb + kb)]; }

@@ -8,20 +8,20 @@
 
 namespace mixprec::backend::cpu {
 
-// p[0, n) *= scale, each element rounded once to dt: in blocks through f32 (f64 stays
-// f64) with the library's vectorised conversions.
+// p[0, n) *= scale, each element rounded once to dt: in blocks through f32 (f64 stays f64)
+// with the library's vectorised conversions.
 void scale_elements(void* p, DType dt, int64_t n, double scale) {
   if (dt == DType::f64) {
     double* x = static_cast<double*>(p);
     for (int64_t i = 0; i < n; ++i) x[i] *= scale;
     return;
   }
-  constexpr int64_t kBlock = 1024;
+  constexpr int64_t kBlock = 4096;
   const size_t es = dtype_size(dt);
   char* base = static_cast<char*>(p);
   const float f = float(scale);
-  float buf[kBlock];
   for (int64_t off = 0; off < n; off += kBlock) {
+    float buf[kBlock];
     const int64_t len = std::min(kBlock, n - off);
     convert_elements(base + off * int64_t(es), dt, buf, DType::f32, len);
 #pragma omp simd
@@ -35,21 +35,12 @@ namespace {
 // Below this many elements the OpenMP fork costs more than the copy.
 constexpr int64_t kParallelMin = int64_t(1) << 15;
 
-// dst at sum(i_k * dstride[k]) (dstride[3] == 1) = src at sum(i_k * stride[k]), for
-// (i0, i1, i2, i3) over `shape`; `stride` are src's strides reordered to dst's dims. Elements
-// move bit for bit. When dst's last dim is strided in src but its third is not (a transpose
-// of the last two dims, K^T), the (i2, i3) plane is copied in square tiles so that reads and
-// writes both stay in cache. With `scale` (!= 1), each (i2, i3) plane of dst is scaled once
-// it is written, while it is still in cache (scale_elements; in one call where the plane is
-// dense: a call per row of D = 32 costs more than the multiplies).
-void scale_plane(void* d, DType dt, int64_t n2, int64_t n3, int64_t ld, size_t es, double scale) {
-  if (ld == n3) return scale_elements(d, dt, n2 * n3, scale);
-  for (int64_t i2 = 0; i2 < n2; ++i2) scale_elements(static_cast<char*>(d) + size_t(i2 * ld) * es, dt, n3, scale);
-}
-
+// dst[i0, i1, i2, i3] = src at sum(i_k * stride[k]) for dst of shape `shape` (contiguous);
+// `stride` are src's strides reordered to dst's dims. Elements move bit for bit. When dst's
+// last dim is strided in src but its third is not (a transpose of the last two dims, K^T),
+// the (i2, i3) plane is copied in square tiles so that reads and writes both stay in cache.
 template <typename T>
-void permute_kernel(const T* src, T* dst, const Shape& shape, const std::array<int64_t, 4>& stride,
-                    const std::array<int64_t, 3>& dstride, DType dt, double scale) {
+void permute_kernel(const T* src, T* dst, const Shape& shape, const std::array<int64_t, 4>& stride) {
   const int64_t n0 = shape[0], n1 = shape[1], n2 = shape[2], n3 = shape[3];
   const bool parallel = n0 * n1 * n2 * n3 > kParallelMin;
   if (stride[3] != 1 && stride[2] == 1) {
@@ -58,31 +49,38 @@ void permute_kernel(const T* src, T* dst, const Shape& shape, const std::array<i
     for (int64_t i0 = 0; i0 < n0; ++i0)
       for (int64_t i1 = 0; i1 < n1; ++i1) {
         const T* s = src + i0 * stride[0] + i1 * stride[1];
-        T* d = dst + i0 * dstride[0] + i1 * dstride[1];
+        T* d = dst + (i0 * n1 + i1) * n2 * n3;
         for (int64_t a = 0; a < n2; a += kTile)
           for (int64_t b = 0; b < n3; b += kTile)
             for (int64_t i2 = a; i2 < std::min(a + kTile, n2); ++i2)
               for (int64_t i3 = b; i3 < std::min(b + kTile, n3); ++i3)
-                d[i2 * dstride[2] + i3] = s[i2 + i3 * stride[3]];
-        if (scale != 1.0) scale_plane(d, dt, n2, n3, dstride[2], sizeof(T), scale);
+                d[i2 * n3 + i3] = s[i2 + i3 * stride[3]];
       }
     return;
   }
 #pragma omp parallel for collapse(2) if (parallel)
   for (int64_t i0 = 0; i0 < n0; ++i0)
-    for (int64_t i1 = 0; i1 < n1; ++i1) {
-      T* plane = dst + i0 * dstride[0] + i1 * dstride[1];
+    for (int64_t i1 = 0; i1 < n1; ++i1)
       for (int64_t i2 = 0; i2 < n2; ++i2) {
         const T* s = src + i0 * stride[0] + i1 * stride[1] + i2 * stride[2];
-        T* d = plane + i2 * dstride[2];
+        T* d = dst + ((i0 * n1 + i1) * n2 + i2) * n3;
         if (stride[3] == 1) {
           std::memcpy(d, s, size_t(n3) * sizeof(T));
         } else {
           for (int64_t i3 = 0; i3 < n3; ++i3) d[i3] = s[i3 * stride[3]];
         }
       }
-      if (scale != 1.0) scale_plane(plane, dt, n2, n3, dstride[2], sizeof(T), scale);
-    }
+}
+
+// dst *= scale in place (scale_elements), in blocks on the OpenMP threads.
+void scale_in_place(Tensor& dst, double scale) {
+  const int64_t n = dst.numel();
+  constexpr int64_t kBlock = 4096;
+  const size_t es = dtype_size(dst.dtype());
+  char* base = static_cast<char*>(dst.data());
+#pragma omp parallel for if (n > kParallelMin)
+  for (int64_t off = 0; off < n; off += kBlock)
+    scale_elements(base + off * int64_t(es), dst.dtype(), std::min(kBlock, n - off), scale);
 }
 
 }  // namespace
@@ -90,31 +88,25 @@ void permute_kernel(const T* src, T* dst, const Shape& shape, const std::array<i
 // scale * src.permute(perm) as a contiguous tensor; src is 4-D and floating, any strides.
 Tensor permute_forward(const Tensor& src, const std::array<int, 4>& perm, double scale) {
   Shape shape(4);
-  for (int k = 0; k < 4; ++k) shape[size_t(k)] = src.size(perm[size_t(k)]);
-  Tensor dst = Tensor::empty(shape, src.dtype());
-  permute_into(src, perm, scale, dst);
-  return dst;
-}
-
-void permute_into(const Tensor& src, const std::array<int, 4>& perm, double scale, Tensor& dst) {
   std::array<int64_t, 4> stride{};
-  for (int k = 0; k < 4; ++k) stride[size_t(k)] = src.strides()[size_t(perm[size_t(k)])];
-  const std::array<int64_t, 3> dstride{dst.strides()[0], dst.strides()[1], dst.strides()[2]};
-  const Shape& shape = dst.shape();
-  if (dst.numel() == 0) return;
+  for (int k = 0; k < 4; ++k) {
+    shape[size_t(k)] = src.size(perm[size_t(k)]);
+    stride[size_t(k)] = src.strides()[size_t(perm[size_t(k)])];
+  }
+  Tensor dst = Tensor::empty(shape, src.dtype());
+  if (dst.numel() == 0) return dst;
   switch (dtype_size(src.dtype())) {  // a copy moves bits: only the element size matters
     case 2:
-      permute_kernel(static_cast<const uint16_t*>(src.data()), static_cast<uint16_t*>(dst.data()), shape, stride,
-                     dstride, src.dtype(), scale);
+      permute_kernel(static_cast<const uint16_t*>(src.data()), dst.data_ptr<uint16_t>(), shape, stride);
       break;
     case 4:
-      permute_kernel(static_cast<const uint32_t*>(src.data()), static_cast<uint32_t*>(dst.data()), shape, stride,
-                     dstride, src.dtype(), scale);
+      permute_kernel(static_cast<const uint32_t*>(src.data()), dst.data_ptr<uint32_t>(), shape, stride);
       break;
     default:
-      permute_kernel(static_cast<const uint64_t*>(src.data()), static_cast<uint64_t*>(dst.data()), shape, stride,
-                     dstride, src.dtype(), scale);
+      permute_kernel(static_cast<const uint64_t*>(src.data()), dst.data_ptr<uint64_t>(), shape, stride);
   }
+  if (scale != 1.0) scale_in_place(dst, scale);
+  return dst;
 }
 
 Tensor narrow_rows_backward(const Tensor& diff_dst, const Shape& full, int64_t start, int64_t row) {

@@ -1,8 +1,7 @@
 // backend/cpu/layout.h: the copies attention's layout ops need (ops/attention.cpp): a
 // permuting copy of a 4-D tensor with an optional scale folded in (splitting and merging
 // heads, scaling Q), the gradient of taking rows, cat's chunked copies and the dtype
-// conversion behind cast. Outputs are new tensors, except permute_into's (a gradient's
-// column block written in place: no per-part tensors joined by a serial cat afterwards).
+// conversion behind cast. Outputs are new tensors.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -15,9 +14,6 @@ namespace mixprec::backend::cpu {
 // scale * src.permute(perm), contiguous; src 4-D, any strides. scale == 1 moves bits only;
 // otherwise each element is scaled in f32 (f64 in f64) and rounded once to the dtype.
 Tensor permute_forward(const Tensor& src, const std::array<int, 4>& perm, double scale);
-// The same values written into dst, a 4-D view (of src's dtype, shape src.permute(perm)'s,
-// last stride 1, any other strides): e.g. a column block of a wider tensor.
-void permute_into(const Tensor& src, const std::array<int, 4>& perm, double scale, Tensor& dst);
 // p[0, n) (dtype dt) *= scale, each element rounded once: in f32 (f64 in f64). The one
 // definition of the scale permute_forward folds in (flash attention's dQ uses it too).
 void scale_elements(void* p, DType dt, int64_t n, double scale);

@@ -1,8 +1,7 @@
 // attention_packing_test.cpp: self-attention's packed layouts (ops/attention.cpp).
-// split_attention_heads' backward writes each part's gradient straight into its column
-// block of qkv's one gradient: its bits must be those of the construction it replaced, each
-// part's inverse permute (with its scale) joined by cat, with zeros for a part that got no
-// gradient; in f32, bf16 and f16, K transposed or not, S and D at odd sizes.
+// split_attention_heads' backward (the unfused route's) must give qkv's one gradient the
+// bits of each part's inverse permute (with its scale) joined by cat, with zeros for a part
+// that got no gradient; in f32, bf16 and f16, K transposed or not, S and D at odd sizes.
 // attention_from_packed_qkv (the fused kernel reading K and V in place from qkv, writing the
 // context and qkv's gradient in place) must give the bits of the route it replaced,
 // split_attention_heads + scaled_dot_product_attention + permute, forward and backward, in
@@ -51,7 +50,7 @@ Tensor joined_reference(const Shape4& s, const std::array<Tensor, 3>& directions
   return cat(blocks, 1);
 }
 
-TEST(SplitAttentionHeads, BackwardWritesEachPartIntoItsColumnBlockWithCatsBits) {
+TEST(SplitAttentionHeads, BackwardIsEachPartsInversePermuteJoinedByCat) {
   const double q_scale = 1.0 / std::sqrt(40.0);
   for (const Shape4 s : {Shape4{2, 7, 3, 40}, Shape4{3, 65, 2, 32}, Shape4{1, 1, 1, 1}})
     for (DType dt : {DType::f32, DType::bf16, DType::f16})

@@ -3,7 +3,8 @@
 // merge heads), matmul (autocast: lower), softmax (fp32) or, on 16-bit scores,
 // attention_softmax, and dropout; from fused_from(causal) positions on (by default, with
 // AVX-512, 128 causal and 256 not; 1024 without) and without dropout on the weights, the fused
-// scaled_dot_product_attention instead of the three. The kernels live in src/backend, the
+// scaled_dot_product_attention's kernel on qkv's columns in place (attention_from_packed_qkv)
+// instead of the three and the heads' split and merge. The kernels live in src/backend, the
 // ops in src/ops.
 // Letters: B batch, S sequence, E embed dim, H heads, D = E / H.
 #include <algorithm>
@@ -115,11 +116,10 @@ Tensor MultiheadAttention::forward(const Tensor& x, const Tensor& key_padding) {
   if (S >= fused_from(causal) && !dropping) {
     // The fused kernel (scaled_dot_product_attention): no [S, S] scores or probabilities are
     // stored, the causal mask's blocks are skipped, and the key padding is a per-key bias.
-    // Q is scaled already.
-    const AttentionOperands heads = split_attention_heads(qkv, B, H, q_scale, /*k_transposed=*/false);
-    const Tensor context = reshape(
-        scaled_dot_product_attention(heads.q, heads.k, heads.v, causal, 1.0, 64, key_padding), {B, H, S, D});
-    const Tensor merged = reshape(permute(context, {0, 2, 1, 3}), {B * S, E});
+    // attention_from_packed_qkv: the kernel reads K and V in place from qkv and writes the
+    // context as out_proj's [B*S, E] input, the same bits as split_attention_heads,
+    // scaled_dot_product_attention and permute without their copies (Q stays a scaled copy).
+    const Tensor merged = attention_from_packed_qkv(qkv, B, H, causal, q_scale, key_padding, 64);
     return reshape((*out_proj)(merged), {B, S, E});
   }
   // The unfused route: the reference the fused one is tested against, and the only one

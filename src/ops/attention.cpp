@@ -2,8 +2,14 @@
 // split_attention_heads (q, k, v out of the fused projection's column blocks, Q's 1/sqrt(D)
 // folded into the copy), permute (merging heads), narrow (the Q, K and V row blocks of
 // in_proj_weight, for generation's one-token step), attention_softmax (16-bit scores, f32 arithmetic)
-// and scaled_dot_product_attention (fused: no [S, S] tensor), forward and backward. Kernels:
+// scaled_dot_product_attention (fused: no [S, S] tensor) and attention_from_packed_qkv (the
+// same kernel on the fused projection's columns in place), forward and backward. Kernels:
 // backend/cpu/layout.h, softmax_rows.h and flash_attention.h.
+// Why attention_from_packed_qkv: on MultiheadAttention's fused route, split_attention_heads'
+// three permuting copies, the context's permute back to [B*S, E], and in the backward their
+// four inverse copies and the gradients' join were ~3-4% of gpt-tiny's amp-bf16 step (perf:
+// permute_kernel ~1%, memmove ~2.7%, its serial cat ~1.2%) for no arithmetic; the kernel
+// takes strided rows instead, so only Q's scaled copy is left.
 #include <cmath>
 
 #include "autograd/node.h"
@@ -208,6 +214,75 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     record_op(out, "scaled_dot_product_attention", {&q0, &k0, &v0}, [saved](const Tensor& d_out) {
       return ops_detail::dispatch_cpu("scaled_dot_product_attention_backward", d_out.dtype(),
                                       [&] { return cpu::flash_attention_backward(saved, d_out); });
+    });
+  }
+  return out;
+}
+
+Tensor attention_from_packed_qkv(const Tensor& qkv_in, int64_t B, int64_t H, bool causal, double q_scale,
+                                 const Tensor& key_padding, int64_t block) {
+  const Tensor qkv = ops_detail::autocast_input(amp::OpId::scaled_dot_product_attention, qkv_in);
+  if (!qkv.defined() || qkv.dim() != 2 || !is_floating(qkv.dtype()) || B <= 0 || H <= 0 || qkv.size(0) < 1 ||
+      qkv.size(1) < 1 || qkv.size(0) % B != 0 || qkv.size(1) % (3 * H) != 0)
+    throw Error(Status::invalid_argument(
+        "attention_from_packed_qkv: expects a non-empty floating [batch x S, 3 x heads x D] tensor for batch " +
+        std::to_string(B) + " and " + std::to_string(H) + " heads, got " +
+        (qkv.defined() ? qkv.str() : std::string("undefined"))));
+  const int64_t S = qkv.size(0) / B, E = qkv.size(1) / 3, D = E / H;
+  if (!(q_scale > 0.0) || !std::isfinite(q_scale))
+    throw Error(Status::invalid_argument("attention_from_packed_qkv: q_scale must be a finite number > 0, got " +
+                                         std::to_string(q_scale)));
+  if (block < 1)
+    throw Error(Status::invalid_argument("attention_from_packed_qkv: block must be >= 1, got " +
+                                         std::to_string(block)));
+  if (key_padding.defined() && (key_padding.dim() != 2 || !is_floating(key_padding.dtype()) ||
+                                key_padding.size(0) != B || key_padding.size(1) != S))
+    throw Error(Status::invalid_argument("attention_from_packed_qkv: key_padding " + key_padding.str() +
+                                         " is not a floating [" + std::to_string(B) + ", " + std::to_string(S) +
+                                         "] mask"));
+  const DType dt = qkv.dtype();
+  const Tensor src = qkv.is_contiguous() ? qkv.detach() : qkv.detach().contiguous();
+  // Head h of batch b of part p (0 Q, 1 K, 2 V): rows b S .. b S + S - 1 of qkv, columns
+  // p E + h D .., as a [B, H, S, D] view the kernel reads in place.
+  const auto part = [&](int64_t p) {
+    return src.as_strided({B, H, S, D}, {S * 3 * E, D, 3 * E, 1}, src.storage_offset() + p * E);
+  };
+  // Q is still a copy: scaled, then rounded to the dtype before the products, as
+  // split_attention_heads' q (the same kernel and bits). Scaling inside the kernel would round
+  // once less: other bits wherever q_scale is not a power of two (D = 32).
+  const Tensor q = ops_detail::dispatch_cpu("attention_from_packed_qkv", dt, [&] {
+    return cpu::permute_forward(part(0), {0, 1, 2, 3}, q_scale);
+  });
+  const Tensor merged = Tensor::empty({B * S, E}, dt);
+  // The context's head h of batch b: columns h D .. of rows b S .., written in place.
+  const auto heads_of = [B, H, S, D, E](const Tensor& t) {
+    return t.as_strided({B, H, S, D}, {S * E, D, E, 1}, t.storage_offset());
+  };
+  cpu::FlashAttention saved{q,
+                            part(1),
+                            part(2),
+                            key_padding.defined() ? key_padding.detach().contiguous() : Tensor(),
+                            heads_of(merged.detach()),
+                            Tensor(),
+                            causal,
+                            1.0,
+                            block};
+  ops_detail::dispatch_cpu("attention_from_packed_qkv", dt, [&] { cpu::flash_attention_forward(saved); });
+  Tensor out = merged;
+  if (any_requires_grad({&qkv})) {
+    record_op(out, "attention_from_packed_qkv", {&qkv}, [saved, heads_of, B, S, H, D, E, q_scale, dt](const Tensor& d_out) {
+      // qkv's gradient in one tensor: dQ (times q_scale, the copy's chain rule), dK and dV
+      // written by the kernel into their column blocks.
+      Tensor grad = Tensor::empty({B * S, 3 * E}, dt);
+      const auto block_of = [&](int64_t p) {
+        return grad.as_strided({B, H, S, D}, {S * 3 * E, D, 3 * E, 1}, grad.storage_offset() + p * E);
+      };
+      const Tensor g = d_out.is_contiguous() ? d_out : d_out.contiguous();
+      ops_detail::dispatch_cpu("attention_from_packed_qkv_backward", dt, [&] {
+        return cpu::flash_attention_backward(saved, heads_of(g),
+                                             cpu::FlashGradients{block_of(0), block_of(1), block_of(2), q_scale});
+      });
+      return std::vector<Tensor>{grad};
     });
   }
   return out;

@@ -147,6 +147,35 @@ std::vector<OpEntry> make_registry() {
        },
        sdpa_reference(false, true)});
 
+  // attention_from_packed_qkv on qkv [B*S, 3E] = [10, 18] (batch 2, S 5, 2 heads of D 3),
+  // blocks of 2: sdpa_reference on the f64 q, k, v taken from qkv's column blocks, its
+  // context merged back to [B*S, E]. q_scale 1/sqrt(D) with the kernel's scale 1 is the
+  // reference's softmax(q k^T / sqrt(D)).
+  auto packed_reference = [sdpa_reference](bool causal, bool padded) {
+    return [causal, padded, sdpa_reference](V x) {
+      std::vector<Tensor> parts;
+      for (int64_t p = 0; p < 3; ++p) {
+        const Tensor cols = w(x[0]).as_strided({2, 5, 2, 3}, {90, 18, 3, 1}, p * 6).contiguous();
+        parts.push_back(ref::permute_reference(cols, {0, 2, 1, 3}).reshape({4, 5, 3}));
+      }
+      const Tensor context = sdpa_reference(causal, padded)(parts).reshape({2, 2, 5, 3});
+      return ref::permute_reference(context, {0, 2, 1, 3}).reshape({10, 6});
+    };
+  };
+  const double packed_scale = 1.0 / std::sqrt(3.0);
+  add({"attention_from_packed_qkv", OpId::scaled_dot_product_attention, {in({10, 18})},
+       [packed_scale](V x) { return attention_from_packed_qkv(x[0], 2, 2, false, packed_scale, Tensor(), 2); },
+       packed_reference(false, false)});
+  add({"attention_from_packed_qkv.causal", OpId::scaled_dot_product_attention, {in({10, 18})},
+       [packed_scale](V x) { return attention_from_packed_qkv(x[0], 2, 2, true, packed_scale, Tensor(), 2); },
+       packed_reference(true, false)});
+  add({"attention_from_packed_qkv.padded", OpId::scaled_dot_product_attention, {in({10, 18})},
+       [packed_scale, padding](V x) {
+         const Tensor mask = Tensor::from_vector_f64(padding, {2, 5}, DType::f32);
+         return attention_from_packed_qkv(x[0], 2, 2, false, packed_scale, mask, 2);
+       },
+       packed_reference(false, true)});
+
   // ---- embedding.cpp (index 3 repeats: the backward must sum both rows' gradients) ----
   add({"embedding", OpId::embedding, {InputSpec{{2, 3}, 0, 0, false, 5}, in({5, 4})},
        [](V x) { return embedding(x[0], x[1]); }, [](V x) { return ref::embedding_reference(x[0], w(x[1])); }});

@@ -109,6 +109,17 @@ TEST(OpsGradcheck, SmallCnnEndToEnd) {
 
 // ---- normalisation, activations, pow, joining ----
 
+// attention_from_packed_qkv where its registry entries do not reach: causal and padded
+// together, three heads, blocks of 3 over S = 7 (the last one short), a q_scale other than
+// 1/sqrt(D).
+TEST(OpsGradcheck, AttentionFromPackedQkvCausalPaddedThreeHeads) {
+  const Tensor mask = Tensor::from_vector_f64({0, 0, 0, 0, 0, -30000, -30000, -30000, 0, 0, 0, 0, 0, 0}, {2, 7},
+                                              DType::f32);
+  check_op("attention_from_packed_qkv",
+           [mask](auto& x) { return attention_from_packed_qkv(x[0], 2, 3, /*causal=*/true, 0.7, mask, 3); },
+           {random_tensor({14, 18}, 21)});
+}
+
 TEST(NormActivationJoinGradcheck, LayerNormOverTwoDims) {
   check_op(
       "layer_norm_last_two_dims",

@@ -148,6 +148,17 @@ Tensor attention_softmax(const Tensor& scores, bool causal = false);
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal = false,
                                     std::optional<double> scale = std::nullopt, int64_t block = 64,
                                     const Tensor& key_padding = Tensor());
+// Self-attention on a fused projection without its layout copies: qkv [B*S, 3E] as
+// split_attention_heads takes it (E = heads x D), and the context merged back to [B*S, E]
+// (out_proj's input), equal bit for bit to split_attention_heads(qkv, B, heads, q_scale,
+// false), scaled_dot_product_attention(q, k, v, causal, 1.0, block, key_padding) and
+// permute(context, {0, 2, 1, 3}) reshaped, forward and backward; the fused kernel reads K
+// and V in place from qkv's columns and writes the context, and qkv's gradient, in place.
+// Q stays a scaled copy (rounded before the products, as split_attention_heads'). Autocast:
+// scaled_dot_product_attention's row (lower) on qkv, which a 16-bit linear already gives.
+// key_padding: undefined or [B, S], as scaled_dot_product_attention's.
+Tensor attention_from_packed_qkv(const Tensor& qkv, int64_t batch, int64_t heads, bool causal, double q_scale,
+                                 const Tensor& key_padding = Tensor(), int64_t block = 64);
 enum class Reduction : uint8_t { none, mean, sum };
 // log_probs [N, C], target [N] i64 class indices -> scalar (mean) or [N]
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction r = Reduction::mean);

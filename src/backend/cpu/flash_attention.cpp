@@ -15,12 +15,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <utility>
 
+#include "backend/cpu/layout.h"
 #include "backend/cpu/tail_mask.h"
 #include "core/convert.h"
+#include "core/convert_simd.h"
 #include "core/cpu_features.h"
 #include "core/vector_exp.h"
 #include "mixprec/core/status.h"
@@ -190,21 +193,22 @@ struct GemmF32 {
 // they are read and written as may_alias (no type-based alias assumptions about them).
 typedef uint32_t __attribute__((__may_alias__)) Word;
 
-// dst[p ld + j] = src[j W + p] for j < rows, p < W, on 32-bit words: bf16 inputs read in
-// place (word p of row j a pair along the row: K^T or V^T packed), or floats. In 16 x 16
+// dst[p ld + j] = src[j sld + p] for j < rows, p < W, on 32-bit words: bf16 inputs read in
+// place (word p of row j a pair along the row: K^T or V^T packed; rows sld words apart, as
+// K and V columns of a packed qkv are), or floats. In 16 x 16
 // blocks of words through registers (the element-wise loop's strided stores were ~7% of a
 // step's attention time, perf): 16 rows loaded (zeros past the ends), the
 // classic four-stage transpose (32-bit and 64-bit interleaves within 128-bit lanes, then
 // two 4 x 4 transposes of the lanes), each column stored as a row of dst.
-__attribute__((target("avx512f"))) void transpose_words(const Word* src, int64_t rows, int64_t W, Word* dst,
-                                                        int64_t ld) {
+__attribute__((target("avx512f"))) void transpose_words(const Word* src, int64_t rows, int64_t W, int64_t sld,
+                                                        Word* dst, int64_t ld) {
   for (int64_t j0 = 0; j0 < rows; j0 += 16)
     for (int64_t p0 = 0; p0 < W; p0 += 16) {
       const __mmask16 kp = lanes16(p0, W), kj = lanes16(j0, rows);
       __m512i r[16], t[16];
 #pragma GCC unroll 16
       for (int i = 0; i < 16; ++i)
-        r[i] = j0 + i < rows ? _mm512_maskz_loadu_epi32(kp, src + (j0 + i) * W + p0) : _mm512_setzero_si512();
+        r[i] = j0 + i < rows ? _mm512_maskz_loadu_epi32(kp, src + (j0 + i) * sld + p0) : _mm512_setzero_si512();
 #pragma GCC unroll 8
       for (int i = 0; i < 8; ++i) {
         t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
@@ -336,7 +340,7 @@ struct Avx512 {
   }
   // Floats are 32-bit words: transpose_words' registers instead of strided scalar stores.
   static void transpose(const float* src, int64_t rows, int64_t w, float* dst, int64_t ld) {
-    transpose_words(reinterpret_cast<const Word*>(src), rows, w, reinterpret_cast<Word*>(dst), ld);
+    transpose_words(reinterpret_cast<const Word*>(src), rows, w, w, reinterpret_cast<Word*>(dst), ld);
   }
   __attribute__((target("avx512f"))) static void scale_row(float* x, int64_t n, float a) {
     const __m512 va = _mm512_set1_ps(a);
@@ -437,16 +441,16 @@ struct Bf16Dot : Avx512 {
       }
     return {o, words, 1};
   }
-  // src [rows, w] bf16 packed (pairs of rows) into dst [(rows + 1) / 2, w] words.
+  // src [rows, w] bf16 (rows sld apart) packed (pairs of rows) into dst [(rows + 1) / 2, w] words.
   __attribute__((target("avx512f,avx512bw,avx512vl"))) static void interleave(const uint16_t* src, int64_t rows,
-                                                                             int64_t w, Word* dst) {
+                                                                             int64_t w, int64_t sld, Word* dst) {
     for (int64_t p = 0; p < (rows + 1) / 2; ++p) {
-      const uint16_t* a = src + 2 * p * w;
+      const uint16_t* a = src + 2 * p * sld;
       const bool second = 2 * p + 1 < rows;
       for (int64_t x = 0; x < w; x += 16) {
         const __mmask16 k = lanes16(x, w);
         const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, a + x));
-        const __m512i hi = second ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, a + w + x)) : _mm512_setzero_si512();
+        const __m512i hi = second ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, a + sld + x)) : _mm512_setzero_si512();
         _mm512_mask_storeu_epi32(dst + p * w + x, k, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
       }
     }
@@ -519,11 +523,73 @@ bool use_bf16_dot(DType dt) {
 // Floats a packed [depth, ld] operand takes (Bf16Dot::pack; the others need none).
 inline int64_t packed_floats(int64_t depth, int64_t ld) { return (depth + 1) / 2 * ld; }
 
-// What every tile reads: the operands as raw rows, the geometry, the key bias in C.
+// One row of 16-bit values widened to f32, and f32 rounded to 16 bits (then, with scale != 1,
+// widened, multiplied by scale in f32 and rounded again: scale_elements' rule), in
+// registers by convert_simd.h's rules (the bits of convert_elements): a call of
+// convert_elements per row of D = 32 cost more than its conversion (perf).
+bool use_avx512_16bit() {
+  static const bool yes = cpu_features().avx512f && cpu_features().avx512bw && cpu_features().avx512vl &&
+                          cpu_features().f16c;
+  return yes;
+}
+// (GCC 12's -Wmaybe-uninitialized false positive on masked intrinsics, as above.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+template <DType kDt>
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void widen_row16(const void* src, float* dst, int64_t w) {
+  const uint16_t* s = static_cast<const uint16_t*>(src);
+  for (int64_t j = 0; j < w; j += 16) {
+    const __mmask16 k = lanes16(j, w);
+    _mm512_mask_storeu_ps(dst + j, k, simd::widen16<kDt>(_mm256_maskz_loadu_epi16(k, s + j)));
+  }
+}
+template <DType kDt>
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) void narrow_row16(const float* src, void* dst, int64_t w,
+                                                                            float scale) {
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  const __m512 vs = _mm512_set1_ps(scale);
+  for (int64_t j = 0; j < w; j += 16) {
+    const __mmask16 k = lanes16(j, w);
+    __m256i r = simd::narrow16<kDt>(_mm512_maskz_loadu_ps(k, src + j));
+    if (scale != 1.0f) r = simd::narrow16<kDt>(_mm512_mul_ps(simd::widen16<kDt>(r), vs));
+    _mm256_mask_storeu_epi16(d + j, k, r);
+  }
+}
+#pragma GCC diagnostic pop
+
+// An operand's rows: row r of head n at p + ((n / heads) sb + (n % heads) sh + r ld)
+// elements, each dense. A contiguous [N, S, w] tensor has heads 1, sb = S w, ld = w; a
+// [B, H, S, w] view (a head's columns of a packed [B*S, 3E] qkv, or of a [B*S, E] context)
+// its four strides.
+struct Rows {
+  char* p = nullptr;
+  DType dt = DType::f32;
+  int64_t heads = 1, sb = 0, sh = 0, ld = 0;
+  char* row(int64_t n, int64_t r) const {
+    return p + size_t((n / heads) * sb + (n % heads) * sh + r * ld) * dtype_size(dt);
+  }
+  // bf16 rows of w elements that are pairs of bf16 in 32-bit words, read in place by Bf16Dot.
+  bool words(int64_t w) const { return dt == DType::bf16 && w % 2 == 0 && ld % 2 == 0; }
+};
+Rows rows_of(const Tensor& t) {
+  Rows x;
+  x.p = static_cast<char*>(const_cast<void*>(t.data()));
+  x.dt = t.dtype();
+  const Shape& st = t.strides();
+  if (t.dim() == 4) {
+    x.heads = t.size(1), x.sb = st[0], x.sh = st[1], x.ld = st[2];
+  } else {
+    x.sb = st[0], x.ld = st[1];
+  }
+  return x;
+}
+
+// What every tile reads: the operands as rows, the geometry, the key bias in C.
 template <typename C>
 struct Ctx {
   static constexpr DType cdt = std::is_same_v<C, double> ? DType::f64 : DType::f32;
-  const char *q = nullptr, *k = nullptr, *v = nullptr;
+  Rows q, k, v;
   DType dt = DType::f32;
   int64_t N = 0, S = 0, D = 0, Dv = 0, heads = 1, bs = 1, nb = 0;
   bool causal = false;
@@ -531,17 +597,37 @@ struct Ctx {
   std::vector<C> bias;        // [B, S], or empty
   std::vector<uint8_t> skip;  // [B, nb]: 1 for a key block the tiles skip, or empty
 
-  // Rows [r0, r0 + rows) of head n of a [N, S, w] buffer of dtype `from`, converted to C.
-  void load(const void* base, DType from, int64_t n, int64_t r0, int64_t rows, int64_t w, C* dst) const {
-    convert_elements(static_cast<const char*>(base) + size_t((n * S + r0) * w) * dtype_size(from), from, dst, cdt,
-                     rows * w);
+  // Rows [r0, r0 + rows) (w wide) of head n of x, converted to C into dst [rows, w]: one
+  // conversion when they are adjacent, else row by row (rows of a head's columns of a wider
+  // tensor; 16-bit ones in registers, convert_rows).
+  void load(const Rows& x, int64_t n, int64_t r0, int64_t rows, int64_t w, C* dst) const {
+    if (x.ld == w) return convert_elements(x.row(n, r0), x.dt, dst, cdt, rows * w);
+    for (int64_t i = 0; i < rows; ++i) widen_row(x.row(n, r0 + i), x.dt, dst + i * w, w);
   }
-  void store(const C* src, void* base, DType to, int64_t n, int64_t r0, int64_t rows, int64_t w) const {
-    convert_elements(src, cdt, static_cast<char*>(base) + size_t((n * S + r0) * w) * dtype_size(to), to, rows * w);
+  // src [rows, w] into those rows of x, rounded to x's dtype and then, with scale != 1,
+  // multiplied by it and rounded again (scale_elements' rule: the chain rule of a scaled
+  // copy, with its bits).
+  void store(const C* src, const Rows& x, int64_t n, int64_t r0, int64_t rows, int64_t w, double scale = 1.0) const {
+    if (x.ld == w) {
+      convert_elements(src, cdt, x.row(n, r0), x.dt, rows * w);
+      if (scale != 1.0) scale_elements(x.row(n, r0), x.dt, rows * w, scale);
+      return;
+    }
+    for (int64_t i = 0; i < rows; ++i) narrow_row(src + i * w, x.row(n, r0 + i), x.dt, w, scale);
   }
-  // Row r0 of head n of a [N, S, w] buffer of dtype `from`, as stored.
-  const void* at(const void* base, DType from, int64_t n, int64_t r0, int64_t w) const {
-    return static_cast<const char*>(base) + size_t((n * S + r0) * w) * dtype_size(from);
+  static void widen_row(const void* src, DType from, C* dst, int64_t w) {
+    if constexpr (std::is_same_v<C, float>)
+      if (use_avx512_16bit() && (from == DType::bf16 || from == DType::f16))
+        return from == DType::bf16 ? widen_row16<DType::bf16>(src, dst, w) : widen_row16<DType::f16>(src, dst, w);
+    convert_elements(src, from, dst, cdt, w);
+  }
+  static void narrow_row(const C* src, void* dst, DType to, int64_t w, double scale) {
+    if constexpr (std::is_same_v<C, float>)
+      if (use_avx512_16bit() && (to == DType::bf16 || to == DType::f16))
+        return to == DType::bf16 ? narrow_row16<DType::bf16>(src, dst, w, float(scale))
+                                 : narrow_row16<DType::f16>(src, dst, w, float(scale));
+    convert_elements(src, cdt, dst, to, w);
+    if (scale != 1.0) scale_elements(dst, to, w, scale);
   }
   const C* bias_at(int64_t n, int64_t c0) const { return bias.empty() ? nullptr : bias.data() + (n / heads) * S + c0; }
   bool skipped(int64_t n, int64_t kb) const { return !skip.empty() && skip[size_t((n / heads) * nb + kb)]; }
@@ -555,11 +641,11 @@ struct Ctx {
 template <typename C>
 Ctx<C> make_ctx(const FlashAttention& t) {
   Ctx<C> g;
-  g.q = static_cast<const char*>(t.q.data());
-  g.k = static_cast<const char*>(t.k.data());
-  g.v = static_cast<const char*>(t.v.data());
+  g.q = rows_of(t.q), g.k = rows_of(t.k), g.v = rows_of(t.v);
   g.dt = t.q.dtype();
-  g.N = t.q.size(0), g.S = t.q.size(1), g.D = t.q.size(2), g.Dv = t.v.size(2);
+  const bool four = t.q.dim() == 4;
+  g.N = four ? t.q.size(0) * t.q.size(1) : t.q.size(0);
+  g.S = t.q.size(four ? 2 : 1), g.D = t.q.size(four ? 3 : 2), g.Dv = t.v.size(t.v.dim() - 1);
   g.bs = t.block;
   g.nb = (g.S + g.bs - 1) / g.bs;
   g.causal = t.causal;
@@ -604,50 +690,49 @@ constexpr bool kReadsBf16 = std::is_same_v<I, Bf16Dot>;
 
 // A over the rows (depth w) and A over the columns (depth rows): Q and dO in the backward.
 template <typename C, typename I>
-std::pair<typename I::A, typename I::A> in_rows_cols(const Ctx<C>& g, const void* base, DType from, int64_t n,
-                                                     int64_t r0, int64_t rows, int64_t w, C* buf, C* wr, C* wc) {
+std::pair<typename I::A, typename I::A> in_rows_cols(const Ctx<C>& g, const Rows& x, int64_t n, int64_t r0,
+                                                     int64_t rows, int64_t w, C* buf, C* wr, C* wc) {
   if constexpr (kReadsBf16<I>)
-    if (from == DType::bf16 && w % 2 == 0) {
-      const void* src = g.at(base, from, n, r0, w);
-      I::interleave(static_cast<const uint16_t*>(src), rows, w, reinterpret_cast<Word*>(wc));
-      return {{static_cast<const Word*>(src), w / 2, 1}, {reinterpret_cast<const Word*>(wc), 1, w}};
+    if (x.words(w)) {
+      const void* src = x.row(n, r0);
+      I::interleave(static_cast<const uint16_t*>(src), rows, w, x.ld, reinterpret_cast<Word*>(wc));
+      return {{static_cast<const Word*>(src), x.ld / 2, 1}, {reinterpret_cast<const Word*>(wc), 1, w}};
     }
-  g.load(base, from, n, r0, rows, w, buf);
+  g.load(x, n, r0, rows, w, buf);
   return {I::a_rows(buf, w, w, rows, wr), I::a_cols(buf, w, rows, w, wc)};
 }
 // A over the rows only: Q in the forward, Q and dO in backward_q_tile.
 template <typename C, typename I>
-typename I::A in_rows(const Ctx<C>& g, const void* base, DType from, int64_t n, int64_t r0, int64_t rows, int64_t w,
-                      C* buf, C* wr) {
+typename I::A in_rows(const Ctx<C>& g, const Rows& x, int64_t n, int64_t r0, int64_t rows, int64_t w, C* buf,
+                      C* wr) {
   if constexpr (kReadsBf16<I>)
-    if (from == DType::bf16 && w % 2 == 0) return {static_cast<const Word*>(g.at(base, from, n, r0, w)), w / 2, 1};
-  g.load(base, from, n, r0, rows, w, buf);
+    if (x.words(w)) return {reinterpret_cast<const Word*>(x.row(n, r0)), x.ld / 2, 1};
+  g.load(x, n, r0, rows, w, buf);
   return I::a_rows(buf, w, w, rows, wr);
 }
 // B of depth w, the block transposed ([w, rows], ld bs): K^T for the scores, V^T for dP.
 template <typename C, typename I>
-const C* in_t(const Ctx<C>& g, const void* base, DType from, int64_t n, int64_t r0, int64_t rows, int64_t w, C* buf,
-              C* t, C* pk) {
+const C* in_t(const Ctx<C>& g, const Rows& x, int64_t n, int64_t r0, int64_t rows, int64_t w, C* buf, C* t,
+              C* pk) {
   if constexpr (kReadsBf16<I>)
-    if (from == DType::bf16 && w % 2 == 0) {
-      transpose_words(static_cast<const Word*>(g.at(base, from, n, r0, w)), rows, w / 2,
-                         reinterpret_cast<Word*>(pk), g.bs);
+    if (x.words(w)) {
+      transpose_words(reinterpret_cast<const Word*>(x.row(n, r0)), rows, w / 2, x.ld / 2, reinterpret_cast<Word*>(pk),
+                      g.bs);
       return pk;
     }
-  g.load(base, from, n, r0, rows, w, buf);
+  g.load(x, n, r0, rows, w, buf);
   I::transpose(buf, rows, w, t, g.bs);
   return I::pack(t, w, g.bs, rows, pk);
 }
 // B of depth rows, the block as it is ([rows, w], ld w): V for P V, K for dS K.
 template <typename C, typename I>
-const C* in_n(const Ctx<C>& g, const void* base, DType from, int64_t n, int64_t r0, int64_t rows, int64_t w, C* buf,
-              C* pk) {
+const C* in_n(const Ctx<C>& g, const Rows& x, int64_t n, int64_t r0, int64_t rows, int64_t w, C* buf, C* pk) {
   if constexpr (kReadsBf16<I>)
-    if (from == DType::bf16 && w % 2 == 0) {
-      I::interleave(static_cast<const uint16_t*>(g.at(base, from, n, r0, w)), rows, w, reinterpret_cast<Word*>(pk));
+    if (x.words(w)) {
+      I::interleave(reinterpret_cast<const uint16_t*>(x.row(n, r0)), rows, w, x.ld, reinterpret_cast<Word*>(pk));
       return pk;
     }
-  g.load(base, from, n, r0, rows, w, buf);
+  g.load(x, n, r0, rows, w, buf);
   return I::pack(buf, rows, w, w, pk);
 }
 
@@ -724,21 +809,21 @@ void scores_rows(const typename I::A& a, int64_t rows, const C* m, int64_t ld, i
 // ones are dropped next), then each row's online-softmax step (its max, e^(s - m) on its
 // visible keys, 0 past them, the running sum and output rescaled), then O += P V.
 template <typename C, typename I>
-void forward_tile(const Ctx<C>& g, int64_t n, int64_t qb, C* buf, void* out, C* lse) {
+void forward_tile(const Ctx<C>& g, int64_t n, int64_t qb, C* buf, const Rows& out, C* lse) {
   const int64_t bs = g.bs, D = g.D, Dv = g.Dv, S = g.S, r0 = qb * bs, rows = std::min(bs, S - r0);
   C *Q = buf, *Kr = Q + bs * D, *Kt = Kr + bs * D, *V = Kt + bs * D, *P = V + bs * Dv, *O = P + bs * bs,
     *m = O + bs * Dv, *l = m + bs, *alpha = l + bs, *sm = alpha + bs;
   std::vector<int64_t> lims(static_cast<size_t>(rows));
   const Work<C> w(g, work(g, buf));
-  const auto Qa = in_rows<C, I>(g, g.q, g.dt, n, r0, rows, D, Q, w.q);
+  const auto Qa = in_rows<C, I>(g, g.q, n, r0, rows, D, Q, w.q);
   std::fill(O, O + rows * Dv, C(0));
   std::fill(m, m + rows, -std::numeric_limits<C>::infinity());
   std::fill(l, l + rows, C(0));
   for (int64_t kb = 0, kend = g.key_blocks(r0, rows); kb < kend; ++kb) {
     if (g.skipped(n, kb)) continue;
     const int64_t c0 = kb * bs, cols = std::min(bs, S - c0);
-    const C* Ktp = in_t<C, I>(g, g.k, g.dt, n, c0, cols, D, Kr, Kt, packs(g, buf));
-    const C* Vp = in_n<C, I>(g, g.v, g.dt, n, c0, cols, Dv, V, packs(g, buf) + packed_floats(D, bs));
+    const C* Ktp = in_t<C, I>(g, g.k, n, c0, cols, D, Kr, Kt, packs(g, buf));
+    const C* Vp = in_n<C, I>(g, g.v, n, c0, cols, Dv, V, packs(g, buf) + packed_floats(D, bs));
     const C* bias = g.bias_at(n, c0);
     const auto lim_of = [&](int64_t i) { return g.visible(r0 + i, c0, cols); };
     scores_rows<C, I>(Qa, rows, Ktp, bs, D, cols, P, bs, lim_of);
@@ -757,7 +842,7 @@ void forward_tile(const Ctx<C>& g, int64_t n, int64_t qb, C* buf, void* out, C* 
     I::scale_row(O + i * Dv, Dv, C(1) / l[i]);
     lse[n * S + r0 + i] = m[i] + std::log(l[i]);
   }
-  g.store(O, out, g.dt, n, r0, rows, Dv);
+  g.store(O, out, n, r0, rows, Dv);
 }
 
 // ---- backward. A tile's rows [r0, r0 + rows) against its keys [c0, c0 + cols):
@@ -780,9 +865,8 @@ void probs_and_dscores(const Ctx<C>& g, const typename I::A& Qa, const typename 
 }
 
 struct Grads {
-  const void* dout;
-  DType gdt;
-  void *dq, *dk, *dv;
+  Rows dout, dq, dk, dv;
+  double dq_scale;  // dQ's rows are rounded, then scaled (FlashGradients)
 };
 
 // dK and dV of one head's key block, summed over the query blocks that see it. With dq (the
@@ -802,16 +886,16 @@ void backward_kv_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads
   std::fill(dV, dV + cols * Dv, C(0));
   if (!g.skipped(n, kb)) {
     C* pk = packs(g, buf);
-    const C* Ktp = in_t<C, I>(g, g.k, g.dt, n, c0, cols, D, tmp, Kt, pk);
-    const C* Vtp = in_t<C, I>(g, g.v, g.dt, n, c0, cols, Dv, tmp, Vt, pk += packed_floats(D, bs));
-    const C* Krp = in_n<C, I>(g, g.k, g.dt, n, c0, cols, D, Kr, pk += packed_floats(Dv, bs));
+    const C* Ktp = in_t<C, I>(g, g.k, n, c0, cols, D, tmp, Kt, pk);
+    const C* Vtp = in_t<C, I>(g, g.v, n, c0, cols, Dv, tmp, Vt, pk += packed_floats(D, bs));
+    const C* Krp = in_n<C, I>(g, g.k, n, c0, cols, D, Kr, pk += packed_floats(Dv, bs));
     C* Pp = pk += packed_floats(bs, D);
     C* dSp = pk + packed_floats(bs, bs);
     const C* bias = g.bias_at(n, c0);
     for (int64_t qb = g.causal ? c0 / bs : 0; qb < g.nb; ++qb) {
       const int64_t r0 = qb * bs, rows = std::min(bs, S - r0);
-      const auto [Qa, Qc] = in_rows_cols<C, I>(g, g.q, g.dt, n, r0, rows, D, Q, w.q, w.qcols);
-      const auto [dOa, dOc] = in_rows_cols<C, I>(g, gr.dout, gr.gdt, n, r0, rows, Dv, dO, w.dout, w.doutcols);
+      const auto [Qa, Qc] = in_rows_cols<C, I>(g, g.q, n, r0, rows, D, Q, w.q, w.qcols);
+      const auto [dOa, dOc] = in_rows_cols<C, I>(g, gr.dout, n, r0, rows, Dv, dO, w.dout, w.doutcols);
       probs_and_dscores<C, I>(g, Qa, dOa, r0, rows, Ktp, Vtp, bias, c0, cols, lse + n * S, delta + n * S, P, dS);
       // dV += P^T dO, dK += dS^T Q, kRows keys at a time, each group's terms from its first
       // key's first query row on (causal: c0 + i - r0, rounded down to a pair; P and dS are 0
@@ -829,8 +913,8 @@ void backward_kv_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads
                         [&](int64_t i) { return g.visible(r0 + i, c0, cols); });
     }
   }
-  g.store(dK, gr.dk, g.dt, n, c0, cols, D);
-  g.store(dV, gr.dv, g.dt, n, c0, cols, Dv);
+  g.store(dK, gr.dk, n, c0, cols, D);
+  g.store(dV, gr.dv, n, c0, cols, Dv);
 }
 
 // dQ of one head's query block, summed over the key blocks it sees.
@@ -840,22 +924,22 @@ void backward_q_tile(const Ctx<C>& g, const C* lse, const C* delta, const Grads&
   C *Kr = buf, *Kt = Kr + bs * D, *Vt = Kt + bs * D, *tmp = Vt + bs * Dv, *Q = tmp + bs * std::max(D, Dv), *dO = Q + bs * D,
     *P = dO + bs * Dv, *dS = P + bs * bs, *dQ = dS + bs * bs;
   const Work<C> w(g, work(g, buf));
-  const auto Qa = in_rows<C, I>(g, g.q, g.dt, n, r0, rows, D, Q, w.q);
-  const auto dOa = in_rows<C, I>(g, gr.dout, gr.gdt, n, r0, rows, Dv, dO, w.dout);
+  const auto Qa = in_rows<C, I>(g, g.q, n, r0, rows, D, Q, w.q);
+  const auto dOa = in_rows<C, I>(g, gr.dout, n, r0, rows, Dv, dO, w.dout);
   std::fill(dQ, dQ + rows * D, C(0));
   for (int64_t kb = 0, kend = g.key_blocks(r0, rows); kb < kend; ++kb) {
     if (g.skipped(n, kb)) continue;
     const int64_t c0 = kb * bs, cols = std::min(bs, S - c0);
     C* pk = packs(g, buf);
-    const C* Ktp = in_t<C, I>(g, g.k, g.dt, n, c0, cols, D, tmp, Kt, pk);
-    const C* Vtp = in_t<C, I>(g, g.v, g.dt, n, c0, cols, Dv, tmp, Vt, pk += packed_floats(D, bs));
-    const C* Krp = in_n<C, I>(g, g.k, g.dt, n, c0, cols, D, Kr, pk + packed_floats(Dv, bs));
+    const C* Ktp = in_t<C, I>(g, g.k, n, c0, cols, D, tmp, Kt, pk);
+    const C* Vtp = in_t<C, I>(g, g.v, n, c0, cols, Dv, tmp, Vt, pk += packed_floats(D, bs));
+    const C* Krp = in_n<C, I>(g, g.k, n, c0, cols, D, Kr, pk + packed_floats(Dv, bs));
     const C* bias = g.bias_at(n, c0);
     probs_and_dscores<C, I>(g, Qa, dOa, r0, rows, Ktp, Vtp, bias, c0, cols, lse + n * S, delta + n * S, P, dS);
     gemm_rows<C, I>(I::a_rows(dS, bs, cols, rows, w.s), rows, Krp, D, D, dQ, D,
                     [&](int64_t i) { return g.visible(r0 + i, c0, cols); });  // dQ_i += sum_j dS_ij K_j
   }
-  g.store(dQ, gr.dq, g.dt, n, r0, rows, D);
+  g.store(dQ, gr.dq, n, r0, rows, D, gr.dq_scale);
 }
 
 // The calling thread's scratch of at least n elements (slot 0: the tiles' buffers; 1: the
@@ -887,30 +971,32 @@ void for_each_tile(const Ctx<C>& g, Body body) {
 template <typename C, typename I>
 void forward(FlashAttention& t) {
   const Ctx<C> g = make_ctx<C>(t);
-  t.out = Tensor::empty({g.N, g.S, g.Dv}, g.dt);
+  if (!t.out.defined()) t.out = Tensor::empty({g.N, g.S, g.Dv}, g.dt);
   t.lse = Tensor::empty({g.N, g.S}, Ctx<C>::cdt);
-  void* out = t.out.data();
+  const Rows out = rows_of(t.out);
   C* lse = t.lse.data_ptr<C>();
   for_each_tile(g, [&](int64_t n, int64_t qb, C* buf) { forward_tile<C, I>(g, n, qb, buf, out, lse); });
 }
 
 template <typename C, typename I>
-std::vector<Tensor> backward(const FlashAttention& t, const Tensor& d_out) {
+std::vector<Tensor> backward(const FlashAttention& t, const Tensor& d_out, const FlashGradients& into) {
   const Ctx<C> g = make_ctx<C>(t);
-  const Tensor dout = d_out.is_contiguous() ? d_out : d_out.contiguous();
+  const Tensor dout = d_out.is_contiguous() || (d_out.dim() == 4 && d_out.strides()[3] == 1) ? d_out : d_out.contiguous();
+  const Rows dout_rows = rows_of(dout), out_rows = rows_of(t.out);
   // delta = rowsum(dO * O): the row's sum of P * dP, without the scores.
   Tensor delta_t = Tensor::empty({g.N, g.S}, Ctx<C>::cdt);
   C* delta = delta_t.data_ptr<C>();
   const auto delta_block = [&](int64_t n, int64_t qb, C* buf) {
     const int64_t r0 = qb * g.bs, rows = std::min(g.bs, g.S - r0);
     C *a = buf, *b = buf + g.bs * g.Dv;
-    g.load(dout.data(), dout.dtype(), n, r0, rows, g.Dv, a);
-    g.load(t.out.data(), t.out.dtype(), n, r0, rows, g.Dv, b);
+    g.load(dout_rows, n, r0, rows, g.Dv, a);
+    g.load(out_rows, n, r0, rows, g.Dv, b);
     for (int64_t i = 0; i < rows; ++i) delta[n * g.S + r0 + i] = I::dot(a + i * g.Dv, b + i * g.Dv, g.Dv);
   };
-  Tensor dq = Tensor::empty({g.N, g.S, g.D}, g.dt), dk = Tensor::empty({g.N, g.S, g.D}, g.dt),
-         dv = Tensor::empty({g.N, g.S, g.Dv}, g.dt);
-  const Grads gr{dout.data(), dout.dtype(), dq.data(), dk.data(), dv.data()};
+  const Tensor dq = into.dq.defined() ? into.dq : Tensor::empty({g.N, g.S, g.D}, g.dt),
+               dk = into.dk.defined() ? into.dk : Tensor::empty({g.N, g.S, g.D}, g.dt),
+               dv = into.dv.defined() ? into.dv : Tensor::empty({g.N, g.S, g.Dv}, g.dt);
+  const Grads gr{dout_rows, rows_of(dq), rows_of(dk), rows_of(dv), into.dq_scale};
   const C* lse = t.lse.data_ptr<C>();
   if (g.N >= 2 * int64_t(omp_get_max_threads())) {
     // Heads enough for every thread: one pass, a thread per head, dQ with dK and dV (5 block
@@ -925,7 +1011,7 @@ std::vector<Tensor> backward(const FlashAttention& t, const Tensor& d_out) {
         for (int64_t qb = 0; qb < g.nb; ++qb) delta_block(n, qb, buf);
         std::fill(dq, dq + g.S * g.D, C(0));
         for (int64_t kb = 0; kb < g.nb; ++kb) backward_kv_tile<C, I>(g, lse, delta, gr, n, kb, buf, dq);
-        g.store(dq, gr.dq, g.dt, n, 0, g.S, g.D);
+        g.store(dq, gr.dq, n, 0, g.S, g.D, gr.dq_scale);
       }
     }
     return {dq, dk, dv};
@@ -945,11 +1031,12 @@ void flash_attention_forward(FlashAttention& t) {
   forward<float, Plain<float>>(t);
 }
 
-std::vector<Tensor> flash_attention_backward(const FlashAttention& t, const Tensor& d_out) {
-  if (t.q.dtype() == DType::f64) return backward<double, Plain<double>>(t, d_out);
-  if (use_bf16_dot(t.q.dtype())) return backward<float, Bf16Dot>(t, d_out);
-  if (use_avx512()) return backward<float, Avx512>(t, d_out);
-  return backward<float, Plain<float>>(t, d_out);
+std::vector<Tensor> flash_attention_backward(const FlashAttention& t, const Tensor& d_out,
+                                             const FlashGradients& into) {
+  if (t.q.dtype() == DType::f64) return backward<double, Plain<double>>(t, d_out, into);
+  if (use_bf16_dot(t.q.dtype())) return backward<float, Bf16Dot>(t, d_out, into);
+  if (use_avx512()) return backward<float, Avx512>(t, d_out, into);
+  return backward<float, Plain<float>>(t, d_out, into);
 }
 
 }  // namespace mixprec::backend::cpu

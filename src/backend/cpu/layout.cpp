@@ -8,6 +8,28 @@
 
 namespace mixprec::backend::cpu {
 
+// p[0, n) *= scale, each element rounded once to dt: in blocks through f32 (f64 stays f64)
+// with the library's vectorised conversions.
+void scale_elements(void* p, DType dt, int64_t n, double scale) {
+  if (dt == DType::f64) {
+    double* x = static_cast<double*>(p);
+    for (int64_t i = 0; i < n; ++i) x[i] *= scale;
+    return;
+  }
+  constexpr int64_t kBlock = 4096;
+  const size_t es = dtype_size(dt);
+  char* base = static_cast<char*>(p);
+  const float f = float(scale);
+  for (int64_t off = 0; off < n; off += kBlock) {
+    float buf[kBlock];
+    const int64_t len = std::min(kBlock, n - off);
+    convert_elements(base + off * int64_t(es), dt, buf, DType::f32, len);
+#pragma omp simd
+    for (int64_t i = 0; i < len; ++i) buf[i] *= f;
+    convert_elements(buf, DType::f32, base + off * int64_t(es), dt, len);
+  }
+}
+
 namespace {
 
 // Below this many elements the OpenMP fork costs more than the copy.
@@ -50,28 +72,15 @@ void permute_kernel(const T* src, T* dst, const Shape& shape, const std::array<i
       }
 }
 
-// dst *= scale in place, rounded once to dst's dtype: blocks go through f32 (f64 stays f64)
-// with the library's vectorised conversions.
+// dst *= scale in place (scale_elements), in blocks on the OpenMP threads.
 void scale_in_place(Tensor& dst, double scale) {
   const int64_t n = dst.numel();
-  if (dst.dtype() == DType::f64) {
-    double* p = dst.data_ptr<double>();
-    for (int64_t i = 0; i < n; ++i) p[i] *= scale;
-    return;
-  }
   constexpr int64_t kBlock = 4096;
   const size_t es = dtype_size(dst.dtype());
   char* base = static_cast<char*>(dst.data());
-  const float f = float(scale);
 #pragma omp parallel for if (n > kParallelMin)
-  for (int64_t off = 0; off < n; off += kBlock) {
-    float buf[kBlock];
-    const int64_t len = std::min(kBlock, n - off);
-    convert_elements(base + off * int64_t(es), dst.dtype(), buf, DType::f32, len);
-#pragma omp simd
-    for (int64_t i = 0; i < len; ++i) buf[i] *= f;
-    convert_elements(buf, DType::f32, base + off * int64_t(es), dst.dtype(), len);
-  }
+  for (int64_t off = 0; off < n; off += kBlock)
+    scale_elements(base + off * int64_t(es), dst.dtype(), std::min(kBlock, n - off), scale);
 }
 
 }  // namespace

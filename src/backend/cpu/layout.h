@@ -14,6 +14,9 @@ namespace mixprec::backend::cpu {
 // scale * src.permute(perm), contiguous; src 4-D, any strides. scale == 1 moves bits only;
 // otherwise each element is scaled in f32 (f64 in f64) and rounded once to the dtype.
 Tensor permute_forward(const Tensor& src, const std::array<int, 4>& perm, double scale);
+// p[0, n) (dtype dt) *= scale, each element rounded once: in f32 (f64 in f64). The one
+// definition of the scale permute_forward folds in (flash attention's dQ uses it too).
+void scale_elements(void* p, DType dt, int64_t n, double scale);
 
 // Zeros of shape `full` with diff_dst's values at rows [start, start + diff_dst rows)
 // (row: elements per row of dim 0).

@@ -423,10 +423,11 @@ TEST(AttentionAutocast, FusedAttentionReadsBf16AndLayerNormsF32) {
   }
   EXPECT_EQ(out.dtype(), DType::f32);
   const auto ops = input_dtypes_by_op(out);
-  // One fused attention node reading bf16 q, k and v; no matmul or softmax around it.
-  ASSERT_EQ(ops.count("scaled_dot_product_attention"), 1u);
-  ASSERT_EQ(ops.at("scaled_dot_product_attention").size(), 3u);
-  for (DType d : ops.at("scaled_dot_product_attention")) EXPECT_EQ(d, DType::bf16);
+  // One fused attention node reading the bf16 projection q, k and v are packed in
+  // (attention_from_packed_qkv); no matmul or softmax around it.
+  ASSERT_EQ(ops.count("attention_from_packed_qkv"), 1u);
+  ASSERT_EQ(ops.at("attention_from_packed_qkv").size(), 1u);
+  for (DType d : ops.at("attention_from_packed_qkv")) EXPECT_EQ(d, DType::bf16);
   EXPECT_EQ(ops.count("matmul"), 0u);
   EXPECT_EQ(ops.count("attention_softmax"), 0u);
   EXPECT_EQ(ops.count("softmax"), 0u);

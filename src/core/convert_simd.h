@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "core/cpu_features.h"
 #include "mixprec/core/dtype.h"
 
 namespace mixprec::simd {
@@ -53,6 +54,13 @@ __attribute__((target("avx512f"), always_inline)) inline __m512i f32x16_to_bf16_
       _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
   const __mmask16 is_nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
   return _mm512_mask_or_epi32(rounded, is_nan, _mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40));
+}
+
+// Whether this CPU runs widen16 / narrow16 below (AVX-512 F, BW and VL, and F16C): the one
+// test for every kernel built on them.
+inline bool cpu_runs_widen16() {
+  const CpuFeatures& c = cpu_features();
+  return c.avx512f && c.avx512bw && c.avx512vl && c.f16c;
 }
 
 // 16 bf16 / f16 bit patterns -> 16 floats (exact), and 16 floats -> 16 bf16 / f16 rounded

@@ -46,7 +46,8 @@ constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
 // ---- f32 GELU on AVX-512 and on AVX2+FMA (bf16/f16: by table, gelu_table.cpp) ----------
 // The double loop below costs ~80 ns per element (libm erf, full-tensor double copies):
 // 0.3 s forward + 1.7 s backward for the transformer's [4096, 1024] activation. These paths
-// evaluate 16 (AVX-512) or 8 (AVX2) floats at a time with branch-free polynomials. The formula, for z = |x| / sqrt 2 and t = 1 / (1 + z/2):
+// evaluate 16 (AVX-512) or 8 (AVX2) floats at a time with branch-free polynomials. The
+// formula, for z = |x| / sqrt 2 and t = 1 / (1 + z/2):
 //   erfc(z) = e^(-z^2) t Q(t),  Phi(x) = erfc(z) / 2 for x <= 0, 1 - erfc(z) / 2 for x > 0,
 //   gelu(x) = x Phi(x),  gelu'(x) = Phi(x) + x phi(x),  phi(x) = e^(-x^2/2) / sqrt(2 pi).
 // Q(t) = erfcx(z) / t (the scaled complementary error function over t) is smooth on t in
@@ -57,10 +58,10 @@ constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
 // (exp_nonpositive_avx512, a quarter cheaper than exp_avx512). Numerical Recipes' erfcc,
 // used before, put its polynomial inside the exp: the backward was 64 vector instructions
 // per 16 values, now 40; forward 42, now 38 (Zen 4 runs 512-bit operations at one per
-// cycle, so the count is the time). Accuracy: a few f32 ulps relative, the exponent -x^2/2 itself rounded to f32 on the negative tail
-// (activation_test). The two widths evaluate the same formula; they may differ in the last
-// bit (AVX-512 divides by a refined reciprocal estimate, AVX2 by vdivps). Without either:
-// the double loop.
+// cycle, so the count is the time). Accuracy: a few f32 ulps relative, the exponent -x^2/2
+// itself rounded to f32 on the negative tail (activation_test). The two widths evaluate the
+// same formula; they may differ in the last bit (AVX-512 divides by a refined reciprocal
+// estimate, AVX2 by vdivps). Without either: the double loop.
 constexpr int64_t kBlock = 2048;  // elements per parallel work item (and AVX2 buffer)
 
 constexpr float kQ[9] = {2.820881605e-01f,  2.823451459e-01f, 2.433207482e-01f,

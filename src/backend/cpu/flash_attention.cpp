@@ -528,8 +528,7 @@ inline int64_t packed_floats(int64_t depth, int64_t ld) { return (depth + 1) / 2
 // registers by convert_simd.h's rules (the bits of convert_elements): a call of
 // convert_elements per row of D = 32 cost more than its conversion (perf).
 bool use_avx512_16bit() {
-  static const bool yes = cpu_features().avx512f && cpu_features().avx512bw && cpu_features().avx512vl &&
-                          cpu_features().f16c;
+  static const bool yes = simd::cpu_runs_widen16();
   return yes;
 }
 // (GCC 12's -Wmaybe-uninitialized false positive on masked intrinsics, as above.)

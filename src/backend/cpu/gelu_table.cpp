@@ -10,7 +10,6 @@
 #include "backend/cpu/tail_mask.h"
 #include "core/convert.h"
 #include "core/convert_simd.h"
-#include "core/cpu_features.h"
 #include "mixprec/core/half.h"
 
 namespace mixprec::backend::cpu {
@@ -59,10 +58,14 @@ Gelu16Tables build_gelu16_tables(DType dtype) {
   return t;
 }
 
+// Each dtype's tables are built on its first use only (a bf16 model never builds f16's).
 const Gelu16Tables& gelu16_tables(DType dtype) {
-  static const Gelu16Tables bf16 = build_gelu16_tables(DType::bf16);
+  if (dtype == DType::bf16) {
+    static const Gelu16Tables bf16 = build_gelu16_tables(DType::bf16);
+    return bf16;
+  }
   static const Gelu16Tables f16 = build_gelu16_tables(DType::f16);
-  return dtype == DType::bf16 ? bf16 : f16;
+  return f16;
 }
 
 #pragma GCC diagnostic push
@@ -105,8 +108,7 @@ void gelu16_span_scalar(const Gelu16Tables& t, const uint16_t* x, const uint16_t
 
 void gelu16_path(const void* src, const void* diff_dst, void* dst, DType dtype, int64_t n) {
   const Gelu16Tables& t = gelu16_tables(dtype);
-  const bool wide = cpu_features().avx512f && cpu_features().avx512bw && cpu_features().avx512vl &&
-                    cpu_features().f16c;
+  const bool wide = simd::cpu_runs_widen16();
   const uint16_t* x = static_cast<const uint16_t*>(src);
   const uint16_t* g = static_cast<const uint16_t*>(diff_dst);
   uint16_t* out = static_cast<uint16_t*>(dst);

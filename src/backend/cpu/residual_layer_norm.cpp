@@ -14,7 +14,6 @@
 #include "backend/cpu/tail_mask.h"
 #include "core/convert.h"
 #include "core/convert_simd.h"
-#include "core/cpu_features.h"
 #include "mixprec/core/status.h"
 
 namespace mixprec::backend::cpu {
@@ -108,8 +107,7 @@ void add_row(const void* a_row, DType adt, const void* b_row, DType bdt, void* o
   }
   if ((adt == DType::bf16 || adt == DType::f16) && bdt == adt && out_dt == adt) {
     // Rounding the f32 sum gives the double route's bits (see residual_layer_norm.h).
-    const CpuFeatures& c = cpu_features();
-    if (c.avx512f && c.avx512bw && c.avx512vl && c.f16c) {
+    if (simd::cpu_runs_widen16()) {
       const auto* a16 = reinterpret_cast<const uint16_t*>(a);
       const auto* b16 = reinterpret_cast<const uint16_t*>(b);
       auto* o16 = reinterpret_cast<uint16_t*>(out);

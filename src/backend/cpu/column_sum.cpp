@@ -16,6 +16,7 @@
 
 #include "mixprec/core/status.h"
 #include "backend/cpu/tail_mask.h"
+#include "backend/cpu/transpose16.h"
 #include "core/cpu_features.h"
 
 namespace mixprec::backend::cpu {
@@ -112,38 +113,6 @@ void transpose_sums_baseline(const T* x, T* xt, int64_t ld, float* sums, int64_t
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #define MIXPREC_AVX512_TS __attribute__((target("avx512f,avx512bw,avx512vl")))
-
-// In-register transpose of a 16x16 f32 tile: r[i] holds row i on entry, column i on exit.
-// Every loop over a tile is unrolled (GCC unroll pragmas): a rolled one keeps the tile in
-// memory, which measured twice as slow.
-MIXPREC_ALWAYS_INLINE MIXPREC_AVX512_TS void transpose16x16(__m512 r[16]) {
-  __m512 t[16];
-  #pragma GCC unroll 16
-  for (int i = 0; i < 8; ++i) {  // per 128-bit lane: a0 b0 a1 b1 / a2 b2 a3 b3
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  #pragma GCC unroll 16
-  for (int i = 0; i < 4; ++i) {  // r[4i+j], lane L: rows 4i..4i+3 of column 4L+j
-    r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
-    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-  }
-  #pragma GCC unroll 16
-  for (int j = 0; j < 4; ++j) {  // gather lane L of r[j], r[4+j], r[8+j], r[12+j]: column 4L+j
-    const __m512 u0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88);       // lanes 0, 2
-    const __m512 u1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xDD);       // lanes 1, 3
-    const __m512 u2 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
-    const __m512 u3 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xDD);
-    t[j] = _mm512_shuffle_f32x4(u0, u2, 0x88);       // column j
-    t[8 + j] = _mm512_shuffle_f32x4(u0, u2, 0xDD);   // column 8+j
-    t[4 + j] = _mm512_shuffle_f32x4(u1, u3, 0x88);   // column 4+j
-    t[12 + j] = _mm512_shuffle_f32x4(u1, u3, 0xDD);  // column 12+j
-  }
-  #pragma GCC unroll 16
-  for (int i = 0; i < 16; ++i) r[i] = t[i];
-}
 
 // f32: 16 x 16 tiles, each row a vector, transposed in registers (kFullRows/kFullCols as for
 // bf16_tile below).

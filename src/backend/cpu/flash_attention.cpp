@@ -22,6 +22,7 @@
 
 #include "backend/cpu/layout.h"
 #include "backend/cpu/tail_mask.h"
+#include "backend/cpu/transpose16.h"
 #include "core/convert.h"
 #include "core/convert_simd.h"
 #include "core/cpu_features.h"
@@ -197,43 +198,19 @@ typedef uint32_t __attribute__((__may_alias__)) Word;
 // place (word p of row j a pair along the row: K^T or V^T packed; rows sld words apart, as
 // K and V columns of a packed qkv are), or floats. In 16 x 16
 // blocks of words through registers (the element-wise loop's strided stores were ~7% of a
-// step's attention time, perf): 16 rows loaded (zeros past the ends), the
-// classic four-stage transpose (32-bit and 64-bit interleaves within 128-bit lanes, then
-// two 4 x 4 transposes of the lanes), each column stored as a row of dst.
+// step's attention time, perf): 16 rows loaded (zeros past the ends), transposed
+// (transpose16.h), each column stored as a row of dst.
 __attribute__((target("avx512f"))) void transpose_words(const Word* src, int64_t rows, int64_t W, int64_t sld,
                                                         Word* dst, int64_t ld) {
   for (int64_t j0 = 0; j0 < rows; j0 += 16)
     for (int64_t p0 = 0; p0 < W; p0 += 16) {
       const __mmask16 kp = lanes16(p0, W), kj = lanes16(j0, rows);
-      __m512i r[16], t[16];
+      __m512i r[16];
 #pragma GCC unroll 16
       for (int i = 0; i < 16; ++i)
         r[i] = j0 + i < rows ? _mm512_maskz_loadu_epi32(kp, src + (j0 + i) * sld + p0) : _mm512_setzero_si512();
-#pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) {
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-      }
-      // r[4g + k]: in 128-bit lane L, column 4L + k of rows 4g .. 4g + 3.
-#pragma GCC unroll 4
-      for (int g = 0; g < 4; ++g) {
-        r[4 * g] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
-        r[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
-        r[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
-        r[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
-      }
-      // Column 4L + k is lane L of r[k], r[4 + k], r[8 + k], r[12 + k], in that order.
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        const __m512i f0 = _mm512_shuffle_i32x4(r[k], r[4 + k], 0x88), f1 = _mm512_shuffle_i32x4(r[k], r[4 + k], 0xdd),
-                      f2 = _mm512_shuffle_i32x4(r[8 + k], r[12 + k], 0x88),
-                      f3 = _mm512_shuffle_i32x4(r[8 + k], r[12 + k], 0xdd);
-        t[k] = _mm512_shuffle_i32x4(f0, f2, 0x88);
-        t[4 + k] = _mm512_shuffle_i32x4(f1, f3, 0x88);
-        t[8 + k] = _mm512_shuffle_i32x4(f0, f2, 0xdd);
-        t[12 + k] = _mm512_shuffle_i32x4(f1, f3, 0xdd);
-      }
-      for (int64_t c = 0; c < 16 && p0 + c < W; ++c) _mm512_mask_storeu_epi32(dst + (p0 + c) * ld + j0, kj, t[c]);
+      transpose16x16(r);
+      for (int64_t c = 0; c < 16 && p0 + c < W; ++c) _mm512_mask_storeu_epi32(dst + (p0 + c) * ld + j0, kj, r[c]);
     }
 }
 struct Avx512 {

@@ -2,9 +2,10 @@
 //
 // `mpirun -np N mixprec train ...` starts N processes (ranks); each trains on its shard of
 // every batch and the ranks average their gradients before each optimizer step
-// (docs/distributed.md). A Communicator is what a rank asks of the others. Two exist:
-// "local" (one process: every collective is the identity) and "mpi" (OpenMPI, when mixprec
-// was built with it and the process was started by mpirun). The MPI calls live in
+// (docs/distributed.md). A Communicator is what a rank asks of the others. Three exist:
+// "local" (one process: every collective is the identity), "mpi" (OpenMPI, when mixprec
+// was built with it and the process was started by mpirun) and "threads" (ranks that are
+// threads of one process: make_thread_communicators). The MPI calls live in
 // src/dist/mpi_communicator.cpp alone.
 //
 // Every collective is bounded in time: it waits at most `timeout_seconds` (set_timeout) for
@@ -43,7 +44,7 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual std::string backend() const = 0;  // "local" or "mpi"
+  virtual std::string backend() const = 0;  // "local", "mpi" or "threads"
   // The host this rank runs on (messages name the rank and its host).
   virtual std::string host() const = 0;
 
@@ -94,5 +95,12 @@ bool mpi_available();
 
 // A communicator of size 1 (tests, and the fallback of world()).
 std::unique_ptr<Communicator> make_local_communicator();
+
+// `ranks` communicators (rank 0 .. ranks - 1) for ranks that are threads of this process, one
+// communicator per thread: the collectives of `mpirun -np ranks` with the same results (sums
+// in rank order: for two ranks the same bits as MPI's), over shared memory. A waiting rank
+// sleeps instead of spinning, and a collective that waits past the timeout names the ranks
+// that did not arrive. abort() ends the whole process. Empty for ranks < 1.
+std::vector<std::unique_ptr<Communicator>> make_thread_communicators(int ranks);
 
 }  // namespace mixprec::dist

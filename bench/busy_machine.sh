@@ -15,7 +15,9 @@
 # `adaptive` the new default (no --threads, OMP_NUM_THREADS unset: mixprec/core/threads.h; the
 # cell also shows the thread count its timed steps ran on), `one` is --threads 1, and `torch`
 # the PyTorch 1.13 peer (bench/peer_python bench/torch_step.py on all cores; slow beside
-# neighbours, so not in the default list).
+# neighbours, so not in the default list), and `workers` is --workers <usable cores> (the step
+# as one-thread workers, in-process data-parallel ranks each on its share of the batch, meeting
+# at the step's few collectives instead of at every OpenMP region's barrier).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=build-dev MODELS=gpt-tiny,seed-cnn PRECISION=amp-bf16 ROUNDS=3 STEPS=10 NEIGHBOURS=0,2,4
@@ -42,8 +44,8 @@ IFS=, read -r -a models <<< "$MODELS"
 IFS=, read -r -a settings <<< "$SETTINGS"
 IFS=, read -r -a neighbours <<< "$NEIGHBOURS"
 for s in "${settings[@]}"; do
-  [[ $s =~ ^(all-cores|adaptive|one|torch)$ ]] ||
-    { echo "busy_machine.sh: setting '$s' is not all-cores, adaptive, one or torch" >&2; exit 2; }
+  [[ $s =~ ^(all-cores|adaptive|one|torch|workers)$ ]] ||
+    { echo "busy_machine.sh: setting '$s' is not all-cores, adaptive, one, torch or workers" >&2; exit 2; }
 done
 for n in "${neighbours[@]}"; do
   [[ $n =~ ^[0-9]+$ ]] || { echo "busy_machine.sh: --neighbours takes counts, got '$n'" >&2; exit 2; }
@@ -65,6 +67,8 @@ print(p["median_ms"], max(set(t), key=t.count))'
     all-cores) env -u OMP_NUM_THREADS "${bench[@]}" --threads "$CORES" 2> /dev/null | python3 -c "$pick" ;;
     adaptive) env -u OMP_NUM_THREADS -u MIXPREC_THREADS_OTHERS_BUSY "${bench[@]}" 2> /dev/null | python3 -c "$pick" ;;
     one) env -u OMP_NUM_THREADS "${bench[@]}" --threads 1 2> /dev/null | python3 -c "$pick" ;;
+    workers) env -u OMP_NUM_THREADS "${bench[@]}" --workers "$CORES" 2> /dev/null |
+      python3 -c 'import json, sys; r = json.load(sys.stdin); print(r["presets"][0]["median_ms"], r["workers"])' ;;
     torch)
       local prec=$PRECISION
       "$ROOT/bench/peer_python" "$ROOT/bench/torch_step.py" --model "$m" --precision "$prec" --repeats "$STEPS" \
@@ -79,7 +83,8 @@ echo "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $CORE
      "commit $(git -C "$ROOT" rev-parse --short HEAD 2> /dev/null || echo '?'); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "Per cell: \`mixprec bench --model M --precision $PRECISION --steps $STEPS --warmup 3\` with the setting's threads," \
      "median step ms over $ROUNDS rounds (each round runs every setting once, in turn); [tN]: the thread count" \
-     "of most timed steps; (x): the ratio to the same setting without neighbours. A neighbour is a busy loop."
+     "of most timed steps (workers: the worker count); (x): the ratio to the same setting without neighbours;" \
+     "{x}: the ratio to the adaptive default's row without neighbours (issue 34's measure). A neighbour is a busy loop."
 echo
 header="| neighbours | model |"; rule="|---|---|"
 for s in "${settings[@]}"; do header+=" $s |"; rule+="---|"; done
@@ -101,7 +106,9 @@ for n in "${neighbours[@]}"; do
       echo "$med" > "$TMP/med.$n.$m.$s"
       t=$(sort -n "$TMP/$n.$m.$s.threads" | uniq -c | sort -rn | awk 'NR == 1 { print $2 }')
       quiet=$(cat "$TMP/med.${neighbours[0]}.$m.$s" 2> /dev/null || echo "$med")
-      row+=" $(awk -v a="$med" -v b="$quiet" -v t="$t" 'BEGIN { printf "%.1f [t%d] (%.2fx)", a, t, a / b }') |"
+      default=$(cat "$TMP/med.${neighbours[0]}.$m.adaptive" 2> /dev/null || echo 0)
+      row+=" $(awk -v a="$med" -v b="$quiet" -v t="$t" -v d="$default" \
+        'BEGIN { printf "%.1f [t%d] (%.2fx)", a, t, a / b; if (d > 0) printf " {%.2fx}", a / d }') |"
     done
     echo "$row"
   done

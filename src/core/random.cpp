@@ -7,10 +7,18 @@
 
 namespace mixprec {
 
+namespace {
+thread_local std::mt19937_64* t_generator = nullptr;  // a ThreadGenerator's, while one lives
+}  // namespace
+
 std::mt19937_64& global_generator() {
+  if (t_generator) return *t_generator;
   static std::mt19937_64 gen(0x6d69787072656300ULL);  // fixed default: runs are reproducible
   return gen;
 }
+
+ThreadGenerator::ThreadGenerator(const std::mt19937_64& state) : gen_(state) { t_generator = &gen_; }
+ThreadGenerator::~ThreadGenerator() { t_generator = nullptr; }
 
 void manual_seed(uint64_t seed) { global_generator().seed(seed); }
 

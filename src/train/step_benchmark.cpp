@@ -15,7 +15,9 @@
 #include "mixprec/nn/model_file.h"
 #include "mixprec/nn/models.h"
 #include "mixprec/core/threads.h"
+#include "train/data_parallel.h"
 #include "train/precision_step.h"
+#include "train/step_workers.h"
 
 namespace mixprec::train {
 
@@ -24,7 +26,10 @@ namespace {
 struct Contender {
   PresetTiming timing;
   std::vector<double> forward, backward, update;
-  std::unique_ptr<BenchmarkStep> step;
+  std::unique_ptr<BenchmarkStep> step;  // one process's step, or
+  std::unique_ptr<StepWorkers> workers;  // --workers: its data-parallel workers
+  BenchmarkStep::Phases run(const Batch& batch) { return workers ? workers->run() : step->run(batch); }
+  nn::Module& model() { return workers ? workers->model() : step->model(); }
 };
 
 double median_of(std::vector<double> v) {
@@ -49,8 +54,19 @@ BenchmarkStep::~BenchmarkStep() = default;
 
 BenchmarkStep::Phases BenchmarkStep::run(const Batch& batch) {
   micro_[0] = batch;  // no vector built per step
+  if (dp_) {  // what a rank of `mixprec train` does around its step (trainer.cpp)
+    auto weight = dp_->agree_on_step(++dp_step_, batch.images.size(0));
+    throw_if_error(weight.status());
+    step_->set_step_weight(*weight, dp_step_);
+  }
   const PrecisionStep::Outcome out = step_->run(micro_);
+  if (dp_ && !step_->model().named_buffers().empty()) throw_if_error(dp_->sync_buffers(step_->model(), dp_step_));
   return Phases{out.loss, out.forward_ms, out.backward_ms, out.update_ms};
+}
+
+void BenchmarkStep::join_ranks(dist::Communicator& comm) {
+  dp_ = std::make_unique<DataParallel>(comm);
+  step_->set_data_parallel(dp_.get());
 }
 
 nn::Module& BenchmarkStep::model() { return step_->model(); }
@@ -141,8 +157,14 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
   if (o.threads < 0 || o.threads > max_thread_count())
     return Status::invalid_argument("--threads: must be from 0 (all cores) to " + std::to_string(max_thread_count()) +
                                     ", got " + std::to_string(o.threads));
-  // --threads N, OMP_NUM_THREADS, or the adaptive default, re-decided between steps.
-  ThreadPolicy threads(o.threads);
+  if (o.workers < 1 || o.workers > max_thread_count())
+    return Status::invalid_argument("--workers: must be from 1 to " + std::to_string(max_thread_count()) + ", got " +
+                                    std::to_string(o.workers));
+  // --threads N, OMP_NUM_THREADS, or the adaptive default, re-decided between steps. Workers
+  // compute on --threads each (1 by default) and adapt nothing: their count is the setting.
+  const bool with_workers = o.workers > 1;
+  const int worker_threads = o.threads > 0 ? o.threads : 1;
+  ThreadPolicy threads(with_workers ? worker_threads : o.threads);
   threads.apply();
 
   StepBenchmarkResult result;
@@ -152,6 +174,13 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
   result.tokens_per_sample = spec->language_model ? spec->width - 1 : spec->token_input ? spec->width : 0;
 
   const int64_t n = result.batch_size;
+  if (with_workers && n % o.workers != 0) {
+    const int64_t down = n / o.workers * o.workers, up = down + o.workers;
+    return Status::invalid_argument("--batch-size: " + std::to_string(n) + " must divide evenly over --workers " +
+                                    std::to_string(o.workers) + " (try " +
+                                    (down > 0 ? std::to_string(down) + " or " : "") + std::to_string(up) + ")");
+  }
+  result.workers = o.workers;
   manual_seed(o.seed);
   const Batch batch = synthetic_batch(*spec, n, o.seed);
 
@@ -161,13 +190,14 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
     if (!preset.is_ok()) return preset.status();
     Contender c;
     c.timing.preset = name;
-    c.step = std::make_unique<BenchmarkStep>(*spec, *preset, n, o.seed);
-    if (result.parameters == 0) result.parameters = c.step->model().num_parameters();
+    if (with_workers) c.workers = std::make_unique<StepWorkers>(*spec, *preset, batch, o.workers, worker_threads, o.seed);
+    else c.step = std::make_unique<BenchmarkStep>(*spec, *preset, n, o.seed);
+    if (result.parameters == 0) result.parameters = c.model().num_parameters();
     contenders.push_back(std::move(c));
   }
 
   for (int64_t i = 0; i < o.warmup; ++i)
-    for (Contender& c : contenders) c.timing.last_loss = c.step->run(batch).loss;
+    for (Contender& c : contenders) c.timing.last_loss = c.run(batch).loss;
 
   // The warm-up was the thread policy's first window; the step below then makes the
   // primitives for the count it chose.
@@ -176,7 +206,7 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
   for (Contender& c : contenders) {
     reset_peak_memory();
     const int64_t base = current_bytes(MemoryCategory::activations);
-    c.timing.last_loss = c.step->run(batch).loss;
+    c.timing.last_loss = c.run(batch).loss;
     c.timing.peak_activation_bytes = peak_bytes(MemoryCategory::activations) - base;
   }
 
@@ -187,8 +217,8 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
       const int64_t allocs = allocation_count();
       const int64_t prims = primitive_creations();
       const auto t0 = std::chrono::steady_clock::now();
-      c.timing.step_threads.push_back(threads.apply());  // timed: train pays it too
-      const BenchmarkStep::Phases out = c.step->run(batch);
+      c.timing.step_threads.push_back(with_workers ? worker_threads : threads.apply());  // timed: train pays it too
+      const BenchmarkStep::Phases out = c.run(batch);
       const auto t1 = std::chrono::steady_clock::now();
       c.timing.last_loss = out.loss;
       c.forward.push_back(out.forward_ms);
@@ -202,6 +232,7 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
   }
   result.threads = threads.threads();
   result.thread_policy = threads.describe();
+  if (with_workers && o.threads == 0) result.thread_policy = "1 (a worker's default)";
   result.thread_warning = threads.quota_warning();
   for (Contender& c : contenders) {
     PresetTiming& t = c.timing;

@@ -127,6 +127,21 @@ PY
   kill -TERM "$SERVER_PID"; wait "$SERVER_PID"; SERVER_PID=""
 fi
 
+# bench --workers: the step as in-process data-parallel ranks, each on 1 thread unless --threads
+# says otherwise; the batch must split over them.
+expect bench-workers-header 0 "2 workers \(in-process data-parallel ranks\) x 1 threads" -- \
+  adaptive "$BIN" "${BENCH[@]}" --workers 2
+/usr/bin/python3 -c 'import json, sys; j = json.load(sys.stdin); p = j["presets"][0]
+sys.exit(not (j["workers"] == 2 and j["threads"] == 1 and all(t == 1 for t in p["step_threads"]) and 0 < p["last_loss"] < 10))' \
+  < <(adaptive "$BIN" "${BENCH[@]}" --workers 2 --json 2> /dev/null) && echo "ok   bench-workers-json" ||
+  fail "bench-workers-json: workers, threads or the loss wrong in bench --workers 2 --json"
+expect bench-workers-threads 0 "2 workers \(in-process data-parallel ranks\) x 2 threads" -- \
+  adaptive "$BIN" "${BENCH[@]}" --workers 2 --threads 2
+expect bench-workers-split 2 "--batch-size: 16 must divide evenly over --workers 3 \(try 15 or 18\)" -- \
+  "$BIN" "${BENCH[@]}" --workers 3
+expect bench-workers-zero 2 "--workers" -- "$BIN" "${BENCH[@]}" --workers 0
+expect bench-workers-many 2 "--workers: must be from 1 to" -- "$BIN" "${BENCH[@]}" --workers 100000
+
 # eval reports the policy; predict says so on stderr when it runs on fewer cores.
 expect eval-adaptive 0 "threads: adaptive \(now 1 of $CORES" -- adaptive MIXPREC_THREADS_OTHERS_BUSY=99 "$BIN" eval a
 out=$(OMP_NUM_THREADS=1 MIXPREC_THREADS_OTHERS_BUSY=99 "$BIN" eval a 2>&1)

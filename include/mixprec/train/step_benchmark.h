@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mixprec/data/data.h"
+#include "mixprec/dist/distributed.h"
 #include "mixprec/nn/models.h"
 #include "mixprec/amp/precision.h"
 #include "mixprec/core/status.h"
@@ -17,6 +18,7 @@
 namespace mixprec::train {
 
 class PrecisionStep;
+class DataParallel;
 
 // One preset's training step on a fixed batch, the step benchmark_steps (below) and
 // bench/bench_step time: the library's own PrecisionStep, what `mixprec train` runs (weights
@@ -39,9 +41,16 @@ class BenchmarkStep {
   Phases run(const Batch& batch);
   nn::Module& model();
   const amp::Preset& preset() const;
+  // Makes this step one rank of a data-parallel step over `comm` (which must outlive it): each
+  // run() then meets the other ranks at the step rendezvous, averages the gradients and the
+  // loss over them, and takes BatchNorm buffers from rank 0, as a rank of `mpirun -np N mixprec
+  // train` does. run()'s batch is this rank's shard.
+  void join_ranks(dist::Communicator& comm);
 
  private:
   std::unique_ptr<PrecisionStep> step_;
+  std::unique_ptr<DataParallel> dp_;
+  int64_t dp_step_ = 0;
   std::vector<Batch> micro_ = std::vector<Batch>(1);
 };
 
@@ -61,6 +70,11 @@ struct StepBenchmarkOptions {
   int64_t warmup = 3;      // untimed steps per preset first (primitives, layouts, caches)
   uint64_t seed = 0;
   int threads = 0;         // 0: OMP_NUM_THREADS if set, else adaptive (mixprec/core/threads.h)
+  // > 1: the step as that many workers, threads of this process that are the ranks of a
+  // data-parallel step (each on batch / workers samples, computing on `threads` OpenMP threads,
+  // 1 when 0), meeting a few times per step instead of at every parallel region's barrier
+  // (train/step_workers.h; issue 34's busy machines).
+  int workers = 1;
 };
 
 struct PresetTiming {
@@ -79,7 +93,8 @@ struct PresetTiming {
 struct StepBenchmarkResult {
   std::string model;
   int64_t batch_size = 0;
-  int threads = 0;            // at the end (the adaptive count may change between steps)
+  int threads = 0;            // at the end (the adaptive count may change between steps); per worker
+  int workers = 1;            // StepBenchmarkOptions::workers
   std::string thread_policy;  // ThreadPolicy::describe() at the end: "adaptive (now 1 of 2: ...)"
   std::string thread_warning;  // ThreadPolicy::quota_warning(): --threads above the CPU quota, or ""
   int64_t parameters = 0;

@@ -11,7 +11,7 @@ set(MIXPREC_FUZZ_LIB_SOURCES
   data/byte_stream.cpp data/cifar_reader.cpp data/image_file.cpp data/idx_reader.cpp data/npy.cpp data/csv_table.cpp data/dataset.cpp
   train/train_config.cpp train/config_text.cpp nn/model_names.cpp nn/model_plan.cpp
   core/convert.cpp core/cpu_features.cpp core/dtype.cpp core/memory.cpp core/random.cpp
-  core/status.cpp core/tensor.cpp core/names.cpp
+  core/status.cpp core/tensor.cpp core/names.cpp core/worker_scope.cpp
   ops/autocast_hook.cpp ops/dispatch.cpp ops/layout.cpp ops/tensor_methods.cpp amp/autocast.cpp amp/policy.cpp
   core/nonfinite_scan.cpp
   autograd/engine.cpp autograd/grad_mode.cpp

@@ -5,11 +5,13 @@
 //
 // Every rank calls the collectives in the same order (as MPI requires), so rank r's k-th call
 // meets the others' k-th: a collective is a slot keyed by that sequence number. Each rank posts
-// its buffer; the last to arrive computes the result for everyone, element by element in rank
-// order (each element of every buffer read before any is written, so the buffers are updated
-// in place without a copy), outside the lock; the others sleep on a condition variable (a
-// waiting rank gives its core away, which a busy machine needs). Sums are taken in rank order,
-// ((d0 + d1) + d2) ..., so two ranks get the same bits as MPI's reduction of two buffers.
+// its buffer and goes on; once all have, the ranks that wait for the result share the work
+// in chunks (element by element in rank order, each element of every buffer read before any
+// is written, so the buffers are updated in place without a copy), and a rank that is not
+// waiting yet (a gradient bucket started during backward) keeps computing. Waiting ranks sleep
+// on a condition variable (giving their core away, which a busy machine needs), and a rank
+// the scheduler has set aside delays nobody: the others take its chunks. Sums are taken in
+// rank order, ((d0 + d1) + d2) ..., so two ranks get the same bits as MPI's reduction.
 #include <unistd.h>
 
 #include <chrono>
@@ -29,15 +31,21 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// One collective: what each rank posted, and whether the result is in place.
+// One collective: what each rank posted, and how far its reduction has come.
 struct Slot {
   std::vector<void*> data;       // each rank's buffer (in place), by rank
   std::vector<bool> arrived;     // by rank
   std::vector<uint64_t> values;  // allgather's and agree_on_step's inputs, by rank
   int count = 0, collected = 0;  // ranks arrived; ranks that have taken their result
+  // Once every rank has arrived: elements [0, n) to reduce by `range`, handed out in chunks.
+  std::function<void(Slot&, size_t, size_t)> range;
+  size_t n = 0, next = 0, reduced = 0;
   bool done = false;
-  std::string what;
 };
+
+// Elements per chunk of a reduction: 256 KiB of floats, enough that the lock taken per chunk
+// costs nothing, few enough that two waiting ranks share a 1 MiB gradient bucket.
+constexpr size_t kChunk = size_t(1) << 16;
 
 // What the ranks share: the slots and their lock.
 class Group {
@@ -45,26 +53,22 @@ class Group {
   explicit Group(int size) : size_(size) {}
   int size() const { return size_; }
 
-  // Posts rank's part of collective `seq`; the last rank to arrive runs `compute(slot)` (with
-  // the lock released: the buffers it reads and writes belong to ranks that wait for it).
-  void post(uint64_t seq, int rank, void* data, uint64_t value, const std::string& what,
-            const std::function<void(Slot&)>& compute) {
-    Slot* slot;
+  // Posts rank's part of collective `seq`: its buffer (or its value, for allgather) and, from
+  // the last rank to arrive, the n elements to reduce with `range`. Does not wait.
+  void post(uint64_t seq, int rank, void* data, uint64_t value, size_t n,
+            std::function<void(Slot&, size_t, size_t)> range) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      slot = &slot_locked(seq);
-      slot->data[size_t(rank)] = data;
-      slot->values[size_t(rank)] = value;
-      slot->arrived[size_t(rank)] = true;
-      if (slot->what.empty()) slot->what = what;
-      if (++slot->count < size_) return;
+      Slot& slot = slot_locked(seq);
+      slot.data[size_t(rank)] = data;
+      slot.values[size_t(rank)] = value;
+      slot.arrived[size_t(rank)] = true;
+      if (++slot.count < size_) return;
+      slot.n = n;
+      slot.range = std::move(range);
+      slot.done = n == 0;
     }
-    compute(*slot);  // every other rank is waiting in wait() or has a PendingCollective open
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      slot->done = true;
-    }
-    cv_.notify_all();
+    cv_.notify_all();  // waiting ranks take the result, or start on the chunks
   }
 
   bool done(uint64_t seq) {
@@ -72,22 +76,43 @@ class Group {
     return slot_locked(seq).done;
   }
 
-  // Waits until collective `seq` is complete, at most `timeout` seconds; then hands the slot
-  // to `take` (allgather reads the values) and lets it go once every rank has. A timeout names
-  // the ranks that did not arrive.
+  // Waits until collective `seq` is complete, reducing chunks while any are left, at most
+  // `timeout` seconds; then hands the slot to `take` (allgather reads the values) and lets it
+  // go once every rank has. A timeout names the ranks that did not arrive.
   Status wait(uint64_t seq, int rank, double timeout, const std::string& what,
               const std::function<void(const Slot&)>& take = {}) {
     std::unique_lock<std::mutex> lock(mu_);
     Slot& slot = slot_locked(seq);
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout));
-    if (!cv_.wait_until(lock, deadline, [&] { return slot.done; })) {
-      std::string missing;
-      for (int r = 0; r < size_; ++r)
-        if (!slot.arrived[size_t(r)]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      return Status(StatusCode::distributed,
-                    "rank " + std::to_string(rank) + ": " + what + ": worker rank(s) " + missing + " did not arrive within " +
-                        std::to_string(int(timeout)) + " s (they failed, hang, or are stuck in an earlier step; raise "
-                        "--dist-timeout if a step is legitimately this slow)");
+    const auto work_left = [&] { return slot.count == size_ && slot.next < slot.n; };
+    while (!slot.done) {
+      if (work_left()) {
+        const size_t b = slot.next, e = std::min(slot.n, b + kChunk);
+        slot.next = e;
+        lock.unlock();
+        slot.range(slot, b, e);  // the buffers belong to ranks that wait for this slot
+        lock.lock();
+        slot.reduced += e - b;
+        if (slot.reduced == slot.n) {
+          slot.done = true;
+          cv_.notify_all();
+        }
+        continue;
+      }
+      if (!cv_.wait_until(lock, deadline, [&] { return slot.done || work_left(); })) {
+        std::string missing;
+        for (int r = 0; r < size_; ++r)
+          if (!slot.arrived[size_t(r)]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        if (missing.empty())
+          return Status(StatusCode::distributed, "rank " + std::to_string(rank) + ": " + what +
+                                                     ": the reduction did not finish within " +
+                                                     std::to_string(int(timeout)) + " s");
+        return Status(StatusCode::distributed,
+                      "rank " + std::to_string(rank) + ": " + what + ": worker rank(s) " + missing +
+                          " did not arrive within " + std::to_string(int(timeout)) +
+                          " s (they failed, hang, or are stuck in an earlier step; raise --dist-timeout if a step is "
+                          "legitimately this slow)");
+      }
     }
     if (take) take(slot);
     if (++slot.collected == size_) slots_.erase(seq);
@@ -111,11 +136,12 @@ class Group {
   std::map<uint64_t, Slot> slots_;
 };
 
-// The element-wise reduction of every rank's buffer of n T's, written back to all of them.
+// The element-wise reduction of elements [b, e) of every rank's buffer of T's, written back
+// to all of them.
 template <typename T, typename Op>
-void reduce_in_place(Slot& s, size_t n, Op op) {
+void reduce_in_place(Slot& s, size_t b, size_t e, Op op) {
   const size_t ranks = s.data.size();
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = b; i < e; ++i) {
     T acc = static_cast<T*>(s.data[0])[i];
     for (size_t r = 1; r < ranks; ++r) acc = op(acc, static_cast<T*>(s.data[r])[i]);
     for (size_t r = 0; r < ranks; ++r) static_cast<T*>(s.data[r])[i] = acc;
@@ -159,38 +185,39 @@ class ThreadCommunicator final : public Communicator {
   }
 
   Status allreduce_sum(std::span<float> data, const std::string& what) override {
-    return run(data.data(), what, [n = data.size()](Slot& s) { reduce_in_place<float>(s, n, std::plus<float>()); });
+    return run(data.data(), data.size(), what, sum<float>);
   }
   Status allreduce_sum(std::span<double> data, const std::string& what) override {
-    return run(data.data(), what, [n = data.size()](Slot& s) { reduce_in_place<double>(s, n, std::plus<double>()); });
+    return run(data.data(), data.size(), what, sum<double>);
   }
   StatusOr<std::unique_ptr<PendingCollective>> start_allreduce_sum(std::span<float> data,
                                                                    const std::string& what) override {
-    return start(data.data(), what, [n = data.size()](Slot& s) { reduce_in_place<float>(s, n, std::plus<float>()); });
+    return start(data.data(), data.size(), what, sum<float>);
   }
   StatusOr<std::unique_ptr<PendingCollective>> start_allreduce_sum_bf16(std::span<uint16_t> data,
                                                                         const std::string& what) override {
     // Each pair added in f32 and rounded to bf16 once, as the MPI communicator's reduction.
-    return start(data.data(), what, [n = data.size()](Slot& s) {
-      reduce_in_place<uint16_t>(s, n, [](uint16_t a, uint16_t b) {
-        return detail::float_to_bfloat16_bits(detail::bfloat16_bits_to_float(a) + detail::bfloat16_bits_to_float(b));
+    return start(data.data(), data.size(), what, [](Slot& s, size_t b, size_t e) {
+      reduce_in_place<uint16_t>(s, b, e, [](uint16_t x, uint16_t y) {
+        return detail::float_to_bfloat16_bits(detail::bfloat16_bits_to_float(x) + detail::bfloat16_bits_to_float(y));
       });
     });
   }
   Status allreduce_max(std::span<int64_t> data, const std::string& what) override {
-    return run(data.data(), what, [n = data.size()](Slot& s) {
-      reduce_in_place<int64_t>(s, n, [](int64_t a, int64_t b) { return a > b ? a : b; });
+    return run(data.data(), data.size(), what, [](Slot& s, size_t b, size_t e) {
+      reduce_in_place<int64_t>(s, b, e, [](int64_t x, int64_t y) { return x > y ? x : y; });
     });
   }
   Status broadcast(std::span<uint8_t> data, const std::string& what) override {
-    return run(data.data(), what, [n = data.size()](Slot& s) {
-      for (size_t r = 1; r < s.data.size(); ++r) std::memcpy(s.data[r], s.data[0], n);
+    return run(data.data(), data.size(), what, [](Slot& s, size_t b, size_t e) {
+      for (size_t r = 1; r < s.data.size(); ++r)
+        std::memcpy(static_cast<uint8_t*>(s.data[r]) + b, static_cast<const uint8_t*>(s.data[0]) + b, e - b);
     });
   }
   StatusOr<std::vector<uint64_t>> allgather(uint64_t value, const std::string& what) override {
     std::vector<uint64_t> all;
     const uint64_t seq = next_++;
-    group_->post(seq, rank_, nullptr, value, what, [](Slot&) {});
+    group_->post(seq, rank_, nullptr, value, 0, {});
     Status st = group_->wait(seq, rank_, timeout_seconds_, what, [&](const Slot& s) { all = s.values; });
     if (!st.is_ok()) return st;
     return all;
@@ -222,15 +249,19 @@ class ThreadCommunicator final : public Communicator {
   }
 
  private:
-  Status run(void* data, const std::string& what, const std::function<void(Slot&)>& compute) {
+  using Range = std::function<void(Slot&, size_t, size_t)>;
+  template <typename T>
+  static void sum(Slot& s, size_t b, size_t e) {
+    reduce_in_place<T>(s, b, e, std::plus<T>());
+  }
+  Status run(void* data, size_t n, const std::string& what, Range range) {
     const uint64_t seq = next_++;
-    group_->post(seq, rank_, data, 0, what, compute);
+    group_->post(seq, rank_, data, 0, n, std::move(range));
     return group_->wait(seq, rank_, timeout_seconds_, what);
   }
-  StatusOr<std::unique_ptr<PendingCollective>> start(void* data, const std::string& what,
-                                                      const std::function<void(Slot&)>& compute) {
+  StatusOr<std::unique_ptr<PendingCollective>> start(void* data, size_t n, const std::string& what, Range range) {
     const uint64_t seq = next_++;
-    group_->post(seq, rank_, data, 0, what, compute);
+    group_->post(seq, rank_, data, 0, n, std::move(range));
     return std::unique_ptr<PendingCollective>(std::make_unique<Pending>(*this, seq, what));
   }
 

@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include "core/random.h"
+#include "mixprec/core/threads.h"
 #include "mixprec/ops/ops.h"
 
 namespace mixprec::train {
@@ -28,6 +29,7 @@ StepWorkers::StepWorkers(const nn::ModelSpec& spec, const amp::Preset& preset, c
   for (int w = 1; w < workers; ++w)
     threads_.emplace_back([this, w, start] {
       ThreadGenerator own(start);
+      WorkerScope worker(w);  // its own cached kernels (primitive_cache.h)
       omp_set_num_threads(threads_per_worker_);  // this thread's ICV only
       worker_loop(w);
     });

@@ -114,7 +114,9 @@ if [[ $CORES -ge 2 ]]; then
 fi
 
 # serve says its count at start-up, and GET /v1/model the current one.
-if serve_started serve.log -- in_cgroup one MIXPREC_THREADS_OTHERS_BUSY=0 "$BIN" serve a --port 0; then
+# env itself, not in_cgroup: a shell function would run in a subshell, and killing SERVER_PID
+# (the subshell) would leave the server running.
+if serve_started serve.log -- env -u OMP_NUM_THREADS MIXPREC_CGROUP_ROOT="$TMP/one" MIXPREC_THREADS_OTHERS_BUSY=0 "$BIN" serve a --port 0; then
   if grep -qE "^mixprec serve: threads: adaptive \(now 1 of $CORES" serve.log; then echo "ok   serve-threads-banner"
   else fail "serve-threads-banner: $(cat serve.log)"; fi
   /usr/bin/python3 - "$PORT" <<'PY' && echo "ok   serve-threads-model-info" || fail "serve-threads-model-info"

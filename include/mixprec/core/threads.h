@@ -65,6 +65,23 @@ ThreadChoice choose_threads(const CpuSample& before, const CpuSample& after, int
 // its reproducibility), so this is only said.
 std::string thread_quota_warning(int threads, const std::string& setting, const CpuQuota& quota);
 
+// The in-process worker the calling thread computes for (bench --workers: each worker is a
+// rank of a data-parallel step, train/step_workers.h), 0 on every other thread. The oneDNN
+// backend keys its cached kernels by it: a cached kernel holds per-call state behind a lock,
+// and workers running the same shapes at once would otherwise take turns.
+int current_worker();
+// Makes the calling thread worker `worker` until the scope ends.
+class WorkerScope {
+ public:
+  explicit WorkerScope(int worker);
+  ~WorkerScope();
+  WorkerScope(const WorkerScope&) = delete;
+  WorkerScope& operator=(const WorkerScope&) = delete;
+
+ private:
+  int previous_;
+};
+
 // The cores this process may run on (its affinity mask), in increasing order.
 std::vector<int> usable_cores();
 

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "backend/onednn/onednn_stats.h"
+#include "mixprec/core/threads.h"
 #include "mixprec/core/status.h"
 
 namespace mixprec::backend::onednn {
@@ -50,9 +51,11 @@ class PrimKey {
   // runs them on that many threads whatever the count is later, so a primitive made for 2
   // threads must not serve a caller that now computes on 1 (mixprec/core/threads.h changes the
   // count at run time). The weights cache, whose buffers do not depend on it, leaves it out.
+  // So is the worker (mixprec/core/threads.h: bench --workers): an entry's memory objects are
+  // re-pointed and run under its lock, so workers that shared an entry would take turns.
   explicit PrimKey(PrimKind kind, bool with_thread_count = true) {
     add(static_cast<int64_t>(kind));
-    if (with_thread_count) add(omp_get_max_threads());
+    if (with_thread_count) add(omp_get_max_threads()).add(current_worker());
   }
   PrimKey& add(int64_t w) {
     MIXPREC_CHECK(size_ < kMaxWords, "PrimKey: more than 160 words; raise kMaxWords");

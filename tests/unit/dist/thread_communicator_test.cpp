@@ -54,6 +54,28 @@ TEST(ThreadCommunicator, FloatSumsAreTakenInRankOrder) {
   for (const auto& v : out) EXPECT_EQ(v, (std::vector<float>{expected, 6.0f}));
 }
 
+TEST(ThreadCommunicator, LargeBuffersAreReducedWholeWhoeverTakesTheChunks) {
+  // More elements than several chunks of the shared reduction, odd-sized, one rank starting
+  // its collective and waiting later: every element the sum of the three ranks' values.
+  constexpr size_t kN = 3 * 65536 + 17;
+  std::vector<std::vector<float>> out(3);
+  on_ranks(3, [&](int r, Communicator& c) {
+    std::vector<float> v(kN);
+    for (size_t i = 0; i < kN; ++i) v[i] = float(int64_t(i % 1000) * (r + 1));
+    if (r == 1) {
+      auto p = c.start_allreduce_sum(std::span<float>(v), "bucket");
+      ASSERT_TRUE(p.is_ok());
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the others start the chunks
+      ASSERT_TRUE((*p)->wait().is_ok());
+    } else {
+      ASSERT_TRUE(c.allreduce_sum(std::span<float>(v), "bucket").is_ok());
+    }
+    out[size_t(r)] = std::move(v);
+  });
+  for (const auto& v : out)
+    for (size_t i = 0; i < kN; ++i) ASSERT_EQ(v[i], float(int64_t(i % 1000) * 6)) << i;
+}
+
 TEST(ThreadCommunicator, DoubleSumMaxBroadcastAllgather) {
   std::vector<std::vector<double>> sums(2);
   std::vector<std::vector<int64_t>> maxes(2);

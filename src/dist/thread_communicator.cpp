@@ -76,6 +76,15 @@ class Group {
     return slot_locked(seq).done;
   }
 
+  // Rank `rank` is ending with an error: every wait, now or later, fails naming it.
+  void fail(int rank, const std::string& why) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (failed_.empty()) failed_ = "worker rank " + std::to_string(rank) + " stopped: " + why;
+    }
+    cv_.notify_all();
+  }
+
   // Waits until collective `seq` is complete, reducing chunks while any are left, at most
   // `timeout` seconds; then hands the slot to `take` (allgather reads the values) and lets it
   // go once every rank has. A timeout names the ranks that did not arrive.
@@ -84,8 +93,14 @@ class Group {
     std::unique_lock<std::mutex> lock(mu_);
     Slot& slot = slot_locked(seq);
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout));
-    const auto work_left = [&] { return slot.count == size_ && slot.next < slot.n; };
+    const auto work_left = [&] { return slot.count == size_ && slot.next < slot.n && failed_.empty(); };
     while (!slot.done) {
+      if (!failed_.empty()) {
+        // No chunk is handed out any more; those under way still write into this rank's buffer,
+        // which its caller may free once this returns.
+        cv_.wait(lock, [&] { return slot.reduced == slot.next; });
+        return Status(StatusCode::distributed, "rank " + std::to_string(rank) + ": " + what + ": " + failed_);
+      }
       if (work_left()) {
         const size_t b = slot.next, e = std::min(slot.n, b + kChunk);
         slot.next = e;
@@ -93,13 +108,11 @@ class Group {
         slot.range(slot, b, e);  // the buffers belong to ranks that wait for this slot
         lock.lock();
         slot.reduced += e - b;
-        if (slot.reduced == slot.n) {
-          slot.done = true;
-          cv_.notify_all();
-        }
+        if (slot.reduced == slot.n) slot.done = true;
+        cv_.notify_all();  // the result, or a failing rank's wait for the chunks under way
         continue;
       }
-      if (!cv_.wait_until(lock, deadline, [&] { return slot.done || work_left(); })) {
+      if (!cv_.wait_until(lock, deadline, [&] { return slot.done || work_left() || !failed_.empty(); })) {
         std::string missing;
         for (int r = 0; r < size_; ++r)
           if (!slot.arrived[size_t(r)]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
@@ -131,6 +144,7 @@ class Group {
   }
 
   int size_;
+  std::string failed_;  // set by fail(): why every wait fails
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<uint64_t, Slot> slots_;
@@ -240,6 +254,7 @@ class ThreadCommunicator final : public Communicator {
     for (uint64_t c : *counts) a.total_samples += int64_t(c);
     return a;
   }
+  void stop_peers(const std::string& why) override { group_->fail(rank_, why); }
   [[noreturn]] void abort(int exit_code) override {
     // The other ranks are threads of this process, possibly inside a collective: end them all
     // at once, without running static destructors under their feet.

@@ -69,6 +69,12 @@ const std::vector<ConfigField>& config_fields() {
       {.key = "threads", .flag = "--threads", .member = &C::threads,
        .help = "Threads (0: OMP_NUM_THREADS if set, else the cores other processes leave free, within the cgroup "
                "CPU quota, kept for the run; at most 4x the hardware threads)", .min = 0, .max = double(1 << 20)},
+      // The upper bound that depends on the machine is validate()'s, as for --threads.
+      {.key = "workers", .flag = "--workers", .member = &C::workers,
+       .help = "Train as N workers, threads of this process that are the ranks of a data-parallel run (each "
+               "on 1/N of every batch with --threads threads, 1 when 0; mpirun -np N's arithmetic): they meet a "
+               "few times per step, so they keep their share of cores other processes keep busy",
+       .min = 1, .max = double(1 << 20), .fixed_on_resume = true},
       {.key = "train_subset", .flag = "--train-subset", .member = &C::train_subset,
        .help = "Use only the first N training images (-1: all)", .min = -1, .fixed_on_resume = true},
       {.key = "test_subset", .flag = "--test-subset", .member = &C::test_subset,

@@ -45,8 +45,9 @@ Status as_checkpoint_error(const Status& s) { return Status(StatusCode::bad_chec
 
 }  // namespace
 
-TrainingRun::TrainingRun(const TrainConfig& config, const Callbacks& callbacks, const Custom* custom)
-    : config_(config), cb_(callbacks), custom_(custom), guard_(config.loss_spike_factor) {}
+TrainingRun::TrainingRun(const TrainConfig& config, const Callbacks& callbacks, const Custom* custom,
+                         dist::Communicator* ranks)
+    : config_(config), cb_(callbacks), custom_(custom), ranks_(ranks), guard_(config.loss_spike_factor) {}
 
 TrainingRun::~TrainingRun() = default;
 
@@ -313,6 +314,10 @@ StatusOr<TrainResult> TrainingRun::run() {
   const CpuQuota quota = cpu_quota();
   std::unique_ptr<ThreadPolicy> adaptive;
   if (config_.threads > 0) omp_set_num_threads(config_.threads);
+  else if (config_.workers > 1) {  // each worker computes alone unless --threads says otherwise
+    omp_set_num_threads(1);
+    threads_note_ = " per worker (" + std::to_string(config_.workers) + " workers)";
+  }
   else if (config_.resume.empty() && !(dp_ && dp_->ranks() > 1))
     adaptive = std::make_unique<ThreadPolicy>(0, 0.5, ThreadPolicy::Sampler{}, 0, quota);
   else if (!std::getenv("OMP_NUM_THREADS") && quota.limited() && omp_get_max_threads() > quota.threads()) {
@@ -352,6 +357,7 @@ StatusOr<TrainResult> TrainingRun::run() {
 }
 
 StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& callbacks) {
+  if (config.workers > 1) return run_workers(config, callbacks);
   TrainingRun training(config, callbacks);
   return training.run();
 }
@@ -360,6 +366,10 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Custom& custom, const
   TrainConfig c = config;
   c.model = custom.model_name;
   c.dataset = "custom";
+  if (c.workers > 1)  // each worker would call the caller's model factory and read its data at once
+    return Status::invalid_argument("--workers: a run with the caller's own model and data (mixprec.train from "
+                                    "Python with a Module, the C++ Custom API) runs in one worker; got " +
+                                    std::to_string(c.workers));
   TrainingRun training(c, callbacks, &custom);
   return training.run();
 }

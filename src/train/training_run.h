@@ -28,10 +28,17 @@
 
 namespace mixprec::train {
 
+// train::run for config.workers > 1 (train_workers.cpp): the run as that many workers, threads
+// of this process, each a TrainingRun that is one rank of a data-parallel run.
+StatusOr<TrainResult> run_workers(const TrainConfig& config, const Callbacks& callbacks);
+
 class TrainingRun {
  public:
   // custom (may be null): the caller's model and data instead of config.model / dataset.
-  TrainingRun(const TrainConfig& config, const Callbacks& callbacks, const Custom* custom = nullptr);
+  // ranks (may be null): the communicator of this run's rank when it is one of --workers'
+  // threads (train_workers.cpp); null: dist::world(), this process's (mpirun's or one).
+  TrainingRun(const TrainConfig& config, const Callbacks& callbacks, const Custom* custom = nullptr,
+              dist::Communicator* ranks = nullptr);
   ~TrainingRun();
   TrainingRun(const TrainingRun&) = delete;
   TrainingRun& operator=(const TrainingRun&) = delete;
@@ -88,6 +95,7 @@ class TrainingRun {
   const TrainConfig& config_;
   const Callbacks& cb_;
   const Custom* custom_;
+  dist::Communicator* ranks_;
   TrainResult result_;
 
   std::string run_dir_path_;  // "" when nothing is written

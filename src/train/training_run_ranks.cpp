@@ -10,7 +10,11 @@
 namespace mixprec::train {
 
 Status TrainingRun::join_ranks() {
-  dist::Communicator& comm = dist::world();
+  dist::Communicator& comm = ranks_ ? *ranks_ : dist::world();
+  if (ranks_ && dist::world().size() > 1)
+    return Status::invalid_argument("--workers " + std::to_string(config_.workers) + " inside an mpirun job of " +
+                                    std::to_string(dist::world().size()) +
+                                    " ranks: use one or the other (mpirun -np N, or --workers N in one process)");
   comm.set_timeout(config_.dist_timeout);
   if (comm.size() == 1) {
     // Settings of the ranks' collectives: said once, when a new run asks for them alone.
@@ -20,7 +24,7 @@ Status TrainingRun::join_ranks() {
     return Status::ok();
   }
   const int n = comm.size();
-  if (config_.batch_size % n != 0) {
+  if (!ranks_ && config_.batch_size % n != 0) {  // --workers': validate()'s
     const int64_t down = config_.batch_size / n * n, up = down + n;
     return Status::invalid_argument("--batch-size: " + std::to_string(config_.batch_size) +
                                     " is the global batch and must divide evenly over " + std::to_string(n) +

@@ -74,6 +74,10 @@ class Communicator {
   // the same step and answers with the total. A rank missing after the timeout is named (by
   // rank 0; rank 0 itself by the others).
   virtual StatusOr<StepAgreement> agree_on_step(int64_t step, int64_t samples) = 0;
+  // This rank is ending with `why` (an error): the other ranks' collectives fail at once,
+  // naming it, instead of waiting out the timeout. Threads only: an MPI job's ranks are ended
+  // by abort(), and one process has no others.
+  virtual void stop_peers(const std::string& why) { (void)why; }
   // Ends every rank of the job now (after an error one rank cannot recover from alone):
   // MPI_Abort under mpirun, exit(code) in one process. Does not return.
   [[noreturn]] virtual void abort(int exit_code) = 0;

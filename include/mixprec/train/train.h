@@ -35,6 +35,11 @@ struct TrainConfig {
   double weight_decay = 0.0;
   uint64_t seed = 0;
   int threads = 0;                         // 0: all cores
+  // > 1: the run as that many workers, threads of this process that are the ranks of a
+  // data-parallel run (mpirun -np N's arithmetic, no MPI), each on batch / N samples of every
+  // batch with `threads` OpenMP threads (1 when 0): they meet a few times per step instead of
+  // at every parallel region's barrier, and keep their share of a busy machine's cores.
+  int workers = 1;
   int64_t train_subset = -1;               // use only the first N training images (-1: all)
   int64_t test_subset = -1;
   bool shuffle = true;

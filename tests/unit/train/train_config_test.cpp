@@ -48,6 +48,7 @@ TrainConfig unusual() {
   c.min_scale = 1;
   c.clip_grad_norm = 2.5;
   c.accumulate = 4;
+  c.workers = 2;
   c.eval_every = 50;
   c.save_every = 25;
   c.keep_checkpoints = 5;

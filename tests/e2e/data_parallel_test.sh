@@ -50,47 +50,13 @@ export OMP_NUM_THREADS=1
 TMP=$(mktemp -d /tmp/mixprec_dp.XXXXXX)
 trap 'pkill -KILL -f "$TMP" 2> /dev/null; rm -rf "$TMP"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/data_parallel_lib.sh"  # write_dp_models, dump_weights, same_weights
 cd "$TMP"
 
-# A small model without dropout or BatchNorm (both are per-rank by design), and one with
-# BatchNorm.
-cat > mlp.yaml <<'EOF'
-name: small-mlp
-layers:
-  - flatten
-  - linear: {out: 64}
-  - gelu
-  - linear: {out: classes}
-EOF
-cat > bn.yaml <<'EOF'
-name: small-bn
-layers:
-  - conv2d: {out: 8, kernel: 3, padding: 1}
-  - batchnorm2d
-  - relu
-  - maxpool2d: {kernel: 2}
-  - flatten
-  - linear: {out: classes}
-EOF
+write_dp_models
 # (A flag may be given once: the arrays below leave --batch-size and --max-steps to each run.)
 COMMON=(--model "$TMP/mlp.yaml" --train-subset 4096 --test-subset 512 --threads 1 --no-self-check)
 
-# dump_weights DIR: a digest of each model tensor in the run's last checkpoint.
-dump_weights() {
-  "$PY" - "$1" <<'PY'
-import glob, hashlib, json, struct, sys
-f = sorted(glob.glob(sys.argv[1] + "/step-*.safetensors"))[-1]
-data = open(f, "rb").read()
-n = struct.unpack("<Q", data[:8])[0]
-header = json.loads(data[8:8 + n])
-for k in sorted(header):
-    if k == "__metadata__" or k.startswith("optimizer."): continue
-    b, e = header[k]["data_offsets"]
-    print(k, hashlib.sha256(data[8 + n + b:8 + n + e]).hexdigest())
-PY
-}
-# same_weights A B: the last checkpoints of two runs hold the same model tensors, bit for bit.
-same_weights() { cmp -s <(dump_weights "$1") <(dump_weights "$2"); }
 
 # ---- equivalence ----
 for precision in fp32 amp-bf16; do

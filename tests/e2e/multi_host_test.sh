@@ -67,6 +67,7 @@ if ! err=$(ip netns exec $NS_B unshare --uts sh -c 'hostname mh-b && hostname' 2
   echo "SKIP: cannot give a namespace its own hostname (unshare --uts: $err)"; exit 77
 fi
 source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/data_parallel_lib.sh"  # write_dp_models
 cd "$TMP" || exit 1
 
 # The rsh launcher's agent: `agent HOST COMMAND...`, as `ssh HOST COMMAND...` (the words
@@ -94,14 +95,7 @@ MPI=(ip netns exec "$NS_A" unshare --uts sh -c 'hostname mh-a && exec "$@"' sh
      -x OMP_NUM_THREADS)
 echo "note: mpirun in $NS_A (mh-a, $IP_A), rank 1 in $NS_B (mh-b, $IP_B) over $VETH: ${MPI[*]:10}"
 
-cat > mlp.yaml <<'EOF'
-name: small-mlp
-layers:
-  - flatten
-  - linear: {out: 64}
-  - gelu
-  - linear: {out: classes}
-EOF
+write_dp_models
 COMMON=(--model "$TMP/mlp.yaml" --train-subset 4096 --test-subset 512 --threads 1 --no-self-check --batch-size 64
         --precision fp32)
 

@@ -21,26 +21,10 @@ PY=/usr/bin/python3
 TMP=$(mktemp -d /tmp/mixprec_workers.XXXXXX)
 trap 'pkill -KILL -f "$TMP" 2> /dev/null; rm -rf "$TMP"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/data_parallel_lib.sh"  # write_dp_models, dump_weights
 cd "$TMP" || exit 1
 
-cat > mlp.yaml <<'EOF'
-name: small-mlp
-layers:
-  - flatten
-  - linear: {out: 64}
-  - gelu
-  - linear: {out: classes}
-EOF
-cat > bn.yaml <<'EOF'
-name: small-bn
-layers:
-  - conv2d: {out: 8, kernel: 3, padding: 1}
-  - batchnorm2d
-  - relu
-  - maxpool2d: {kernel: 2}
-  - flatten
-  - linear: {out: classes}
-EOF
+write_dp_models
 COMMON=(--train-subset 4096 --test-subset 512 --threads 1 --no-self-check --batch-size 64)
 
 # losses DIR: every step's loss in the run's metrics, one per line.
@@ -48,24 +32,10 @@ losses() { "$PY" -c 'import json, sys
 for line in open(sys.argv[1] + "/metrics.jsonl"):
     r = json.loads(line)
     if "loss" in r and "step" in r: print(r["step"], repr(r["loss"]))' "$1"; }
-# weights DIR: a digest of each model tensor in the run's last checkpoint.
-weights() {
-  "$PY" - "$1" <<'PY'
-import glob, hashlib, json, struct, sys
-f = sorted(glob.glob(sys.argv[1] + "/step-*.safetensors"))[-1]
-data = open(f, "rb").read()
-n = struct.unpack("<Q", data[:8])[0]
-header = json.loads(data[8:8 + n])
-for k in sorted(header):
-    if k == "__metadata__" or k.startswith("optimizer."): continue
-    b, e = header[k]["data_offsets"]
-    print(k, hashlib.sha256(data[8 + n + b:8 + n + e]).hexdigest())
-PY
-}
 # same_run A B WHAT: the two runs' losses and final weights are identical.
 same_run() {
   local a=$1 b=$2 what=$3
-  if [[ -s $a/metrics.jsonl ]] && cmp -s <(losses "$a") <(losses "$b") && cmp -s <(weights "$a") <(weights "$b"); then
+  if [[ -s $a/metrics.jsonl ]] && cmp -s <(losses "$a") <(losses "$b") && cmp -s <(dump_weights "$a") <(dump_weights "$b"); then
     echo "ok   $what: $(losses "$a" | wc -l) steps, losses and weights bit for bit"
   else
     fail "$what: runs differ"; diff <(losses "$a") <(losses "$b") | head -6

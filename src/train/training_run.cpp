@@ -339,6 +339,10 @@ StatusOr<TrainResult> TrainingRun::run() {
     recorded_config_.threads = adaptive->settle();
     // "1: adaptive (now 1 of 2: other processes busy on ~1.6 cores), kept for the run ..."
     threads_note_ = ": " + adaptive->describe() + ", kept for this run and its resumes";
+    // Fewer threads than cores because others are busy: workers would keep a fair share.
+    if (recorded_config_.threads < adaptive->available())
+      threads_note_ += "; --workers " + std::to_string(adaptive->available()) +
+                       " would keep this run's share of the busy cores (docs/distributed.md)";
   }
   choose_precision();
   MIXPREC_RETURN_IF_ERROR(build_model());

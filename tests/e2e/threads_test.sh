@@ -74,6 +74,11 @@ expect train-adaptive 0 "threads +\| 1: adaptive \(now 1 of $CORES" -- \
   adaptive MIXPREC_THREADS_OTHERS_BUSY=99 "$BIN" "${TRAIN[@]}" --max-steps 3 --save-every 3 --run-dir a
 grep -q '"threads": 1,' a/config.json || fail "train-adaptive: config.json does not record threads 1: $(grep threads a/config.json)"
 [[ $(grep -c '"type":"step".*"threads":1' a/metrics.jsonl) -eq 3 ]] || fail "train-adaptive: step lines lack \"threads\":1"
+# Fewer threads than cores because others are busy: the banner points at --workers.
+if [[ $CORES -ge 2 ]]; then
+  expect train-adaptive-workers-hint 0 "--workers $CORES" -- \
+    adaptive MIXPREC_THREADS_OTHERS_BUSY=99 "$BIN" "${TRAIN[@]}" --max-steps 1 --run-dir none
+fi
 # A resume keeps the recorded count whatever the load says now, and its losses are an
 # uninterrupted run's.
 expect train-resume-keeps 0 "threads +\| 1 " -- adaptive MIXPREC_THREADS_OTHERS_BUSY=0 "$BIN" train --resume a --max-steps 6

@@ -42,6 +42,24 @@ def test_losses_are_the_clis(tmp_path):
     assert cli == ours
 
 
+def test_workers_run_as_the_clis(tmp_path):
+    # --workers 2: two threads of this process as data-parallel ranks; on_step comes from rank 0
+    # (the calling thread), and the losses are the CLI's --workers 2 run's, bit for bit.
+    settings = dict(SETTINGS, threads=1, workers=2)
+    steps = []
+    ours = mixprec.train(settings, on_step=steps.append)["losses"]
+    assert [s["loss"] for s in steps] == ours and len(ours) == 4
+    run = tmp_path / "cli"
+    subprocess.run([str(cli_path()), "train", "--model", "cnn", "--precision", "amp-bf16", "--epochs", "1",
+                    "--batch-size", "64", "--train-subset", "256", "--test-subset", "256", "--seed", "3",
+                    "--threads", "1", "--no-self-check", "--workers", "2", "--run-dir", str(run)],
+                   check=True, capture_output=True, env=cli_env())
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["loss"] for r in records if "loss" in r and r.get("type", "step") == "step"] == ours
+    with pytest.raises(ValueError, match="must divide evenly over --workers 3"):
+        mixprec.train(dict(SETTINGS, workers=3))
+
+
 def test_errors_name_the_setting():
     with pytest.raises(ValueError, match="did you mean .batch_size."):
         mixprec.train(batch_sise=64)

@@ -131,6 +131,12 @@ Status TrainingRun::check_memory() {
   auto estimate = spec_.file_text.empty() ? measure_model_memory(spec_, config_, preset, data_.train, batch)
                                           : estimate_model_file_memory(spec_, config_, preset, batch);
   if (!estimate.is_ok()) return estimate.status();
+  if (config_.workers > 1) {  // the workers are one process: each holds its replica and its shard's activations
+    estimate->weight_bytes *= config_.workers;
+    estimate->total_bytes = estimate->weight_bytes +
+                            estimate->activation_bytes_per_sample * estimate->batch * config_.workers;
+    estimate->method += ", x " + std::to_string(config_.workers) + " workers";
+  }
   memory_estimate_ = *estimate;
   return check_fits_in_memory(*estimate, *machine);
 }

@@ -9,6 +9,7 @@
 #    keeps its worker count (config.json; --workers is fixed on resume);
 #  - Ctrl-C stops every worker after the same step with a checkpoint (exit 130), and the run
 #    resumes from it;
+#  - the memory check counts every worker (one fits in 30 MiB, two do not: exit 8);
 #  - refusals naming the flag: a batch that does not split over the workers, a worker count
 #    above the machine's bound and --workers inside an mpirun job (exit 2), another count on
 #    resume (exit 4, as every setting fixed on resume).
@@ -97,6 +98,11 @@ at=$(tr '\r' '\n' < stop.log | grep -o "interrupted at step [0-9]*" | grep -o "[
 expect "the stopped run resumes" 0 "summary:" -- "$BIN" train --resume stopped --max-steps $((${at:-0} + 3))
 
 # ---- refusals ----
+# The memory check counts every worker's replica and activations: 1 worker fits in 30 MiB, 2 do not.
+expect "memory of one worker" 0 "summary:" -- env MIXPREC_MEMORY_LIMIT=30M \
+  "$BIN" train --model seed-cnn --dataset synthetic --batch-size 64 --max-steps 1 --run-dir none --no-eval
+expect "memory of two workers" 8 "not enough memory for this run: .*x 2 workers" -- env MIXPREC_MEMORY_LIMIT=30M \
+  "$BIN" train --model seed-cnn --dataset synthetic --batch-size 64 --max-steps 1 --run-dir none --no-eval --workers 2
 expect "a batch that does not split" 2 "--batch-size: 64 must divide evenly over --workers 3 \(try 63 or 66\)" -- \
   "$BIN" train --model "$TMP/mlp.yaml" "${COMMON[@]}" --max-steps 1 --run-dir none --workers 3
 expect "too many workers" 2 "--workers: must be from 1 to" -- \

@@ -53,12 +53,18 @@ int64_t override_now() {
 // their products (the unfused route all of them): faster from 32 positions on (gpt-tiny's
 // 64 x 128 x 32: ~1.4x forward, ~1.15-1.25x forward + backward in bf16, ~1.3x in f32).
 // Without a mask it does the same products as oneDNN's GEMMs: level at 128 positions with
-// D = 32, slower with D = 64 (~0.85x, bf16), faster from 256. Without AVX-512 its plain loops
-// are ~5x slower than oneDNN's AVX2 GEMMs at every length: it is taken there only for its
-// memory (linear in S), from 1024 positions.
+// D = 32, slower with D = 64 (~0.85x, bf16), faster from 256. With AVX2 and FMA but no
+// AVX-512 (flash_rows_avx2.h; measured on a Zen 4 with AVX-512 hidden, 1 thread, CPU time,
+// forward + backward, under load): causal faster from 128 (gpt-tiny's shape 6.8 vs 11.0 ms
+// bf16, 8.1 vs 10.6 f32; 512 x 64: 38.7 vs 59.8), unmasked level at 128-256 and slower at 512
+// with D = 64 (75.0 vs 66.6 ms), so taken there for its memory (linear in S) from 1024, where
+// it is also faster. Without AVX2 its plain loops are ~5x slower than oneDNN's GEMMs at every
+// length: from 1024 positions, for its memory alone.
 int64_t default_fused_from(bool causal) {
-  if (!cpu_features().avx512f) return 1024;
-  return causal ? 128 : 256;
+  const CpuFeatures& f = cpu_features();
+  if (f.avx512f) return causal ? 128 : 256;
+  if (f.avx2 && f.fma) return causal ? 128 : 1024;
+  return 1024;
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "backend/cpu/flash_rows_avx2.h"
 #include "backend/cpu/layout.h"
 #include "backend/cpu/tail_mask.h"
 #include "backend/cpu/transpose16.h"
@@ -328,6 +329,35 @@ struct Avx512 {
   }
 };
 
+// ---- Avx2: Plain<float>'s contracts on 8-lane registers (flash_rows_avx2.h), for CPUs with
+// AVX2 and FMA but no AVX-512.
+struct Avx2 {
+  static const float* pack(const float* m, int64_t, int64_t, int64_t, float*) { return m; }
+  using A = Plain<float>::A;
+  static A a_rows(const float* m, int64_t ld, int64_t, int64_t, float*) { return {m, ld, 1}; }
+  static const float* m_from(const float* m, int64_t ld, int64_t d0) { return m + d0 * ld; }
+  static A a_cols(const float* m, int64_t ld, int64_t, int64_t, float*) { return {m, 1, ld}; }
+  static void gemm(const A& a, int64_t rows, const float* m, int64_t ld, int64_t depth, int64_t cols, float* out,
+                   int64_t ldo, bool acc) {
+    flash_avx2::gemm(a.p, a.rs, a.ds, rows, m, ld, depth, cols, out, ldo, acc);
+  }
+  static void probs_dscores(float* p, float* dp, int64_t n, float scale, const float* bias, float lse, float delta) {
+    flash_avx2::probs_dscores(p, dp, n, scale, bias, lse, delta);
+  }
+  static void softmax_block(float* s, int64_t ld, int64_t rows, const int64_t* lim, int64_t, float scale,
+                            const float* bias, float* m, float* l, float* alpha, float*, float*) {
+    flash_avx2::softmax_block(s, ld, rows, lim, scale, bias, m, l, alpha);
+  }
+  static A a_probs(const float* s, int64_t ld, int64_t cols, int64_t rows, float* w) {
+    return a_rows(s, ld, cols, rows, w);
+  }
+  static float dot(const float* a, const float* b, int64_t n) { return flash_avx2::dot(a, b, n); }
+  static void transpose(const float* src, int64_t rows, int64_t w, float* dst, int64_t ld) {
+    Plain<float>::transpose(src, rows, w, dst, ld);
+  }
+  static void scale_row(float* x, int64_t n, float a) { flash_avx2::scale_row(x, n, a); }
+};
+
 // ---- Bf16Dot: Avx512 with every product on AVX512-BF16's vdpbf16ps, for bf16 inputs. One
 // instruction multiplies 16 pairs of bf16 and adds both products to 16 f32 sums: twice the
 // multiply-adds of an f32 FMA, as in oneDNN's bf16 GEMMs. So the reduced dimension goes in
@@ -487,6 +517,11 @@ struct Bf16Dot : Avx512 {
 
 bool use_avx512() {
   static const bool yes = cpu_features().avx512f;
+  return yes;
+}
+
+bool use_avx2() {
+  static const bool yes = cpu_features().avx2 && cpu_features().fma;
   return yes;
 }
 
@@ -1004,6 +1039,7 @@ void flash_attention_forward(FlashAttention& t) {
   if (t.q.dtype() == DType::f64) return forward<double, Plain<double>>(t);
   if (use_bf16_dot(t.q.dtype())) return forward<float, Bf16Dot>(t);
   if (use_avx512()) return forward<float, Avx512>(t);
+  if (use_avx2()) return forward<float, Avx2>(t);
   forward<float, Plain<float>>(t);
 }
 
@@ -1012,6 +1048,7 @@ std::vector<Tensor> flash_attention_backward(const FlashAttention& t, const Tens
   if (t.q.dtype() == DType::f64) return backward<double, Plain<double>>(t, d_out, into);
   if (use_bf16_dot(t.q.dtype())) return backward<float, Bf16Dot>(t, d_out, into);
   if (use_avx512()) return backward<float, Avx512>(t, d_out, into);
+  if (use_avx2()) return backward<float, Avx2>(t, d_out, into);
   return backward<float, Plain<float>>(t, d_out, into);
 }
 

@@ -54,9 +54,12 @@ void StepWorkers::worker_loop(int w) {
     }
     try {
       replicas_[size_t(w)]->run(shards_[size_t(w)]);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!failure_) failure_ = std::current_exception();
+    } catch (const std::exception& e) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!failure_) failure_ = std::current_exception();
+      }
+      comms_[size_t(w)]->stop_peers(e.what());  // the others' collectives fail now, not at the timeout
     }
     ++done;
   }
@@ -86,9 +89,10 @@ BenchmarkStep::Phases StepWorkers::run() {
   BenchmarkStep::Phases p;
   try {
     p = replicas_[0]->run(shards_[0]);
-  } catch (...) {
+  } catch (const std::exception& e) {
     omp_set_num_threads(saved);
-    rethrow_failure();  // the cause, where another worker failed first
+    comms_[0]->stop_peers(e.what());  // so that the destructor's join does not wait for a timeout
+    rethrow_failure();                // the cause, where another worker failed first
     throw;
   }
   omp_set_num_threads(saved);

@@ -67,6 +67,11 @@ uint64_t hash_dataset(const ImageDataset& d) {
   return io::hash_bytes(d.features.data(), d.features.size() * sizeof(float), h);
 }
 
+std::string even_batches_near(int64_t batch, int parts) {
+  const int64_t down = batch / parts * parts, up = down + parts;
+  return (down > 0 ? std::to_string(down) + " or " : "") + std::to_string(up);
+}
+
 uint64_t hash_executable() {
   std::ifstream exe("/proc/self/exe", std::ios::binary);
   const std::string bytes{std::istreambuf_iterator<char>(exe), std::istreambuf_iterator<char>()};

@@ -105,4 +105,8 @@ uint64_t hash_dataset(const ImageDataset& d);  // its pixels (or table values) a
 // separately built copies of mixprec may round differently).
 uint64_t hash_executable();
 
+// The global batch sizes nearest `batch` that split evenly over `parts` ranks or workers, for
+// the message that refuses one that does not: "63 or 66" (only the larger when none is below).
+std::string even_batches_near(int64_t batch, int parts);
+
 }  // namespace mixprec::train

@@ -174,12 +174,9 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
   result.tokens_per_sample = spec->language_model ? spec->width - 1 : spec->token_input ? spec->width : 0;
 
   const int64_t n = result.batch_size;
-  if (with_workers && n % o.workers != 0) {
-    const int64_t down = n / o.workers * o.workers, up = down + o.workers;
+  if (with_workers && n % o.workers != 0)
     return Status::invalid_argument("--batch-size: " + std::to_string(n) + " must divide evenly over --workers " +
-                                    std::to_string(o.workers) + " (try " +
-                                    (down > 0 ? std::to_string(down) + " or " : "") + std::to_string(up) + ")");
-  }
+                                    std::to_string(o.workers) + " (try " + even_batches_near(n, o.workers) + ")");
   result.workers = o.workers;
   manual_seed(o.seed);
   const Batch batch = synthetic_batch(*spec, n, o.seed);

@@ -24,13 +24,10 @@ Status TrainingRun::join_ranks() {
     return Status::ok();
   }
   const int n = comm.size();
-  if (!ranks_ && config_.batch_size % n != 0) {  // --workers': validate()'s
-    const int64_t down = config_.batch_size / n * n, up = down + n;
+  if (!ranks_ && config_.batch_size % n != 0)  // --workers': validate()'s
     return Status::invalid_argument("--batch-size: " + std::to_string(config_.batch_size) +
                                     " is the global batch and must divide evenly over " + std::to_string(n) +
-                                    " ranks (try " + (down > 0 ? std::to_string(down) + " or " : "") +
-                                    std::to_string(up) + ")");
-  }
+                                    " ranks (try " + even_batches_near(config_.batch_size, n) + ")");
   ReducerOptions reducer;
   reducer.bucket_bytes = int64_t(config_.bucket_mb * double(1 << 20));
   reducer.first_bucket_bytes = std::min(reducer.first_bucket_bytes, reducer.bucket_bytes);

@@ -13,6 +13,7 @@
 #include "mixprec/train/train.h"
 #include "mixprec/core/hardware.h"
 #include "mixprec/train/train_config.h"
+#include "train/data_parallel.h"
 
 namespace mixprec::train {
 
@@ -38,12 +39,10 @@ Status validate(const TrainConfig& c, bool check_names) {
     return bad("--workers", "must be from 1 to " + std::to_string(max_thread_count()) + " (4x this machine's " +
                                 std::to_string(omp_get_num_procs()) + " hardware threads), got " +
                                 std::to_string(c.workers));
-  if (c.workers > 1 && c.batch_size % c.workers != 0) {
-    const int64_t down = c.batch_size / c.workers * c.workers, up = down + c.workers;
+  if (c.workers > 1 && c.batch_size % c.workers != 0)
     return bad("--batch-size", std::to_string(c.batch_size) + " must divide evenly over --workers " +
-                                   std::to_string(c.workers) + " (try " +
-                                   (down > 0 ? std::to_string(down) + " or " : "") + std::to_string(up) + ")");
-  }
+                                   std::to_string(c.workers) + " (try " + even_batches_near(c.batch_size, c.workers) +
+                                   ")");
   if (auto p = amp::preset_by_name(c.precision); !p.is_ok()) return bad("--precision", p.status().message());
   if (!(c.loss_spike_factor == 0 || c.loss_spike_factor > 1))
     return bad("--loss-spike", "must be > 1 (a multiple of the median of the last 50 step losses) or 0 (off), got " +

@@ -330,13 +330,9 @@ struct Avx512 {
 };
 
 // ---- Avx2: Plain<float>'s contracts on 8-lane registers (flash_rows_avx2.h), for CPUs with
-// AVX2 and FMA but no AVX-512.
-struct Avx2 {
-  static const float* pack(const float* m, int64_t, int64_t, int64_t, float*) { return m; }
-  using A = Plain<float>::A;
-  static A a_rows(const float* m, int64_t ld, int64_t, int64_t, float*) { return {m, ld, 1}; }
-  static const float* m_from(const float* m, int64_t ld, int64_t d0) { return m + d0 * ld; }
-  static A a_cols(const float* m, int64_t ld, int64_t, int64_t, float*) { return {m, 1, ld}; }
+// AVX2 and FMA but no AVX-512. The operand forms (dense rows and views, no packing) and the
+// transpose are Plain<float>'s own.
+struct Avx2 : Plain<float> {
   static void gemm(const A& a, int64_t rows, const float* m, int64_t ld, int64_t depth, int64_t cols, float* out,
                    int64_t ldo, bool acc) {
     flash_avx2::gemm(a.p, a.rs, a.ds, rows, m, ld, depth, cols, out, ldo, acc);
@@ -348,13 +344,7 @@ struct Avx2 {
                             const float* bias, float* m, float* l, float* alpha, float*, float*) {
     flash_avx2::softmax_block(s, ld, rows, lim, scale, bias, m, l, alpha);
   }
-  static A a_probs(const float* s, int64_t ld, int64_t cols, int64_t rows, float* w) {
-    return a_rows(s, ld, cols, rows, w);
-  }
   static float dot(const float* a, const float* b, int64_t n) { return flash_avx2::dot(a, b, n); }
-  static void transpose(const float* src, int64_t rows, int64_t w, float* dst, int64_t ld) {
-    Plain<float>::transpose(src, rows, w, dst, ld);
-  }
   static void scale_row(float* x, int64_t n, float a) { flash_avx2::scale_row(x, n, a); }
 };
 

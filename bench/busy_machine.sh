@@ -9,11 +9,14 @@
 # setting's row without neighbours.
 #
 #   bench/busy_machine.sh [--build-dir build-dev] [--models gpt-tiny,seed-cnn] [--precision amp-bf16]
-#       [--rounds 3] [--steps 10] [--neighbours 0,2,4] [--settings all-cores,adaptive,one]
+#       [--rounds 3] [--steps 10] [--neighbours 0,2,4] [--settings all-cores,adaptive,threads,one]
 #
-# Settings: `all-cores` is the old default (--threads = the usable cores, libgomp's wait),
-# `adaptive` the new default (no --threads, OMP_NUM_THREADS unset: mixprec/core/threads.h; the
-# cell also shows the thread count its timed steps ran on), `one` is --threads 1, and `torch`
+# Settings: `all-cores` is the first default (--threads = the usable cores, libgomp's wait),
+# `adaptive` the default (no --threads, --workers or OMP_NUM_THREADS: mixprec/core/threads.h;
+# the adaptive thread count, or one worker per core when other processes keep cores busy at the
+# start; the cell shows [tN] the thread count its timed steps ran on or [wN] the workers),
+# `threads` the adaptive thread count alone (--workers 1: the default before it chose
+# workers), `one` is --threads 1, and `torch`
 # the PyTorch 1.13 peer (bench/peer_python bench/torch_step.py on all cores; slow beside
 # neighbours, so not in the default list), and `workers` is --workers <usable cores> (the step
 # as one-thread workers, in-process data-parallel ranks each on its share of the batch, meeting
@@ -21,7 +24,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=build-dev MODELS=gpt-tiny,seed-cnn PRECISION=amp-bf16 ROUNDS=3 STEPS=10 NEIGHBOURS=0,2,4
-SETTINGS=all-cores,adaptive,one
+SETTINGS=all-cores,adaptive,threads,one
 while [[ $# -gt 0 ]]; do
   case $1 in
     --build-dir) BUILD=$2; shift 2 ;;
@@ -44,8 +47,8 @@ IFS=, read -r -a models <<< "$MODELS"
 IFS=, read -r -a settings <<< "$SETTINGS"
 IFS=, read -r -a neighbours <<< "$NEIGHBOURS"
 for s in "${settings[@]}"; do
-  [[ $s =~ ^(all-cores|adaptive|one|torch|workers)$ ]] ||
-    { echo "busy_machine.sh: setting '$s' is not all-cores, adaptive, one, torch or workers" >&2; exit 2; }
+  [[ $s =~ ^(all-cores|adaptive|threads|one|torch|workers)$ ]] ||
+    { echo "busy_machine.sh: setting '$s' is not all-cores, adaptive, threads, one, torch or workers" >&2; exit 2; }
 done
 for n in "${neighbours[@]}"; do
   [[ $n =~ ^[0-9]+$ ]] || { echo "busy_machine.sh: --neighbours takes counts, got '$n'" >&2; exit 2; }
@@ -56,19 +59,22 @@ source "$ROOT/bench/neighbours.sh"  # start_busy, stop_busy, median
 trap 'stop_busy; rm -rf "$TMP"' EXIT
 
 
-# One cell's run: prints "MEDIAN_MS THREADS" (THREADS: the most frequent count of the timed steps).
+# One cell's run: prints "MEDIAN_MS COUNT", COUNT tN (the most frequent thread count of the timed
+# steps) or wN (the step ran as N workers).
 run_setting() {
   local s=$1 m=$2
   local bench=("$BIN" bench --model "$m" --precision "$PRECISION" --steps "$STEPS" --warmup 3 --json)
   local pick='import json, sys
 r = json.load(sys.stdin); p = r["presets"][0]; t = p.get("step_threads") or [r["threads"]]
-print(p["median_ms"], max(set(t), key=t.count))'
+w = r.get("workers", 1)
+print(p["median_ms"], "w%d" % w if w > 1 else "t%d" % max(set(t), key=t.count))'
   case $s in
     all-cores) env -u OMP_NUM_THREADS "${bench[@]}" --threads "$CORES" 2> /dev/null | python3 -c "$pick" ;;
     adaptive) env -u OMP_NUM_THREADS -u MIXPREC_THREADS_OTHERS_BUSY "${bench[@]}" 2> /dev/null | python3 -c "$pick" ;;
+    threads) env -u OMP_NUM_THREADS -u MIXPREC_THREADS_OTHERS_BUSY "${bench[@]}" --workers 1 2> /dev/null |
+      python3 -c "$pick" ;;
     one) env -u OMP_NUM_THREADS "${bench[@]}" --threads 1 2> /dev/null | python3 -c "$pick" ;;
-    workers) env -u OMP_NUM_THREADS "${bench[@]}" --workers "$CORES" 2> /dev/null |
-      python3 -c 'import json, sys; r = json.load(sys.stdin); print(r["presets"][0]["median_ms"], r["workers"])' ;;
+    workers) env -u OMP_NUM_THREADS "${bench[@]}" --workers "$CORES" 2> /dev/null | python3 -c "$pick" ;;
     torch)
       local prec=$PRECISION
       "$ROOT/bench/peer_python" "$ROOT/bench/torch_step.py" --model "$m" --precision "$prec" --repeats "$STEPS" \
@@ -83,7 +89,7 @@ echo "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $CORE
      "commit $(git -C "$ROOT" rev-parse --short HEAD 2> /dev/null || echo '?'); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "Per cell: \`mixprec bench --model M --precision $PRECISION --steps $STEPS --warmup 3\` with the setting's threads," \
      "median step ms over $ROUNDS rounds (each round runs every setting once, in turn); [tN]: the thread count" \
-     "of most timed steps (workers: the worker count); (x): the ratio to the same setting without neighbours;" \
+     "of most timed steps, [wN]: N workers (the rounds' most frequent); (x): the ratio to the same setting without neighbours;" \
      "{x}: the ratio to the adaptive default's row without neighbours (issue 34's measure). A neighbour is a busy loop."
 echo
 header="| neighbours | model |"; rule="|---|---|"
@@ -104,11 +110,11 @@ for n in "${neighbours[@]}"; do
     for s in "${settings[@]}"; do
       med=$(median < "$TMP/$n.$m.$s.ms")
       echo "$med" > "$TMP/med.$n.$m.$s"
-      t=$(sort -n "$TMP/$n.$m.$s.threads" | uniq -c | sort -rn | awk 'NR == 1 { print $2 }')
+      t=$(sort "$TMP/$n.$m.$s.threads" | uniq -c | sort -rn | awk 'NR == 1 { print $2 }')
       quiet=$(cat "$TMP/med.${neighbours[0]}.$m.$s" 2> /dev/null || echo "$med")
       default=$(cat "$TMP/med.${neighbours[0]}.$m.adaptive" 2> /dev/null || echo 0)
       row+=" $(awk -v a="$med" -v b="$quiet" -v t="$t" -v d="$default" \
-        'BEGIN { printf "%.1f [t%d] (%.2fx)", a, t, a / b; if (d > 0) printf " {%.2fx}", a / d }') |"
+        'BEGIN { printf "%.1f [%s] (%.2fx)", a, t, a / b; if (d > 0) printf " {%.2fx}", a / d }') |"
     done
     echo "$row"
   done

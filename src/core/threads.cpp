@@ -225,6 +225,26 @@ int ThreadPolicy::threads() const {
   return threads_;
 }
 
+ThreadChoice ThreadPolicy::choice() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return choice_;
+}
+
+WorkerChoice choose_workers(const ThreadPolicy& settled, int64_t batch) {
+  const int n = settled.available();
+  if (!settled.adaptive() || n < 2 || settled.threads() >= n) return {};
+  const ThreadChoice c = settled.choice();
+  char busy[32];
+  std::snprintf(busy, sizeof busy, "%.1f", c.others_busy);
+  const std::string load = std::string("other processes busy on ~") + busy + " of " + std::to_string(n) + " cores";
+  if (n > kMaxAutoWorkers)
+    return {1, load, "they are chosen on machines of up to " + std::to_string(kMaxAutoWorkers) +
+                         " cores only (--workers N asks for them)"};
+  if (batch < n || batch % n != 0)
+    return {1, load, "the batch of " + std::to_string(batch) + " does not divide over " + std::to_string(n) + " workers"};
+  return {n, load, ""};
+}
+
 int ThreadPolicy::explicit_threads() const {
   if (flag_ > 0) return flag_;
   // OMP_NUM_THREADS's first number ("3" or "3,2": the outer level), as libgomp read it at start.

@@ -14,6 +14,7 @@
 // rank order, ((d0 + d1) + d2) ..., so two ranks get the same bits as MPI's reduction.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -162,6 +163,43 @@ void reduce_in_place(Slot& s, size_t b, size_t e, Op op) {
   }
 }
 
+// reduce_in_place for sums, in vector registers: the gradients' reduction at the end of every
+// step (reduce_in_place's loop over a run-time list of buffers stays scalar, ~3x slower on a
+// 4 MiB bucket). The same rank order, ((d0 + d1) + d2) ..., so the same bits.
+template <typename T>
+void sum_in_place(Slot& s, size_t b, size_t e) {
+  const size_t ranks = s.data.size();
+  if (ranks == 2) {  // the usual case: one core per worker on a small machine
+    T* __restrict x = static_cast<T*>(s.data[0]);
+    T* __restrict y = static_cast<T*>(s.data[1]);
+#pragma omp simd
+    for (size_t i = b; i < e; ++i) {
+      const T v = x[i] + y[i];
+      x[i] = v;
+      y[i] = v;
+    }
+    return;
+  }
+  constexpr size_t kBlock = 512;  // the running sums, on the stack: 2-4 KiB
+  T acc[kBlock];
+  for (size_t at = b; at < e; at += kBlock) {
+    const size_t n = std::min(kBlock, e - at);
+    const T* first = static_cast<const T*>(s.data[0]) + at;
+#pragma omp simd
+    for (size_t k = 0; k < n; ++k) acc[k] = first[k];
+    for (size_t r = 1; r < ranks; ++r) {
+      const T* d = static_cast<const T*>(s.data[r]) + at;
+#pragma omp simd
+      for (size_t k = 0; k < n; ++k) acc[k] += d[k];
+    }
+    for (size_t r = 0; r < ranks; ++r) {
+      T* d = static_cast<T*>(s.data[r]) + at;
+#pragma omp simd
+      for (size_t k = 0; k < n; ++k) d[k] = acc[k];
+    }
+  }
+}
+
 class ThreadCommunicator final : public Communicator {
   // A started collective: its slot's sequence number on the shared group.
   class Pending final : public PendingCollective {
@@ -267,7 +305,7 @@ class ThreadCommunicator final : public Communicator {
   using Range = std::function<void(Slot&, size_t, size_t)>;
   template <typename T>
   static void sum(Slot& s, size_t b, size_t e) {
-    reduce_in_place<T>(s, b, e, std::plus<T>());
+    sum_in_place<T>(s, b, e);
   }
   Status run(void* data, size_t n, const std::string& what, Range range) {
     const uint64_t seq = next_++;

@@ -64,9 +64,10 @@ BenchmarkStep::Phases BenchmarkStep::run(const Batch& batch) {
   return Phases{out.loss, out.forward_ms, out.backward_ms, out.update_ms};
 }
 
-void BenchmarkStep::join_ranks(dist::Communicator& comm) {
+void BenchmarkStep::join_ranks(dist::Communicator& comm, bool sync_bn) {
   dp_ = std::make_unique<DataParallel>(comm);
   step_->set_data_parallel(dp_.get());
+  if (sync_bn) step_->set_batch_norm_sync(dp_->batch_norm_sync());
 }
 
 nn::Module& BenchmarkStep::model() { return step_->model(); }
@@ -157,27 +158,41 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
   if (o.threads < 0 || o.threads > max_thread_count())
     return Status::invalid_argument("--threads: must be from 0 (all cores) to " + std::to_string(max_thread_count()) +
                                     ", got " + std::to_string(o.threads));
-  if (o.workers < 1 || o.workers > max_thread_count())
-    return Status::invalid_argument("--workers: must be from 1 to " + std::to_string(max_thread_count()) + ", got " +
-                                    std::to_string(o.workers));
-  // --threads N, OMP_NUM_THREADS, or the adaptive default, re-decided between steps. Workers
-  // compute on --threads each (1 by default) and adapt nothing: their count is the setting.
-  const bool with_workers = o.workers > 1;
-  const int worker_threads = o.threads > 0 ? o.threads : 1;
-  ThreadPolicy threads(with_workers ? worker_threads : o.threads);
-  threads.apply();
-
+  if (o.workers < 0 || o.workers > max_thread_count())
+    return Status::invalid_argument("--workers: must be from 0 (chosen by the load) to " +
+                                    std::to_string(max_thread_count()) + ", got " + std::to_string(o.workers));
   StepBenchmarkResult result;
   result.model = o.model;
   // A language model from a file: sequences, as the built-in GPTs (default_benchmark_batch).
   result.batch_size = o.batch_size > 0 ? o.batch_size : spec->language_model ? 16 : default_benchmark_batch(o.model);
   result.tokens_per_sample = spec->language_model ? spec->width - 1 : spec->token_input ? spec->width : 0;
-
   const int64_t n = result.batch_size;
-  if (with_workers && n % o.workers != 0)
+
+  // --threads N, OMP_NUM_THREADS, or the adaptive default, re-decided between steps. Workers
+  // compute on --threads each (1 by default) and adapt nothing: their count is the setting,
+  // the user's or, by default, chosen once from the load before the first step as train
+  // chooses it (mixprec/core/threads.h's choose_workers).
+  int workers = o.workers;
+  std::string chosen;
+  auto threads = std::make_unique<ThreadPolicy>(o.threads);
+  if (workers == 0) {
+    workers = 1;
+    if (threads->adaptive()) {
+      threads->settle();
+      const WorkerChoice w = choose_workers(*threads, n);
+      workers = w.workers;
+      if (workers > 1) chosen = w.load;
+      else if (!w.obstacle.empty()) result.workers_note = "1, though " + w.load + ": " + w.obstacle;
+    }
+  }
+  const bool with_workers = workers > 1;
+  const int worker_threads = o.threads > 0 ? o.threads : 1;
+  if (with_workers) threads = std::make_unique<ThreadPolicy>(worker_threads);
+  threads->apply();
+  if (with_workers && n % workers != 0)
     return Status::invalid_argument("--batch-size: " + std::to_string(n) + " must divide evenly over --workers " +
-                                    std::to_string(o.workers) + " (try " + even_batches_near(n, o.workers) + ")");
-  result.workers = o.workers;
+                                    std::to_string(workers) + " (try " + even_batches_near(n, workers) + ")");
+  result.workers = workers;
   manual_seed(o.seed);
   const Batch batch = synthetic_batch(*spec, n, o.seed);
 
@@ -187,7 +202,8 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
     if (!preset.is_ok()) return preset.status();
     Contender c;
     c.timing.preset = name;
-    if (with_workers) c.workers = std::make_unique<StepWorkers>(*spec, *preset, batch, o.workers, worker_threads, o.seed);
+    if (with_workers) c.workers = std::make_unique<StepWorkers>(*spec, *preset, batch, workers, worker_threads, o.seed,
+                                                    /*sync_bn=*/!chosen.empty());
     else c.step = std::make_unique<BenchmarkStep>(*spec, *preset, n, o.seed);
     if (result.parameters == 0) result.parameters = c.model().num_parameters();
     contenders.push_back(std::move(c));
@@ -198,7 +214,7 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
 
   // The warm-up was the thread policy's first window; the step below then makes the
   // primitives for the count it chose.
-  threads.settle();
+  threads->settle();
   // One extra untimed step per preset measures its peak activation memory in isolation.
   for (Contender& c : contenders) {
     reset_peak_memory();
@@ -214,7 +230,7 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
       const int64_t allocs = allocation_count();
       const int64_t prims = primitive_creations();
       const auto t0 = std::chrono::steady_clock::now();
-      c.timing.step_threads.push_back(with_workers ? worker_threads : threads.apply());  // timed: train pays it too
+      c.timing.step_threads.push_back(with_workers ? worker_threads : threads->apply());  // timed: train pays it too
       const BenchmarkStep::Phases out = c.run(batch);
       const auto t1 = std::chrono::steady_clock::now();
       c.timing.last_loss = out.loss;
@@ -227,10 +243,13 @@ StatusOr<StepBenchmarkResult> benchmark_steps(const StepBenchmarkOptions& o,
       if (on_progress) on_progress(++done, total);
     }
   }
-  result.threads = threads.threads();
-  result.thread_policy = threads.describe();
+  result.threads = threads->threads();
+  result.thread_policy = threads->describe();
   if (with_workers && o.threads == 0) result.thread_policy = "1 (a worker's default)";
-  result.thread_warning = threads.quota_warning();
+  if (!chosen.empty())
+    result.workers_note = std::to_string(workers) + ", chosen because " + chosen +
+                          " (--workers 1 times one step on adaptive threads)";
+  result.thread_warning = threads->quota_warning();
   for (Contender& c : contenders) {
     PresetTiming& t = c.timing;
     t.median_ms = median_of(t.step_ms);

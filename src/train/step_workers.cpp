@@ -10,7 +10,7 @@
 namespace mixprec::train {
 
 StepWorkers::StepWorkers(const nn::ModelSpec& spec, const amp::Preset& preset, const Batch& batch, int workers,
-                         int threads_per_worker, uint64_t seed)
+                         int threads_per_worker, uint64_t seed, bool sync_bn)
     : threads_per_worker_(threads_per_worker < 1 ? 1 : threads_per_worker) {
   const int64_t n = batch.images.size(0);
   if (workers < 1 || n % workers != 0)
@@ -20,7 +20,7 @@ StepWorkers::StepWorkers(const nn::ModelSpec& spec, const amp::Preset& preset, c
   comms_ = dist::make_thread_communicators(workers);
   for (int w = 0; w < workers; ++w) {
     replicas_.push_back(std::make_unique<BenchmarkStep>(spec, preset, part, seed));
-    replicas_.back()->join_ranks(*comms_[size_t(w)]);
+    replicas_.back()->join_ranks(*comms_[size_t(w)], sync_bn);
     shards_.push_back(Batch{narrow(batch.images, w * part, part), narrow(batch.labels, w * part, part)});
   }
   // Each replica was built after manual_seed(seed): the process generator now holds the state

@@ -36,9 +36,10 @@ class StepWorkers {
   // `workers` replicas of the spec's model under `preset` (the same weights: each built after
   // manual_seed(seed)), worker w stepping on rows [w n / W, (w + 1) n / W) of `batch` (n its
   // rows, which must divide evenly) with `threads_per_worker` OpenMP threads. The calling
-  // thread is worker 0; the others start here and wait for run().
+  // thread is worker 0; the others start here and wait for run(). sync_bn: BatchNorm
+  // statistics over the whole batch (BenchmarkStep::join_ranks).
   StepWorkers(const nn::ModelSpec& spec, const amp::Preset& preset, const Batch& batch, int workers,
-              int threads_per_worker, uint64_t seed);
+              int threads_per_worker, uint64_t seed, bool sync_bn = false);
   ~StepWorkers();  // stops and joins the worker threads
   StepWorkers(const StepWorkers&) = delete;
   StepWorkers& operator=(const StepWorkers&) = delete;

@@ -73,8 +73,10 @@ const std::vector<ConfigField>& config_fields() {
       {.key = "workers", .flag = "--workers", .member = &C::workers,
        .help = "Train as N workers, threads of this process that are the ranks of a data-parallel run (each "
                "on 1/N of every batch with --threads threads, 1 when 0; mpirun -np N's arithmetic): they meet a "
-               "few times per step, so they keep their share of cores other processes keep busy",
-       .min = 1, .max = double(1 << 20), .fixed_on_resume = true},
+               "few times per step, so they keep their share of cores other processes keep busy (0: one per core "
+               "when other processes keep cores busy at the start and neither --threads nor OMP_NUM_THREADS is "
+               "set, else 1; recorded for the run)",
+       .min = 0, .max = double(1 << 20), .fixed_on_resume = true},
       {.key = "train_subset", .flag = "--train-subset", .member = &C::train_subset,
        .help = "Use only the first N training images (-1: all)", .min = -1, .fixed_on_resume = true},
       {.key = "test_subset", .flag = "--test-subset", .member = &C::test_subset,

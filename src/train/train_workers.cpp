@@ -16,7 +16,7 @@
 
 namespace mixprec::train {
 
-StatusOr<TrainResult> run_workers(const TrainConfig& config, const Callbacks& callbacks) {
+StatusOr<TrainResult> run_workers(const TrainConfig& config, const Callbacks& callbacks, const std::string& chosen) {
   const int n = config.workers;
   auto comms = dist::make_thread_communicators(n);
   for (auto& c : comms) c->set_timeout(config.dist_timeout);
@@ -35,6 +35,7 @@ StatusOr<TrainResult> run_workers(const TrainConfig& config, const Callbacks& ca
     WorkerScope worker(r);  // its own cached kernels (backend/onednn/primitive_cache.h)
     try {
       TrainingRun training(config, r == 0 ? callbacks : others, nullptr, comms[size_t(r)].get());
+      training.set_workers_chosen(chosen);
       results[size_t(r)] = training.run();
     } catch (const Error& e) {
       results[size_t(r)] = e.status();

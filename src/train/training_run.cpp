@@ -311,45 +311,10 @@ StatusOr<TrainResult> TrainingRun::run() {
   MIXPREC_RETURN_IF_ERROR(validate(config_, /*check_names=*/custom_ == nullptr));
   MIXPREC_RETURN_IF_ERROR(join_ranks());
   MIXPREC_RETURN_IF_ERROR(claim_run_dir());
-  // With neither --threads nor OMP_NUM_THREADS a new run of one process measures the other
-  // processes over its set-up and keeps one count for the whole run, recorded in config.json
-  // so that a resume continues on it: the thread count changes some kernels' summation order
-  // (mixprec/core/threads.h), and a run must stay reproducible. A resume, or a rank of a
-  // data-parallel run, without the flag keeps OpenMP's default as before, within the cgroup's
-  // CPU quota (mixprec/core/cpu_quota.h). An explicit count wins over the quota, with a warning.
-  const CpuQuota quota = cpu_quota();
-  std::unique_ptr<ThreadPolicy> adaptive;
-  if (config_.threads > 0) omp_set_num_threads(config_.threads);
-  else if (config_.workers > 1) {  // each worker computes alone unless --threads says otherwise
-    omp_set_num_threads(1);
-    threads_note_ = " per worker (" + std::to_string(config_.workers) + " workers)";
-  }
-  else if (config_.resume.empty() && !(dp_ && dp_->ranks() > 1))
-    adaptive = std::make_unique<ThreadPolicy>(0, 0.5, ThreadPolicy::Sampler{}, 0, quota);
-  else if (!std::getenv("OMP_NUM_THREADS") && quota.limited() && omp_get_max_threads() > quota.threads()) {
-    omp_set_num_threads(quota.threads());
-    threads_note_ = ": OpenMP's default, cgroup CPU quota " + quota.cores_text();
-  }
-  if (config_.threads > 0 || std::getenv("OMP_NUM_THREADS")) {
-    const std::string setting = config_.threads <= 0 ? "OMP_NUM_THREADS=" + std::string(std::getenv("OMP_NUM_THREADS"))
-                                : config_.resume.empty() ? "--threads " + std::to_string(config_.threads)
-                                                         : "threads " + std::to_string(config_.threads) + " (the run's, or --threads)";
-    if (const std::string w = thread_quota_warning(omp_get_max_threads(), setting, quota); !w.empty()) {
-      threads_note_ = " (more than the cgroup CPU quota of " + quota.cores_text() + ")";
-      if (cb_.on_warning) cb_.on_warning(w);
-    }
-  }
+  start_threads();
   MIXPREC_RETURN_IF_ERROR(load_datasets());
   MIXPREC_RETURN_IF_ERROR(check_memory());
-  if (adaptive && adaptive->adaptive()) {
-    recorded_config_.threads = adaptive->settle();
-    // "1: adaptive (now 1 of 2: other processes busy on ~1.6 cores), kept for the run ..."
-    threads_note_ = ": " + adaptive->describe() + ", kept for this run and its resumes";
-    // Fewer threads than cores because others are busy: workers would keep a fair share.
-    if (recorded_config_.threads < adaptive->available())
-      threads_note_ += "; --workers " + std::to_string(adaptive->available()) +
-                       " would keep this run's share of the busy cores (docs/distributed.md)";
-  }
+  settle_threads();
   choose_precision();
   MIXPREC_RETURN_IF_ERROR(build_model());
   MIXPREC_RETURN_IF_ERROR(restore());
@@ -367,8 +332,17 @@ StatusOr<TrainResult> TrainingRun::run() {
 }
 
 StatusOr<TrainResult> run(const TrainConfig& config, const Callbacks& callbacks) {
-  if (config.workers > 1) return run_workers(config, callbacks);
-  TrainingRun training(config, callbacks);
+  TrainConfig c = config;
+  if (c.workers == 0) {  // the default (train.h)
+    const WorkerChoice w = default_workers(c);
+    c.workers = w.workers;
+    if (w.workers > 1) {
+      c.sync_bn = true;  // a BatchNorm layer's statistics stay the whole batch's, as in one process
+      return run_workers(c, callbacks, w.load);
+    }
+  }
+  if (c.workers > 1) return run_workers(c, callbacks);
+  TrainingRun training(c, callbacks);
   return training.run();
 }
 
@@ -376,6 +350,7 @@ StatusOr<TrainResult> run(const TrainConfig& config, const Custom& custom, const
   TrainConfig c = config;
   c.model = custom.model_name;
   c.dataset = "custom";
+  if (c.workers == 0) c.workers = 1;  // the default's choice is not made for a caller's own model
   if (c.workers > 1)  // each worker would call the caller's model factory and read its data at once
     return Status::invalid_argument("--workers: a run with the caller's own model and data (mixprec.train from "
                                     "Python with a Module, the C++ Custom API) runs in one worker; got " +

@@ -1,9 +1,9 @@
 // training_run.h: one training run (train::run) as small named steps, in the order they run:
 //
-//   claim_run_dir -> load_datasets -> check_memory -> choose_precision -> build_model -> restore -> check_recordable -> open_logs
+//   claim_run_dir -> start_threads -> load_datasets -> check_memory -> settle_threads -> choose_precision -> build_model -> restore -> check_recordable -> open_logs
 //   -> plan -> announce -> train (train_step, after_step: evaluate_now, save, roll_back) -> finish
 //
-// Setting up (training_run.cpp) and the loop (trainer.cpp) share the state below; each step
+// Setting up (training_run.cpp; the threads in training_run_threads.cpp) and the loop (trainer.cpp) share the state below; each step
 // reads what the steps before it produced. The run directory is resolved once (run_dir_of) and
 // the preset parsed once into an amp::Preset.
 #pragma once
@@ -17,6 +17,7 @@
 #include "mixprec/data/data.h"
 #include "mixprec/nn/models.h"
 #include "mixprec/amp/precision.h"
+#include "mixprec/core/threads.h"
 #include "mixprec/io/run_dir.h"
 #include "mixprec/train/train.h"
 #include "train/checkpointing.h"
@@ -30,7 +31,13 @@ namespace mixprec::train {
 
 // train::run for config.workers > 1 (train_workers.cpp): the run as that many workers, threads
 // of this process, each a TrainingRun that is one rank of a data-parallel run.
-StatusOr<TrainResult> run_workers(const TrainConfig& config, const Callbacks& callbacks);
+// The workers of a run that left the count to the default (TrainConfig::workers 0): one per
+// usable core when a new run of one process with an adaptive thread count finds other
+// processes busy on its cores (mixprec/core/threads.h's choose_workers), else 1.
+WorkerChoice default_workers(const TrainConfig& config);
+// chosen: why the default chose workers (WorkerChoice::load), for the banner; "" for --workers.
+StatusOr<TrainResult> run_workers(const TrainConfig& config, const Callbacks& callbacks,
+                                  const std::string& chosen = "");
 
 class TrainingRun {
  public:
@@ -44,6 +51,8 @@ class TrainingRun {
   TrainingRun& operator=(const TrainingRun&) = delete;
 
   StatusOr<TrainResult> run();
+  // Why the default chose this run's workers (choose_workers), said in the banner.
+  void set_workers_chosen(std::string why) { workers_chosen_ = std::move(why); }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -52,6 +61,12 @@ class TrainingRun {
 
   // ---- setting up (training_run.cpp) ----
   Status claim_run_dir();     // one run per run directory: locked before anything is read
+  // ---- what it computes on (training_run_threads.cpp) ----
+  // The thread count: --threads's, a worker's 1, the quota's, or (a new run of one process)
+  // an adaptive policy measuring over the set-up; settle_threads() decides it, records it in
+  // config.json and says why in the banner.
+  void start_threads();
+  void settle_threads();
   Status load_datasets();     // both splits, the loader, the normalisation to record
   Status take_custom_data();  // load_datasets for a Custom run
   // Refuses (resource_exhausted) a run whose estimated memory exceeds what the machine has,
@@ -104,11 +119,13 @@ class TrainingRun {
   DataSplits data_;
   std::optional<MemoryEstimate> memory_estimate_;  // check_memory's, when it ran (TrainResult reports it)
   TrainConfig recorded_config_;  // config_ with the normalisation the loader applies (and the adaptive thread count)
+  std::string workers_chosen_;  // set_workers_chosen
   std::string threads_note_;     // the banner's words after the thread count: " (adaptive: ...)"
   std::unique_ptr<DataLoader> loader_;
   amp::Preset preset_;
   std::unique_ptr<PrecisionStep> step_;
   std::unique_ptr<DataParallel> dp_;  // null in one process
+  std::unique_ptr<ThreadPolicy> adaptive_;  // a new run's adaptive thread count, until settle_threads
   std::shared_ptr<const ImageDataset> eval_shard_;  // data-parallel: this rank's share of the test set
 
   Position pos_;  // where the next step starts

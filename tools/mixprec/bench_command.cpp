@@ -32,6 +32,7 @@ nlohmann::json to_json(const train::StepBenchmarkResult& r) {
   j["batch_size"] = r.batch_size;
   j["threads"] = r.threads;
   j["workers"] = r.workers;
+  j["workers_note"] = r.workers_note;
   j["thread_policy"] = r.thread_policy;
   j["omp_wait"] = omp_wait_description();
   j["parameters"] = r.parameters;
@@ -62,10 +63,11 @@ void print_table(const train::StepBenchmarkResult& r, int64_t steps) {
   const std::string workers =
       r.workers > 1 ? std::to_string(r.workers) + " workers (in-process data-parallel ranks) x " : std::string();
   std::printf("\n%s, batch %lld, %s%d threads, %lld parameters, %lld timed steps per preset (interleaved)\n"
-              "threads: %s%s\nOpenMP waits: %s\n",
+              "threads: %s%s\n",
               r.model.c_str(), (long long)r.batch_size, workers.c_str(), r.threads, (long long)r.parameters,
-              (long long)steps, r.thread_policy.c_str(), r.workers > 1 ? " per worker" : "",
-              omp_wait_description().c_str());
+              (long long)steps, r.thread_policy.c_str(), r.workers > 1 ? " per worker" : "");
+  if (!r.workers_note.empty()) std::printf("workers: %s\n", r.workers_note.c_str());
+  std::printf("OpenMP waits: %s\n", omp_wait_description().c_str());
   // Text models are compared by tokens a second (a language model's sample: its context).
   const bool text = r.tokens_per_sample > 0;
   std::printf("%-10s | %9s | %9s | %20s | %9s | %8s | %12s | %8s | %6s | %6s | %7s\n", "preset", "median ms",
@@ -162,8 +164,10 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_option("--workers", f->options.workers,
                   "Run the step as N workers, threads that are the ranks of an in-process data-parallel step (each on "
                   "batch / N samples with --threads threads, 1 by default; the arithmetic of mpirun -np N): meeting a "
-                  "few times per step, they keep their share of cores that other processes keep busy")
-      ->check(at_least(1))->capture_default_str();
+                  "few times per step, they keep their share of cores that other processes keep busy (0: one per core "
+                  "when other processes keep cores busy at the start and neither --threads nor OMP_NUM_THREADS is "
+                  "set, else 1)")
+      ->check(at_least(0))->capture_default_str();
   cmd->add_option("--seed", f->options.seed, "Seed of the weights and the synthetic batch")->capture_default_str();
   cmd->add_flag("--json", f->json, "Print the results as JSON (every step's time included) instead of a table");
   return [f]() { return run_bench(*f); };

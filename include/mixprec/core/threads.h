@@ -17,6 +17,7 @@
 // inference commands and `bench`, whose forward passes do not depend on it (measured), keep
 // re-deciding (docs/cli.md, Environment).
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -122,6 +123,8 @@ class ThreadPolicy {
   // then applies it as apply() does. Returns the count.
   int settle(double window = 0.2);
   int threads() const;
+  // The last decision's figures (ThreadChoice::others_busy: the cores other processes kept busy).
+  ThreadChoice choice() const;
   // "adaptive (now 1 of 2: other processes busy on ~1.6 cores)", "2 (--threads)",
   // "OMP_NUM_THREADS=3", "adaptive (2 of 2 until measured)"; with a quota that binds,
   // "adaptive (now 2 of 8: cgroup CPU quota 1.5 cores; other processes busy on ~0.2 cores)"
@@ -143,5 +146,28 @@ class ThreadPolicy {
   bool decided_ = false;
   mutable std::mutex mutex_;
 };
+
+// The workers a command that can run its step as in-process data-parallel workers (train and
+// bench: train/step_workers.h) takes when the user chose neither --workers nor a thread count:
+// `settled` is that command's adaptive policy after its first decision (settle()). When
+// other processes keep some of the cores busy (the adaptive count came out below the usable
+// cores), one worker per usable core: each computes alone and they meet a few times per step,
+// where OpenMP threads meet at each of a step's ~200 parallel regions and a thread the
+// scheduler sets aside holds up every one of them (docs/benchmarks.md, "Shared machines").
+// Otherwise 1 (WorkerChoice says why when the load asked for workers). Not on machines of more
+// than kMaxAutoWorkers usable cores (a replica per core costs memory and splits the batch
+// finely; the adaptive thread count keeps such a step from collapsing), and not when `batch`
+// does not divide over the workers. The choice changes a run's arithmetic as mpirun -np N does
+// (averaged gradients, a dropout generator per worker): train records it in config.json.
+constexpr int kMaxAutoWorkers = 8;
+struct WorkerChoice {
+  int workers = 1;
+  // Why workers were worth it: "other processes busy on ~1.9 of 2 cores"; empty when the cores
+  // are free or the policy is not adaptive.
+  std::string load;
+  // Why one worker though they were: "the batch of 33 does not divide over 2 workers".
+  std::string obstacle;
+};
+WorkerChoice choose_workers(const ThreadPolicy& settled, int64_t batch);
 
 }  // namespace mixprec

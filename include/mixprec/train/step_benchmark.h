@@ -44,8 +44,9 @@ class BenchmarkStep {
   // Makes this step one rank of a data-parallel step over `comm` (which must outlive it): each
   // run() then meets the other ranks at the step rendezvous, averages the gradients and the
   // loss over them, and takes BatchNorm buffers from rank 0, as a rank of `mpirun -np N mixprec
-  // train` does. run()'s batch is this rank's shard.
-  void join_ranks(dist::Communicator& comm);
+  // train` does. run()'s batch is this rank's shard. sync_bn: BatchNorm statistics over every
+  // rank's shard (--sync-bn), as the workers train's default chooses run.
+  void join_ranks(dist::Communicator& comm, bool sync_bn = false);
 
  private:
   std::unique_ptr<PrecisionStep> step_;
@@ -73,8 +74,10 @@ struct StepBenchmarkOptions {
   // > 1: the step as that many workers, threads of this process that are the ranks of a
   // data-parallel step (each on batch / workers samples, computing on `threads` OpenMP threads,
   // 1 when 0), meeting a few times per step instead of at every parallel region's barrier
-  // (train/step_workers.h; issue 34's busy machines).
-  int workers = 1;
+  // (train/step_workers.h; issue 34's busy machines). 0: chosen once from the load before the
+  // first step, as train's default (mixprec/core/threads.h's choose_workers), with BatchNorm
+  // statistics over the whole batch as train's chosen workers keep them.
+  int workers = 0;
 };
 
 struct PresetTiming {
@@ -94,7 +97,11 @@ struct StepBenchmarkResult {
   std::string model;
   int64_t batch_size = 0;
   int threads = 0;            // at the end (the adaptive count may change between steps); per worker
-  int workers = 1;            // StepBenchmarkOptions::workers
+  int workers = 1;            // StepBenchmarkOptions::workers, or the count the default chose
+  // What the default chose and why, when the load asked for workers: "2, chosen because other
+  // processes busy on ~1.9 of 2 cores (...)", "1, though ...: the batch of 15 does not divide
+  // over 2 workers"; "" otherwise.
+  std::string workers_note;
   std::string thread_policy;  // ThreadPolicy::describe() at the end: "adaptive (now 1 of 2: ...)"
   std::string thread_warning;  // ThreadPolicy::quota_warning(): --threads above the CPU quota, or ""
   int64_t parameters = 0;

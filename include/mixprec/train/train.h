@@ -39,7 +39,11 @@ struct TrainConfig {
   // data-parallel run (mpirun -np N's arithmetic, no MPI), each on batch / N samples of every
   // batch with `threads` OpenMP threads (1 when 0): they meet a few times per step instead of
   // at every parallel region's barrier, and keep their share of a busy machine's cores.
-  int workers = 1;
+  // 0: chosen by a new run of one process with neither `threads` nor OMP_NUM_THREADS set:
+  // one per usable core when other processes keep some of them busy (with sync_bn, so that a
+  // BatchNorm layer's statistics stay the whole batch's), else 1 (mixprec/core/threads.h's
+  // choose_workers); config.json records the count chosen.
+  int workers = 0;
   int64_t train_subset = -1;               // use only the first N training images (-1: all)
   int64_t test_subset = -1;
   bool shuffle = true;

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "mixprec/core/threads.h"
@@ -305,6 +306,62 @@ TEST_F(ThreadPolicyTest, TheQuotaFromTheEnvironmentsFakeTree) {
                               ": 'one core please' ignored: expected \"QUOTA PERIOD\" or \"max PERIOD\"");
   remove(file.c_str());
   rmdir(root.c_str());
+}
+
+// The default's workers (train and bench): one per usable core once other processes keep some
+// of them busy, with the reason; none where the cores are free, the count is the user's, the
+// batch does not split or the machine is large.
+TEST_F(ThreadPolicyTest, WorkersWhenOtherProcessesKeepCoresBusy) {
+  const auto busy = [](double others, int cores, std::optional<CpuQuota> quota = CpuQuota{}) {
+    // Over 1 s: the cores were busy `others` core-seconds, none of them this process's.
+    return std::make_unique<ThreadPolicy>(0, 3600.0, script({sample(0, 0, 0, 0), sample(others, cores, 0, 1)}),
+                                          cores, quota);
+  };
+  auto quiet = busy(0.0, 2);
+  quiet->settle(0.0);
+  WorkerChoice w = choose_workers(*quiet, 16);
+  EXPECT_EQ(w.workers, 1);
+  EXPECT_EQ(w.load, "");
+  EXPECT_EQ(w.obstacle, "");
+
+  auto loaded = busy(1.6, 2);
+  EXPECT_EQ(loaded->settle(0.0), 1);
+  w = choose_workers(*loaded, 16);
+  EXPECT_EQ(w.workers, 2);
+  EXPECT_EQ(w.load, "other processes busy on ~1.6 of 2 cores");
+  EXPECT_EQ(w.obstacle, "");
+  // One busy core of 4: 3 threads would do, 4 workers keep the share of every core.
+  auto one_of_four = busy(1.0, 4);
+  EXPECT_EQ(one_of_four->settle(0.0), 3);
+  EXPECT_EQ(choose_workers(*one_of_four, 64).workers, 4);
+
+  w = choose_workers(*loaded, 15);
+  EXPECT_EQ(w.workers, 1);
+  EXPECT_EQ(w.obstacle, "the batch of 15 does not divide over 2 workers");
+  EXPECT_EQ(choose_workers(*loaded, 1).workers, 1);
+
+  // Within a quota of 2 cores on 4: 2 workers, not 4.
+  auto quota = busy(3.5, 4, CpuQuota{2.0, "x", {}});
+  EXPECT_EQ(quota->settle(0.0), 1);
+  EXPECT_EQ(choose_workers(*quota, 64).workers, 2);
+  // A quota of 1 core: nothing to share out.
+  auto single = busy(1.9, 2, CpuQuota{1.0, "x", {}});
+  single->settle(0.0);
+  EXPECT_EQ(choose_workers(*single, 64).workers, 1);
+
+  // More usable cores than kMaxAutoWorkers: the adaptive threads, and the reason.
+  auto large = busy(15.0, 16);
+  EXPECT_EQ(large->settle(0.0), 1);
+  w = choose_workers(*large, 256);
+  EXPECT_EQ(w.workers, 1);
+  EXPECT_NE(w.obstacle.find("up to 8 cores only"), std::string::npos) << w.obstacle;
+
+  // The user's count: never workers, whatever the load.
+  ThreadPolicy flag(2, 0.0, script({sample(0, 0, 0, 0), sample(2, 2, 0, 1)}), 2);
+  flag.settle();
+  w = choose_workers(flag, 16);
+  EXPECT_EQ(w.workers, 1);
+  EXPECT_EQ(w.load, "");
 }
 
 // --threads and OMP_NUM_THREADS win over the quota, but say that they exceed it.

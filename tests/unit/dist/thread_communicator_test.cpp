@@ -7,7 +7,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <thread>
 
 #include "mixprec/core/half.h"
@@ -52,6 +54,32 @@ TEST(ThreadCommunicator, FloatSumsAreTakenInRankOrder) {
     out[size_t(r)] = v;
   });
   for (const auto& v : out) EXPECT_EQ(v, (std::vector<float>{expected, 6.0f}));
+}
+
+TEST(ThreadCommunicator, RankOrderHoldsAcrossTheVectorBlocks) {
+  // The rank-order case again at every position of a buffer longer than the reduction's
+  // blocks and not a multiple of them (3 and 4 ranks); 2 ranks (their own loop) against the
+  // float sum of the pair, and NaN and infinities carried through.
+  for (int ranks : {2, 3, 4}) {
+    constexpr size_t kN = 2 * 512 + 77;
+    const float in[4] = {1e8f, 1.0f, -1e8f, 0.5f};
+    float expected = in[0];
+    for (int r = 1; r < ranks; ++r) expected += in[r];
+    std::vector<std::vector<float>> out(static_cast<size_t>(ranks));
+    on_ranks(ranks, [&](int r, Communicator& c) {
+      std::vector<float> v(kN, in[r]);
+      v[kN - 1] = r == 0 ? std::numeric_limits<float>::infinity() : float(r);
+      v[kN / 2] = r == ranks - 1 ? std::numeric_limits<float>::quiet_NaN() : 1.0f;
+      ASSERT_TRUE(c.allreduce_sum(std::span<float>(v), "test sum").is_ok());
+      out[size_t(r)] = std::move(v);
+    });
+    for (const auto& v : out)
+      for (size_t i = 0; i < kN; ++i) {
+        if (i == kN / 2) EXPECT_TRUE(std::isnan(v[i])) << ranks << " ranks";
+        else if (i == kN - 1) EXPECT_EQ(v[i], std::numeric_limits<float>::infinity()) << ranks << " ranks";
+        else ASSERT_EQ(v[i], expected) << ranks << " ranks, element " << i;
+      }
+  }
 }
 
 TEST(ThreadCommunicator, LargeBuffersAreReducedWholeWhoeverTakesTheChunks) {

@@ -60,6 +60,27 @@ def test_workers_run_as_the_clis(tmp_path):
         mixprec.train(dict(SETTINGS, workers=3))
 
 
+def test_the_default_chooses_workers_beside_busy_processes(tmp_path, monkeypatch):
+    # workers=0 (the default) with neither threads nor OMP_NUM_THREADS: beside other processes'
+    # load (MIXPREC_THREADS_OTHERS_BUSY stands in for it) the run trains as one worker per
+    # usable core with sync_bn, records both, and is the explicit workers=N, sync_bn=True run.
+    import os
+    cores = len(os.sched_getaffinity(0))
+    if not 2 <= cores <= 8:
+        pytest.skip(f"workers are chosen on 2 to 8 usable cores, this process has {cores}")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setenv("MIXPREC_THREADS_OTHERS_BUSY", "99")
+    monkeypatch.setenv("MIXPREC_CGROUP_ROOT", str(tmp_path / "no-cgroup"))  # no CPU quota
+    chosen = mixprec.train(dict(SETTINGS, threads=0), run_dir=str(tmp_path / "run"))
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert saved["workers"] == cores and saved["sync_bn"] is True
+    explicit = mixprec.train(dict(SETTINGS, threads=0, workers=cores, sync_bn=True))
+    assert chosen["losses"] == explicit["losses"]
+    monkeypatch.setenv("MIXPREC_THREADS_OTHERS_BUSY", "0")
+    mixprec.train(dict(SETTINGS, threads=0), run_dir=str(tmp_path / "quiet"))
+    assert json.loads((tmp_path / "quiet" / "config.json").read_text())["workers"] == 1
+
+
 def test_errors_name_the_setting():
     with pytest.raises(ValueError, match="did you mean .batch_size."):
         mixprec.train(batch_sise=64)

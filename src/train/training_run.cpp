@@ -138,7 +138,12 @@ Status TrainingRun::check_memory() {
     estimate->method += ", x " + std::to_string(config_.workers) + " workers";
   }
   memory_estimate_ = *estimate;
-  return check_fits_in_memory(*estimate, *machine);
+  Status fits = check_fits_in_memory(*estimate, *machine);
+  if (!fits.is_ok() && !workers_chosen_.empty())  // the user did not ask for the replicas
+    return Status(fits.code(), fits.message() + " (the default chose " + std::to_string(config_.workers) +
+                                   " workers, a replica each, because " + workers_chosen_ +
+                                   ": --workers 1 trains one)");
+  return fits;
 }
 
 void TrainingRun::choose_precision() {

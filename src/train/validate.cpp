@@ -36,7 +36,7 @@ Status validate(const TrainConfig& c, bool check_names) {
                                 " (4x this machine's " + std::to_string(omp_get_num_procs()) +
                                 " hardware threads), got " + std::to_string(c.threads));
   if (c.workers > max_thread_count())
-    return bad("--workers", "must be from 1 to " + std::to_string(max_thread_count()) + " (4x this machine's " +
+    return bad("--workers", "must be from 0 (chosen by the load) to " + std::to_string(max_thread_count()) + " (4x this machine's " +
                                 std::to_string(omp_get_num_procs()) + " hardware threads), got " +
                                 std::to_string(c.workers));
   if (c.workers > 1 && c.batch_size % c.workers != 0)

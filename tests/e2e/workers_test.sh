@@ -100,12 +100,19 @@ expect "the stopped run resumes" 0 "summary:" -- "$BIN" train --resume stopped -
 # ---- refusals ----
 # The memory check counts every worker's replica and activations: 1 worker fits in 30 MiB, 2 do not.
 expect "memory of one worker" 0 "summary:" -- env MIXPREC_MEMORY_LIMIT=30M \
-  "$BIN" train --model seed-cnn --dataset synthetic --batch-size 64 --max-steps 1 --run-dir none --no-eval
+  "$BIN" train --model seed-cnn --dataset synthetic --batch-size 64 --max-steps 1 --run-dir none --no-eval --workers 1
 expect "memory of two workers" 8 "not enough memory for this run: .*x 2 workers" -- env MIXPREC_MEMORY_LIMIT=30M \
   "$BIN" train --model seed-cnn --dataset synthetic --batch-size 64 --max-steps 1 --run-dir none --no-eval --workers 2
+# Workers the default chose beside busy processes (no --threads, no OMP_NUM_THREADS) that do
+# not fit: the message says they were chosen, and how to train one replica.
+if [[ $(env -u OMP_NUM_THREADS nproc) -eq 2 ]]; then
+  expect "memory of the default's workers" 8 "the default chose 2 workers, a replica each, because other processes busy on ~99.0 of 2 cores: --workers 1 trains one" -- \
+    env -u OMP_NUM_THREADS MIXPREC_THREADS_OTHERS_BUSY=99 MIXPREC_CGROUP_ROOT="$TMP/no-cgroup" MIXPREC_MEMORY_LIMIT=30M \
+    "$BIN" train --model seed-cnn --dataset synthetic --batch-size 64 --max-steps 1 --run-dir none --no-eval
+fi
 expect "a batch that does not split" 2 "--batch-size: 64 must divide evenly over --workers 3 \(try 63 or 66\)" -- \
   "$BIN" train --model "$TMP/mlp.yaml" "${COMMON[@]}" --max-steps 1 --run-dir none --workers 3
-expect "too many workers" 2 "--workers: must be from 1 to" -- \
+expect "too many workers" 2 "--workers: must be from 0 \(chosen by the load\) to" -- \
   "$BIN" train --model "$TMP/mlp.yaml" "${COMMON[@]}" --max-steps 1 --run-dir none --workers 100000
 expect "another worker count on resume" 4 "--workers: cannot change on --resume: the run was trained with '2', given '4'" -- \
   "$BIN" train --resume halves --max-steps 9 --workers 4

@@ -13,6 +13,10 @@
 // input value under the tap at that position (picked per lane by a permute): C*9 vector
 // accumulators held in registers along the row; per-thread partial sums, added in thread
 // order (the result depends on the thread count only, as oneDNN's does).
+// bf16 on a CPU with AVX512-BF16: the forward's products are vdpbf16ps pairs instead (twice
+// the FMAs' rate), over pair buffers built per pooled row (forward_row_bf16).
+// Longer than 400 lines: the forward's two products (f32 FMAs, bf16 pairs) share this file's
+// row loading and pooling epilogue, and the backward its neighbourhood picks.
 #include "backend/cpu/conv_relu_pool.h"
 #include "backend/cpu/tail_mask.h"
 
@@ -22,6 +26,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "core/convert.h"
@@ -166,6 +171,32 @@ MIXPREC_AVX512 inline __m512i load_codes(const uint8_t* src) {
   return _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi));
 }
 
+// One pooled output's OV x 16 channels from its 4 window positions' convolutions, already
+// rounded to dt by the caller: ReLU + max over the window with relu_max_pool.h's rules (start
+// at +0, a strict ">" so the first maximum wins, the first NaN beats everything), stored at
+// dst[at..] with their codes at arg (at is even: a row starts at an even element).
+template <int OV>
+MIXPREC_AVX512 inline void pool_window(const __m512 (&acc)[4][OV], DType dt, void* dst, int64_t at, uint8_t* arg) {
+#pragma GCC unroll 4
+  for (int v = 0; v < OV; ++v) {
+    __m512 m = _mm512_setzero_ps();
+    __m512i code = _mm512_set1_epi32(255);
+    __mmask16 nan_seen = 0;
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {
+      const __m512 y = acc[p][v];
+      const __mmask16 isnan = _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q) & __mmask16(~nan_seen);
+      const __mmask16 gt = _mm512_cmp_ps_mask(y, m, _CMP_GT_OQ) & __mmask16(~nan_seen);
+      const __mmask16 take = isnan | gt;
+      m = _mm512_mask_mov_ps(m, take, y);
+      code = _mm512_mask_mov_epi32(code, take, _mm512_set1_epi32(p));
+      nan_seen |= isnan;
+    }
+    store_as(dst, at + 16 * v, m, dt);
+    store_codes(arg + 8 * v, code);
+  }
+}
+
 // One pooled row: OW outputs x O channels into dst ([OW][O] of dt from dst_at) and its
 // codes. OV = O / 16 vectors of channels are computed together, so each broadcast input
 // value feeds OV FMAs: 4 window positions x OV accumulators (at most 16 registers).
@@ -195,26 +226,122 @@ MIXPREC_AVX512 void forward_row(const float* xr, int64_t Wp, int64_t OW, const f
           }
         }
       }
-    for (int v = 0; v < OV; ++v) {
-      // ReLU + max over the window with relu_max_pool.h's rules: start at +0, a strict ">"
-      // so the first maximum wins, the first NaN beats everything.
-      __m512 m = _mm512_setzero_ps();
-      __m512i code = _mm512_set1_epi32(255);
-      __mmask16 nan_seen = 0;
-      for (int p = 0; p < 4; ++p) {
-        const __m512 y = round_to(acc[p][v], dt);
-        const __mmask16 isnan = _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q) & __mmask16(~nan_seen);
-        const __mmask16 gt = _mm512_cmp_ps_mask(y, m, _CMP_GT_OQ) & __mmask16(~nan_seen);
-        const __mmask16 take = isnan | gt;
-        m = _mm512_mask_mov_ps(m, take, y);
-        code = _mm512_mask_mov_epi32(code, take, _mm512_set1_epi32(p));
-        nan_seen |= isnan;
-      }
-      const int64_t e = ow * O + 16 * v;  // element within the row; the row starts at an even element
-      store_as(dst, dst_at + e, m, dt);
-      store_codes(arg + e / 2, code);
-    }
+#pragma GCC unroll 4
+    for (int v = 0; v < OV; ++v)
+#pragma GCC unroll 4
+      for (int p = 0; p < 4; ++p) acc[p][v] = round_to(acc[p][v], dt);
+    pool_window<OV>(acc, dt, dst, dst_at + ow * O, arg + ow * O / 2);
   }
+}
+
+// forward_row for bf16 on AVX512-BF16: vdpbf16ps adds two products a lane, so a channel's 9
+// taps go as 5 pairs, k = 0..4: the row pairs (ky, kx 0-1) for ky = 0, 1, 2, then (ky 0, kx 2)
+// with (ky 1, kx 2), then (ky 2, kx 2) with a zero. w2 holds the weights so paired, [C * 5][O]
+// words (first tap in the low half). The inputs of a pair are one 32-bit word broadcast:
+// the row pairs straight from the row in bf16 (two neighbouring columns), the others from
+// words built here per pooled row (V: rows r, r + 1 of a column; Z: row r + 2 and zero).
+// Each pair's two products are exact in f32 and added to the accumulator in turn, as two FMAs
+// would, with subnormal operands and results flushed to zero as the instruction does (and
+// oneDNN's bf16 convolutions with it).
+constexpr int kPairs = 5;
+
+uint32_t* pair_scratch(size_t n) {
+  static thread_local std::vector<uint32_t> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+template <int C, int OV>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,f16c"))) void forward_row_bf16(
+    const float* xr, int64_t Wp, int64_t OW, const uint32_t* w2, const float* bias, void* dst, int64_t dst_at,
+    uint8_t* arg) {
+  constexpr int64_t O = 16 * OV;
+  // Per channel: H, its 4 rows in bf16 (Wp words' room: 2 Wp halves), then V rows 0-1 and 1-2,
+  // then Z rows 2 and 3: 6 Wp words. xr's values are bf16 already (widened exactly).
+  const int64_t per_c = 6 * Wp;
+  uint32_t* buf = pair_scratch(size_t(C * per_c));
+  for (int c = 0; c < C; ++c) {
+    uint16_t* H = reinterpret_cast<uint16_t*>(buf + c * per_c);
+    uint32_t* V = buf + c * per_c + 2 * Wp;
+    uint32_t* Z = V + 2 * Wp;
+    for (int r = 0; r < 4; ++r) {
+      const float* x = xr + (c * 4 + r) * Wp;
+      for (int64_t j = 0; j < Wp; j += 16) {
+        const __mmask16 m = lanes16(j, Wp);
+        const __m512i bits = _mm512_srli_epi32(_mm512_castps_si512(_mm512_maskz_loadu_ps(m, x + j)), 16);
+        _mm256_mask_storeu_epi16(H + r * Wp + j, m, _mm512_cvtepi32_epi16(bits));
+      }
+    }
+    for (int q = 0; q < 2; ++q)
+      for (int64_t j = 0; j < Wp; j += 16) {
+        const __mmask16 m = lanes16(j, Wp);
+        const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, H + q * Wp + j));
+        const __m512i hi = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, H + (q + 1) * Wp + j));
+        _mm512_mask_storeu_epi32(V + q * Wp + j, m, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+        _mm512_mask_storeu_epi32(Z + q * Wp + j, m,
+                                 _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, H + (q + 2) * Wp + j)));
+      }
+  }
+  for (int64_t ow = 0; ow < OW; ++ow) {
+    // Every loop here is unrolled (GCC unroll): left as loops, GCC keeps acc in memory.
+    __m512 acc[4][OV];  // window positions (0,0) (0,1) (1,0) (1,1) x channel vectors
+#pragma GCC unroll 4
+    for (int v = 0; v < OV; ++v) {
+      const __m512 b = _mm512_loadu_ps(bias + 16 * v);
+#pragma GCC unroll 4
+      for (int p = 0; p < 4; ++p) acc[p][v] = b;
+    }
+#pragma GCC unroll 3
+    for (int c = 0; c < C; ++c) {
+      const uint16_t* H = reinterpret_cast<const uint16_t*>(buf + c * per_c) + 2 * ow;
+      const uint32_t* V = buf + c * per_c + 2 * Wp + 2 * ow + 2;
+      const uint32_t* Z = V + 2 * Wp;
+#pragma GCC unroll 5
+      for (int k = 0; k < kPairs; ++k) {
+        __m512bh x[4];  // position p = py * 2 + px
+#pragma GCC unroll 2
+        for (int py = 0; py < 2; ++py)
+#pragma GCC unroll 2
+          for (int px = 0; px < 2; ++px) {
+            uint32_t word;
+            if (k < 3) std::memcpy(&word, H + (py + k) * Wp + px, sizeof word);  // two neighbouring columns
+            else word = (k == 3 ? V : Z)[py * Wp + px];
+            x[py * 2 + px] = (__m512bh)_mm512_set1_epi32(int(word));
+          }
+        const uint32_t* w = w2 + (c * kPairs + k) * O;
+#pragma GCC unroll 4
+        for (int v = 0; v < OV; ++v) {
+          const __m512bh wv = (__m512bh)_mm512_loadu_si512(w + 16 * v);
+#pragma GCC unroll 4
+          for (int p = 0; p < 4; ++p) acc[p][v] = _mm512_dpbf16_ps(acc[p][v], wv, x[p]);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int v = 0; v < OV; ++v)
+#pragma GCC unroll 4
+      for (int p = 0; p < 4; ++p) acc[p][v] = round_to(acc[p][v], DType::bf16);
+    pool_window<OV>(acc, DType::bf16, dst, dst_at + ow * O, arg + ow * O / 2);
+  }
+}
+
+// weights [O, C, 3, 3] in bf16 -> forward_row_bf16's pairs: [C * 5][O] words.
+const uint32_t* paired_weights(const Tensor& weights) {
+  static thread_local std::vector<uint32_t> w2;
+  const int64_t O = weights.size(0), C = weights.size(1);
+  w2.assign(size_t(C * kPairs * O), 0u);
+  const Tensor w = weights.contiguous();
+  const uint16_t* bits = static_cast<const uint16_t*>(w.data());
+  // Taps (ky, kx) of each pair, low then high; -1: the zero.
+  constexpr int kTaps[kPairs][2] = {{0, 1}, {3, 4}, {6, 7}, {2, 5}, {8, -1}};
+  for (int64_t o = 0; o < O; ++o)
+    for (int64_t c = 0; c < C; ++c)
+      for (int k = 0; k < kPairs; ++k) {
+        const uint32_t lo = bits[(o * C + c) * 9 + kTaps[k][0]];
+        const uint32_t hi = kTaps[k][1] < 0 ? 0u : bits[(o * C + c) * 9 + kTaps[k][1]];
+        w2[size_t((c * kPairs + k) * O + o)] = lo | (hi << 16);
+      }
+  return w2.data();
 }
 
 // The 4x4 input neighbourhood of pooled column ow in channel c (rows 0..3 of xr, padded
@@ -266,8 +393,10 @@ MIXPREC_AVX512 void backward_row(const float* xr, int64_t Wp, int64_t OW, int64_
 #pragma GCC diagnostic pop
 
 // Returns false when src holds inf or NaN (in the rows the pooled output reads).
+// w2: forward_row_bf16's paired weights (bf16 on AVX512-BF16), or null for forward_row's FMAs.
 template <int C>
-bool forward_all(const Tensor& src, const float* wt, const float* bias, Tensor& dst, uint8_t* arg) {
+bool forward_all(const Tensor& src, const float* wt, const uint32_t* w2, const float* bias, Tensor& dst,
+                 uint8_t* arg) {
   const int64_t N = src.size(0), W = src.size(3), Wp = W + 2, O = dst.size(1), OH = dst.size(2), OW = dst.size(3);
   const DType dt = src.dtype();
   void* out = dst.data();
@@ -277,6 +406,15 @@ bool forward_all(const Tensor& src, const float* wt, const float* bias, Tensor& 
     float* xr = scratch(size_t(C * 4 * Wp + C * W));  // rows + a channels-last row
     if (!load_rows(src, row / OH, row % OH, xr)) nonfinite.store(true, std::memory_order_relaxed);
     uint8_t* codes = arg + row * OW * O / 2;
+    if (w2 != nullptr) {
+      switch (O / 16) {
+        case 1: forward_row_bf16<C, 1>(xr, Wp, OW, w2, bias, out, row * OW * O, codes); break;
+        case 2: forward_row_bf16<C, 2>(xr, Wp, OW, w2, bias, out, row * OW * O, codes); break;
+        case 3: forward_row_bf16<C, 3>(xr, Wp, OW, w2, bias, out, row * OW * O, codes); break;
+        default: forward_row_bf16<C, 4>(xr, Wp, OW, w2, bias, out, row * OW * O, codes); break;
+      }
+      continue;
+    }
     switch (O / 16) {
       case 1: forward_row<C, 1>(xr, Wp, OW, wt, bias, dt, out, row * OW * O, codes); break;
       case 2: forward_row<C, 2>(xr, Wp, OW, wt, bias, dt, out, row * OW * O, codes); break;
@@ -338,6 +476,7 @@ ConvReluPoolResult conv_relu_max_pool_forward(const Tensor& src, const Tensor& w
     bad("conv_relu_max_pool_forward: src " + src.str() + " and weights " + weights.str() + " are not a fused case");
   const int64_t N = src.size(0), C = src.size(1), O = weights.size(0), OH = src.size(2) / 2, OW = src.size(3) / 2;
   const std::vector<float>& wt = transposed_weights(weights);
+  const uint32_t* w2 = src.dtype() == DType::bf16 && cpu_features().avx512_bf16 ? paired_weights(weights) : nullptr;
   std::vector<float> b(size_t(O), 0.f);
   if (bias.defined())
     for (int64_t o = 0; o < O; ++o) b[size_t(o)] = float(bias.at(o));
@@ -346,9 +485,9 @@ ConvReluPoolResult conv_relu_max_pool_forward(const Tensor& src, const Tensor& w
   r.argmax = Tensor::empty({(r.dst.numel() + 1) / 2}, DType::u8);
   uint8_t* arg = r.argmax.data_ptr<uint8_t>();
   switch (C) {
-    case 1: r.src_finite = forward_all<1>(src, wt.data(), b.data(), r.dst, arg); break;
-    case 2: r.src_finite = forward_all<2>(src, wt.data(), b.data(), r.dst, arg); break;
-    default: r.src_finite = forward_all<3>(src, wt.data(), b.data(), r.dst, arg); break;
+    case 1: r.src_finite = forward_all<1>(src, wt.data(), w2, b.data(), r.dst, arg); break;
+    case 2: r.src_finite = forward_all<2>(src, wt.data(), w2, b.data(), r.dst, arg); break;
+    default: r.src_finite = forward_all<3>(src, wt.data(), w2, b.data(), r.dst, arg); break;
   }
   // (Pooled row oh reads input rows 2oh-1 .. 2oh+2, all columns: every input value is
   // checked, an odd H's last row included.)

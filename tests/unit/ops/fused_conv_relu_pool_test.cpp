@@ -72,7 +72,7 @@ TEST(FusedConvReluPool, IntegerInputsGiveTheCompositionsBitsInEveryDtype) {
   int cases = 0;
   for (DType dt : {DType::f32, DType::bf16, DType::f16})
     for (int64_t c : {1, 2, 3})
-      for (int64_t o : {16, 32, 64})
+      for (int64_t o : {16, 32, 48, 64})
         for (auto [h, wd] : std::vector<std::pair<int64_t, int64_t>>{{8, 8}, {7, 10}, {5, 3}})
           for (bool with_bias : {true, false}) {
             SCOPED_TRACE(std::string(dtype_name(dt)) + " C=" + std::to_string(c) + " O=" + std::to_string(o) + " " +

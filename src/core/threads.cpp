@@ -232,7 +232,7 @@ ThreadChoice ThreadPolicy::choice() const {
 
 WorkerChoice choose_workers(const ThreadPolicy& settled, int64_t batch) {
   const int n = settled.available();
-  if (!settled.adaptive() || n < 2 || settled.threads() >= n) return {};
+  if (!settled.adaptive() || n < 2 || settled.threads() > 1) return {};
   const ThreadChoice c = settled.choice();
   char busy[32];
   std::snprintf(busy, sizeof busy, "%.1f", c.others_busy);

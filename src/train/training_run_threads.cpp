@@ -61,15 +61,15 @@ void TrainingRun::settle_threads() {
     recorded_config_.threads = adaptive_->settle();
     // "1: adaptive (now 1 of 2: other processes busy on ~1.6 cores), kept for the run ..."
     threads_note_ = ": " + adaptive_->describe() + ", kept for this run and its resumes";
-    // Fewer threads than cores because others are busy: workers would keep a fair share (the
-    // default chooses them when it can: train::run; it could not, or --workers 1 was given).
-    if (recorded_config_.threads < adaptive_->available()) {
-      const WorkerChoice w = choose_workers(*adaptive_, config_.batch_size);
-      threads_note_ += w.workers > 1 ? "; --workers " + std::to_string(w.workers) +
-                                           " would keep this run's share of the busy cores (docs/distributed.md)"
-                                     : "; workers would keep this run's share of the busy cores, but " +
-                                           w.obstacle + " (docs/distributed.md)";
-    }
+    // One thread on cores that others keep busy: workers would keep a fair share (the default
+    // chooses them when it can, train::run; it could not, or --workers 1 was given).
+    const WorkerChoice w = choose_workers(*adaptive_, config_.batch_size);
+    if (w.workers > 1)
+      threads_note_ += "; --workers " + std::to_string(w.workers) +
+                       " would keep this run's share of the busy cores (docs/distributed.md)";
+    else if (!w.obstacle.empty())
+      threads_note_ += "; workers would keep this run's share of the busy cores, but " + w.obstacle +
+                       " (docs/distributed.md)";
   }
 }
 

@@ -150,11 +150,13 @@ class ThreadPolicy {
 // The workers a command that can run its step as in-process data-parallel workers (train and
 // bench: train/step_workers.h) takes when the user chose neither --workers nor a thread count:
 // `settled` is that command's adaptive policy after its first decision (settle()). When
-// other processes keep some of the cores busy (the adaptive count came out below the usable
-// cores), one worker per usable core: each computes alone and they meet a few times per step,
-// where OpenMP threads meet at each of a step's ~200 parallel regions and a thread the
-// scheduler sets aside holds up every one of them (docs/benchmarks.md, "Shared machines").
-// Otherwise 1 (WorkerChoice says why when the load asked for workers). Not on machines of more
+// other processes keep all but at most half a core busy (the adaptive count came out at 1 of
+// 2 or more usable cores: no core is left to compute on alone), one worker per usable core:
+// each computes alone and they meet a few times per step, where OpenMP threads meet at each
+// of a step's ~200 parallel regions and a thread the scheduler sets aside holds up every one
+// of them (docs/benchmarks.md, "Shared machines"). A count of 2 or more computes on cores the
+// others leave free and needs none (workers would repeat the optimizer's memory passes in
+// every replica). Otherwise 1 (WorkerChoice says why when the load asked for workers). Not on machines of more
 // than kMaxAutoWorkers usable cores (a replica per core costs memory and splits the batch
 // finely; the adaptive thread count keeps such a step from collapsing), and not when `batch`
 // does not divide over the workers. The choice changes a run's arithmetic as mpirun -np N does

@@ -308,9 +308,9 @@ TEST_F(ThreadPolicyTest, TheQuotaFromTheEnvironmentsFakeTree) {
   rmdir(root.c_str());
 }
 
-// The default's workers (train and bench): one per usable core once other processes keep some
-// of them busy, with the reason; none where the cores are free, the count is the user's, the
-// batch does not split or the machine is large.
+// The default's workers (train and bench): one per usable core once other processes leave no
+// core free (the adaptive count at 1), with the reason; none where the adaptive count has free
+// cores to compute on, the count is the user's, the batch does not split or the machine is large.
 TEST_F(ThreadPolicyTest, WorkersWhenOtherProcessesKeepCoresBusy) {
   const auto busy = [](double others, int cores, std::optional<CpuQuota> quota = CpuQuota{}) {
     // Over 1 s: the cores were busy `others` core-seconds, none of them this process's.
@@ -330,10 +330,16 @@ TEST_F(ThreadPolicyTest, WorkersWhenOtherProcessesKeepCoresBusy) {
   EXPECT_EQ(w.workers, 2);
   EXPECT_EQ(w.load, "other processes busy on ~1.6 of 2 cores");
   EXPECT_EQ(w.obstacle, "");
-  // One busy core of 4: 3 threads would do, 4 workers keep the share of every core.
+  // One busy core of 4: 3 threads compute on the free cores, no workers; 3.6 busy cores of 4
+  // leave none: 4 workers, each with its share of every core.
   auto one_of_four = busy(1.0, 4);
   EXPECT_EQ(one_of_four->settle(0.0), 3);
-  EXPECT_EQ(choose_workers(*one_of_four, 64).workers, 4);
+  w = choose_workers(*one_of_four, 64);
+  EXPECT_EQ(w.workers, 1);
+  EXPECT_EQ(w.load, "");
+  auto most_of_four = busy(3.6, 4);
+  EXPECT_EQ(most_of_four->settle(0.0), 1);
+  EXPECT_EQ(choose_workers(*most_of_four, 64).workers, 4);
 
   w = choose_workers(*loaded, 15);
   EXPECT_EQ(w.workers, 1);

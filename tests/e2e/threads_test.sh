@@ -200,6 +200,8 @@ sys.exit(not (j["workers"] == int(sys.argv[1]) and j["threads"] == 1 and "chosen
     < <(adaptive MIXPREC_THREADS_OTHERS_BUSY=99 "$BIN" "${BENCH[@]}" --json 2> /dev/null) && echo "ok   bench-auto-workers-json" ||
     fail "bench-auto-workers-json: workers, threads or workers_note wrong"
   expect bench-auto-quiet 0 "threads: adaptive \(now $CORES of $CORES" -- adaptive MIXPREC_THREADS_OTHERS_BUSY=0 "$BIN" "${BENCH[@]}"
+  expect bench-auto-odd-batch 0 "workers: 1, though other processes busy on ~99.0 of $CORES cores: the batch of $odd does not divide" -- \
+    adaptive MIXPREC_THREADS_OTHERS_BUSY=99 "$BIN" bench --model cnn --batch-size "$odd" --steps 2 --warmup 1 --precision fp32
 else
   echo "skip the default's workers: $CORES usable cores (chosen on 2 to 8)"
 fi

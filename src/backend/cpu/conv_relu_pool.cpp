@@ -362,31 +362,38 @@ MIXPREC_AVX512 inline __m512 neighbourhood(const float* xr, int64_t Wp, int c, i
 template <int C>
 MIXPREC_AVX512 void backward_row(const float* xr, int64_t Wp, int64_t OW, int64_t O, const void* g, int64_t g_at,
                                  DType dt, const uint8_t* arg, float* dw, float* db) {
-  constexpr int T = C * 9;
+  // One input channel at a time, its 9 taps' accumulators in registers (all 27 of C = 3 and
+  // the temporaries would not fit in 32 and GCC kept them in memory, a load and a store per
+  // FMA); each tap still sums the row's outputs in the same order, so the bits are the same.
+  // The codes, gradients and picks are recomputed per channel: cheap loads against 9 FMAs.
   for (int64_t o = 0; o < O; o += 16) {
-    __m512 acc[T];
-    for (int t = 0; t < T; ++t) acc[t] = _mm512_loadu_ps(dw + t * O + o);
-    __m512 accb = _mm512_loadu_ps(db + o);
-    for (int64_t ow = 0; ow < OW; ++ow) {
-      const int64_t e = ow * O + o;
-      const __m512i code = load_codes(arg + e / 2);
-      const __m512 grad = _mm512_maskz_mov_ps(_mm512_cmpneq_epi32_mask(code, _mm512_set1_epi32(kNone)),
-                                              load_as(g, g_at + e, dt));
-      accb = _mm512_add_ps(accb, grad);
-      // Window position p = dy * 2 + dx -> its top-left index dy * 4 + dx in the 4x4 block.
-      const __m512i base = _mm512_add_epi32(_mm512_slli_epi32(_mm512_srli_epi32(code, 1), 2),
-                                            _mm512_and_si512(code, _mm512_set1_epi32(1)));
-      for (int c = 0; c < C; ++c) {
+    for (int c = 0; c < C; ++c) {
+      __m512 acc[9];
+#pragma GCC unroll 9
+      for (int t = 0; t < 9; ++t) acc[t] = _mm512_loadu_ps(dw + (c * 9 + t) * O + o);
+      __m512 accb = _mm512_loadu_ps(db + o);
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const int64_t e = ow * O + o;
+        const __m512i code = load_codes(arg + e / 2);
+        const __m512 grad = _mm512_maskz_mov_ps(_mm512_cmpneq_epi32_mask(code, _mm512_set1_epi32(kNone)),
+                                                load_as(g, g_at + e, dt));
+        if (c == 0) accb = _mm512_add_ps(accb, grad);
+        // Window position p = dy * 2 + dx -> its top-left index dy * 4 + dx in the 4x4 block.
+        const __m512i base = _mm512_add_epi32(_mm512_slli_epi32(_mm512_srli_epi32(code, 1), 2),
+                                              _mm512_and_si512(code, _mm512_set1_epi32(1)));
         const __m512 n = neighbourhood(xr, Wp, c, ow);
+#pragma GCC unroll 3
         for (int ky = 0; ky < 3; ++ky)
+#pragma GCC unroll 3
           for (int kx = 0; kx < 3; ++kx) {
             const __m512 x = _mm512_permutexvar_ps(_mm512_add_epi32(base, _mm512_set1_epi32(ky * 4 + kx)), n);
-            acc[(c * 3 + ky) * 3 + kx] = _mm512_fmadd_ps(grad, x, acc[(c * 3 + ky) * 3 + kx]);
+            acc[ky * 3 + kx] = _mm512_fmadd_ps(grad, x, acc[ky * 3 + kx]);
           }
       }
+#pragma GCC unroll 9
+      for (int t = 0; t < 9; ++t) _mm512_storeu_ps(dw + (c * 9 + t) * O + o, acc[t]);
+      if (c == 0) _mm512_storeu_ps(db + o, accb);
     }
-    for (int t = 0; t < T; ++t) _mm512_storeu_ps(dw + t * O + o, acc[t]);
-    _mm512_storeu_ps(db + o, accb);
   }
 }
 

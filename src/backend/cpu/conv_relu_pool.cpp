@@ -206,8 +206,10 @@ MIXPREC_AVX512 void forward_row(const float* xr, int64_t Wp, int64_t OW, const f
   constexpr int64_t O = 16 * OV;
   for (int64_t ow = 0; ow < OW; ++ow) {
     __m512 acc[4][OV];  // window positions (0,0) (0,1) (1,0) (1,1) x channel vectors
+#pragma GCC unroll 4
     for (int v = 0; v < OV; ++v) {
       const __m512 b = _mm512_loadu_ps(bias + 16 * v);
+#pragma GCC unroll 4
       for (int p = 0; p < 4; ++p) acc[p][v] = b;
     }
     for (int c = 0; c < C; ++c)
@@ -217,6 +219,7 @@ MIXPREC_AVX512 void forward_row(const float* xr, int64_t Wp, int64_t OW, const f
           const float* w = wt + ((c * 3 + ky) * 3 + kx) * O;
           const __m512 x0 = _mm512_set1_ps(x[kx]), x1 = _mm512_set1_ps(x[kx + 1]);
           const __m512 x2 = _mm512_set1_ps(x[Wp + kx]), x3 = _mm512_set1_ps(x[Wp + kx + 1]);
+#pragma GCC unroll 4
           for (int v = 0; v < OV; ++v) {
             const __m512 wv = _mm512_loadu_ps(w + 16 * v);
             acc[0][v] = _mm512_fmadd_ps(wv, x0, acc[0][v]);

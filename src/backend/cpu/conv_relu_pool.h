@@ -20,7 +20,9 @@
 // subnormal operands and sums flushed to zero (MIXPREC_CPU_DISABLE=avx512_bf16 takes the FMAs).
 // Seed CNN amp-bf16 on Zen 4, 1 thread: forward 21.5 -> 20.0 ms per step. The backward keeps
 // one channel's 9 tap accumulators in registers at a time (the same sums, in the same order):
-// its share of the 1-thread step 6.6% -> 5.1% (perf).
+// its share of the 1-thread step 6.6% -> 5.1% (perf). The f32 forward of 48 and 64 output
+// channels kept some accumulators in memory until its channel loop was unrolled: a 64-channel
+// first layer on 3x32x32, batch 128, fp32, 1 thread, forward 12.4 -> 7.0 ms.
 // Backward (for a finite src, see src_finite): diff_weights [O, C, 3, 3] and diff_bias [O] in f32 (the accumulator, unrounded,
 // as onednn's conv2d_backward_weights returns them); no gradient for src (the fused path is
 // only taken when src needs none: a CNN's input images).

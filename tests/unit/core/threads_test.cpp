@@ -317,33 +317,30 @@ TEST_F(ThreadPolicyTest, WorkersWhenOtherProcessesKeepCoresBusy) {
     return std::make_unique<ThreadPolicy>(0, 3600.0, script({sample(0, 0, 0, 0), sample(others, cores, 0, 1)}),
                                           cores, quota);
   };
+  // The whole choice: its workers, why they were worth it, and what stood in the way.
+  const auto expect_choice = [](const ThreadPolicy& p, int64_t batch, int workers, const std::string& load,
+                                const std::string& obstacle) {
+    const WorkerChoice w = choose_workers(p, batch);
+    EXPECT_EQ(w.workers, workers) << load;
+    EXPECT_EQ(w.load, load);
+    EXPECT_EQ(w.obstacle, obstacle);
+  };
   auto quiet = busy(0.0, 2);
   quiet->settle(0.0);
-  WorkerChoice w = choose_workers(*quiet, 16);
-  EXPECT_EQ(w.workers, 1);
-  EXPECT_EQ(w.load, "");
-  EXPECT_EQ(w.obstacle, "");
-
+  expect_choice(*quiet, 16, 1, "", "");
   auto loaded = busy(1.6, 2);
   EXPECT_EQ(loaded->settle(0.0), 1);
-  w = choose_workers(*loaded, 16);
-  EXPECT_EQ(w.workers, 2);
-  EXPECT_EQ(w.load, "other processes busy on ~1.6 of 2 cores");
-  EXPECT_EQ(w.obstacle, "");
+  expect_choice(*loaded, 16, 2, "other processes busy on ~1.6 of 2 cores", "");
   // One busy core of 4: 3 threads compute on the free cores, no workers; 3.6 busy cores of 4
   // leave none: 4 workers, each with its share of every core.
   auto one_of_four = busy(1.0, 4);
   EXPECT_EQ(one_of_four->settle(0.0), 3);
-  w = choose_workers(*one_of_four, 64);
-  EXPECT_EQ(w.workers, 1);
-  EXPECT_EQ(w.load, "");
+  expect_choice(*one_of_four, 64, 1, "", "");
   auto most_of_four = busy(3.6, 4);
   EXPECT_EQ(most_of_four->settle(0.0), 1);
   EXPECT_EQ(choose_workers(*most_of_four, 64).workers, 4);
 
-  w = choose_workers(*loaded, 15);
-  EXPECT_EQ(w.workers, 1);
-  EXPECT_EQ(w.obstacle, "the batch of 15 does not divide over 2 workers");
+  expect_choice(*loaded, 15, 1, "other processes busy on ~1.6 of 2 cores", "the batch of 15 does not divide over 2 workers");
   EXPECT_EQ(choose_workers(*loaded, 1).workers, 1);
 
   // Within a quota of 2 cores on 4: 2 workers, not 4.
@@ -358,16 +355,13 @@ TEST_F(ThreadPolicyTest, WorkersWhenOtherProcessesKeepCoresBusy) {
   // More usable cores than kMaxAutoWorkers: the adaptive threads, and the reason.
   auto large = busy(15.0, 16);
   EXPECT_EQ(large->settle(0.0), 1);
-  w = choose_workers(*large, 256);
-  EXPECT_EQ(w.workers, 1);
-  EXPECT_NE(w.obstacle.find("up to 8 cores only"), std::string::npos) << w.obstacle;
+  expect_choice(*large, 256, 1, "other processes busy on ~15.0 of 16 cores",
+                "they are chosen on machines of up to 8 cores only (--workers N asks for them)");
 
   // The user's count: never workers, whatever the load.
   ThreadPolicy flag(2, 0.0, script({sample(0, 0, 0, 0), sample(2, 2, 0, 1)}), 2);
   flag.settle();
-  w = choose_workers(flag, 16);
-  EXPECT_EQ(w.workers, 1);
-  EXPECT_EQ(w.load, "");
+  expect_choice(flag, 16, 1, "", "");
 }
 
 // --threads and OMP_NUM_THREADS win over the quota, but say that they exceed it.

@@ -156,10 +156,10 @@ class ThreadPolicy {
 // of a step's ~200 parallel regions and a thread the scheduler sets aside holds up every one
 // of them (docs/benchmarks.md, "Shared machines"). A count of 2 or more computes on cores the
 // others leave free and needs none (workers would repeat the optimizer's memory passes in
-// every replica). Otherwise 1 (WorkerChoice says why when the load asked for workers). Not on machines of more
-// than kMaxAutoWorkers usable cores (a replica per core costs memory and splits the batch
-// finely; the adaptive thread count keeps such a step from collapsing), and not when `batch`
-// does not divide over the workers. The choice changes a run's arithmetic as mpirun -np N does
+// every replica). Otherwise 1 (WorkerChoice says why when the load asked for workers). Not on
+// machines of more than kMaxAutoWorkers usable cores (a replica per core costs memory and
+// splits the batch finely: --workers N asks for them there), and not when `batch` does not
+// divide over the workers. The choice changes a run's arithmetic as mpirun -np N does
 // (averaged gradients, a dropout generator per worker): train records it in config.json.
 constexpr int kMaxAutoWorkers = 8;
 struct WorkerChoice {

@@ -87,7 +87,9 @@ StatusOr<ExperimentState> state_from_json(const std::string& text, const std::st
     return Status::data_loss("experiment state '" + source + "': " + what +
                              " (the file is damaged or not a sweep's; start the sweep afresh in another directory)");
   };
-  if (!j.is_object() || j.value("format", "") != "mixprec-experiment") return bad("not a mixprec experiment state");
+  // Not j.value("format", ""): it throws when the field is there but not a string.
+  if (!j.is_object() || !j.contains("format") || !j["format"].is_string() || j["format"] != "mixprec-experiment")
+    return bad("not a mixprec experiment state");
   if (!j.contains("version") || j["version"] != 1) return bad("expected version 1");
   ExperimentState s;
   try {

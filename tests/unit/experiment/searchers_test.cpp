@@ -275,6 +275,14 @@ TEST(ExperimentState, RoundTripsAndRefusesDamage) {
     EXPECT_EQ(r.status().code(), StatusCode::data_loss) << to;
   }
   EXPECT_EQ(state_from_json(text.substr(0, text.size() / 2), "s.json").status().code(), StatusCode::data_loss);
+  // A "format" that is not a string (the fuzzer's find: nlohmann's value() threw on it).
+  for (const char* format : {"[{\"id\": 1}]", "7", "null", "{}"}) {
+    std::string bad = text;
+    const std::string from = "\"mixprec-experiment\"";
+    ASSERT_NE(bad.find(from), std::string::npos);
+    bad.replace(bad.find(from), from.size(), format);
+    EXPECT_EQ(state_from_json(bad, "s.json").status().code(), StatusCode::data_loss) << format;
+  }
 }
 
 }  // namespace

@@ -52,4 +52,20 @@ grep -q "set title 'test bits per byte'" lm-plot.gp && grep -q "set title 'throu
   echo "ok   language-model-units" || fail "lm panels: $(grep "set title" lm-plot.gp)"
 # tokens/s = sequences/s x 128 (gpt-tiny's context): the rate column is that multiple of images/s.
 awk 'NR == 2 {exit !($4 > 0)}' lm/plot_steps.dat && echo "ok   lm-rate-positive" || fail "lm rate: $(head -2 lm/plot_steps.dat)"
+
+# A damaged run: fields of the wrong type in config.json and metrics.jsonl (a null scale, a
+# string lr, a numeric dataset) are taken as absent, not a crash (nlohmann's value() threw).
+cp -r a damaged
+/usr/bin/python3 - <<'PY'
+import json
+c = json.load(open("damaged/config.json"))
+c.update(dataset=5, model=[1], precision={"x": 1}, batch_size="big")
+json.dump(c, open("damaged/config.json", "w"))
+lines = [json.loads(l) for l in open("damaged/metrics.jsonl")]
+for r in lines:
+    if r.get("type") == "step" and r["step"] % 2 == 1:  # every other step: the rest still draws
+        r.update(scale=None, lr="fast", time=[1], skipped="no")
+open("damaged/metrics.jsonl", "w").write("".join(json.dumps(r) + "\n" for r in lines))
+PY
+expect plot-damaged 0 "plots:" -- "$BIN" plot damaged -o damaged-plot
 finish

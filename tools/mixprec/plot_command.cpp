@@ -28,6 +28,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A field of a record that may be damaged: its value when it has the type asked for, else the
+// default (nlohmann's value() throws when the field is there with another type: a null scale,
+// a hand-edited config.json).
+double number_or(const nlohmann::json& j, const char* key, double otherwise) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : otherwise;
+}
+std::string string_or(const nlohmann::json& j, const char* key, const std::string& otherwise) {
+  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : otherwise;
+}
+
 // What the chart needs to know about a run beyond its metrics, from its config.json.
 struct RunInfo {
   fs::path dir;
@@ -139,15 +149,15 @@ RunInfo run_info(const std::string& given) {
     text << in.rdbuf();
     auto j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
     if (j.is_object()) {
-      if (j.contains("precision") && j["precision"].is_string()) precision = j["precision"].get<std::string>();
-      const double batch = j.contains("batch_size") && j["batch_size"].is_number() ? j["batch_size"].get<double>() : 256.0;
-      const double accumulate = j.contains("accumulate") && j["accumulate"].is_number() ? j["accumulate"].get<double>() : 1.0;
+      precision = string_or(j, "precision", "");
+      const double batch = number_or(j, "batch_size", 256.0);
+      const double accumulate = number_or(j, "accumulate", 1.0);
       info.images_per_step = batch * accumulate;
-      const std::string dataset = j.value("dataset", std::string());
-      const std::string model = j.value("model", std::string());
+      const std::string dataset = string_or(j, "dataset", "");
+      const std::string model = string_or(j, "model", "");
       info.language_model = dataset == "text" || dataset == "kjv";
       // The window: what the run recorded for a model file, else the built-in's context.
-      const double width = j.contains("input_width") && j["input_width"].is_number() ? j["input_width"].get<double>() : 0;
+      const double width = number_or(j, "input_width", 0.0);
       info.tokens_per_sample = width > 0 ? width : model == "gpt" ? 256 : model == "gpt-tiny" ? 128 : 0;
     }
   }
@@ -182,7 +192,7 @@ bool extract_series(const fs::path& run, RunInfo& info, std::string& error, int6
     const double step = j["step"].get<double>();
     if (j.contains("accuracy")) {
       if (j["accuracy"].is_number()) {
-        const double loss = j.contains("loss") && j["loss"].is_number() ? j["loss"].get<double>() : NAN;
+        const double loss = number_or(j, "loss", NAN);
         evals << step << ' ' << 100.0 * j["accuracy"].get<double>() << ' ' << loss / std::log(2.0) << '\n';
         ++eval_rows;
       }
@@ -190,8 +200,8 @@ bool extract_series(const fs::path& run, RunInfo& info, std::string& error, int6
       continue;
     }
     if (!j.contains("loss") || !j["loss"].is_number()) continue;  // null: a non-finite loss
-    rows.push_back({step, j["loss"].get<double>(), j.value("scale", 1.0), j.value("lr", NAN), j.value("time", 0.0),
-                    j.value("skipped", false)});
+    rows.push_back({step, j["loss"].get<double>(), number_or(j, "scale", 1.0), number_or(j, "lr", NAN),
+                    number_or(j, "time", 0.0), j.contains("skipped") && j["skipped"].is_boolean() && j["skipped"].get<bool>()});
   }
   if (rows.empty()) {
     error = (run / "metrics.jsonl").string() + ": no step records";

@@ -237,14 +237,14 @@ class ThreadCommunicator final : public Communicator {
   }
 
   Status allreduce_sum(std::span<float> data, const std::string& what) override {
-    return run(data.data(), data.size(), what, sum<float>);
+    return run(data.data(), data.size(), what, sum_in_place<float>);
   }
   Status allreduce_sum(std::span<double> data, const std::string& what) override {
-    return run(data.data(), data.size(), what, sum<double>);
+    return run(data.data(), data.size(), what, sum_in_place<double>);
   }
   StatusOr<std::unique_ptr<PendingCollective>> start_allreduce_sum(std::span<float> data,
                                                                    const std::string& what) override {
-    return start(data.data(), data.size(), what, sum<float>);
+    return start(data.data(), data.size(), what, sum_in_place<float>);
   }
   StatusOr<std::unique_ptr<PendingCollective>> start_allreduce_sum_bf16(std::span<uint16_t> data,
                                                                         const std::string& what) override {
@@ -303,10 +303,6 @@ class ThreadCommunicator final : public Communicator {
 
  private:
   using Range = std::function<void(Slot&, size_t, size_t)>;
-  template <typename T>
-  static void sum(Slot& s, size_t b, size_t e) {
-    sum_in_place<T>(s, b, e);
-  }
   Status run(void* data, size_t n, const std::string& what, Range range) {
     const uint64_t seq = next_++;
     group_->post(seq, rank_, data, 0, n, std::move(range));

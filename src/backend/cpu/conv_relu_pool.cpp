@@ -10,8 +10,8 @@
 // broadcast FMAs each), rounded to the dtype, then ReLU + max + argmax by relu_max_pool.h's
 // rules. Backward: per pooled output and 16 channels, the gradient goes to the window
 // position the argmax names, and each tap's 16 weight gradients accumulate it times the
-// input value under the tap at that position (picked per lane by a permute): C*9 vector
-// accumulators held in registers along the row; per-thread partial sums, added in thread
+// input value under the tap at that position (picked per lane by a permute): one channel's
+// 9 vector accumulators held in registers along the row; per-thread partial sums, added in thread
 // order (the result depends on the thread count only, as oneDNN's does).
 // bf16 on a CPU with AVX512-BF16: the forward's products are vdpbf16ps pairs instead (twice
 // the FMAs' rate), over pair buffers built per pooled row (forward_row_bf16).
@@ -171,10 +171,10 @@ MIXPREC_AVX512 inline __m512i load_codes(const uint8_t* src) {
   return _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi));
 }
 
-// One pooled output's OV x 16 channels from its 4 window positions' convolutions, already
-// rounded to dt by the caller: ReLU + max over the window with relu_max_pool.h's rules (start
-// at +0, a strict ">" so the first maximum wins, the first NaN beats everything), stored at
-// dst[at..] with their codes at arg (at is even: a row starts at an even element).
+// One pooled output's OV x 16 channels from its 4 window positions' convolutions: rounded to
+// dt, ReLU + max over the window with relu_max_pool.h's rules (start at +0, a strict ">" so
+// the first maximum wins, the first NaN beats everything), stored at dst[at..] with their
+// codes at arg (at is even: a row starts at an even element).
 template <int OV>
 MIXPREC_AVX512 inline void pool_window(const __m512 (&acc)[4][OV], DType dt, void* dst, int64_t at, uint8_t* arg) {
 #pragma GCC unroll 4
@@ -184,7 +184,7 @@ MIXPREC_AVX512 inline void pool_window(const __m512 (&acc)[4][OV], DType dt, voi
     __mmask16 nan_seen = 0;
 #pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
-      const __m512 y = acc[p][v];
+      const __m512 y = round_to(acc[p][v], dt);
       const __mmask16 isnan = _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q) & __mmask16(~nan_seen);
       const __mmask16 gt = _mm512_cmp_ps_mask(y, m, _CMP_GT_OQ) & __mmask16(~nan_seen);
       const __mmask16 take = isnan | gt;
@@ -229,10 +229,6 @@ MIXPREC_AVX512 void forward_row(const float* xr, int64_t Wp, int64_t OW, const f
           }
         }
       }
-#pragma GCC unroll 4
-    for (int v = 0; v < OV; ++v)
-#pragma GCC unroll 4
-      for (int p = 0; p < 4; ++p) acc[p][v] = round_to(acc[p][v], dt);
     pool_window<OV>(acc, dt, dst, dst_at + ow * O, arg + ow * O / 2);
   }
 }
@@ -320,10 +316,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,f16c"))) vo
         }
       }
     }
-#pragma GCC unroll 4
-    for (int v = 0; v < OV; ++v)
-#pragma GCC unroll 4
-      for (int p = 0; p < 4; ++p) acc[p][v] = round_to(acc[p][v], DType::bf16);
     pool_window<OV>(acc, DType::bf16, dst, dst_at + ow * O, arg + ow * O / 2);
   }
 }
@@ -402,8 +394,17 @@ MIXPREC_AVX512 void backward_row(const float* xr, int64_t Wp, int64_t OW, int64_
 
 #pragma GCC diagnostic pop
 
+// One pooled row by forward_row_bf16 when w2 (its paired weights: bf16 on AVX512-BF16) is
+// given, else by forward_row's FMAs.
+template <int C, int OV>
+void forward_row_of(const float* xr, int64_t Wp, int64_t OW, const float* wt, const uint32_t* w2, const float* bias,
+                    DType dt, void* dst, int64_t dst_at, uint8_t* arg) {
+  if (w2 != nullptr) forward_row_bf16<C, OV>(xr, Wp, OW, w2, bias, dst, dst_at, arg);
+  else forward_row<C, OV>(xr, Wp, OW, wt, bias, dt, dst, dst_at, arg);
+}
+
 // Returns false when src holds inf or NaN (in the rows the pooled output reads).
-// w2: forward_row_bf16's paired weights (bf16 on AVX512-BF16), or null for forward_row's FMAs.
+// w2: forward_row_of's.
 template <int C>
 bool forward_all(const Tensor& src, const float* wt, const uint32_t* w2, const float* bias, Tensor& dst,
                  uint8_t* arg) {
@@ -416,20 +417,11 @@ bool forward_all(const Tensor& src, const float* wt, const uint32_t* w2, const f
     float* xr = scratch(size_t(C * 4 * Wp + C * W));  // rows + a channels-last row
     if (!load_rows(src, row / OH, row % OH, xr)) nonfinite.store(true, std::memory_order_relaxed);
     uint8_t* codes = arg + row * OW * O / 2;
-    if (w2 != nullptr) {
-      switch (O / 16) {
-        case 1: forward_row_bf16<C, 1>(xr, Wp, OW, w2, bias, out, row * OW * O, codes); break;
-        case 2: forward_row_bf16<C, 2>(xr, Wp, OW, w2, bias, out, row * OW * O, codes); break;
-        case 3: forward_row_bf16<C, 3>(xr, Wp, OW, w2, bias, out, row * OW * O, codes); break;
-        default: forward_row_bf16<C, 4>(xr, Wp, OW, w2, bias, out, row * OW * O, codes); break;
-      }
-      continue;
-    }
     switch (O / 16) {
-      case 1: forward_row<C, 1>(xr, Wp, OW, wt, bias, dt, out, row * OW * O, codes); break;
-      case 2: forward_row<C, 2>(xr, Wp, OW, wt, bias, dt, out, row * OW * O, codes); break;
-      case 3: forward_row<C, 3>(xr, Wp, OW, wt, bias, dt, out, row * OW * O, codes); break;
-      default: forward_row<C, 4>(xr, Wp, OW, wt, bias, dt, out, row * OW * O, codes); break;
+      case 1: forward_row_of<C, 1>(xr, Wp, OW, wt, w2, bias, dt, out, row * OW * O, codes); break;
+      case 2: forward_row_of<C, 2>(xr, Wp, OW, wt, w2, bias, dt, out, row * OW * O, codes); break;
+      case 3: forward_row_of<C, 3>(xr, Wp, OW, wt, w2, bias, dt, out, row * OW * O, codes); break;
+      default: forward_row_of<C, 4>(xr, Wp, OW, wt, w2, bias, dt, out, row * OW * O, codes); break;
     }
   }
   return !nonfinite.load();

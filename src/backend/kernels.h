@@ -105,6 +105,7 @@ MIXPREC_DECLARE_KERNELS
 // backend/cpu: vector kernels with their own contracts (see each header).
 #include "backend/cpu/activation.h"
 #include "backend/cpu/column_sum.h"
+#include "backend/cpu/conv3x3_weight_grad.h"
 #include "backend/cpu/conv_relu_pool.h"
 #include "backend/cpu/embedding.h"
 #include "backend/cpu/flash_attention.h"

@@ -18,6 +18,18 @@ using namespace backend;
 
 namespace ops_detail {
 
+WeightGrads conv2d_weight_grads(const Tensor& src, const Tensor& diff_dst, const Shape& weights_shape,
+                                bool with_bias, const Conv2dParams& p) {
+  return route(
+      "conv2d_backward_weights", src.dtype(), cpu::conv3x3_weight_grad_applies(src, diff_dst, weights_shape, p),
+      [&] {
+        cpu::Conv3x3WeightGrads g = cpu::conv3x3_weight_grad(src, diff_dst, weights_shape, with_bias);
+        return WeightGrads{g.diff_weights, g.diff_bias};
+      },
+      [&] { return onednn::conv2d_backward_weights(src, diff_dst, weights_shape, with_bias, p); },
+      [&] { return ref::conv2d_backward_weights(src, diff_dst, weights_shape, with_bias, p); });
+}
+
 Tensor conv2d_with_params(const char* op, const Tensor& src, const Tensor& weights, const Tensor& bias,
                           const Conv2dParams& p) {
   if (src.dim() != 4 || weights.dim() != 4)
@@ -60,10 +72,7 @@ Tensor conv2d_with_params(const char* op, const Tensor& src, const Tensor& weigh
                       [&] { return ref::conv2d_backward_data(diff_dst, w, src_shape, p); });
                 if (s.defined()) {
                   MemoryCategoryGuard mg(MemoryCategory::gradients);  // weight gradients
-                  WeightGrads wg = ops_detail::dispatch(
-                      "conv2d_backward_weights", dt,
-                      [&] { return onednn::conv2d_backward_weights(s, diff_dst, w_shape, with_bias, p); },
-                      [&] { return ref::conv2d_backward_weights(s, diff_dst, w_shape, with_bias, p); });
+                  WeightGrads wg = conv2d_weight_grads(s, diff_dst, w_shape, with_bias, p);
                   // f32 as oneDNN accumulated them: an autocast copy's cast node passes
                   // them to the f32 parameter unrounded; any other bf16 input gets them
                   // rounded by the engine (autograd/engine.cpp, conform).

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backend/kernel_params.h"
+#include "backend/kernels.h"
 #include "mixprec/core/status.h"
 #include "mixprec/core/tensor.h"
 
@@ -18,6 +19,12 @@ namespace mixprec::ops_detail {
 // public op in error messages.
 Tensor conv2d_with_params(const char* op, const Tensor& src, const Tensor& weights, const Tensor& bias,
                           const backend::Conv2dParams& p);
+
+// A direct 2-D convolution's weight and bias gradients (f32 for 16-bit inputs), the one route
+// every convolution's backward takes: backend/cpu's 3x3 kernel where it applies (bf16 on
+// AVX512-BF16: backend/cpu/conv3x3_weight_grad.h), else oneDNN, else ref.
+backend::WeightGrads conv2d_weight_grads(const Tensor& src, const Tensor& diff_dst, const Shape& weights_shape,
+                                         bool with_bias, const backend::Conv2dParams& p);
 
 // PyTorch's rules for a convolution's scalar arguments (one axis; the messages name the op):
 // stride >= 1, padding >= 0, dilation >= 1, groups >= 1.

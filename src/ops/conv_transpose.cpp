@@ -82,11 +82,7 @@ Tensor conv_transpose2d_with_params(const char* op, const Tensor& input, const T
       if (x.defined()) {
         MemoryCategoryGuard mg(MemoryCategory::gradients);  // weight gradients
         // f32 for 16-bit inputs, as conv2d's (the engine rounds them for a 16-bit weight).
-        g[1] = ops_detail::dispatch(
-                   "conv_transpose2d_backward_weights", dt,
-                   [&] { return onednn::conv2d_backward_weights(diff_dst, x, w_shape, false, p); },
-                   [&] { return ref::conv2d_backward_weights(diff_dst, x, w_shape, false, p); })
-                   .diff_weights;
+        g[1] = ops_detail::conv2d_weight_grads(diff_dst, x, w_shape, false, p).diff_weights;
       }
       return g;
     });

@@ -5,6 +5,7 @@
 // a CNN's first layer (backend/cpu/conv_relu_pool.h), else the composition.
 #include "autograd/node.h"
 #include "ops/autocast_hook.h"
+#include "ops/conv_common.h"
 #include "mixprec/ops/ops.h"
 #include "mixprec/ops/ops_fused.h"
 #include "ops/dispatch.h"
@@ -32,10 +33,7 @@ Tensor fused_conv_relu_max_pool(const Tensor& src, const Tensor& weights, const 
                   });
                   MemoryCategoryGuard mg(MemoryCategory::gradients);
                   const backend::Conv2dParams p{1, 1, 1, 1};
-                  backend::WeightGrads wg = ops_detail::dispatch(
-                      "conv2d_backward_weights", d_conv.dtype(),
-                      [&] { return backend::onednn::conv2d_backward_weights(s, d_conv, w_shape, with_bias, p); },
-                      [&] { return backend::ref::conv2d_backward_weights(s, d_conv, w_shape, with_bias, p); });
+                  backend::WeightGrads wg = ops_detail::conv2d_weight_grads(s, d_conv, w_shape, with_bias, p);
                   return std::vector<Tensor>{Tensor(), wg.diff_weights, wg.diff_bias};
                 }
                 MemoryCategoryGuard mg(MemoryCategory::gradients);  // weight gradients

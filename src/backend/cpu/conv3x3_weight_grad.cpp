@@ -17,6 +17,7 @@
 // The images are shared among the threads in order; their partial sums are added in thread
 // order. The bias gradient is dY's sum, taken while repacking it.
 #include "backend/cpu/conv3x3_weight_grad.h"
+#include "backend/cpu/tail_mask.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -49,11 +50,6 @@ MIXPREC_BF16_TARGET inline __m512i pair16(const uint16_t* lo, const uint16_t* hi
   return _mm512_or_si512(a, _mm512_slli_epi32(b, 16));
 }
 
-__mmask16 lanes_below(int64_t c, int64_t C) {
-  const int64_t left = C - c;
-  return left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
-}
-
 struct Geometry {
   int64_t N, C, H, W, O, J, Cp;
 };
@@ -68,7 +64,7 @@ MIXPREC_BF16_TARGET void pack_x(const uint16_t* x, const Geometry& g, uint32_t* 
         const uint16_t* hi = w1 >= 0 && w1 < g.W ? x + (r * g.W + w1) * g.C : nullptr;
         uint32_t* out = xp + ((r * 3 + kw) * g.J + j) * g.Cp;
         for (int64_t c = 0; c < g.Cp; c += 16)
-          _mm512_storeu_si512(out + c, pair16(lo ? lo + c : nullptr, hi ? hi + c : nullptr, lanes_below(c, g.C)));
+          _mm512_storeu_si512(out + c, pair16(lo ? lo + c : nullptr, hi ? hi + c : nullptr, lanes16_any(c, g.C)));
       }
 }
 

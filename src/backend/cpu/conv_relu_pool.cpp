@@ -70,6 +70,27 @@ MIXPREC_AVX512 __mmask16 widen_row(const char* src, DType dt, int64_t W, float* 
   return bad;
 }
 
+// Channel c of a channels-last row of W pixels x C (2 or 3) channels in f32 (tmp) into out[0..W):
+// 16 pixels a time from the 2 or 3 vectors that hold their C x 16 values, by permutes (the
+// scalar copy this replaced took 3.9% of the seed CNN's step: forward and backward both call
+// load_rows per pooled row).
+MIXPREC_AVX512 void deinterleave(const float* tmp, int64_t W, int C, int c, float* out) {
+  const __m512i j = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                                        _mm512_set1_epi32(C)),
+                                     _mm512_set1_epi32(c));  // lane i: value C i + c of the block
+  const __mmask16 third = _mm512_cmpge_epi32_mask(j, _mm512_set1_epi32(32));
+  const __m512i j3 = _mm512_sub_epi32(j, _mm512_set1_epi32(32));
+  const int64_t n = W * C;
+  for (int64_t x = 0; x < W; x += 16) {
+    const float* s = tmp + x * C;
+    const int64_t left = n - x * C;
+    __m512 r = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(lanes16_any(0, left), s), j,
+                                      _mm512_maskz_loadu_ps(lanes16_any(16, left), s + 16));
+    if (C == 3) r = _mm512_mask_permutexvar_ps(r, third, j3, _mm512_maskz_loadu_ps(lanes16_any(32, left), s + 32));
+    _mm512_mask_storeu_ps(out + x, lanes16(x, W), r);
+  }
+}
+
 // Rows 2oh-1 .. 2oh+2 of image n, every channel, as f32 with a zero column on each side:
 // xr[(c * 4 + r) * (W + 2) + 1 + x] = src[n, c, 2oh - 1 + r, x] (0 outside the image).
 // Returns false when a value copied is inf or NaN.
@@ -93,8 +114,7 @@ MIXPREC_AVX512 bool load_rows(const Tensor& src, int64_t n, int64_t oh, float* x
         float* row = xr + (c * 4 + r) * Wp;
         row[0] = row[W + 1] = 0.f;
         if (y < 0 || y >= H) std::fill(row + 1, row + 1 + W, 0.f);
-        else
-          for (int64_t x = 0; x < W; ++x) row[1 + x] = tmp[x * C + c];
+        else deinterleave(tmp, W, int(C), int(c), row + 1);
       }
     }
     return finite;

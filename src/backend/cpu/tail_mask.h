@@ -20,4 +20,7 @@ inline __mmask16 lanes16(int64_t i, int64_t n) {
   return n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1u);
 }
 
+// lanes16 where the row may also end before i (then no lane).
+inline __mmask16 lanes16_any(int64_t i, int64_t n) { return n <= i ? __mmask16(0) : lanes16(i, n); }
+
 }  // namespace mixprec::backend::cpu

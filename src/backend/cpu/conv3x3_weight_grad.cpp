@@ -15,7 +15,8 @@
 // (R 4 for 32-64 outputs a block, 8 for 16, so that 8 or more chains hide the latency). The
 // accumulators live per thread in f32 [9][Cp][O], loaded and stored once per (image, block).
 // The images are shared among the threads in order; their partial sums are added in thread
-// order. The bias gradient is dY's sum, taken while repacking it.
+// order, each output channel's by one thread. The bias gradient is dY's sum, taken while
+// repacking it.
 #include "backend/cpu/conv3x3_weight_grad.h"
 #include "backend/cpu/tail_mask.h"
 
@@ -34,6 +35,9 @@ namespace {
 // The pair buffers of one image must stay in the cache for the 9 x C / R x O / 64 passes over
 // them: images larger than this go to oneDNN.
 constexpr int64_t kMaxPairBytes = int64_t(1) << 20;
+// The threads' partial sums (9 x C x O floats each) stay within this: a wide layer on many
+// cores shares its images among fewer threads rather than hold hundreds of MB of them.
+constexpr int64_t kMaxPartialBytes = int64_t(64) << 20;
 
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
@@ -178,11 +182,17 @@ Conv3x3WeightGrads conv3x3_weight_grad(const Tensor& src_in, const Tensor& diff_
   Geometry g{};
   g.N = x.size(0), g.C = x.size(1), g.H = x.size(2), g.W = x.size(3), g.O = weights_shape[0];
   g.J = (g.W + 1) / 2, g.Cp = round_up(g.C, 16);
-  const int threads = std::max(1, int(std::min<int64_t>(omp_get_max_threads(), g.N)));
   const int64_t per_thread = 9 * g.Cp * g.O + g.O;  // accumulators, then the bias sums
+  const int64_t by_memory = std::max<int64_t>(1, kMaxPartialBytes / (4 * per_thread));
+  const int threads = int(std::max<int64_t>(1, std::min({int64_t(omp_get_max_threads()), g.N, by_memory})));
   static thread_local std::vector<float> partials;  // the calling thread's: a pointer for the team
   partials.assign(size_t(per_thread * threads), 0.f);
   float* const sums = partials.data();
+  Conv3x3WeightGrads out;
+  out.diff_weights = Tensor::empty({g.O, g.C, 3, 3}, DType::f32);
+  if (with_bias) out.diff_bias = Tensor::empty({g.O}, DType::f32);
+  float* const dw = out.diff_weights.data_ptr<float>();
+  float* const db = with_bias ? out.diff_bias.data_ptr<float>() : nullptr;
   const uint16_t* xs = static_cast<const uint16_t*>(x.data());
   const uint16_t* ds = static_cast<const uint16_t*>(dy.data());
   const int64_t x_image = g.H * g.W * g.C, dy_image = g.H * g.W * g.O;
@@ -201,20 +211,23 @@ Conv3x3WeightGrads conv3x3_weight_grad(const Tensor& src_in, const Tensor& diff_
       pack_dy(ds + n * dy_image, g, buf.data() + xp_words, with_bias ? acc + 9 * g.Cp * g.O : nullptr);
       accumulate_image(buf.data(), buf.data() + xp_words, g, acc);
     }
-  }
-  for (int th = 1; th < threads; ++th) {
-    const float* from = sums + th * per_thread;
-    for (int64_t i = 0; i < per_thread; ++i) sums[i] += from[i];
-  }
-  Conv3x3WeightGrads out;
-  out.diff_weights = Tensor::empty({g.O, g.C, 3, 3}, DType::f32);
-  float* dw = out.diff_weights.data_ptr<float>();
-  for (int64_t o = 0; o < g.O; ++o)
-    for (int64_t c = 0; c < g.C; ++c)
-      for (int64_t t = 0; t < 9; ++t) dw[(o * g.C + c) * 9 + t] = sums[(t * g.Cp + c) * g.O + o];
-  if (with_bias) {
-    out.diff_bias = Tensor::empty({g.O}, DType::f32);
-    std::copy_n(sums + 9 * g.Cp * g.O, g.O, out.diff_bias.data_ptr<float>());
+    // The partials added in thread order, each output channel's by one thread of the team
+    // (the same order whichever thread adds them), into PyTorch's [O, C, 3, 3].
+#pragma omp barrier
+    for (int64_t o = th * g.O / team; o < (th + 1) * g.O / team; ++o) {
+      for (int64_t c = 0; c < g.C; ++c)
+        for (int64_t t = 0; t < 9; ++t) {
+          const int64_t i = (t * g.Cp + c) * g.O + o;
+          float v = sums[i];
+          for (int k = 1; k < team; ++k) v += sums[k * per_thread + i];
+          dw[(o * g.C + c) * 9 + t] = v;
+        }
+      if (db) {
+        float v = sums[9 * g.Cp * g.O + o];
+        for (int k = 1; k < team; ++k) v += sums[k * per_thread + 9 * g.Cp * g.O + o];
+        db[o] = v;
+      }
+    }
   }
   return out;
 }

@@ -160,7 +160,10 @@ Tensor Sequential::forward(const Tensor& input) {
   for (size_t i = 0; i < kids.size();) {
     const auto* conv = as(i, static_cast<Conv2d*>(nullptr));
     const MaxPool2d* pool = as(i + 2, static_cast<MaxPool2d*>(nullptr));
-    if (conv && as(i + 1, static_cast<ReLU*>(nullptr)) && plain_pool(pool)) {
+    // conv2d_relu_max_pool2d takes stride and padding only: a dilated or grouped convolution
+    // runs as itself (before 2026-11-28 a dilated one was fused as undilated: wrong values).
+    if (conv && conv->dilation == 1 && conv->groups == 1 && as(i + 1, static_cast<ReLU*>(nullptr)) &&
+        plain_pool(pool)) {
       x = conv2d_relu_max_pool2d(x, conv->weight, conv->bias, conv->stride, conv->padding, pool->kernel());
       i += 3;
       continue;

@@ -204,5 +204,22 @@ TEST(FusedConvReluPool, SequentialFusesConvReluPoolRunsWithoutChangingAValue) {
   EXPECT_TRUE(identical(seq(x), by_hand));
 }
 
+// The fused op has no dilation or groups: a dilated or grouped Conv2d followed by ReLU and
+// MaxPool2d runs as the three modules (a dilated one was once fused as undilated).
+TEST(FusedConvReluPool, SequentialRunsDilatedAndGroupedConvolutionsAsThemselves) {
+  manual_seed(12);
+  for (auto [dilation, groups] : std::vector<std::pair<int64_t, int64_t>>{{2, 1}, {1, 2}}) {
+    SCOPED_TRACE("dilation " + std::to_string(dilation) + " groups " + std::to_string(groups));
+    auto conv = std::make_shared<nn::Conv2d>(4, 16, 3, 1, dilation, true, dilation, groups);
+    nn::Sequential seq{conv, std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2)};
+    conv->weight.copy_(ints(conv->weight.shape(), -3, 3, 0.125f, DType::f32, 5));
+    conv->bias.copy_(ints({16}, -3, 3, 0.125f, DType::f32, 6));
+    const Tensor x = ints({2, 4, 8, 8}, -4, 4, 1.f, DType::f32, 7);
+    const Tensor by_hand =
+        max_pool2d(relu(conv2d(x, conv->weight, conv->bias, 1, dilation, dilation, groups)), 2);
+    EXPECT_TRUE(identical(seq(x), by_hand));
+  }
+}
+
 }  // namespace
 }  // namespace mixprec

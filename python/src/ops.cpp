@@ -3,6 +3,7 @@
 // exception naming the op and the shapes); nothing here adds numerics. Every op takes its
 // tensors through on_dense (bindings.h): a strided view from Python is copied dense first.
 #include <mixprec/ops/ops.h>
+#include <mixprec/ops/ops_fused.h>
 
 #include "bindings.h"
 
@@ -78,6 +79,13 @@ void bind_ops(py::module_& m) {
         }),
         nogil);
   m.def("max_pool2d", on_dense(&max_pool2d), nogil);
+  // The fused blocks nn.Sequential runs Conv2d, ReLU, MaxPool2d(k) as (mixprec/ops/ops_fused.h).
+  m.def("relu_max_pool2d", on_dense(&relu_max_pool2d), nogil);
+  m.def("conv2d_relu_max_pool2d",
+        on_dense(+[](T x, T w, O b, int64_t stride, int64_t padding, int64_t pool) {
+          return conv2d_relu_max_pool2d(x, w, opt(b), stride, padding, pool);
+        }),
+        nogil);
   m.def("avg_pool2d", on_dense(&avg_pool2d), nogil);
   m.def("sum", on_dense(py::overload_cast<T>(&sum)), nogil);
   m.def("sum", on_dense(py::overload_cast<T, const std::vector<int64_t>&, bool>(&sum)), nogil);

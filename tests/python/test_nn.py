@@ -171,3 +171,101 @@ def test_layers_refuse_what_they_cannot_do():
         ResidualMLP().missing
     with pytest.raises(TypeError, match="parameter"):
         ResidualMLP().scale = mixprec.ones(1)
+
+
+def _ints(shape, seed, scale=1.0):
+    """Small integers times a power of two: every sum exact, so fused and unfused agree bitwise."""
+    return mixprec.tensor((rng(seed).integers(-3, 4, shape) * scale).astype(np.float32))
+
+
+def _conv_net(dilation=1, groups=1):
+    mixprec.manual_seed(3)
+    net = nn.Sequential(nn.Conv2d(4, 16, 3, padding=dilation, dilation=dilation, groups=groups), nn.ReLU(),
+                        nn.MaxPool2d(2), nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                        nn.Flatten(), nn.Linear(16 * 2 * 2, 3))
+    for i, p in enumerate(net.parameters()):
+        p.data.copy_(_ints(tuple(p.shape), 10 + i, 0.125))
+    return net
+
+
+def _by_hand(net, x):
+    """The same network module by module, nothing fused."""
+    for m in net:
+        x = m.forward(x)
+    return x
+
+
+@pytest.mark.parametrize("dilation,groups", [(1, 1), (2, 1), (1, 2)])
+def test_sequential_fuses_conv_relu_pool_without_changing_a_value(dilation, groups):
+    # The fused ops (conv2d_relu_max_pool2d, relu_max_pool2d) where they apply, the layers
+    # themselves where not (dilated, grouped): values and gradients bit for bit either way.
+    x = _ints((2, 4, 8, 8), 1)
+    grads = []
+    outs = []
+    for run in (lambda n, v: n(v), _by_hand):
+        net = _conv_net(dilation, groups)
+        out = run(net, x)
+        out.sum().backward()
+        outs.append(out.detach().numpy().copy())
+        grads.append([p.grad.numpy().copy() for p in net.parameters()])
+    np.testing.assert_array_equal(outs[0], outs[1])
+    assert np.count_nonzero(outs[0]) > 0
+    for a, b in zip(grads[0], grads[1]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_sequential_runs_a_module_with_its_own_forward_as_itself():
+    # A ReLU given another forward on the instance (or a subclass) is not fused away.
+    net = _conv_net()
+    x = _ints((2, 4, 8, 8), 2)
+    plain = net(x).detach().numpy().copy()
+    net[1].forward = lambda v: v * 2.0  # no longer a ReLU: the first block must see it
+    changed = net(x).detach().numpy()
+    assert not np.array_equal(plain, changed)
+    np.testing.assert_array_equal(changed, _by_hand(net, x).detach().numpy())
+
+    class Doubled(nn.ReLU):
+        def forward(self, v):
+            return F.relu(v) * 2.0
+
+    y = _ints((1, 2, 4, 4), 3)
+    relu_pool = nn.Sequential(nn.ReLU(), nn.MaxPool2d(2))(y).numpy()
+    doubled_pool = nn.Sequential(Doubled(), nn.MaxPool2d(2))(y).numpy()
+    assert np.count_nonzero(relu_pool) > 0
+    np.testing.assert_array_equal(doubled_pool, 2.0 * relu_pool)
+
+
+def test_sequential_fuses_under_autocast_as_the_layers_compute():
+    # bf16 under autocast: the fused blocks give the layers' dtypes and values (integer inputs
+    # and weights: exact in bf16, sums exact in f32).
+    x = _ints((2, 4, 8, 8), 4)
+    outs = []
+    for run in (lambda n, v: n(v), _by_hand):
+        net = _conv_net()
+        with mixprec.amp.autocast(device_type="cpu", dtype=mixprec.bfloat16):
+            out = run(net, x)
+        outs.append(out)
+    assert outs[0].dtype == outs[1].dtype == mixprec.bfloat16
+    np.testing.assert_array_equal(outs[0].float().detach().numpy(), outs[1].float().detach().numpy())
+
+
+def test_sequential_takes_the_fused_ops():
+    # What the engine dispatches (MIXPREC_VERBOSE=dispatch, in a child process): the conv block
+    # and the ReLU + pool pair go through the fused ops, never through max_pool2d.
+    import os
+    import subprocess
+    import sys
+    code = ("import mixprec, mixprec.nn as nn\n"
+            "net = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),\n"
+            "                    nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))\n"
+            "net(mixprec.randn(2, 3, 8, 8)).sum().backward()\n")
+    env = dict(os.environ, MIXPREC_VERBOSE="dispatch")
+    log = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stderr
+    assert "dispatch relu_max_pool2d " in log or "dispatch conv2d_relu_max_pool2d " in log, log
+    assert "dispatch max_pool2d " not in log, log
+    # The same layers called one by one do take max_pool2d: the check above can fail.
+    code_unfused = code.replace("net(mixprec.randn(2, 3, 8, 8))", "x = mixprec.randn(2, 3, 8, 8)\n"
+                                "for m in net: x = m.forward(x)\nx")
+    log = subprocess.run([sys.executable, "-c", code_unfused], env=env, capture_output=True, text=True,
+                         check=True).stderr
+    assert "dispatch max_pool2d " in log, log

@@ -197,7 +197,39 @@ class Embedding(Module):
         return F.embedding(input, self.weight)
 
 
+def _as_built(module, cls):
+    """module is a cls exactly as the library builds it (not a subclass, no forward set on the
+    instance): Sequential may run it inside a fused op."""
+    return type(module) is cls and "forward" not in module.__dict__
+
+
+def _fusable_pool(module):
+    """The kernel of a MaxPool2d that relu_max_pool2d computes (stride = kernel, no padding,
+    dilation, ceil_mode or indices), else None."""
+    if not _as_built(module, MaxPool2d) or module.return_indices or module.ceil_mode:
+        return None
+    try:
+        k = F._single(module.kernel_size, "kernel_size")
+        stride = k if module.stride is None else F._single(module.stride, "stride")
+        plain = F._single(module.padding, "padding") == 0 and F._single(module.dilation, "dilation") == 1
+    except (NotImplementedError, TypeError, ValueError):
+        return None
+    return k if stride == k and plain and k >= 1 else None
+
+
+def _fusable_conv(module):
+    """A Conv2d that conv2d_relu_max_pool2d computes: a numeric padding, no dilation or groups."""
+    return (_as_built(module, Conv2d) and isinstance(module.padding, int) and module.dilation == 1
+            and module.groups == 1)
+
+
 class Sequential(Module):
+    """torch.nn.Sequential. Runs of Conv2d, ReLU, MaxPool2d(k) and of ReLU, MaxPool2d(k) on a
+    4-d input go through the engine's fused ops, as its own Sequential does
+    (mixprec/ops/ops_fused.h): the same values and gradients, without the full-resolution
+    intermediates, and for a network's first layer the fused first-layer kernel. A module
+    subclassed or given its own forward runs as itself."""
+
     def __init__(self, *args):
         super().__init__()
         if len(args) == 1 and isinstance(args[0], OrderedDict):
@@ -224,8 +256,24 @@ class Sequential(Module):
         return self
 
     def forward(self, input):
-        for module in self._modules.values():
+        modules = list(self._modules.values())
+        i = 0
+        while i < len(modules):
+            module = modules[i]
+            if getattr(input, "ndim", 0) == 4:
+                k = _fusable_pool(modules[i + 2]) if i + 2 < len(modules) else None
+                if k and _fusable_conv(module) and _as_built(modules[i + 1], ReLU):
+                    input = _C.conv2d_relu_max_pool2d(input, module.weight, module.bias, module.stride,
+                                                      module.padding, k)
+                    i += 3
+                    continue
+                k = _fusable_pool(modules[i + 1]) if i + 1 < len(modules) else None
+                if k and _as_built(module, ReLU):
+                    input = _C.relu_max_pool2d(input, k)
+                    i += 2
+                    continue
             input = module(input)
+            i += 1
         return input
 
 

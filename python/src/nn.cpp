@@ -34,7 +34,15 @@ void bind_nn(py::module_& m) {
                  activation == "relu" ? nn::Activation::relu : nn::Activation::gelu, eps);
            }),
            py::arg("d_model"), py::arg("nhead"), py::arg("dim_feedforward"), py::arg("dropout"),
-           py::arg("activation"), py::arg("layer_norm_eps"), release_gil());
+           py::arg("activation"), py::arg("layer_norm_eps"), release_gil())
+      // x [B, S, E]; key_padding [B, S] f32, the additive key mask (0, or PADDING_SCORE at padding).
+      .def("forward_padded",
+           [](nn::TransformerEncoderLayer& m, const Tensor& x, const Tensor& key_padding) {
+             return m.forward(dense(x), dense(key_padding));
+           },
+           release_gil());
+  // What a padded key's scores get (nn_sequence.h): finite in every dtype, its exp 0.
+  nn.attr("PADDING_SCORE") = nn::kPaddingScore;
   // A model file (docs/models.md) built for inputs of C x H x W and `classes` outputs.
   nn.def("build_model_file", [](const std::string& path, int64_t c, int64_t h, int64_t w, int64_t classes) {
     StatusOr<std::string> text = nn::read_model_file(path);

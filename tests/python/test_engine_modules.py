@@ -79,3 +79,47 @@ def test_engine_module_to_bfloat16():
 def test_missing_model_file_is_a_file_not_found_error():
     with pytest.raises(FileNotFoundError, match="no-such.yaml"):
         nn.from_file(MODELS / "no-such.yaml", (1, 28, 28), 10)
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_encoder_layer_key_padding_equals_the_unpadded_sequence(batch_first):
+    # A sequence padded to S with src_key_padding_mask gives, at its own positions, what the
+    # same sequence alone (unpadded) gives: a padded key's weight is exactly 0.
+    mixprec.manual_seed(1)
+    layer = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+    g = np.random.default_rng(5)
+    x = g.standard_normal((3, 7, 16)).astype(np.float32)
+    lengths = [7, 4, 2]
+    mask = np.array([[p >= n for p in range(7)] for n in lengths])
+    padded_in = x if batch_first else x.transpose(1, 0, 2).copy()
+    layer.batch_first = batch_first
+    out = layer(mixprec.tensor(padded_in), src_key_padding_mask=mask).detach().numpy()
+    if not batch_first:
+        out = out.transpose(1, 0, 2)
+    layer.batch_first = True
+    for b, n in enumerate(lengths):
+        alone = layer(mixprec.tensor(x[b:b + 1, :n].copy())).detach().numpy()[0]
+        np.testing.assert_allclose(out[b, :n], alone, rtol=1e-5, atol=1e-6)
+    # And the mask changes what the padded sequences' own positions see.
+    unmasked = layer(mixprec.tensor(x)).detach().numpy()
+    assert not np.allclose(unmasked[1, :4], out[1, :4], atol=1e-4)
+
+
+def test_encoder_layer_float_and_tensor_masks_and_bad_masks():
+    mixprec.manual_seed(2)
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+    x = mixprec.randn(2, 5, 8)
+    as_bool = np.zeros((2, 5), bool)
+    as_bool[0, 3:] = True
+    ref = layer(x, src_key_padding_mask=as_bool).detach().numpy()
+    as_float = np.where(as_bool, -np.inf, 0.0).astype(np.float32)  # PyTorch's float form
+    for m in (as_float, mixprec.tensor(as_float), as_bool.astype(np.uint8)):
+        np.testing.assert_array_equal(layer(x, src_key_padding_mask=m).detach().numpy(), ref)
+    with pytest.raises(ValueError, match=r"expected shape \(2, 5\)"):
+        layer(x, src_key_padding_mask=np.zeros((5, 2), bool))
+    with pytest.raises(ValueError, match="0 and 1"):
+        layer(x, src_key_padding_mask=np.full((2, 5), 3))
+    with pytest.raises(ValueError, match="NaN"):
+        layer(x, src_key_padding_mask=np.full((2, 5), np.nan, np.float32))
+    with pytest.raises(NotImplementedError, match="src_mask"):
+        layer(x, src_mask=np.zeros((5, 5), np.float32))

@@ -234,3 +234,28 @@ def test_comparisons_match_torch(op, dtype):
     for ours, theirs in [(eval(f"ma {op} mb"), eval(f"ta {op} tb")), (eval(f"ma {op} 0.3"), eval(f"ta {op} 0.3"))]:
         np.testing.assert_array_equal(ours.numpy().astype(bool), theirs.numpy())
         assert ours.sum().item() == theirs.sum().item()
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_transformer_encoder_layer_key_padding_matches_torch(batch_first):
+    # src_key_padding_mask (bool, True = padding) in training mode (torch's fast path, which
+    # zeroes padded outputs in eval, is not taken): outputs and every gradient.
+    ours = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=batch_first)
+    theirs = torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=batch_first)
+    copy_parameters(ours, theirs)
+    x = rng(12).standard_normal((3, 6, 16) if batch_first else (6, 3, 16)).astype(np.float32)
+    mask = np.array([[p >= n for p in range(6)] for n in (6, 4, 1)])
+    xo = mixprec.tensor(x, requires_grad=True)
+    xt = torch.from_numpy(x.copy()).requires_grad_()
+
+    class Masked:
+        def __init__(self, layer, m):
+            self.layer, self.m = layer, m
+
+        def __call__(self, v):
+            return self.layer(v, src_key_padding_mask=self.m)
+
+        def named_parameters(self):
+            return self.layer.named_parameters()
+
+    compare_forward_backward(Masked(ours, mask), Masked(theirs, torch.from_numpy(mask)), xo, xt)

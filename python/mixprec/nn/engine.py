@@ -3,7 +3,10 @@ models and model files. Their forward() is the engine's (fused ops included); th
 parameters are the engine's own tensors, registered under the engine's (PyTorch's) names, so
 freezing, gradients, optimizers and state dicts reach them directly. Replacing a parameter
 object does not (the engine keeps its own): load values with load_state_dict or copy_."""
+import numpy as np
+
 from .. import _mixprec as _C
+from .._tensor import from_numpy
 from .modules import Module, Parameter
 
 
@@ -60,11 +63,37 @@ class TransformerEncoderLayer(EngineModule):
             self.to(dtype)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
-        if src_mask is not None or src_key_padding_mask is not None or is_causal:
-            raise NotImplementedError("mixprec's TransformerEncoderLayer takes no masks yet")
-        if self.batch_first:
-            return self._engine.forward(src)
-        return self._engine.forward(src.transpose(0, 1)).transpose(0, 1)
+        if src_mask is not None or is_causal:
+            raise NotImplementedError("mixprec's TransformerEncoderLayer takes src_key_padding_mask only: "
+                                      "an attention mask (src_mask, is_causal) is not supported yet")
+        x = src if self.batch_first else src.transpose(0, 1)  # the engine's [B, S, E]
+        if src_key_padding_mask is None:
+            out = self._engine.forward(x)
+        else:
+            out = self._engine.forward_padded(x, _key_padding(src_key_padding_mask, x.shape[0], x.shape[1]))
+        return out if self.batch_first else out.transpose(0, 1)
+
+
+def _key_padding(mask, batch, length):
+    """PyTorch's src_key_padding_mask [B, S] as the engine's additive f32 key mask: a bool (or
+    0/1 integer) mask's True keys get PADDING_SCORE, a float mask is added as it is with -inf (and
+    anything below) raised to PADDING_SCORE. A padded key's weight is then 0 as with PyTorch's
+    -inf; a sequence of padding only attends uniformly instead of giving NaN (docs/python.md)."""
+    m = mask.detach().numpy() if hasattr(mask, "detach") else np.asarray(mask)  # mixprec, torch or NumPy
+    if m.shape != (batch, length):
+        raise ValueError(f"src_key_padding_mask: expected shape ({batch}, {length}) (batch, source length), "
+                         f"got {tuple(m.shape)}")
+    if m.dtype == np.bool_ or np.issubdtype(m.dtype, np.integer):
+        if np.issubdtype(m.dtype, np.integer) and not np.isin(m, (0, 1)).all():
+            raise ValueError("src_key_padding_mask: an integer mask must hold 0 and 1 only")
+        add = np.where(m.astype(bool), _C.nn.PADDING_SCORE, 0.0)
+    elif np.issubdtype(m.dtype, np.floating) or m.dtype.name == "bfloat16":
+        add = np.maximum(m.astype(np.float32), _C.nn.PADDING_SCORE)
+        if np.isnan(add).any():
+            raise ValueError("src_key_padding_mask: a float mask holds NaN")
+    else:
+        raise TypeError(f"src_key_padding_mask: expected a bool or float mask, got {m.dtype}")
+    return from_numpy(np.ascontiguousarray(add, dtype=np.float32))
 
 
 def from_file(path, input_shape, classes):

@@ -35,10 +35,19 @@ void bind_nn(py::module_& m) {
            }),
            py::arg("d_model"), py::arg("nhead"), py::arg("dim_feedforward"), py::arg("dropout"),
            py::arg("activation"), py::arg("layer_norm_eps"), release_gil())
-      // x [B, S, E]; key_padding [B, S] f32, the additive key mask (0, or PADDING_SCORE at padding).
-      .def("forward_padded",
-           [](nn::TransformerEncoderLayer& m, const Tensor& x, const Tensor& key_padding) {
-             return m.forward(dense(x), dense(key_padding));
+      // x [B, S, E]; key_padding [B, S] f32, the additive key mask (0, or PADDING_SCORE at
+      // padding), or None; causal: PyTorch's square subsequent src_mask, taken as the
+      // attention's own causal mode for this call (its backward keeps the mode it ran with).
+      .def("forward_masked",
+           [](nn::TransformerEncoderLayer& m, const Tensor& x, const std::optional<Tensor>& key_padding,
+              bool causal) {
+             struct Mode {  // the layer's own mode again however the call ends
+               nn::MultiheadAttention& attn;
+               bool was;
+               ~Mode() { attn.causal = was; }
+             } mode{*m.self_attn, m.self_attn->causal};
+             m.self_attn->causal = causal;
+             return m.forward(dense(x), key_padding ? dense(*key_padding) : Tensor());
            },
            release_gil());
   // What a padded key's scores get (nn_sequence.h): finite in every dtype, its exp 0.

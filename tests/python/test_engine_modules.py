@@ -121,5 +121,35 @@ def test_encoder_layer_float_and_tensor_masks_and_bad_masks():
         layer(x, src_key_padding_mask=np.full((2, 5), 3))
     with pytest.raises(ValueError, match="NaN"):
         layer(x, src_key_padding_mask=np.full((2, 5), np.nan, np.float32))
-    with pytest.raises(NotImplementedError, match="src_mask"):
-        layer(x, src_mask=np.zeros((5, 5), np.float32))
+    with pytest.raises(NotImplementedError, match="causal mask"):
+        layer(x, src_mask=np.zeros((5, 5), np.float32))  # not the causal mask
+    with pytest.raises(ValueError, match=r"expected shape \(5, 5\)"):
+        layer(x, src_mask=np.zeros((4, 4), np.float32))
+
+
+def test_encoder_layer_causal_mask_hides_later_positions():
+    # PyTorch's square subsequent mask (float -inf or bool above the diagonal): position i's
+    # output does not depend on positions after i, and the layer's own mode is back after it.
+    mixprec.manual_seed(3)
+    layer = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+    g = np.random.default_rng(6)
+    x = g.standard_normal((2, 6, 16)).astype(np.float32)
+    later = x.copy()
+    later[:, 3:] = g.standard_normal((2, 3, 16))
+    as_float = np.triu(np.full((6, 6), -np.inf, np.float32), k=1)
+    as_bool = np.triu(np.ones((6, 6), bool), k=1)
+    a = layer(mixprec.tensor(x), src_mask=as_float).detach().numpy()
+    b = layer(mixprec.tensor(later), src_mask=as_bool).detach().numpy()
+    np.testing.assert_array_equal(a[:, :3], b[:, :3])
+    assert not np.allclose(a[:, 3:], b[:, 3:])
+    c = layer(mixprec.tensor(x), is_causal=True).detach().numpy()
+    np.testing.assert_array_equal(a, c)
+    # Unmasked again: the first positions now see the later ones.
+    d = layer(mixprec.tensor(x)).detach().numpy()
+    assert not np.allclose(d[:, :3], a[:, :3])
+    # With key padding as well.
+    pad = np.zeros((2, 6), bool)
+    pad[1, 4:] = True
+    e = layer(mixprec.tensor(x), src_mask=as_float, src_key_padding_mask=pad).detach().numpy()
+    np.testing.assert_array_equal(e[0], a[0])
+    np.testing.assert_allclose(e[1, :4], a[1, :4], rtol=1e-5, atol=1e-6)

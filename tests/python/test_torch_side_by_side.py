@@ -259,3 +259,27 @@ def test_transformer_encoder_layer_key_padding_matches_torch(batch_first):
             return self.layer.named_parameters()
 
     compare_forward_backward(Masked(ours, mask), Masked(theirs, torch.from_numpy(mask)), xo, xt)
+
+
+def test_transformer_encoder_layer_causal_mask_matches_torch():
+    # src_mask = torch.nn.Transformer.generate_square_subsequent_mask(S), with key padding too.
+    ours = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+    theirs = torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+    copy_parameters(ours, theirs)
+    x = rng(14).standard_normal((2, 6, 16)).astype(np.float32)
+    causal = torch.nn.Transformer.generate_square_subsequent_mask(6)
+    pad = np.array([[False] * 6, [False] * 4 + [True] * 2])
+    xo = mixprec.tensor(x, requires_grad=True)
+    xt = torch.from_numpy(x.copy()).requires_grad_()
+
+    class Causal:
+        def __init__(self, layer, mask, padding):
+            self.layer, self.mask, self.padding = layer, mask, padding
+
+        def __call__(self, v):
+            return self.layer(v, src_mask=self.mask, src_key_padding_mask=self.padding)
+
+        def named_parameters(self):
+            return self.layer.named_parameters()
+
+    compare_forward_backward(Causal(ours, causal.numpy(), pad), Causal(theirs, causal, torch.from_numpy(pad)), xo, xt)

@@ -63,15 +63,36 @@ class TransformerEncoderLayer(EngineModule):
             self.to(dtype)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
-        if src_mask is not None or is_causal:
-            raise NotImplementedError("mixprec's TransformerEncoderLayer takes src_key_padding_mask only: "
-                                      "an attention mask (src_mask, is_causal) is not supported yet")
         x = src if self.batch_first else src.transpose(0, 1)  # the engine's [B, S, E]
-        if src_key_padding_mask is None:
+        causal = bool(is_causal)
+        if src_mask is not None:
+            if not _is_causal_mask(src_mask, x.shape[1]):
+                raise NotImplementedError(
+                    "mixprec's TransformerEncoderLayer takes src_mask only as the causal mask "
+                    f"(torch.nn.Transformer.generate_square_subsequent_mask({x.shape[1]}): -inf or True above "
+                    "the diagonal, 0 or False elsewhere); other attention masks are not supported")
+            causal = True
+        if src_key_padding_mask is None and not causal:
             out = self._engine.forward(x)
         else:
-            out = self._engine.forward_padded(x, _key_padding(src_key_padding_mask, x.shape[0], x.shape[1]))
+            padding = None if src_key_padding_mask is None else \
+                _key_padding(src_key_padding_mask, x.shape[0], x.shape[1])
+            out = self._engine.forward_masked(x, padding, causal)
         return out if self.batch_first else out.transpose(0, 1)
+
+
+def _is_causal_mask(mask, length):
+    """mask is PyTorch's square subsequent mask for `length` positions: above the diagonal -inf
+    (or any value at or below PADDING_SCORE) or True, on and below it 0 or False."""
+    m = mask.detach().numpy() if hasattr(mask, "detach") else np.asarray(mask)
+    if m.shape != (length, length):
+        raise ValueError(f"src_mask: expected shape ({length}, {length}) (source length squared), "
+                         f"got {tuple(m.shape)}")
+    above = np.triu(np.ones((length, length), dtype=bool), k=1)
+    if m.dtype == np.bool_:
+        return bool(np.array_equal(m, above))
+    m = m.astype(np.float32)
+    return bool((m[above] <= _C.nn.PADDING_SCORE).all() and (m[~above] == 0).all())
 
 
 def _key_padding(mask, batch, length):

@@ -1,5 +1,10 @@
 """mixprec.data: datasets over NumPy arrays, a DataLoader (torch.utils.data's arguments), and
 the built-in datasets read by the engine's validated readers."""
+import collections
+import concurrent.futures
+import itertools
+import threading
+
 import numpy as np
 
 from . import _mixprec as _C
@@ -33,20 +38,57 @@ def default_collate(samples):
                                       for s in column])) for column in columns)
 
 
+class WorkerInfo:
+    """torch.utils.data.get_worker_info()'s answer inside a loading worker: id, num_workers,
+    seed (the loader's seed + id) and dataset."""
+
+    def __init__(self, id, num_workers, seed, dataset):
+        self.id, self.num_workers, self.seed, self.dataset = id, num_workers, seed, dataset
+
+
+_worker = threading.local()
+
+
+def get_worker_info():
+    """The calling loading worker's WorkerInfo, or None outside one (torch.utils.data's)."""
+    return getattr(_worker, "info", None)
+
+
 class DataLoader:
     """Batches of a dataset, in order or shuffled. The shuffle is the engine's (the order
     `mixprec train` uses for the same seed and epoch); without a seed, one is drawn from the
-    generator mixprec.manual_seed() seeds. Each iteration is a new epoch."""
+    generator mixprec.manual_seed() seeds. Each iteration is a new epoch.
+
+    num_workers > 0 builds the next batches on that many threads while the caller trains on
+    the current one (up to prefetch_factor batches each ahead), where PyTorch forks processes:
+    the batches and their order are the same as with num_workers=0; the dataset's __getitem__
+    and collate_fn must be safe to call from several threads (NumPy indexing and mixprec's
+    ops release the GIL, so array work overlaps the step; pure-Python work takes turns);
+    worker_init_fn(worker_id) runs once in each thread, where get_worker_info() answers. An
+    exception in a worker is raised by the iteration, at its batch."""
 
     def __init__(self, dataset, batch_size=1, shuffle=False, drop_last=False, seed=None,
-                 collate_fn=None, num_workers=0, pin_memory=False, generator=None):
+                 collate_fn=None, num_workers=0, pin_memory=False, generator=None, timeout=0,
+                 worker_init_fn=None, prefetch_factor=2, persistent_workers=False):
         if batch_size is None or batch_size < 1:
             raise ValueError(f"batch_size should be a positive integer value, but got batch_size={batch_size}")
-        if num_workers:
-            raise NotImplementedError("mixprec's DataLoader loads in the calling thread (num_workers=0)")
+        if not isinstance(num_workers, int) or num_workers < 0:
+            raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable "
+                             "multiprocessing.")
+        if num_workers == 0 and prefetch_factor != 2:
+            raise ValueError("prefetch_factor option could only be specified in multiprocessing."
+                             "let num_workers > 0 to enable multiprocessing.")
+        if not isinstance(prefetch_factor, int) or prefetch_factor < 1:
+            raise ValueError(f"prefetch_factor should be a positive integer, but got {prefetch_factor}")
+        if timeout < 0:
+            raise ValueError("timeout option should be non-negative")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers option needs num_workers > 0")
         self.dataset, self.batch_size = dataset, int(batch_size)
         self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
         self.collate_fn = collate_fn or default_collate
+        self.num_workers, self.prefetch_factor = num_workers, prefetch_factor
+        self.worker_init_fn, self.timeout = worker_init_fn, timeout or None
         if seed is None:
             seed = int(_C._uniform([1], 0.0, 2.0 ** 31, _C.dtype.float64).item())
         self.seed, self.epoch = int(seed), 0
@@ -62,13 +104,47 @@ class DataLoader:
         n = len(self.dataset)
         order = np.asarray(_C.shuffled_order(n, self.seed, self.epoch)) if self.shuffle else np.arange(n)
         self.epoch += 1
+        batches = (order[b * self.batch_size:(b + 1) * self.batch_size] for b in range(len(self)))
+        if self.num_workers == 0:
+            for idx in batches:
+                yield self._batch(idx)
+            return
+        yield from self._prefetched(batches)
+
+    def _batch(self, idx):
         arrays = getattr(self.dataset, "arrays", None)
-        for b in range(len(self)):
-            idx = order[b * self.batch_size:(b + 1) * self.batch_size]
-            if arrays is not None:  # gather rows straight into the batch (one copy)
-                yield tuple(from_numpy(np.ascontiguousarray(a[idx])) for a in arrays)
-            else:
-                yield self.collate_fn([self.dataset[int(i)] for i in idx])
+        if arrays is not None:  # gather rows straight into the batch (one copy)
+            return tuple(from_numpy(np.ascontiguousarray(a[idx])) for a in arrays)
+        return self.collate_fn([self.dataset[int(i)] for i in idx])
+
+    def _prefetched(self, batches):
+        """The batches built on num_workers threads, up to prefetch_factor each ahead, handed
+        out in order."""
+        started = itertools.count()
+
+        def init():
+            wid = next(started)  # itertools.count is safe across threads under the GIL
+            _worker.info = WorkerInfo(wid, self.num_workers, self.seed + wid, self.dataset)
+            if self.worker_init_fn is not None:
+                self.worker_init_fn(wid)
+
+        pool = concurrent.futures.ThreadPoolExecutor(self.num_workers, thread_name_prefix="mixprec-loader",
+                                                     initializer=init)
+        pending = collections.deque()
+        try:
+            for idx in itertools.islice(batches, self.num_workers * self.prefetch_factor):
+                pending.append(pool.submit(self._batch, idx))
+            while pending:
+                batch = pending.popleft().result(timeout=self.timeout)
+                for idx in itertools.islice(batches, 1):
+                    pending.append(pool.submit(self._batch, idx))
+                yield batch
+        except concurrent.futures.TimeoutError:
+            raise RuntimeError(f"DataLoader timed out after {self.timeout} seconds") from None
+        finally:  # an early break or an error: drop what is queued, wait for what runs
+            for f in pending:
+                f.cancel()
+            pool.shutdown(wait=True)
 
 
 def fashion_mnist(split="train", root=DEFAULT_FASHION_MNIST, normalize=True):

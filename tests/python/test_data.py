@@ -56,6 +56,93 @@ def test_loader_collates_a_map_style_dataset():
     np.testing.assert_array_equal(y.numpy(), np.arange(5) ** 2)
 
 
+class Rows:
+    """A map-style dataset with its own __getitem__ (the collate path), recording which threads
+    read it."""
+
+    def __init__(self, n, fail_at=None):
+        self.n, self.fail_at, self.threads = n, fail_at, set()
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        import threading
+        self.threads.add(threading.current_thread().name)
+        if i == self.fail_at:
+            raise KeyError(f"sample {i} is damaged")
+        return np.full(3, i, np.float32), i
+
+
+def batches(loader):
+    return [tuple(t.numpy().copy() for t in b) for b in loader]
+
+
+@pytest.mark.parametrize("shuffle,drop_last", [(False, False), (True, False), (True, True)])
+def test_loader_workers_give_the_same_batches_in_the_same_order(shuffle, drop_last):
+    x = np.arange(37, dtype=np.float32)[:, None] * np.ones((1, 2), np.float32)
+    for ds in (TensorDataset(x, np.arange(37)), Rows(37)):
+        plain = batches(DataLoader(ds, batch_size=5, shuffle=shuffle, drop_last=drop_last, seed=3))
+        loader = DataLoader(ds, batch_size=5, shuffle=shuffle, drop_last=drop_last, seed=3, num_workers=3,
+                            prefetch_factor=2)
+        threaded = batches(loader)
+        assert len(threaded) == len(plain) == (7 if drop_last else 8)
+        for a, b in zip(plain, threaded):
+            for u, v in zip(a, b):
+                np.testing.assert_array_equal(u, v)
+    rows = Rows(40)
+    list(DataLoader(rows, batch_size=4, num_workers=2))
+    assert rows.threads and all(t.startswith("mixprec-loader") for t in rows.threads)
+
+
+def test_loader_workers_init_and_worker_info():
+    from mixprec.data import get_worker_info
+    seen = []
+
+    def init(worker_id):
+        info = get_worker_info()
+        seen.append((worker_id, info.id, info.num_workers, info.seed))
+
+    class Probe(Rows):
+        def __getitem__(self, i):
+            assert get_worker_info() is not None
+            return super().__getitem__(i)
+
+    list(DataLoader(Probe(64), batch_size=4, num_workers=2, worker_init_fn=init, seed=10))
+    assert sorted(seen) == [(0, 0, 2, 10), (1, 1, 2, 11)]
+    assert get_worker_info() is None  # not in a worker
+
+
+def test_loader_worker_error_is_raised_at_its_batch_and_nothing_hangs():
+    loader = DataLoader(Rows(20, fail_at=13), batch_size=4, num_workers=2)
+    got = []
+    with pytest.raises(KeyError, match="sample 13 is damaged"):
+        for b in loader:
+            got.append(b)
+    assert len(got) == 3  # batches 0-2 (samples 0-11) came before the damaged one
+    # An early break stops the workers (the generator's close waits for them).
+    import threading
+    before = threading.active_count()
+    for i, _ in enumerate(DataLoader(Rows(200), batch_size=2, num_workers=3)):
+        if i == 2:
+            break
+    import gc
+    gc.collect()
+    assert threading.active_count() <= before
+
+
+def test_loader_rejects_what_torch_rejects():
+    ds = TensorDataset(np.zeros((4, 1), np.float32))
+    with pytest.raises(ValueError, match="num_workers option should be non-negative"):
+        DataLoader(ds, num_workers=-1)
+    with pytest.raises(ValueError, match="prefetch_factor option could only be specified"):
+        DataLoader(ds, prefetch_factor=4)
+    with pytest.raises(ValueError, match="persistent_workers option needs num_workers > 0"):
+        DataLoader(ds, persistent_workers=True)
+    with pytest.raises(ValueError, match="timeout option should be non-negative"):
+        DataLoader(ds, timeout=-1)
+
+
 def read_idx(path):
     data = gzip.open(path, "rb").read()
     rank = data[3]

@@ -132,6 +132,11 @@ class DataLoader:
                                                      initializer=init)
         pending = collections.deque()
         try:
+            # Every worker started (and initialised) before the first batch, as PyTorch's: N
+            # tasks that wait for each other can only run on N threads.
+            ready = threading.Barrier(self.num_workers)
+            for f in [pool.submit(ready.wait) for _ in range(self.num_workers)]:
+                f.result()
             for idx in itertools.islice(batches, self.num_workers * self.prefetch_factor):
                 pending.append(pool.submit(self._batch, idx))
             while pending:

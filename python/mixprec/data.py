@@ -121,22 +121,34 @@ class DataLoader:
         """The batches built on num_workers threads, up to prefetch_factor each ahead, handed
         out in order."""
         started = itertools.count()
+        # Every worker is started and initialised before the first batch, as PyTorch's: N
+        # tasks that wait for each other at `ready` can only run on N threads. A worker whose
+        # worker_init_fn fails breaks the barrier (the others do not wait for it) and keeps
+        # its error for the caller; the initializer itself must not raise: the executor's
+        # clean-up after a failed initializer can swallow shutdown's wake-up and leave the
+        # other threads waiting forever (seen here, Python 3.11).
+        ready = threading.Barrier(self.num_workers)
+        init_errors = []
 
         def init():
             wid = next(started)  # itertools.count is safe across threads under the GIL
             _worker.info = WorkerInfo(wid, self.num_workers, self.seed + wid, self.dataset)
             if self.worker_init_fn is not None:
-                self.worker_init_fn(wid)
+                try:
+                    self.worker_init_fn(wid)
+                except BaseException as e:  # noqa: B036 (handed to the caller below)
+                    init_errors.append(e)
+                    ready.abort()
 
         pool = concurrent.futures.ThreadPoolExecutor(self.num_workers, thread_name_prefix="mixprec-loader",
                                                      initializer=init)
         pending = collections.deque()
         try:
-            # Every worker started (and initialised) before the first batch, as PyTorch's: N
-            # tasks that wait for each other can only run on N threads.
-            ready = threading.Barrier(self.num_workers)
-            for f in [pool.submit(ready.wait) for _ in range(self.num_workers)]:
-                f.result()
+            try:
+                for f in [pool.submit(ready.wait) for _ in range(self.num_workers)]:
+                    f.result()
+            except threading.BrokenBarrierError:
+                raise init_errors[0] if init_errors else RuntimeError("DataLoader: a worker failed to start")
             for idx in itertools.islice(batches, self.num_workers * self.prefetch_factor):
                 pending.append(pool.submit(self._batch, idx))
             while pending:

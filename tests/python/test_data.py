@@ -131,6 +131,15 @@ def test_loader_worker_error_is_raised_at_its_batch_and_nothing_hangs():
     assert threading.active_count() <= before
 
 
+def test_loader_worker_init_error_is_raised_and_nothing_hangs():
+    def init(worker_id):
+        if worker_id == 1:
+            raise OSError("worker 1 cannot open its file")
+
+    with pytest.raises(OSError, match="worker 1 cannot open its file"):
+        list(DataLoader(Rows(16), batch_size=4, num_workers=3, worker_init_fn=init))
+
+
 def test_loader_rejects_what_torch_rejects():
     ds = TensorDataset(np.zeros((4, 1), np.float32))
     with pytest.raises(ValueError, match="num_workers option should be non-negative"):

@@ -37,17 +37,19 @@ void bind_nn(py::module_& m) {
            py::arg("activation"), py::arg("layer_norm_eps"), release_gil())
       // x [B, S, E]; key_padding [B, S] f32, the additive key mask (0, or PADDING_SCORE at
       // padding), or None; causal: PyTorch's square subsequent src_mask, taken as the
-      // attention's own causal mode for this call (its backward keeps the mode it ran with).
+      // attention's own causal mode for this call (its backward keeps the mode it ran with);
+      // attn_mask [S, S] f32, any other src_mask as an additive mask, or None.
       .def("forward_masked",
            [](nn::TransformerEncoderLayer& m, const Tensor& x, const std::optional<Tensor>& key_padding,
-              bool causal) {
+              bool causal, const std::optional<Tensor>& attn_mask) {
              struct Mode {  // the layer's own mode again however the call ends
                nn::MultiheadAttention& attn;
                bool was;
                ~Mode() { attn.causal = was; }
              } mode{*m.self_attn, m.self_attn->causal};
              m.self_attn->causal = causal;
-             return m.forward(dense(x), key_padding ? dense(*key_padding) : Tensor());
+             return m.forward(dense(x), key_padding ? dense(*key_padding) : Tensor(),
+                              attn_mask ? dense(*attn_mask) : Tensor());
            },
            release_gil());
   // What a padded key's scores get (nn_sequence.h): finite in every dtype, its exp 0.

@@ -30,12 +30,12 @@ TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead,
 
 Tensor TransformerEncoderLayer::forward(const Tensor& x) { return forward(x, Tensor()); }
 
-Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& key_padding) {
+Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& key_padding, const Tensor& attn_mask) {
   // Residual sums follow the promote policy: under autocast the f32 stream plus a bf16
   // branch is summed in f32, and the LayerNorms (fp32 policy) keep the stream in f32. Each
   // add runs with the norm that reads it (add_layer_norm: one pass, the bf16 branch
   // widened as it is read); the norm's output is the stream, so it stays f32.
-  const Tensor attended = self_attn->with_precision(x, [&](const Tensor& in) { return self_attn->forward(in, key_padding); });
+  const Tensor attended = self_attn->with_precision(x, [&](const Tensor& in) { return self_attn->forward(in, key_padding, attn_mask); });
   Tensor h = residual_norm(x, (*dropout1)(attended), *norm1, /*gemm_next=*/false).normed;  // [B, S, E]
   Tensor ff = linear_over_tokens(*linear1, h);                 // [B, S, F]
   ff = activation == Activation::gelu ? gelu(ff) : relu(ff);

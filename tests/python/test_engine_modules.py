@@ -121,10 +121,19 @@ def test_encoder_layer_float_and_tensor_masks_and_bad_masks():
         layer(x, src_key_padding_mask=np.full((2, 5), 3))
     with pytest.raises(ValueError, match="NaN"):
         layer(x, src_key_padding_mask=np.full((2, 5), np.nan, np.float32))
-    with pytest.raises(NotImplementedError, match="causal mask"):
-        layer(x, src_mask=np.zeros((5, 5), np.float32))  # not the causal mask
     with pytest.raises(ValueError, match=r"expected shape \(5, 5\)"):
         layer(x, src_mask=np.zeros((4, 4), np.float32))
+    # Any other src_mask is added to the scores: all zeros changes nothing, a mask that hides
+    # key 0 from every query changes every position.
+    plain = layer(x).detach().numpy()
+    np.testing.assert_allclose(layer(x, src_mask=np.zeros((5, 5), np.float32)).detach().numpy(), plain,
+                               rtol=1e-6, atol=1e-6)
+    hide0 = np.zeros((5, 5), bool)
+    hide0[:, 0] = True
+    hidden = layer(x, src_mask=hide0).detach().numpy()
+    assert not np.allclose(hidden, plain, atol=1e-4)
+    np.testing.assert_array_equal(layer(x, src_mask=np.where(hide0, -np.inf, 0).astype(np.float32)).detach().numpy(),
+                                  hidden)
 
 
 def test_encoder_layer_causal_mask_hides_later_positions():

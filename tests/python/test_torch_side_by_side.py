@@ -283,3 +283,30 @@ def test_transformer_encoder_layer_causal_mask_matches_torch():
             return self.layer.named_parameters()
 
     compare_forward_backward(Causal(ours, causal.numpy(), pad), Causal(theirs, causal, torch.from_numpy(pad)), xo, xt)
+
+
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_transformer_encoder_layer_attention_mask_matches_torch(kind):
+    # A src_mask that is not the causal one (every query keeps some keys): added to the scores.
+    ours = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+    theirs = torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+    copy_parameters(ours, theirs)
+    g = rng(15)
+    x = g.standard_normal((2, 6, 16)).astype(np.float32)
+    hide = g.random((6, 6)) < 0.4
+    np.fill_diagonal(hide, False)  # every query sees itself
+    mask = hide if kind == "bool" else (g.standard_normal((6, 6)) - np.where(hide, np.inf, 0)).astype(np.float32)
+    xo = mixprec.tensor(x, requires_grad=True)
+    xt = torch.from_numpy(x.copy()).requires_grad_()
+
+    class Masked:
+        def __init__(self, layer, m):
+            self.layer, self.m = layer, m
+
+        def __call__(self, v):
+            return self.layer(v, src_mask=self.m)
+
+        def named_parameters(self):
+            return self.layer.named_parameters()
+
+    compare_forward_backward(Masked(ours, mask), Masked(theirs, torch.from_numpy(mask)), xo, xt)

@@ -31,7 +31,9 @@ class MultiheadAttention : public Module {
   // With a key padding mask (PyTorch's key_padding_mask as an additive float mask): [B, S],
   // 0 where a position may be attended to and kPaddingScore where it is padding
   // (key_padding_mask(): no query sees a padded key). Undefined: no mask.
-  Tensor forward(const Tensor& input, const Tensor& key_padding);
+  // attn_mask: undefined, or an additive [S, S] mask on every batch row's and head's scores
+  // (PyTorch's float attn_mask); it runs the unfused route (the fused kernel has no such mask).
+  Tensor forward(const Tensor& input, const Tensor& key_padding, const Tensor& attn_mask = Tensor());
   // One new position of one sequence (text generation with a key/value cache): x [1, E] is
   // the position's input; its key and value are appended to k_cache / v_cache ([H, t, D],
   // undefined when empty) and it attends to every cached position, itself included: the
@@ -73,8 +75,8 @@ class TransformerEncoderLayer : public Module {
                           double dropout = 0.0, Activation activation = Activation::gelu,
                           double layer_norm_eps = 1e-5);
   Tensor forward(const Tensor& input) override;  // [B, S, E] -> [B, S, E]
-  // Its self-attention given a key padding mask (MultiheadAttention::forward).
-  Tensor forward(const Tensor& input, const Tensor& key_padding);
+  // Its self-attention given a key padding mask and an attention mask (MultiheadAttention::forward).
+  Tensor forward(const Tensor& input, const Tensor& key_padding, const Tensor& attn_mask = Tensor());
   const char* type_name() const override { return "TransformerEncoderLayer"; }
   std::shared_ptr<MultiheadAttention> self_attn;
   std::shared_ptr<Linear> linear1, linear2;

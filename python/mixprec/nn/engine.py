@@ -64,20 +64,18 @@ class TransformerEncoderLayer(EngineModule):
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         x = src if self.batch_first else src.transpose(0, 1)  # the engine's [B, S, E]
-        causal = bool(is_causal)
+        causal, attn_mask = bool(is_causal), None
         if src_mask is not None:
-            if not _is_causal_mask(src_mask, x.shape[1]):
-                raise NotImplementedError(
-                    "mixprec's TransformerEncoderLayer takes src_mask only as the causal mask "
-                    f"(torch.nn.Transformer.generate_square_subsequent_mask({x.shape[1]}): -inf or True above "
-                    "the diagonal, 0 or False elsewhere); other attention masks are not supported")
-            causal = True
-        if src_key_padding_mask is None and not causal:
+            if _is_causal_mask(src_mask, x.shape[1]):
+                causal = True  # the attention's causal mode: later positions never computed
+            else:
+                attn_mask = _additive_mask(src_mask, "src_mask", (x.shape[1], x.shape[1]))
+        if src_key_padding_mask is None and not causal and attn_mask is None:
             out = self._engine.forward(x)
         else:
             padding = None if src_key_padding_mask is None else \
-                _key_padding(src_key_padding_mask, x.shape[0], x.shape[1])
-            out = self._engine.forward_masked(x, padding, causal)
+                _additive_mask(src_key_padding_mask, "src_key_padding_mask", (x.shape[0], x.shape[1]))
+            out = self._engine.forward_masked(x, padding, causal, attn_mask)
         return out if self.batch_first else out.transpose(0, 1)
 
 
@@ -95,25 +93,26 @@ def _is_causal_mask(mask, length):
     return bool((m[above] <= _C.nn.PADDING_SCORE).all() and (m[~above] == 0).all())
 
 
-def _key_padding(mask, batch, length):
-    """PyTorch's src_key_padding_mask [B, S] as the engine's additive f32 key mask: a bool (or
-    0/1 integer) mask's True keys get PADDING_SCORE, a float mask is added as it is with -inf (and
-    anything below) raised to PADDING_SCORE. A padded key's weight is then 0 as with PyTorch's
-    -inf; a sequence of padding only attends uniformly instead of giving NaN (docs/python.md)."""
+def _additive_mask(mask, name, shape):
+    """PyTorch's src_key_padding_mask [B, S] or src_mask [S, S] as the engine's additive f32
+    mask: a bool (or 0/1 integer) mask's True entries get PADDING_SCORE, a float mask is added
+    as it is with -inf (and anything below) raised to PADDING_SCORE. A masked key's weight is
+    then 0 as with PyTorch's -inf; a row with every key masked attends uniformly instead of
+    giving NaN (docs/python.md)."""
     m = mask.detach().numpy() if hasattr(mask, "detach") else np.asarray(mask)  # mixprec, torch or NumPy
-    if m.shape != (batch, length):
-        raise ValueError(f"src_key_padding_mask: expected shape ({batch}, {length}) (batch, source length), "
-                         f"got {tuple(m.shape)}")
+    if m.shape != tuple(shape):
+        what = "(batch, source length)" if name == "src_key_padding_mask" else "(source length, source length)"
+        raise ValueError(f"{name}: expected shape {tuple(shape)} {what}, got {tuple(m.shape)}")
     if m.dtype == np.bool_ or np.issubdtype(m.dtype, np.integer):
         if np.issubdtype(m.dtype, np.integer) and not np.isin(m, (0, 1)).all():
-            raise ValueError("src_key_padding_mask: an integer mask must hold 0 and 1 only")
+            raise ValueError(f"{name}: an integer mask must hold 0 and 1 only")
         add = np.where(m.astype(bool), _C.nn.PADDING_SCORE, 0.0)
     elif np.issubdtype(m.dtype, np.floating) or m.dtype.name == "bfloat16":
         add = np.maximum(m.astype(np.float32), _C.nn.PADDING_SCORE)
         if np.isnan(add).any():
-            raise ValueError("src_key_padding_mask: a float mask holds NaN")
+            raise ValueError(f"{name}: a float mask holds NaN")
     else:
-        raise TypeError(f"src_key_padding_mask: expected a bool or float mask, got {m.dtype}")
+        raise TypeError(f"{name}: expected a bool or float mask, got {m.dtype}")
     return from_numpy(np.ascontiguousarray(add, dtype=np.float32))
 
 

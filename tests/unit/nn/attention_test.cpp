@@ -42,7 +42,8 @@ void randomize(nn::Module& m, uint64_t seed) {
 std::vector<double> naive_mha(const std::vector<double>& x, int64_t B, int64_t S, int64_t E,
                               int64_t H, const std::vector<double>& w_in,
                               const std::vector<double>& b_in, const std::vector<double>& w_out,
-                              const std::vector<double>& b_out, bool causal = false) {
+                              const std::vector<double>& b_out, bool causal = false,
+                              const std::vector<double>* attn_mask = nullptr) {  // [S, S], added to the scores
   const int64_t D = E / H;
   std::vector<double> out(size_t(B * S * E));
   for (int64_t b = 0; b < B; ++b) {
@@ -63,7 +64,7 @@ std::vector<double> naive_mha(const std::vector<double>& x, int64_t B, int64_t S
           double dot = 0;
           for (int64_t t = 0; t < D; ++t)
             dot += qkv[size_t(i * 3 * E + h * D + t)] * qkv[size_t(j * 3 * E + E + h * D + t)];
-          p[size_t(j)] = dot / std::sqrt(double(D));
+          p[size_t(j)] = dot / std::sqrt(double(D)) + (attn_mask ? (*attn_mask)[size_t(i * S + j)] : 0.0);
           mx = std::max(mx, p[size_t(j)]);
         }
         double z = 0;
@@ -132,6 +133,24 @@ TEST_F(AttentionForward, Float32MatchesNaiveLoops) {
   // f32 kernels (oneDNN by default): each stage rounds to f32 (2^-24 relative) over
   // dot products of <= 8 terms; four stages stay below ~1e-6 of the output's scale.
   EXPECT_LT(max_abs_diff(out.to_vector_f64(), expected), 1e-5 * scale);
+}
+
+// An additive [S, S] attention mask (PyTorch's float attn_mask) on every batch row and head:
+// against the loops with the mask added to the scores, in f64; -30000 (the padding score) hides
+// a key; a mask of another shape is an error naming both.
+TEST_F(AttentionForward, AttentionMaskIsAddedToEveryHeadsScores) {
+  mha_.to(DType::f64);
+  std::vector<double> mask(size_t(S * S));
+  for (int64_t i = 0; i < S; ++i)
+    for (int64_t j = 0; j < S; ++j) mask[size_t(i * S + j)] = (i + 2 * j) % 3 == 0 && i != j ? -30000.0 : 0.25 * double(j - i);
+  const std::vector<double> expected =
+      naive_mha(x_.to_vector_f64(), B, S, E, H, mha_.in_proj_weight.to_vector_f64(), mha_.in_proj_bias.to_vector_f64(),
+                mha_.out_proj->weight.to_vector_f64(), mha_.out_proj->bias.to_vector_f64(), false, &mask);
+  const Tensor out = mha_.forward(x_, Tensor(), Tensor::from_vector_f64(mask, {S, S}, DType::f32));
+  EXPECT_LT(max_abs_diff(out.to_vector_f64(), expected), 1e-12);
+  EXPECT_GT(max_abs_diff(expected_, expected), 1e-3);  // the mask matters
+  EXPECT_THROW(mha_.forward(x_, Tensor(), Tensor::zeros({S, S + 1})), Error);
+  EXPECT_THROW(mha_.forward(x_, Tensor(), Tensor::zeros({B, S, S})), Error);
 }
 
 // Causal self-attention (GPT): against the loops with keys 0..i only, in f64, f32 and bf16;

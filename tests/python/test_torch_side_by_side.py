@@ -63,6 +63,19 @@ def copy_parameters(ours, theirs):
     theirs.load_state_dict(state)
 
 
+class CalledWith:
+    """A module called with fixed keyword arguments (masks), for compare_forward_backward."""
+
+    def __init__(self, module, **kwargs):
+        self.module, self.kwargs = module, kwargs
+
+    def __call__(self, x):
+        return self.module(x, **self.kwargs)
+
+    def named_parameters(self):
+        return self.module.named_parameters()
+
+
 @pytest.mark.parametrize("make, shape", [
     (lambda m: m.Linear(12, 5), (4, 12)),
     (lambda m: m.Linear(12, 5, bias=False), (2, 3, 12)),
@@ -247,18 +260,8 @@ def test_transformer_encoder_layer_key_padding_matches_torch(batch_first):
     mask = np.array([[p >= n for p in range(6)] for n in (6, 4, 1)])
     xo = mixprec.tensor(x, requires_grad=True)
     xt = torch.from_numpy(x.copy()).requires_grad_()
-
-    class Masked:
-        def __init__(self, layer, m):
-            self.layer, self.m = layer, m
-
-        def __call__(self, v):
-            return self.layer(v, src_key_padding_mask=self.m)
-
-        def named_parameters(self):
-            return self.layer.named_parameters()
-
-    compare_forward_backward(Masked(ours, mask), Masked(theirs, torch.from_numpy(mask)), xo, xt)
+    compare_forward_backward(CalledWith(ours, src_key_padding_mask=mask),
+                             CalledWith(theirs, src_key_padding_mask=torch.from_numpy(mask)), xo, xt)
 
 
 def test_transformer_encoder_layer_causal_mask_matches_torch():
@@ -271,18 +274,8 @@ def test_transformer_encoder_layer_causal_mask_matches_torch():
     pad = np.array([[False] * 6, [False] * 4 + [True] * 2])
     xo = mixprec.tensor(x, requires_grad=True)
     xt = torch.from_numpy(x.copy()).requires_grad_()
-
-    class Causal:
-        def __init__(self, layer, mask, padding):
-            self.layer, self.mask, self.padding = layer, mask, padding
-
-        def __call__(self, v):
-            return self.layer(v, src_mask=self.mask, src_key_padding_mask=self.padding)
-
-        def named_parameters(self):
-            return self.layer.named_parameters()
-
-    compare_forward_backward(Causal(ours, causal.numpy(), pad), Causal(theirs, causal, torch.from_numpy(pad)), xo, xt)
+    compare_forward_backward(CalledWith(ours, src_mask=causal.numpy(), src_key_padding_mask=pad),
+                             CalledWith(theirs, src_mask=causal, src_key_padding_mask=torch.from_numpy(pad)), xo, xt)
 
 
 @pytest.mark.parametrize("kind", ["bool", "float"])
@@ -298,15 +291,5 @@ def test_transformer_encoder_layer_attention_mask_matches_torch(kind):
     mask = hide if kind == "bool" else (g.standard_normal((6, 6)) - np.where(hide, np.inf, 0)).astype(np.float32)
     xo = mixprec.tensor(x, requires_grad=True)
     xt = torch.from_numpy(x.copy()).requires_grad_()
-
-    class Masked:
-        def __init__(self, layer, m):
-            self.layer, self.m = layer, m
-
-        def __call__(self, v):
-            return self.layer(v, src_mask=self.m)
-
-        def named_parameters(self):
-            return self.layer.named_parameters()
-
-    compare_forward_backward(Masked(ours, mask), Masked(theirs, torch.from_numpy(mask)), xo, xt)
+    compare_forward_backward(CalledWith(ours, src_mask=mask), CalledWith(theirs, src_mask=torch.from_numpy(mask)),
+                             xo, xt)

@@ -143,6 +143,7 @@ class DataLoader:
         pool = concurrent.futures.ThreadPoolExecutor(self.num_workers, thread_name_prefix="mixprec-loader",
                                                      initializer=init)
         pending = collections.deque()
+        timed_out = False
         try:
             try:
                 for f in [pool.submit(ready.wait) for _ in range(self.num_workers)]:
@@ -157,11 +158,12 @@ class DataLoader:
                     pending.append(pool.submit(self._batch, idx))
                 yield batch
         except concurrent.futures.TimeoutError:
+            timed_out = True
             raise RuntimeError(f"DataLoader timed out after {self.timeout} seconds") from None
         finally:  # an early break or an error: drop what is queued, wait for what runs
             for f in pending:
                 f.cancel()
-            pool.shutdown(wait=True)
+            pool.shutdown(wait=not timed_out)  # a batch that timed out may never finish
 
 
 def fashion_mnist(split="train", root=DEFAULT_FASHION_MNIST, normalize=True):

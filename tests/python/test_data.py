@@ -140,6 +140,27 @@ def test_loader_worker_init_error_is_raised_and_nothing_hangs():
         list(DataLoader(Rows(16), batch_size=4, num_workers=3, worker_init_fn=init))
 
 
+def test_loader_timeout_is_an_error_not_a_hang():
+    import threading
+    release = threading.Event()
+
+    class Stuck(Rows):
+        def __getitem__(self, i):
+            if i == 4:
+                release.wait()  # a sample that never comes (until the test lets it go)
+            return super().__getitem__(i)
+
+    loader = DataLoader(Stuck(12), batch_size=4, num_workers=2, timeout=0.2)
+    got = []
+    try:
+        with pytest.raises(RuntimeError, match="timed out after 0.2 seconds"):
+            for b in loader:
+                got.append(b)
+        assert len(got) == 1
+    finally:
+        release.set()
+
+
 def test_loader_rejects_what_torch_rejects():
     ds = TensorDataset(np.zeros((4, 1), np.float32))
     with pytest.raises(ValueError, match="num_workers option should be non-negative"):

@@ -1,6 +1,9 @@
 """A typical mixed-precision tutorial loop, on mixprec: the CLI's `cnn` on Fashion-MNIST with
-autocast (bf16), GradScaler, unscale_ + clip_grad_norm_, loss and scale every 100 batches.
-Only the imports differ from the PyTorch 1.13 version of this script.
+autocast (bf16), GradScaler, unscale_ + clip_grad_norm_, a PrecisionDebugger (parameters by
+dtype; the gradients that overflowed, by name, when a step is skipped), loss and scale every
+100 batches.
+Only the imports differ from the PyTorch 1.13 version of this script, and the PrecisionDebugger's
+lines (mixprec's own tool: a PyTorch tutorial writes a helper of its own there).
 
     PYTHONPATH=build/python /usr/bin/python3 examples/python/fashion_mnist_cnn.py --epochs 2
 """
@@ -14,6 +17,7 @@ import numpy as np
 import mixprec as torch                       # was: import torch
 from mixprec import nn, optim                 # was: from torch import nn, optim
 from mixprec.amp import GradScaler, autocast  # was: from torch.cuda.amp import ...
+from mixprec.debug import PrecisionDebugger   # PyTorch has none: the tutorial's own helper there
 
 
 def read_idx(path):
@@ -64,6 +68,8 @@ def main():
     opt = optim.Adam(model.parameters(), lr=args.lr)
     criterion = nn.CrossEntropyLoss()
     scaler = GradScaler()
+    debugger = PrecisionDebugger(model, scaler)
+    print("parameters by dtype:", {dtype: len(names) for dtype, names in debugger.track_precision().items()})
     rng = np.random.default_rng(0)
 
     for epoch in range(args.epochs):
@@ -84,6 +90,10 @@ def main():
             nn.utils.clip_grad_norm_(model.parameters(), max_norm=5.0)
             scaler.step(opt)
             scaler.update()
+            overflow = debugger.detect_overflow()  # None unless the scaler skipped this step
+            if overflow is not None:
+                print(f"epoch {epoch} step {step:4d}  skipped: inf/NaN in {', '.join(overflow['tensors'])}, "
+                      f"scale now {overflow['scale']:.0f}")
             if step % 100 == 0:
                 print(f"epoch {epoch} step {step:4d}  loss {loss.item():.4f}  scale {scaler.get_scale():.0f}")
         elapsed = time.perf_counter() - start

@@ -25,5 +25,7 @@ def test_tutorial_reaches_the_clis_accuracy_in_two_epochs():
     accuracies = [float(a) for a in re.findall(r"epoch \d+: test accuracy ([0-9.]+)%", out.stdout)]
     assert len(accuracies) == 2, out.stdout[-2000:]
     assert accuracies[-1] >= 89.0, out.stdout[-2000:]
-    # The loop printed loss and scale every 100 batches, as the tutorial does.
+    # The PrecisionDebugger's parameters by dtype (the CNN's 8, f32 masters under autocast), and
+    # loss and scale every 100 batches, as the tutorial prints them.
+    assert "parameters by dtype: {'float32': 8}" in out.stdout, out.stdout[:2000]
     assert re.search(r"epoch 1 step  400  loss [0-9.]+  scale \d+", out.stdout), out.stdout[-2000:]

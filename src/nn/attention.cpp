@@ -119,9 +119,13 @@ Tensor MultiheadAttention::forward(const Tensor& x, const Tensor& key_padding, c
   if (key_padding.defined() && (key_padding.dim() != 2 || key_padding.size(0) != B || key_padding.size(1) != S))
     bad("MultiheadAttention: key padding mask " + shape_str(key_padding.shape()) + " is not [" + std::to_string(B) +
         ", " + std::to_string(S) + "]");
-  if (attn_mask.defined() && (attn_mask.dim() != 2 || attn_mask.size(0) != S || attn_mask.size(1) != S))
-    bad("MultiheadAttention: attention mask " + shape_str(attn_mask.shape()) + " is not [" + std::to_string(S) +
-        ", " + std::to_string(S) + "]");
+  const bool per_head_mask = attn_mask.defined() && attn_mask.dim() == 3;
+  if (attn_mask.defined() &&
+      !((attn_mask.dim() == 2 && attn_mask.size(0) == S && attn_mask.size(1) == S) ||
+        (per_head_mask && attn_mask.size(0) == B * H && attn_mask.size(1) == S && attn_mask.size(2) == S)))
+    bad("MultiheadAttention: attention mask " + shape_str(attn_mask.shape()) + " is neither [" + std::to_string(S) +
+        ", " + std::to_string(S) + "] nor [" + std::to_string(B * H) + ", " + std::to_string(S) + ", " +
+        std::to_string(S) + "] (batch x heads, one per head as PyTorch's)");
   if (S >= fused_from(causal) && !dropping && !attn_mask.defined()) {
     // The fused kernel (scaled_dot_product_attention): no [S, S] scores or probabilities are
     // stored, the causal mask's blocks are skipped, and the key padding is a per-key bias.
@@ -139,8 +143,8 @@ Tensor MultiheadAttention::forward(const Tensor& x, const Tensor& key_padding, c
   if (key_padding.defined())  // + [B, 1, 1, S]: a padded key's column at the dtype's lowest value
     scores = reshape(add(reshape(scores, {B, H, S, S}), reshape(key_padding.to(scores.dtype()), {B, 1, 1, S})),
                      {B * H, S, S});
-  if (attn_mask.defined())  // + [1, S, S] on every batch row and head
-    scores = add(scores, reshape(attn_mask.to(scores.dtype()), {1, S, S}));
+  if (attn_mask.defined())  // + [1, S, S] on every batch row and head, or [B*H, S, S] each its own
+    scores = add(scores, per_head_mask ? attn_mask.to(scores.dtype()) : reshape(attn_mask.to(scores.dtype()), {1, S, S}));
   // 16-bit scores, and every causal mask, go through attention_softmax (its own kernel);
   // f32 scores without a mask through softmax, as PyTorch.
   Tensor weights = causal || scores.dtype() == DType::bf16 || scores.dtype() == DType::f16

@@ -123,6 +123,8 @@ def test_encoder_layer_float_and_tensor_masks_and_bad_masks():
         layer(x, src_key_padding_mask=np.full((2, 5), np.nan, np.float32))
     with pytest.raises(ValueError, match=r"expected shape \(5, 5\)"):
         layer(x, src_mask=np.zeros((4, 4), np.float32))
+    with pytest.raises(ValueError, match=r"expected shape \(4, 5, 5\) \(batch \* nhead"):
+        layer(x, src_mask=np.zeros((2, 5, 5), np.float32))  # 2 rows x 2 heads = 4 masks
     # Any other src_mask is added to the scores: all zeros changes nothing, a mask that hides
     # key 0 from every query changes every position.
     plain = layer(x).detach().numpy()
@@ -134,6 +136,9 @@ def test_encoder_layer_float_and_tensor_masks_and_bad_masks():
     assert not np.allclose(hidden, plain, atol=1e-4)
     np.testing.assert_array_equal(layer(x, src_mask=np.where(hide0, -np.inf, 0).astype(np.float32)).detach().numpy(),
                                   hidden)
+    # A per-head mask that is the same for every head is the 2-d one.
+    np.testing.assert_array_equal(layer(x, src_mask=np.broadcast_to(hide0, (4, 5, 5))).detach().numpy(),
+                                  layer(x, src_mask=hide0).detach().numpy())
 
 
 def test_encoder_layer_causal_mask_hides_later_positions():

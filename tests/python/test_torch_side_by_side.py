@@ -293,3 +293,20 @@ def test_transformer_encoder_layer_attention_mask_matches_torch(kind):
     xt = torch.from_numpy(x.copy()).requires_grad_()
     compare_forward_backward(CalledWith(ours, src_mask=mask), CalledWith(theirs, src_mask=torch.from_numpy(mask)),
                              xo, xt)
+
+
+def test_transformer_encoder_layer_per_head_mask_matches_torch():
+    # PyTorch's 3-d src_mask [batch * nhead, S, S]: each batch row and head its own mask.
+    ours = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+    theirs = torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+    copy_parameters(ours, theirs)
+    g = rng(16)
+    x = g.standard_normal((2, 5, 16)).astype(np.float32)
+    mask = g.standard_normal((8, 5, 5)).astype(np.float32)
+    mask[g.random((8, 5, 5)) < 0.3] = -np.inf
+    for m in mask:
+        np.fill_diagonal(m, 0.0)  # every query sees itself
+    xo = mixprec.tensor(x, requires_grad=True)
+    xt = torch.from_numpy(x.copy()).requires_grad_()
+    compare_forward_backward(CalledWith(ours, src_mask=mask), CalledWith(theirs, src_mask=torch.from_numpy(mask)),
+                             xo, xt)

@@ -31,8 +31,9 @@ class MultiheadAttention : public Module {
   // With a key padding mask (PyTorch's key_padding_mask as an additive float mask): [B, S],
   // 0 where a position may be attended to and kPaddingScore where it is padding
   // (key_padding_mask(): no query sees a padded key). Undefined: no mask.
-  // attn_mask: undefined, or an additive [S, S] mask on every batch row's and head's scores
-  // (PyTorch's float attn_mask); it runs the unfused route (the fused kernel has no such mask).
+  // attn_mask: undefined, an additive [S, S] mask on every batch row's and head's scores, or
+  // [B x heads, S, S], one per batch row and head (row b * heads + h: PyTorch's 3-d float
+  // attn_mask); it runs the unfused route (the fused kernel has no such mask).
   Tensor forward(const Tensor& input, const Tensor& key_padding, const Tensor& attn_mask = Tensor());
   // One new position of one sequence (text generation with a key/value cache): x [1, E] is
   // the position's input; its key and value are appended to k_cache / v_cache ([H, t, D],

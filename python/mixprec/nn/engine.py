@@ -59,6 +59,7 @@ class TransformerEncoderLayer(EngineModule):
         super().__init__(_C.nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout,
                                                        activation, layer_norm_eps))
         object.__setattr__(self, "batch_first", batch_first)
+        object.__setattr__(self, "nhead", nhead)
         if dtype is not None:
             self.to(dtype)
 
@@ -68,8 +69,11 @@ class TransformerEncoderLayer(EngineModule):
         if src_mask is not None:
             if _is_causal_mask(src_mask, x.shape[1]):
                 causal = True  # the attention's causal mode: later positions never computed
-            else:
-                attn_mask = _additive_mask(src_mask, "src_mask", (x.shape[1], x.shape[1]))
+            else:  # [S, S], or PyTorch's per-head [B * nhead, S, S]
+                shape = tuple(getattr(src_mask, "shape", np.shape(src_mask)))
+                per_head = (x.shape[0] * self.nhead, x.shape[1], x.shape[1])
+                attn_mask = _additive_mask(src_mask, "src_mask", per_head if len(shape) == 3 else
+                                           (x.shape[1], x.shape[1]))
         if src_key_padding_mask is None and not causal and attn_mask is None:
             out = self._engine.forward(x)
         else:
@@ -83,6 +87,8 @@ def _is_causal_mask(mask, length):
     """mask is PyTorch's square subsequent mask for `length` positions: above the diagonal -inf
     (or any value at or below PADDING_SCORE) or True, on and below it 0 or False."""
     m = mask.detach().numpy() if hasattr(mask, "detach") else np.asarray(mask)
+    if m.ndim == 3:
+        return False  # per-head masks are added as they are
     if m.shape != (length, length):
         raise ValueError(f"src_mask: expected shape ({length}, {length}) (source length squared), "
                          f"got {tuple(m.shape)}")
@@ -101,7 +107,9 @@ def _additive_mask(mask, name, shape):
     giving NaN (docs/python.md)."""
     m = mask.detach().numpy() if hasattr(mask, "detach") else np.asarray(mask)  # mixprec, torch or NumPy
     if m.shape != tuple(shape):
-        what = "(batch, source length)" if name == "src_key_padding_mask" else "(source length, source length)"
+        what = ("(batch, source length)" if name == "src_key_padding_mask" else
+                "(batch * nhead, source length, source length)" if len(shape) == 3 else
+                "(source length, source length)")
         raise ValueError(f"{name}: expected shape {tuple(shape)} {what}, got {tuple(m.shape)}")
     if m.dtype == np.bool_ or np.issubdtype(m.dtype, np.integer):
         if np.issubdtype(m.dtype, np.integer) and not np.isin(m, (0, 1)).all():

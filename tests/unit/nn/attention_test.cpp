@@ -150,7 +150,22 @@ TEST_F(AttentionForward, AttentionMaskIsAddedToEveryHeadsScores) {
   EXPECT_LT(max_abs_diff(out.to_vector_f64(), expected), 1e-12);
   EXPECT_GT(max_abs_diff(expected_, expected), 1e-3);  // the mask matters
   EXPECT_THROW(mha_.forward(x_, Tensor(), Tensor::zeros({S, S + 1})), Error);
-  EXPECT_THROW(mha_.forward(x_, Tensor(), Tensor::zeros({B, S, S})), Error);
+  EXPECT_THROW(mha_.forward(x_, Tensor(), Tensor::zeros({B, S, S})), Error);  // B, not B x heads
+  // Per head ([B x heads, S, S], PyTorch's 3-d mask): the same mask in every row gives the 2-d
+  // result bit for bit; a mask in one head's row only changes that batch row.
+  std::vector<double> per_head;
+  for (int64_t r = 0; r < B * H; ++r) per_head.insert(per_head.end(), mask.begin(), mask.end());
+  const Tensor same = mha_.forward(x_, Tensor(), Tensor::from_vector_f64(per_head, {B * H, S, S}, DType::f32));
+  EXPECT_EQ(same.to_vector_f64(), out.to_vector_f64());
+  std::vector<double> one_head(size_t(B * H * S * S), 0.0);
+  std::copy(mask.begin(), mask.end(), one_head.begin() + (H + 1) * S * S);  // batch row 1, head 1
+  const std::vector<double> only = mha_.forward(x_, Tensor(), Tensor::from_vector_f64(one_head, {B * H, S, S}, DType::f32))
+                                       .to_vector_f64();
+  const std::vector<double> none = mha_(x_).to_vector_f64();
+  for (int64_t i = 0; i < S * E; ++i) EXPECT_EQ(only[size_t(i)], none[size_t(i)]) << "row 0, element " << i;
+  double moved = 0;
+  for (int64_t i = S * E; i < B * S * E; ++i) moved = std::max(moved, std::fabs(only[size_t(i)] - none[size_t(i)]));
+  EXPECT_GT(moved, 1e-3);
 }
 
 // Causal self-attention (GPT): against the loops with keys 0..i only, in f64, f32 and bf16;

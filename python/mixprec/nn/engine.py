@@ -65,33 +65,35 @@ class TransformerEncoderLayer(EngineModule):
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         x = src if self.batch_first else src.transpose(0, 1)  # the engine's [B, S, E]
+        batch, length = x.shape[0], x.shape[1]
         causal, attn_mask = bool(is_causal), None
         if src_mask is not None:
-            if _is_causal_mask(src_mask, x.shape[1]):
+            m = _as_array(src_mask)
+            if _is_causal_mask(m, length):
                 causal = True  # the attention's causal mode: later positions never computed
             else:  # [S, S], or PyTorch's per-head [B * nhead, S, S]
-                shape = tuple(getattr(src_mask, "shape", np.shape(src_mask)))
-                per_head = (x.shape[0] * self.nhead, x.shape[1], x.shape[1])
-                attn_mask = _additive_mask(src_mask, "src_mask", per_head if len(shape) == 3 else
-                                           (x.shape[1], x.shape[1]))
+                attn_mask = _additive_mask(m, "src_mask", (batch * self.nhead, length, length) if m.ndim == 3 else
+                                           (length, length))
         if src_key_padding_mask is None and not causal and attn_mask is None:
             out = self._engine.forward(x)
         else:
             padding = None if src_key_padding_mask is None else \
-                _additive_mask(src_key_padding_mask, "src_key_padding_mask", (x.shape[0], x.shape[1]))
+                _additive_mask(_as_array(src_key_padding_mask), "src_key_padding_mask", (batch, length))
             out = self._engine.forward_masked(x, padding, causal, attn_mask)
         return out if self.batch_first else out.transpose(0, 1)
 
 
-def _is_causal_mask(mask, length):
-    """mask is PyTorch's square subsequent mask for `length` positions: above the diagonal -inf
-    (or any value at or below PADDING_SCORE) or True, on and below it 0 or False."""
-    m = mask.detach().numpy() if hasattr(mask, "detach") else np.asarray(mask)
-    if m.ndim == 3:
-        return False  # per-head masks are added as they are
+def _as_array(mask):
+    """A mask given as a mixprec or torch tensor, or anything NumPy takes, as a NumPy array."""
+    return mask.detach().numpy() if hasattr(mask, "detach") else np.asarray(mask)
+
+
+def _is_causal_mask(m, length):
+    """The array m is PyTorch's square subsequent mask for `length` positions: above the
+    diagonal -inf (or any value at or below PADDING_SCORE) or True, on and below it 0 or False.
+    (Any other shape is not: _additive_mask then says what it expected.)"""
     if m.shape != (length, length):
-        raise ValueError(f"src_mask: expected shape ({length}, {length}) (source length squared), "
-                         f"got {tuple(m.shape)}")
+        return False
     above = np.triu(np.ones((length, length), dtype=bool), k=1)
     if m.dtype == np.bool_:
         return bool(np.array_equal(m, above))
@@ -99,13 +101,12 @@ def _is_causal_mask(mask, length):
     return bool((m[above] <= _C.nn.PADDING_SCORE).all() and (m[~above] == 0).all())
 
 
-def _additive_mask(mask, name, shape):
+def _additive_mask(m, name, shape):
     """PyTorch's src_key_padding_mask [B, S] or src_mask [S, S] as the engine's additive f32
     mask: a bool (or 0/1 integer) mask's True entries get PADDING_SCORE, a float mask is added
     as it is with -inf (and anything below) raised to PADDING_SCORE. A masked key's weight is
     then 0 as with PyTorch's -inf; a row with every key masked attends uniformly instead of
-    giving NaN (docs/python.md)."""
-    m = mask.detach().numpy() if hasattr(mask, "detach") else np.asarray(mask)  # mixprec, torch or NumPy
+    giving NaN (docs/python.md). m: the mask as a NumPy array (_as_array)."""
     if m.shape != tuple(shape):
         what = ("(batch, source length)" if name == "src_key_padding_mask" else
                 "(batch * nhead, source length, source length)" if len(shape) == 3 else

@@ -24,7 +24,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "core/cpu_features.h"

@@ -9,6 +9,8 @@ import numpy as np
 
 from . import _mixprec as _C
 from ._mixprec import Tensor
+from ._loader_workers import (WorkerInfo, WorkerProcesses, _worker, build_batch, get_worker_info, start_method,
+                              worker_seed)
 from ._tensor import from_numpy
 
 DEFAULT_FASHION_MNIST = "/usr/share/datasets/fashion-mnist"  # Debian's dataset-fashion-mnist
@@ -38,38 +40,29 @@ def default_collate(samples):
                                       for s in column])) for column in columns)
 
 
-class WorkerInfo:
-    """torch.utils.data.get_worker_info()'s answer inside a loading worker: id, num_workers,
-    seed (the loader's seed + id) and dataset."""
-
-    def __init__(self, id, num_workers, seed, dataset):
-        self.id, self.num_workers, self.seed, self.dataset = id, num_workers, seed, dataset
-
-
-_worker = threading.local()
-
-
-def get_worker_info():
-    """The calling loading worker's WorkerInfo, or None outside one (torch.utils.data's)."""
-    return getattr(_worker, "info", None)
-
-
 class DataLoader:
     """Batches of a dataset, in order or shuffled. The shuffle is the engine's (the order
     `mixprec train` uses for the same seed and epoch); without a seed, one is drawn from the
     generator mixprec.manual_seed() seeds. Each iteration is a new epoch.
 
-    num_workers > 0 builds the next batches on that many threads while the caller trains on
-    the current one (up to prefetch_factor batches each ahead), where PyTorch forks processes:
-    the batches and their order are the same as with num_workers=0; the dataset's __getitem__
-    and collate_fn must be safe to call from several threads (NumPy indexing and mixprec's
-    ops release the GIL, so array work overlaps the step; pure-Python work takes turns);
-    worker_init_fn(worker_id) runs once in each thread, where get_worker_info() answers. An
-    exception in a worker is raised by the iteration, at its batch."""
+    num_workers > 0 builds the batches in that many worker processes, as PyTorch's DataLoader
+    does (multiprocessing_context: None for Python's default start method, "fork" on Linux,
+    or "spawn"/"forkserver", whose workers need a dataset and functions that pickle): up to
+    prefetch_factor batches per worker ahead, handed out in order, the same batches in the
+    same order as with num_workers=0. Each worker seeds Python's random, NumPy's global
+    generator and mixprec's (get_worker_info().seed, new every epoch), runs
+    worker_init_fn(worker_id), and uses one mixprec thread. An exception in a worker is raised
+    by the iteration at its batch, with the worker's traceback; a worker that dies is an error
+    naming its pid; timeout > 0 bounds the wait for each batch. persistent_workers keeps the
+    processes from one completed epoch to the next (an early break or an error ends them).
+    worker_threads=True (mixprec's own) runs the workers as threads of this process instead:
+    no pickling and no copies of the dataset, but a pure-Python __getitem__ takes turns under
+    the GIL (NumPy indexing and mixprec's ops release it)."""
 
     def __init__(self, dataset, batch_size=1, shuffle=False, drop_last=False, seed=None,
                  collate_fn=None, num_workers=0, pin_memory=False, generator=None, timeout=0,
-                 worker_init_fn=None, prefetch_factor=2, persistent_workers=False):
+                 worker_init_fn=None, multiprocessing_context=None, prefetch_factor=2,
+                 persistent_workers=False, worker_threads=False):
         if batch_size is None or batch_size < 1:
             raise ValueError(f"batch_size should be a positive integer value, but got batch_size={batch_size}")
         if not isinstance(num_workers, int) or num_workers < 0:
@@ -84,11 +77,22 @@ class DataLoader:
             raise ValueError("timeout option should be non-negative")
         if persistent_workers and num_workers == 0:
             raise ValueError("persistent_workers option needs num_workers > 0")
+        if multiprocessing_context is not None:
+            if num_workers == 0:
+                raise ValueError("multiprocessing_context can only be used with multi-process loading "
+                                 "(num_workers > 0), but got num_workers=0")
+            if worker_threads:
+                raise ValueError("multiprocessing_context is for worker processes; worker_threads=True "
+                                 "runs the workers as threads")
         self.dataset, self.batch_size = dataset, int(batch_size)
         self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
         self.collate_fn = collate_fn or default_collate
         self.num_workers, self.prefetch_factor = num_workers, prefetch_factor
         self.worker_init_fn, self.timeout = worker_init_fn, timeout or None
+        self.multiprocessing_context = start_method(multiprocessing_context)
+        self.worker_threads = bool(worker_threads)
+        self.persistent_workers = bool(persistent_workers)
+        self._processes = None  # persistent_workers' WorkerProcesses
         if seed is None:
             seed = int(_C._uniform([1], 0.0, 2.0 ** 31, _C.dtype.float64).item())
         self.seed, self.epoch = int(seed), 0
@@ -102,22 +106,35 @@ class DataLoader:
 
     def __iter__(self):
         n = len(self.dataset)
-        order = np.asarray(_C.shuffled_order(n, self.seed, self.epoch)) if self.shuffle else np.arange(n)
+        epoch = self.epoch
+        order = np.asarray(_C.shuffled_order(n, self.seed, epoch)) if self.shuffle else np.arange(n)
         self.epoch += 1
         batches = (order[b * self.batch_size:(b + 1) * self.batch_size] for b in range(len(self)))
         if self.num_workers == 0:
             for idx in batches:
                 yield self._batch(idx)
-            return
-        yield from self._prefetched(batches)
+        elif self.worker_threads:
+            yield from self._prefetched(batches, epoch)
+        else:
+            yield from self._from_processes(batches, epoch)
 
     def _batch(self, idx):
-        arrays = getattr(self.dataset, "arrays", None)
-        if arrays is not None:  # gather rows straight into the batch (one copy)
-            return tuple(from_numpy(np.ascontiguousarray(a[idx])) for a in arrays)
-        return self.collate_fn([self.dataset[int(i)] for i in idx])
+        return build_batch(self.dataset, self.collate_fn, idx)
 
-    def _prefetched(self, batches):
+    def _from_processes(self, batches, epoch):
+        workers = self._processes
+        if workers is None or not workers.alive:
+            seeds = [worker_seed(self.seed, epoch, w) for w in range(self.num_workers)]
+            workers = WorkerProcesses(self.dataset, self.collate_fn, self.num_workers, seeds, self.worker_init_fn,
+                                      self.multiprocessing_context, self.prefetch_factor, self.timeout)
+            self._processes = workers if self.persistent_workers else None
+        try:
+            yield from workers.iterate(batches)
+        finally:
+            if not self.persistent_workers:
+                workers.shutdown()
+
+    def _prefetched(self, batches, epoch):
         """The batches built on num_workers threads, up to prefetch_factor each ahead, handed
         out in order."""
         started = itertools.count()
@@ -132,7 +149,7 @@ class DataLoader:
 
         def init():
             wid = next(started)  # itertools.count is safe across threads under the GIL
-            _worker.info = WorkerInfo(wid, self.num_workers, self.seed + wid, self.dataset)
+            _worker.info = WorkerInfo(wid, self.num_workers, worker_seed(self.seed, epoch, wid), self.dataset)
             if self.worker_init_fn is not None:
                 try:
                     self.worker_init_fn(wid)

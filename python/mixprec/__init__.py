@@ -16,9 +16,34 @@ from ._methods import matmul  # also gives mixprec.Tensor its Python methods
 from ._masks import where
 from ._C_names import (MixprecError, InvalidArgumentError, UnimplementedError, NotFoundError,
                        manual_seed, set_num_threads, get_num_threads, cpu_summary)
-from . import nn, optim, amp, data, debug
+from . import nn, optim, amp, data, debug, cuda, cpu, utils
 from ._train import train
 from ._load import load
+from ._device import device
+from .amp import autocast  # torch.autocast
+from ._functions import (maximum, minimum, clamp, abs, isnan, isfinite, isinf, allclose, equal, chunk, split,
+                         arange, linspace, randint, randperm, eye, full_like, rand_like, randn_like, as_tensor,
+                         is_tensor, is_floating_point, numel, enable_grad, set_grad_enabled, inference_mode, save)
+from ._functions import tensor_max as _tensor_max, tensor_min as _tensor_min
+
+
+def _method_alias(name, doc):
+    def function(input, *args, **kwargs):
+        return getattr(input, name)(*args, **kwargs)
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = doc
+    return function
+
+
+# torch.NAME(input, ...) is input.NAME(...) for these (the same arguments and defaults).
+for _name in ("flatten", "reshape", "transpose", "permute", "squeeze", "unsqueeze", "narrow", "clone", "t",
+              "sum", "mean", "argmax", "argmin", "exp", "log", "sigmoid", "tanh", "sqrt", "relu", "softmax",
+              "log_softmax", "neg", "pow", "mm", "bmm", "eq", "ne", "lt", "le", "gt", "ge", "clip", "detach"):
+    globals()[_name] = _method_alias(_name, f"torch.{_name}(input, ...): input.{_name}(...)")
+max = _method_alias("max", "torch.max(input), torch.max(input, dim, keepdim=False) -> (values, indices), "
+                           "torch.max(input, other): elementwise")
+min = _method_alias("min", "torch.min: as torch.max")
+del _name
 
 __all__ = [
     "Tensor", "dtype", "float32", "float16", "bfloat16", "float64", "int64", "int32", "uint8",
@@ -26,5 +51,11 @@ __all__ = [
     "randn", "cat", "stack", "matmul", "where", "no_grad", "is_grad_enabled", "manual_seed",
     "set_num_threads", "get_num_threads", "cpu_summary", "MixprecError", "InvalidArgumentError",
     "UnimplementedError", "NotFoundError", "nn", "optim", "amp", "data", "debug", "train",
-    "load",
+    "load", "save", "device", "cuda", "cpu", "utils", "autocast", "maximum", "minimum", "clamp", "clip", "isnan", "isfinite",
+    "isinf", "allclose", "equal", "chunk", "split", "arange", "linspace", "randint", "randperm", "eye",
+    "full_like", "rand_like", "randn_like", "as_tensor", "is_tensor", "is_floating_point", "numel",
+    "enable_grad", "set_grad_enabled", "inference_mode", "flatten", "reshape", "transpose", "permute",
+    "squeeze", "unsqueeze", "narrow", "clone", "t", "mean", "argmax", "argmin", "exp", "log",
+    "sigmoid", "tanh", "sqrt", "relu", "softmax", "log_softmax", "neg", "mm", "bmm", "eq", "ne", "lt",
+    "le", "gt", "ge", "detach",  # max, min, abs, sum, pow: not by *, which would hide the builtins
 ]

@@ -155,12 +155,28 @@ def _integer(name, value, low, high, expected):
     return value
 
 
-def load(checkpoint, precision=None):
-    """The model a checkpoint holds (a .safetensors checkpoint, a run directory: its last
+def load(checkpoint, precision=None, map_location=None, weights_only=False):
+    """What mixprec.save wrote (a pickle: a state_dict, tensors, any object; map_location
+    must name the CPU or be None, as on a machine without a GPU), or the model a checkpoint
+    holds (a .safetensors checkpoint, a run directory: its last
     checkpoint, or a plain safetensors file of weights), ready for model(x) and
     model.predict(...). precision: an inference precision (`fp32`, `bf16`, `fp16`: the weights
     cast once; or any training preset name) instead of the checkpoint's own. A missing or
     corrupt checkpoint raises the engine's error (mixprec.NotFoundError, a
     FileNotFoundError, or mixprec.MixprecError) with its message."""
     import os
-    return LoadedModel(_C.infer.Predictor.open(os.fspath(checkpoint), precision or ""))
+    from ._functions import load_pickle
+    from ._tensor import _check_device
+    if map_location is not None and not callable(map_location) and not isinstance(map_location, dict):
+        _check_device(map_location)
+    if hasattr(checkpoint, "read"):
+        return load_pickle(checkpoint)
+    path = os.fspath(checkpoint)
+    if os.path.isfile(path):
+        with open(path, "rb") as f:
+            if f.read(1) == b"\x80":  # a pickle (protocol 2 and later): mixprec.save's
+                if precision is not None:
+                    raise ValueError(f"{path} holds a pickled object (mixprec.save), not a checkpoint: "
+                                     "precision applies to checkpoints only")
+                return load_pickle(path)
+    return LoadedModel(_C.infer.Predictor.open(path, precision or ""))

@@ -93,11 +93,53 @@ def _repr(self):
     return f"tensor({body}{extra})"
 
 
+def _ones(shape, dt):
+    return _C._full(shape, 1.0, dt)
+
+
+def _new(self, make, size, dt, requires_grad):
+    from ._tensor import _shape_args
+    t = make(list(_shape_args(size)), dt or self.dtype)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def _tensor_of(data, dt, requires_grad):
+    from ._tensor import tensor
+    return tensor(data, dtype=dt, requires_grad=requires_grad)
+
+
 def _size(self, dim=None):
     return self.shape if dim is None else self.shape[_wrap_dim(dim, self.ndim)]
 
 
 _engine_backward = Tensor.backward
+_engine_item = Tensor.item
+
+
+def _bool(self):
+    """`if t:` for a tensor of one element (its value is not 0), as PyTorch; refused for more or
+    none (without this, Python would ask len() and call every 1-element tensor true)."""
+    n = self.numel()
+    if n == 0:
+        raise RuntimeError("Boolean value of Tensor with no values is ambiguous")
+    if n > 1:
+        raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+    return builtins.bool(_item(self))
+
+
+def _index(self):
+    """An integer tensor of one element as a Python index (tuple[t], range(t)), as PyTorch."""
+    if self.dtype.is_floating_point or self.numel() != 1:
+        raise TypeError("only integer tensors of a single element can be converted to an index")
+    return _item(self)
+
+
+def _item(self):
+    """A Python float, or an int for an integer tensor (exact for all of int64), as PyTorch."""
+    value = _engine_item(self)  # its error for a tensor of more than one element
+    if self.dtype.is_floating_point:
+        return value
+    return builtins.int(self.detach().numpy().reshape(-1)[0])
 
 
 def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
@@ -150,13 +192,37 @@ def _install():
         "__repr__": _repr,
         "__float__": lambda self: builtins.float(self.item()),
         "__int__": lambda self: builtins.int(self.item()),
+        "__index__": _index,
+        "__bool__": _bool,
         "backward": _backward,
+        "item": _item,
         "__reduce__": _pickle_reduce,
         "__deepcopy__": _deepcopy,
         "tolist": lambda self: self.detach().float().numpy().tolist()
         if self.dtype == dtype.bfloat16 else self.detach().numpy().tolist(),
     }
     _masks.install(methods)
+    from . import _functions as F
+    methods.update({
+        "max": F.tensor_max, "min": F.tensor_min, "argmin": F._argmin,
+        "eq": _compare(np.equal), "ne": _compare(np.not_equal), "lt": _compare(np.less),
+        "le": _compare(np.less_equal), "gt": _compare(np.greater), "ge": _compare(np.greater_equal),
+        "sigmoid": lambda self: _C.sigmoid(self), "tanh": lambda self: _C.tanh(self),
+        "sqrt": lambda self: _C.sqrt(self), "abs": F.abs, "clamp": F.clamp, "clip": F.clamp,
+        "clamp_": F._inplace(F.clamp), "isnan": F.isnan, "isfinite": F.isfinite, "isinf": F.isinf,
+        "add_": F._inplace(F._add), "sub_": F._inplace(F._sub), "mul_": F._inplace(lambda a, b: a * b),
+        "div_": F._inplace(lambda a, b: a / b), "chunk": F.chunk, "split": F.split,
+        "mm": lambda self, other: _C.matmul(self, other), "bmm": lambda self, other: _C.matmul(self, other),
+        "nelement": lambda self: self.numel(), "element_size": lambda self: self.dtype.itemsize,
+        "int": lambda self: _to_dtype(self, dtype.int32),
+        "new_zeros": lambda self, *size, dtype=None, requires_grad=False: _new(self, _C._zeros, size, dtype, requires_grad),
+        "new_ones": lambda self, *size, dtype=None, requires_grad=False: _new(self, _ones, size, dtype, requires_grad),
+        "new_full": lambda self, size, fill_value, dtype=None, requires_grad=False: F.full_like(
+            _C._zeros(list(size), dtype or self.dtype), fill_value, requires_grad=requires_grad),
+        "new_tensor": lambda self, data, dtype=None, requires_grad=False: _tensor_of(data, dtype or self.dtype,
+                                                                                    requires_grad),
+        "allclose": F.allclose, "equal": F.equal, "maximum": F.maximum, "minimum": F.minimum,
+    })
     for name, fn in methods.items():
         setattr(Tensor, name, fn)
     Tensor.T = property(lambda self: _views.transpose(self, 0, 1) if self.ndim == 2 else self)

@@ -120,7 +120,8 @@ def stack(tensors, dim=0):
 
 
 def _check_device(device):
-    if device is None or str(device) == "cpu":
+    from ._device import is_cpu
+    if is_cpu(device):
         return
     raise RuntimeError(f"mixprec runs on CPUs only: got device {device!r}; write device=\"cpu\" "
                        f"(or leave it out)")

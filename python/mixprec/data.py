@@ -1,5 +1,6 @@
 """mixprec.data: datasets over NumPy arrays, a DataLoader (torch.utils.data's arguments), and
 the built-in datasets read by the engine's validated readers."""
+import bisect
 import collections
 import concurrent.futures
 import itertools
@@ -16,7 +17,71 @@ from ._tensor import from_numpy
 DEFAULT_FASHION_MNIST = "/usr/share/datasets/fashion-mnist"  # Debian's dataset-fashion-mnist
 
 
-class TensorDataset:
+class Dataset:
+    """torch.utils.data.Dataset: the base of a map-style dataset (subclasses define
+    __getitem__ and __len__); `a + b` concatenates two."""
+
+    def __getitem__(self, index):
+        raise NotImplementedError("Subclasses of Dataset should implement __getitem__.")
+
+    def __add__(self, other):
+        return ConcatDataset([self, other])
+
+
+class ConcatDataset(Dataset):
+    """Datasets one after the other (torch.utils.data.ConcatDataset)."""
+
+    def __init__(self, datasets):
+        self.datasets = list(datasets)
+        if not self.datasets:
+            raise AssertionError("datasets should not be an empty iterable")
+        self.cumulative_sizes = list(itertools.accumulate(len(d) for d in self.datasets))
+
+    def __len__(self):
+        return self.cumulative_sizes[-1]
+
+    def __getitem__(self, index):
+        if index < 0:
+            if -index > len(self):
+                raise ValueError("absolute value of index should not exceed dataset length")
+            index += len(self)
+        k = bisect.bisect_right(self.cumulative_sizes, index)
+        return self.datasets[k][index - (self.cumulative_sizes[k - 1] if k else 0)]
+
+
+class Subset(Dataset):
+    """The samples of `dataset` at `indices`, in that order (torch.utils.data.Subset)."""
+
+    def __init__(self, dataset, indices):
+        self.dataset, self.indices = dataset, indices
+
+    def __getitem__(self, index):
+        if isinstance(index, list):
+            return self.dataset[[self.indices[i] for i in index]]
+        return self.dataset[self.indices[index]]
+
+    def __len__(self):
+        return len(self.indices)
+
+
+def random_split(dataset, lengths, generator=None):
+    """Subsets of the given lengths (or fractions summing to 1, PyTorch's rounding: the
+    remainder one by one to the first ones) over a random permutation from mixprec's
+    generator (manual_seed), as torch.utils.data.random_split."""
+    n = len(dataset)
+    if all(0 <= f <= 1 for f in lengths) and abs(sum(lengths) - 1) < 1e-9 and sum(lengths) <= 1:
+        counts = [int(np.floor(n * f)) for f in lengths]
+        for i in range(n - sum(counts)):
+            counts[i % len(counts)] += 1
+        lengths = counts
+    if sum(lengths) != n:
+        raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
+    order = np.argsort(_C._uniform([n], 0.0, 1.0, _C.dtype.float64).numpy(), kind="stable").tolist()
+    starts = itertools.accumulate([0] + list(lengths[:-1]))
+    return [Subset(dataset, order[s:s + k]) for s, k in zip(starts, lengths)]
+
+
+class TensorDataset(Dataset):
     """Samples are the i-th rows of equally long arrays (NumPy arrays or tensors)."""
 
     def __init__(self, *arrays):

@@ -22,6 +22,12 @@ struct NoGradScope {
   std::optional<NoGradGuard> guard;
 };
 
+struct GradModeScope {
+  explicit GradModeScope(bool enabled_) : enabled(enabled_) {}
+  bool enabled;
+  std::optional<GradModeGuard> guard;
+};
+
 struct AutocastScope {
   AutocastScope(DType dtype_, bool enabled_, bool cache_enabled_)
       : dtype(dtype_), enabled(enabled_), cache_enabled(cache_enabled_) {
@@ -41,7 +47,12 @@ void bind_autograd_amp(py::module_& m) {
       .def(py::init<>())
       .def("enter", [](NoGradScope& s) { s.guard.emplace(); })
       .def("exit", [](NoGradScope& s) { s.guard.reset(); });
+  py::class_<GradModeScope>(m, "_GradModeScope")
+      .def(py::init<bool>())
+      .def("enter", [](GradModeScope& s) { s.guard.emplace(s.enabled); })
+      .def("exit", [](GradModeScope& s) { s.guard.reset(); });
   m.def("is_grad_enabled", &grad_mode_enabled);
+  m.def("_set_grad_enabled", &set_grad_mode);
 
   py::class_<AutocastScope>(m, "_AutocastScope")
       .def(py::init<DType, bool, bool>())

@@ -67,6 +67,9 @@ void bind_ops(py::module_& m) {
   m.def("neg", on_dense(&neg), nogil);
   m.def("exp", on_dense(&exp), nogil);
   m.def("log", on_dense(&log), nogil);
+  m.def("sigmoid", on_dense(&sigmoid), nogil);
+  m.def("tanh", on_dense(&mixprec::tanh), nogil);
+  m.def("sqrt", on_dense(&mixprec::sqrt), nogil);
   m.def("pow", on_dense(&pow), nogil);
   m.def("relu", on_dense(&relu), nogil);
   m.def("gelu", on_dense(&gelu), nogil);

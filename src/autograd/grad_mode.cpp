@@ -13,6 +13,9 @@ thread_local const std::function<void(const Tensor&)>* t_leaf_ready = nullptr;
 NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
 bool grad_mode_enabled() { return t_grad_enabled; }
+void set_grad_mode(bool enabled) { t_grad_enabled = enabled; }
+GradModeGuard::GradModeGuard(bool enabled) : previous_(t_grad_enabled) { t_grad_enabled = enabled; }
+GradModeGuard::~GradModeGuard() { t_grad_enabled = previous_; }
 
 LeafGradReadyHook::LeafGradReadyHook(std::function<void(const Tensor&)> on_ready)
     : on_ready_(std::move(on_ready)), previous_(t_leaf_ready) {

@@ -157,4 +157,25 @@ Tensor sigmoid(const Tensor& a_in) {
   return out;
 }
 
+Tensor tanh(const Tensor& a_in) {
+  const Tensor a = ops_detail::autocast_input(amp::OpId::tanh, a_in);
+  Tensor out = run_unary("tanh", UnaryOp::tanh, a);
+  if (any_requires_grad({&a}))
+    record_op(out, "tanh", {&a}, [y = out.detach()](const Tensor& g) {
+      return std::vector<Tensor>{mul(g, add(neg(mul(y, y)), 1.0))};  // d tanh(x) = 1 - y^2
+    });
+  return out;
+}
+
+Tensor sqrt(const Tensor& a_in) {
+  const Tensor a = ops_detail::autocast_input(amp::OpId::sqrt, a_in);
+  Tensor out = run_unary("sqrt", UnaryOp::sqrt, a);
+  if (any_requires_grad({&a}))
+    record_op(out, "sqrt", {&a}, [y = out.detach()](const Tensor& g) {
+      // d sqrt(x) = 1 / (2 y): inf at 0, as PyTorch's
+      return std::vector<Tensor>{div(g, mul(y, 2.0))};
+    });
+  return out;
+}
+
 }  // namespace mixprec

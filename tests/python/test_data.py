@@ -324,6 +324,42 @@ def test_loader_timeout_ends_process_workers():
     assert not multiprocessing.active_children()
 
 
+def test_dataset_classes_and_random_split():
+    from mixprec.utils.data import ConcatDataset, Dataset, Subset, random_split
+    from mixprec.utils.data import DataLoader as UtilsLoader
+    assert UtilsLoader is DataLoader                      # torch.utils.data's path
+
+    class Squares(Dataset):
+        def __init__(self, n):
+            self.n = n
+
+        def __len__(self):
+            return self.n
+
+        def __getitem__(self, i):
+            return np.float32(i * i), i
+
+    both = Squares(3) + Squares(2)
+    assert isinstance(both, ConcatDataset) and len(both) == 5
+    assert [both[i][1] for i in range(5)] == [0, 1, 2, 0, 1] and both[-1][1] == 1
+    with pytest.raises(NotImplementedError, match="should implement __getitem__"):
+        Dataset()[0]
+    sub = Subset(Squares(10), [7, 2])
+    assert len(sub) == 2 and sub[0][1] == 7
+    mixprec.manual_seed(5)
+    a, b = random_split(Squares(10), [7, 3])
+    assert (len(a), len(b)) == (7, 3)
+    assert sorted([a[i][1] for i in range(7)] + [b[i][1] for i in range(3)]) == list(range(10))
+    mixprec.manual_seed(5)
+    assert [s[1] for s in random_split(Squares(10), [7, 3])[0]] == [a[i][1] for i in range(7)]  # seeded
+    assert [len(s) for s in random_split(Squares(10), [0.5, 0.3, 0.2])] == [5, 3, 2]
+    assert [len(s) for s in random_split(Squares(11), [0.5, 0.5])] == [6, 5]   # remainder to the first
+    with pytest.raises(ValueError, match="Sum of input lengths does not equal the length"):
+        random_split(Squares(10), [3, 3])
+    (x, y), = list(DataLoader(sub, batch_size=2))
+    np.testing.assert_array_equal(y.numpy(), [7, 2])
+
+
 def test_loader_rejects_what_torch_rejects():
     ds = TensorDataset(np.zeros((4, 1), np.float32))
     with pytest.raises(ValueError, match="num_workers option should be non-negative"):

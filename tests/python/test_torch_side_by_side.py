@@ -87,6 +87,8 @@ class CalledWith:
     (lambda m: m.BatchNorm2d(3), (4, 3, 5, 5)),
     (lambda m: m.GELU(), (5, 6)),
     (lambda m: m.ReLU(), (5, 6)),
+    (lambda m: m.Sigmoid(), (5, 6)),
+    (lambda m: m.Tanh(), (5, 6)),
     (lambda m: m.MaxPool2d(2), (2, 3, 6, 6)),
     (lambda m: m.Flatten(), (2, 3, 4)),
     (lambda m: m.Sequential(m.Conv2d(1, 2, 3), m.ReLU(), m.MaxPool2d(2), m.Flatten(), m.Linear(18, 3)), (2, 1, 8, 8)),

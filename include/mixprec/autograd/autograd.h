@@ -22,6 +22,23 @@ class NoGradGuard {
 
 bool grad_mode_enabled();
 
+// Sets this thread's grad mode until the next change (PyTorch's torch.set_grad_enabled(mode)
+// called as a function); the guards below restore what they found when they end.
+void set_grad_mode(bool enabled);
+
+// Sets this thread's grad mode to `enabled` while it lives, then restores the previous one:
+// PyTorch's set_grad_enabled / enable_grad (a graph recorded inside a no_grad region).
+class GradModeGuard {
+ public:
+  explicit GradModeGuard(bool enabled);
+  ~GradModeGuard();
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // While a LeafGradReadyHook lives on this thread, Tensor::backward calls `on_ready(leaf)`
 // as soon as a leaf's .grad is complete for this backward: every edge into that leaf in the
 // graph has delivered its gradient (a weight used twice, as a tied embedding, is ready after

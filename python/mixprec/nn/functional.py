@@ -109,5 +109,21 @@ def mse_loss(input, target, reduction="mean"):
     return _C.mse_loss(input, target, _check_reduction(reduction))
 
 
+def l1_loss(input, target, reduction="mean"):
+    """Mean (sum, none) of |input - target|; its gradient is sign(input - target), 0 at 0."""
+    from .._functions import abs as _abs
+    diff = _abs(input - target)
+    reduction = _check_reduction(reduction)
+    return diff if reduction == "none" else (diff.sum() if reduction == "sum" else diff.mean())
+
+
+def sigmoid(input):
+    return _C.sigmoid(input)
+
+
+def tanh(input):
+    return _C.tanh(input)
+
+
 def flatten(input, start_dim=0, end_dim=-1):
     return _C.flatten(input, start_dim, end_dim)

@@ -80,6 +80,16 @@ class ReLU(Module):
         return F.relu(input)
 
 
+class Sigmoid(Module):
+    def forward(self, input):
+        return F.sigmoid(input)
+
+
+class Tanh(Module):
+    def forward(self, input):
+        return F.tanh(input)
+
+
 class GELU(Module):
     def __init__(self, approximate="none"):
         super().__init__()
@@ -319,6 +329,14 @@ class NLLLoss(_Loss):
         return F.nll_loss(input, target, reduction=self.reduction)
 
 
+class L1Loss(_Loss):
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(reduction)
+
+    def forward(self, input, target):
+        return F.l1_loss(input, target, self.reduction)
+
+
 class MSELoss(_Loss):
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__(reduction)
@@ -332,6 +350,6 @@ def _cast_parameters(module, target):
         module.to(target)
 
 
-__all__ = ["Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "ReLU", "GELU", "Dropout", "Flatten",
+__all__ = ["Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "ReLU", "Sigmoid", "Tanh", "GELU", "Dropout", "Flatten",
            "Identity", "Softmax", "LogSoftmax", "LayerNorm", "BatchNorm2d", "Embedding",
-           "Sequential", "ModuleList", "CrossEntropyLoss", "NLLLoss", "MSELoss"]
+           "Sequential", "ModuleList", "CrossEntropyLoss", "NLLLoss", "L1Loss", "MSELoss"]

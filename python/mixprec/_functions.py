@@ -1,0 +1,373 @@
+"""The torch.* functions training scripts call (torch.flatten(x, 1), torch.max(out, 1),
+torch.clamp, torch.arange, torch.save, torch.set_grad_enabled, torch.device, ...) and the
+Tensor methods behind them that the engine has no op of its own for: each is the engine's op
+(tanh, sqrt, sigmoid: their own kernels and backward), a composition of its differentiable ops
+(max/min over a dim: the extreme's index, then a gather that routes the gradient to it;
+clamp and abs: where), or NumPy where the result has no gradient in PyTorch either (indices,
+comparisons, masks, new tensors). docs/python.md lists them with what differs."""
+import builtins
+import collections
+import os
+import pickle
+
+import numpy as np
+
+from . import _mixprec as _C
+from ._mixprec import Tensor, dtype
+from . import _masks
+from ._tensor import _EngineScope, _to_dtype, _wrap_dim, from_numpy, tensor
+
+# ---- extremes ---------------------------------------------------------------------------
+
+# torch.return_types.max / min: a named pair (values, indices) that unpacks as a tuple.
+max_result = collections.namedtuple("max", ["values", "indices"])
+min_result = collections.namedtuple("min", ["values", "indices"])
+
+
+def _values(t):
+    """t's values as NumPy (bf16 as float32: exact), without autograd."""
+    t = t.detach()
+    return (t._to_dtype(dtype.float32) if t.dtype == dtype.bfloat16 else t).numpy()
+
+
+def _take(x, flat_index, shape):
+    """x's elements at flat (row-major) positions, shaped `shape`: a floating x through the
+    engine's gather (embedding), so the gradient reaches exactly those elements."""
+    flat = np.ascontiguousarray(flat_index, dtype=np.int64).reshape(-1)
+    if not x.dtype.is_floating_point:
+        return from_numpy(np.ascontiguousarray(_values(x).reshape(-1)[flat].reshape(shape)))
+    return _masks._gather_rows(x, x.ndim, flat).reshape(*shape)
+
+
+def _extreme(name, arg, result):
+    """Tensor.max / min: over everything, over one dim ((values, indices)), or elementwise
+    against another tensor (maximum / minimum)."""
+    def extreme(self, dim=None, keepdim=False):
+        if isinstance(dim, Tensor):
+            return (maximum if name == "max" else minimum)(self, dim)
+        if dim is None:
+            if self.numel() == 0:
+                raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+                                   "Specify the reduction dim with the 'dim' argument.")
+            return extreme(self.reshape(-1), 0).values.reshape()
+        if self.ndim == 0:
+            return result(self, from_numpy(np.array(0, dtype=np.int64)))
+        d = _wrap_dim(dim, self.ndim)
+        if self.shape[d] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+        # NumPy's argmax/argmin take the first extreme, and the first NaN (which wins), as PyTorch's CPU kernel.
+        idx = np.expand_dims(arg(_values(self), axis=d), d)
+        pos = list(np.indices(idx.shape, sparse=True))
+        pos[d] = idx
+        values = _take(self, np.ravel_multi_index(tuple(np.broadcast_arrays(*pos)), self.shape), idx.shape)
+        if not keepdim:
+            values, idx = values.squeeze(d), idx.squeeze(d)
+        return result(values, from_numpy(np.ascontiguousarray(idx, dtype=np.int64)))
+    return extreme
+
+
+tensor_max = _extreme("max", np.argmax, max_result)
+tensor_min = _extreme("min", np.argmin, min_result)
+
+
+def _argmin(self, dim=None, keepdim=False):
+    if dim is None:
+        return from_numpy(np.array(np.argmin(_values(self)), dtype=np.int64))
+    return tensor_min(self, dim, keepdim).indices
+
+
+def _pick(condition, a, b):
+    return _masks.where(condition, a, b)
+
+
+def maximum(input, other):
+    """Elementwise max (NaN wins, as PyTorch's); a tie's gradient goes to input."""
+    return _pick((input >= other) | isnan(input), input, other)
+
+
+def minimum(input, other):
+    """Elementwise min (NaN wins); a tie's gradient goes to input."""
+    return _pick((input <= other) | isnan(input), input, other)
+
+
+# ---- elementwise -----------------------------------------------------------------------
+
+def clamp(input, min=None, max=None):
+    """Each element into [min, max] (max wins where min > max, NaN stays NaN); the gradient
+    passes where min <= x <= max, as PyTorch's."""
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if not input.dtype.is_floating_point:
+        lo = -np.inf if min is None else min
+        hi = np.inf if max is None else max
+        return from_numpy(np.ascontiguousarray(np.clip(input.numpy(), lo, hi).astype(input.numpy().dtype)))
+    out = input
+    if min is not None:
+        out = _pick(out < min, min, out)
+    if max is not None:
+        out = _pick(out > max, max, out)
+    return out
+
+
+def abs(input):
+    """|x|; its gradient is sign(x) (0 at 0), as PyTorch's."""
+    if not input.dtype.is_floating_point:
+        return from_numpy(np.ascontiguousarray(np.abs(input.numpy())))
+    return _pick(input < 0, -input, _pick(input > 0, input, input - input))
+
+
+def isnan(input):
+    """A uint8 mask (mixprec has no bool dtype): 1 where input is NaN."""
+    return from_numpy(np.ascontiguousarray(np.isnan(_values(input)), dtype=np.uint8))
+
+
+def isfinite(input):
+    return from_numpy(np.ascontiguousarray(np.isfinite(_values(input)), dtype=np.uint8))
+
+
+def isinf(input):
+    return from_numpy(np.ascontiguousarray(np.isinf(_values(input)), dtype=np.uint8))
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return builtins.bool(np.allclose(_values(input), _values(other), rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def equal(input, other):
+    return tuple(input.shape) == tuple(other.shape) and builtins.bool(np.array_equal(_values(input), _values(other)))
+
+
+def _inplace(op):
+    """x.add_(y) and the like: x := x op y, on a tensor that records no graph (a leaf that
+    requires grad refuses, as in PyTorch: write under torch.no_grad(), or on .data)."""
+    def apply(self, *args, **kwargs):
+        if self.requires_grad and _C.is_grad_enabled():
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+        with _no_grad_scope():
+            self.copy_(op(self, *args, **kwargs))
+        return self
+    return apply
+
+
+def _add(a, b, alpha=1):
+    return a + (b * alpha if alpha != 1 else b)
+
+
+def _sub(a, b, alpha=1):
+    return a - (b * alpha if alpha != 1 else b)
+
+
+def _no_grad_scope():
+    from ._tensor import no_grad
+    return no_grad()
+
+
+def chunk(input, chunks, dim=0):
+    """Up to `chunks` views along dim, each ceil(size / chunks) long (the last shorter)."""
+    if chunks < 1:
+        raise RuntimeError("chunk expects `chunks` to be greater than 0, got: " + str(chunks))
+    d = _wrap_dim(dim, input.ndim)
+    step = -(-input.shape[d] // chunks) if input.shape[d] else 1
+    return split(input, step, d)
+
+
+def split(input, split_size_or_sections, dim=0):
+    """Pieces along dim: of split_size each (the last shorter), or of the listed sizes."""
+    d = _wrap_dim(dim, input.ndim)
+    size = input.shape[d]
+    if isinstance(split_size_or_sections, int):
+        if split_size_or_sections < 1 and size:
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got dimension size of {size}")
+        step = builtins.max(split_size_or_sections, 1)
+        sizes = [builtins.min(step, size - s) for s in range(0, size, step)] or [0]
+    else:
+        sizes = list(split_size_or_sections)
+        if builtins.sum(sizes) != size:
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {size} (input tensor's size "
+                               f"at dimension {d}), but got split_sizes={sizes}")
+    out, start = [], 0
+    for n in sizes:
+        out.append(input.narrow(d, start, n))
+        start += n
+    return tuple(out)
+
+
+# ---- new tensors -------------------------------------------------------------------------
+
+def _default_dtype(*values):
+    return dtype.float32 if any(isinstance(v, builtins.float) for v in values) else dtype.int64
+
+
+def arange(start=0, end=None, step=1, *, dtype=None, requires_grad=False):
+    """torch.arange: int64 from integer arguments, float32 when any is a float (or dtype)."""
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if (end - start) * step < 0:
+        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+    target = dtype or _default_dtype(start, end, step)
+    n = builtins.int(np.ceil((end - start) / step))
+    values = start + step * np.arange(n, dtype=np.float64) if target.is_floating_point else \
+        np.arange(start, end, step, dtype=np.int64)
+    return tensor(values, dtype=target, requires_grad=requires_grad)
+
+
+def linspace(start, end, steps, *, dtype=None, requires_grad=False):
+    """steps values from start to end, both included (PyTorch's symmetric formula: the first
+    half counted from start, the second from end)."""
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    i = np.arange(steps, dtype=np.float64)
+    if steps == 1:
+        values = np.array([start], np.float64)
+    else:
+        step = (end - start) / (steps - 1)
+        values = np.where(i < steps // 2, start + step * i, end - step * (steps - 1 - i))
+    return tensor(values, dtype=dtype or _C.dtype.float32, requires_grad=requires_grad)
+
+
+def _uniform64(n):
+    return _C._uniform([builtins.int(n)], 0.0, 1.0, _C.dtype.float64).numpy()
+
+
+def randint(low=0, high=None, size=None, *, dtype=None, requires_grad=False):
+    """Integers uniform in [low, high) from mixprec's generator (manual_seed), int64."""
+    if high is None and size is None:
+        raise TypeError("randint() missing required argument 'size'")
+    if size is None:  # randint(high, size)
+        low, high, size = 0, low, high
+    elif high is None:
+        low, high = 0, low
+    if high <= low:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    shape = (size,) if isinstance(size, int) else tuple(size)
+    n = builtins.int(np.prod(shape)) if shape else 1
+    values = np.minimum(low + np.floor(_uniform64(n) * (high - low)), high - 1).astype(np.int64).reshape(shape)
+    t = from_numpy(np.ascontiguousarray(values))
+    return _to_dtype(t, dtype) if dtype is not None else t
+
+
+def randperm(n, *, dtype=None, requires_grad=False):
+    """A random permutation of 0..n-1 from mixprec's generator, int64."""
+    if n < 0:
+        raise RuntimeError(f"n must be non-negative, got{n}")
+    t = from_numpy(np.ascontiguousarray(np.argsort(_uniform64(n), kind="stable").astype(np.int64)))
+    return _to_dtype(t, dtype) if dtype is not None else t
+
+
+def eye(n, m=None, *, dtype=None, requires_grad=False):
+    return tensor(np.eye(n, n if m is None else m), dtype=dtype or _C.dtype.float32, requires_grad=requires_grad)
+
+
+def full_like(input, fill_value, *, dtype=None, requires_grad=False):
+    t = _C._full(list(input.shape), builtins.float(fill_value), dtype or input.dtype)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def rand_like(input, *, dtype=None, requires_grad=False):
+    t = _C._uniform(list(input.shape), 0.0, 1.0, dtype or input.dtype)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def randn_like(input, *, dtype=None, requires_grad=False):
+    t = _C._normal(list(input.shape), 0.0, 1.0, dtype or input.dtype)
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def as_tensor(data, dtype=None, device=None):
+    """data as a tensor without a copy where it can be (a tensor, or a NumPy array of a dtype
+    mixprec has: memory shared, as torch.as_tensor), else a new tensor."""
+    from ._tensor import _check_device
+    _check_device(device)
+    if isinstance(data, Tensor):
+        return data if dtype is None else _to_dtype(data, dtype)
+    if isinstance(data, np.ndarray) and data.dtype in (np.float32, np.float64, np.float16, np.int64, np.int32,
+                                                       np.uint8):
+        t = from_numpy(data)
+        return t if dtype is None else _to_dtype(t, dtype)
+    return tensor(data, dtype=dtype)
+
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(input):
+    return input.dtype.is_floating_point
+
+
+def numel(input):
+    return input.numel()
+
+
+# ---- grad mode -------------------------------------------------------------------------
+
+class enable_grad(_EngineScope):
+    """Context manager and decorator: graphs are recorded inside, even within no_grad."""
+
+    def _new_scope(self):
+        return _C._GradModeScope(True)
+
+
+class set_grad_enabled(_EngineScope):
+    """set_grad_enabled(mode): called, sets this thread's grad mode from now on; as a context
+    manager (or decorator), only inside, as torch.set_grad_enabled."""
+
+    def __init__(self, mode):
+        self.mode = builtins.bool(mode)
+        self.previous = _C.is_grad_enabled()
+        _C._set_grad_enabled(self.mode)
+        super().__init__()
+
+    def _new_scope(self):
+        return _C._GradModeScope(self.mode)
+
+    def __enter__(self):
+        _C._set_grad_enabled(self.previous)  # the scope records the mode before the call
+        return super().__enter__()
+
+
+class inference_mode(_EngineScope):
+    """torch.inference_mode(mode=True): no_grad here (mixprec has no separate inference tensors)."""
+
+    def __init__(self, mode=True):
+        self.mode = builtins.bool(mode)
+        super().__init__()
+
+    def _new_scope(self):
+        return _C._GradModeScope(not self.mode)
+
+
+# ---- saving ------------------------------------------------------------------------------
+
+def save(obj, f, pickle_protocol=pickle.DEFAULT_PROTOCOL):
+    """Pickles obj (a state_dict, a tensor, a dict of them, a model) to a path or a binary
+    file, as torch.save does; tensors keep dtype, shape and values (bf16 exact). A path is
+    written atomically (a temporary file renamed into place), so a crash never leaves half a
+    file. Read it with mixprec.load(f). The format is Python's pickle, not torch's zip: a
+    torch checkpoint goes through NumPy (docs/python.md)."""
+    if hasattr(f, "write"):
+        pickle.dump(obj, f, protocol=pickle_protocol)
+        return
+    path = os.fspath(f)
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "wb") as out:
+            pickle.dump(obj, out, protocol=pickle_protocol)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def load_pickle(f):
+    """What save wrote (a path or a binary file). Like torch.load, this runs pickle: load only
+    files you trust."""
+    if hasattr(f, "read"):
+        return pickle.load(f)
+    with open(os.fspath(f), "rb") as inp:
+        return pickle.load(inp)

@@ -23,7 +23,8 @@ from ._device import device
 from .amp import autocast  # torch.autocast
 from ._functions import (maximum, minimum, clamp, abs, isnan, isfinite, isinf, allclose, equal, chunk, split,
                          arange, linspace, randint, randperm, eye, full_like, rand_like, randn_like, as_tensor,
-                         is_tensor, is_floating_point, numel, enable_grad, set_grad_enabled, inference_mode, save)
+                         is_tensor, is_floating_point, numel, enable_grad, set_grad_enabled, inference_mode, save,
+                         sort, argsort, topk, var, std, norm)
 from ._functions import tensor_max as _tensor_max, tensor_min as _tensor_min
 
 
@@ -54,7 +55,7 @@ __all__ = [
     "load", "save", "device", "cuda", "cpu", "utils", "autocast", "maximum", "minimum", "clamp", "clip", "isnan", "isfinite",
     "isinf", "allclose", "equal", "chunk", "split", "arange", "linspace", "randint", "randperm", "eye",
     "full_like", "rand_like", "randn_like", "as_tensor", "is_tensor", "is_floating_point", "numel",
-    "enable_grad", "set_grad_enabled", "inference_mode", "flatten", "reshape", "transpose", "permute",
+    "enable_grad", "set_grad_enabled", "inference_mode", "sort", "argsort", "topk", "var", "std", "norm", "flatten", "reshape", "transpose", "permute",
     "squeeze", "unsqueeze", "narrow", "clone", "t", "mean", "argmax", "argmin", "exp", "log",
     "sigmoid", "tanh", "sqrt", "relu", "softmax", "log_softmax", "neg", "mm", "bmm", "eq", "ne", "lt",
     "le", "gt", "ge", "detach",  # max, min, abs, sum, pow: not by *, which would hide the builtins

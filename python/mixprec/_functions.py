@@ -90,6 +90,116 @@ def minimum(input, other):
     return _pick((input <= other) | isnan(input), input, other)
 
 
+sort_result = collections.namedtuple("sort", ["values", "indices"])
+topk_result = collections.namedtuple("topk", ["values", "indices"])
+
+
+def _gather_along(x, idx, d):
+    """x's elements at indices idx (int64, x's shape but for dim d) along dim d, with the
+    gradient routed back to them (the engine's gather)."""
+    pos = list(np.indices(idx.shape, sparse=True))
+    pos[d] = idx
+    return _take(x, np.ravel_multi_index(tuple(np.broadcast_arrays(*pos)), x.shape), idx.shape)
+
+
+def sort(input, dim=-1, descending=False, stable=False):
+    """(values, indices) along dim, ascending unless descending; equal values keep their order
+    (a stable sort, which PyTorch's CPU sort gives too); NaN sorts as the largest."""
+    d = _wrap_dim(dim, builtins.max(input.ndim, 1))
+    if input.ndim == 0:
+        return sort_result(input, from_numpy(np.array(0, dtype=np.int64)))
+    values = _values(input)
+    if descending:  # stable on the negated keys keeps ties in order; NaN first, as PyTorch's
+        keys = np.where(np.isnan(values), -np.inf, -values) if values.dtype.kind == "f" else -values.astype(np.int64)
+        idx = np.argsort(keys, axis=d, kind="stable")
+        if values.dtype.kind == "f":  # -inf keys of NaN and of +inf tie: put the NaN first
+            idx = np.take_along_axis(idx, np.argsort(~np.isnan(np.take_along_axis(values, idx, d)), axis=d,
+                                                     kind="stable"), d)
+    else:
+        idx = np.argsort(values, axis=d, kind="stable")
+    return sort_result(_gather_along(input, idx, d), from_numpy(np.ascontiguousarray(idx, dtype=np.int64)))
+
+
+def argsort(input, dim=-1, descending=False, stable=False):
+    return sort(input, dim, descending).indices
+
+
+def topk(input, k, dim=-1, largest=True, sorted=True):
+    """The k largest (smallest) along dim as (values, indices), in order."""
+    d = _wrap_dim(dim, builtins.max(input.ndim, 1))
+    size = input.shape[d] if input.ndim else 1
+    if not 0 <= k <= size:
+        raise RuntimeError("selected index k out of range")
+    values, indices = sort(input, d, descending=largest)
+    return topk_result(values.narrow(d, 0, k), indices.narrow(d, 0, k))
+
+
+def var(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
+    """Variance: mean of squared deviations, divided by n - 1 (unbiased, PyTorch's default) or n."""
+    ddof = (1 if unbiased else 0) if correction is None else correction
+    dims = list(range(input.ndim)) if dim is None else [_wrap_dim(d, input.ndim) for d in
+                                                         (dim if isinstance(dim, (tuple, list)) else (dim,))]
+    n = builtins.int(np.prod([input.shape[d] for d in dims])) if dims else 1
+    centered = input - _C.mean(input, dims, True)
+    total = _C.sum(centered * centered, dims, keepdim) if dims else centered * centered
+    return total * (1.0 / builtins.max(n - ddof, 0)) if n - ddof > 0 else total * np.nan
+
+
+def std(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
+    return _C.sqrt(var(input, dim, unbiased, keepdim, correction=correction))
+
+
+def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
+    """The 2-norm (p=2 or "fro", PyTorch's default) or 1-norm, over everything or dims."""
+    if p not in ("fro", 2, 2.0, 1, 1.0):
+        raise NotImplementedError(f"mixprec's norm: p=2 (or 'fro') and p=1 only, got p={p!r}")
+    dims = None if dim is None else [_wrap_dim(d, input.ndim) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))]
+    if p in (1, 1.0):
+        a = abs(input)
+        return _C.sum(a) if dims is None else _C.sum(a, dims, keepdim)
+    sq = input * input
+    return _C.sqrt(_C.sum(sq) if dims is None else _C.sum(sq, dims, keepdim))
+
+
+def expand(input, *sizes):
+    """input broadcast to sizes (-1 keeps a dim): a copy here (PyTorch gives a view), with the
+    gradient summed back over the broadcast dims."""
+    from ._tensor import _shape_args
+    shape = list(_shape_args(sizes))
+    lead = len(shape) - input.ndim
+    if lead < 0:
+        raise RuntimeError(f"expand: the number of sizes provided ({len(shape)}) must be greater or equal to the "
+                           f"number of dimensions in the tensor ({input.ndim})")
+    for i, s in enumerate(shape):
+        if s == -1:
+            if i < lead:
+                raise RuntimeError("expand: -1 is not allowed in a leading, non-existing dimension")
+            shape[i] = input.shape[i - lead]
+        elif i >= lead and input.shape[i - lead] not in (1, s):
+            raise RuntimeError(f"The expanded size of the tensor ({s}) must match the existing size "
+                               f"({input.shape[i - lead]}) at non-singleton dimension {i}.  Target sizes: {shape}."
+                               f"  Tensor sizes: {list(input.shape)}")
+    if list(input.shape) == shape:
+        return input
+    if not input.dtype.is_floating_point:
+        return from_numpy(np.ascontiguousarray(np.broadcast_to(input.numpy(), shape)))
+    return input * _C._full(shape, 1.0, input.dtype)
+
+
+def repeat(input, *sizes):
+    """input tiled sizes times along each dim (leading new dims allowed), with autograd."""
+    from ._tensor import _shape_args
+    reps = list(_shape_args(sizes))
+    if len(reps) < input.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
+    out = input.reshape(*([1] * (len(reps) - input.ndim) + list(input.shape)))
+    from ._tensor import cat
+    for d, r in enumerate(reps):
+        if r != 1:
+            out = cat([out] * r, d) if r > 0 else out.narrow(d, 0, 0)
+    return out
+
+
 # ---- elementwise -----------------------------------------------------------------------
 
 def clamp(input, min=None, max=None):

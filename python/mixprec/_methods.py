@@ -222,6 +222,9 @@ def _install():
         "new_tensor": lambda self, data, dtype=None, requires_grad=False: _tensor_of(data, dtype or self.dtype,
                                                                                     requires_grad),
         "allclose": F.allclose, "equal": F.equal, "maximum": F.maximum, "minimum": F.minimum,
+        "sort": F.sort, "argsort": F.argsort, "topk": F.topk, "var": F.var, "std": F.std, "norm": F.norm,
+        "expand": F.expand, "expand_as": lambda self, other: F.expand(self, *other.shape), "repeat": F.repeat,
+        "cuda": lambda self, *args, **kwargs: _check_device("cuda"),
     })
     for name, fn in methods.items():
         setattr(Tensor, name, fn)

@@ -302,3 +302,82 @@ def test_functions_match_torch():
         np.testing.assert_array_equal(io_.numpy(), it.numpy())
     torch.testing.assert_close(torch.from_numpy(mixprec.linspace(-3, 7, 11).numpy()), torch.linspace(-3, 7, 11))
     torch.testing.assert_close(torch.from_numpy(mixprec.arange(0, 3, 0.3).numpy()), torch.arange(0, 3, 0.3))
+
+
+def test_sort_topk_argsort():
+    a = np.array([[3.0, 1.0, 2.0, 1.0], [np.nan, -1.0, 5.0, np.inf]], np.float32)
+    x = mixprec.tensor(a, requires_grad=True)
+    v, i = mixprec.sort(x)
+    np.testing.assert_array_equal(i.numpy(), [[1, 3, 2, 0], [1, 2, 3, 0]])       # stable; NaN last
+    v, i = x.sort(dim=1, descending=True)
+    np.testing.assert_array_equal(i.numpy(), [[0, 2, 1, 3], [0, 3, 2, 1]])       # NaN first
+    w = np.arange(8, dtype=np.float32).reshape(2, 4)
+    (v * mixprec.tensor(w)).sum().backward()
+    expect = np.zeros_like(a)
+    np.put_along_axis(expect, i.numpy(), w, 1)
+    np.testing.assert_array_equal(x.grad.numpy(), expect)                         # gradient to its source
+    tv, ti = mixprec.tensor(a[:1]).topk(2)
+    np.testing.assert_array_equal(tv.numpy(), [[3.0, 2.0]])
+    np.testing.assert_array_equal(ti.numpy(), [[0, 2]])
+    np.testing.assert_array_equal(mixprec.topk(mixprec.tensor(a[:1]), 2, largest=False).indices.numpy(), [[1, 3]])
+    np.testing.assert_array_equal(mixprec.tensor([2, 0, 1]).argsort().numpy(), [1, 2, 0])
+    with pytest.raises(RuntimeError, match="selected index k out of range"):
+        mixprec.tensor(a).topk(5)
+
+
+def test_var_std_norm_against_float64():
+    a = rng(11).standard_normal((3, 4, 5))
+    x = mixprec.tensor(a, dtype=mixprec.float64)
+    np.testing.assert_allclose(x.var().item(), a.var(ddof=1), rtol=1e-12)
+    np.testing.assert_allclose(mixprec.std(x, 1).numpy(), a.std(1, ddof=1), rtol=1e-12)
+    np.testing.assert_allclose(x.var((0, 2), unbiased=False, keepdim=True).numpy(), a.var((0, 2), keepdims=True),
+                               rtol=1e-12)
+    np.testing.assert_allclose(x.norm().item(), np.linalg.norm(a.ravel()), rtol=1e-12)
+    np.testing.assert_allclose(mixprec.norm(x, p=1, dim=2).numpy(), np.abs(a).sum(2), rtol=1e-12)
+    check_grad(lambda t: t.std(1), lambda v: v.std(1, ddof=1), a)
+    check_grad(lambda t: t.norm(dim=0), lambda v: np.sqrt((v * v).sum(0)), a)
+    assert np.isnan(mixprec.tensor([1.0]).var().item())                           # one value, n - 1 = 0
+
+
+def test_expand_and_repeat():
+    a = np.array([[1.0], [2.0]], np.float32)
+    x = mixprec.tensor(a, requires_grad=True)
+    e = x.expand(2, 3)
+    np.testing.assert_array_equal(e.detach().numpy(), np.broadcast_to(a, (2, 3)))
+    assert x.expand(4, -1, 3).shape == (4, 2, 3) and mixprec.ones(1, 3).expand_as(mixprec.zeros(5, 3)).shape == (5, 3)
+    e.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[3.0], [3.0]])
+    with pytest.raises(RuntimeError, match="The expanded size of the tensor \\(3\\) must match the existing size \\(2\\)"):
+        x.expand(3, 1)
+    r = mixprec.tensor([[1.0, 2.0]]).repeat(2, 3)
+    np.testing.assert_array_equal(r.numpy(), np.tile([[1.0, 2.0]], (2, 3)))
+    assert mixprec.tensor([1.0, 2.0]).repeat(3, 1, 2).shape == (3, 1, 4)
+    check_grad(lambda t: t.repeat(2, 2), lambda v: np.tile(v, (2, 2)), rng(12).standard_normal((2, 3)))
+    with pytest.raises(RuntimeError, match="mixprec runs on CPUs only"):
+        x.cuda()
+
+
+def test_losses_at_the_edges_stay_finite():
+    F = mixprec.nn.functional
+    p = mixprec.tensor([0.0, 1.0, 0.5, 1e-30], requires_grad=True)
+    y = mixprec.tensor([1.0, 0.0, 1.0, 0.0])
+    loss = F.binary_cross_entropy(p, y, reduction="none")
+    # oneDNN's f32 log: up to 3.7e-6 off, absolutely (log(1) is -1.4e-6: the last loss)
+    np.testing.assert_allclose(loss.detach().numpy(), [100.0, 100.0, np.log(2), 1e-30], rtol=1e-5, atol=4e-6)
+    loss.sum().backward()
+    assert np.isfinite(p.grad.numpy()).all()
+    with pytest.raises(RuntimeError, match="all elements of input should be between 0 and 1"):
+        F.binary_cross_entropy(mixprec.tensor([1.5]), mixprec.tensor([1.0]))
+    x = mixprec.tensor([0.0, 100.0, -100.0, 2.0], requires_grad=True)
+    t = mixprec.tensor([1.0, 0.0, 1.0, 0.5])
+    loss = F.binary_cross_entropy_with_logits(x, t, reduction="none")
+    ref = np.maximum(as_f64(x), 0) - as_f64(x) * as_f64(t) + np.log1p(np.exp(-np.abs(as_f64(x))))
+    np.testing.assert_allclose(loss.detach().numpy(), ref, rtol=1e-6, atol=4e-6)  # oneDNN's f32 log
+    loss.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 1 / (1 + np.exp(-as_f64(x))) - as_f64(t), rtol=1e-6, atol=1e-7)
+    e = mixprec.tensor([200.0, -1.0], requires_grad=True)
+    mixprec.nn.functional.elu(e).sum().backward()                       # the branch not taken never overflows
+    np.testing.assert_allclose(e.grad.numpy(), [1.0, np.exp(-1.0)], rtol=1e-6)
+    np.testing.assert_array_equal(F.one_hot(mixprec.tensor([0, 2]), 3).numpy(), [[1, 0, 0], [0, 0, 1]])
+    with pytest.raises(RuntimeError, match="Class values must be smaller than num_classes"):
+        F.one_hot(mixprec.tensor([3]), 3)

@@ -269,3 +269,39 @@ def test_sequential_takes_the_fused_ops():
     log = subprocess.run([sys.executable, "-c", code_unfused], env=env, capture_output=True, text=True,
                          check=True).stderr
     assert "dispatch max_pool2d " in log, log
+
+
+def test_module_dict_apply_and_clip_grad_value():
+    heads = mixprec.nn.ModuleDict({"a": mixprec.nn.Linear(3, 2)})
+    heads["b"] = mixprec.nn.Linear(3, 4)
+    assert list(heads) == ["a", "b"] and len(heads) == 2 and "b" in heads
+    assert [name for name, _ in heads.named_parameters()] == ["a.weight", "a.bias", "b.weight", "b.bias"]
+    order = []
+    model = mixprec.nn.Sequential(mixprec.nn.Linear(3, 3), mixprec.nn.Sequential(mixprec.nn.ReLU()))
+    assert model.apply(lambda m: order.append(type(m).__name__)) is model
+    assert order == ["Linear", "ReLU", "Sequential", "Sequential"]           # children first, as torch
+    p = mixprec.nn.Parameter(mixprec.zeros(3))
+    p.grad = mixprec.tensor([-5.0, 0.5, 7.0])
+    mixprec.nn.utils.clip_grad_value_([p], 1.0)
+    np.testing.assert_array_equal(p.grad.numpy(), [-1.0, 0.5, 1.0])
+    with pytest.raises(RuntimeError, match="mixprec runs on CPUs only"):
+        model.cuda()
+
+
+def test_transformer_encoder_stacks_copies_of_its_layer():
+    mixprec.manual_seed(0)
+    layer = mixprec.nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.0, batch_first=True)
+    encoder = mixprec.nn.TransformerEncoder(layer, 2, norm=mixprec.nn.LayerNorm(16))
+    names = [n for n, _ in encoder.named_parameters()]
+    assert "layers.0.self_attn.in_proj_weight" in names and "layers.1.linear2.bias" in names and "norm.weight" in names
+    for i in range(2):  # each a copy of the layer's weights, not the layer itself
+        sub = encoder.layers[i]
+        assert sub is not layer
+        for (n, a), (_, b) in zip(layer.state_dict().items(), sub.state_dict().items()):
+            np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=n)
+    x = mixprec.randn(3, 5, 16)
+    expect = encoder.norm(encoder.layers[1](encoder.layers[0](x)))
+    np.testing.assert_array_equal(encoder(x).detach().numpy(), expect.detach().numpy())
+    with mixprec.no_grad():
+        dict(encoder.layers[0].named_parameters())["linear1.weight"].mul_(0.0)
+    assert np.abs(dict(layer.named_parameters())["linear1.weight"].detach().numpy()).sum() > 0  # untouched

@@ -312,3 +312,51 @@ def test_transformer_encoder_layer_per_head_mask_matches_torch():
     xt = torch.from_numpy(x.copy()).requires_grad_()
     compare_forward_backward(CalledWith(ours, src_mask=mask), CalledWith(theirs, src_mask=torch.from_numpy(mask)),
                              xo, xt)
+
+
+@pytest.mark.parametrize("make, shape", [
+    (lambda m: m.LeakyReLU(0.2), (5, 6)),
+    (lambda m: m.ELU(), (5, 6)),
+    (lambda m: m.SiLU(), (5, 6)),
+    (lambda m: m.BatchNorm1d(6), (5, 6)),
+    (lambda m: m.BatchNorm1d(3), (4, 3, 7)),
+    (lambda m: m.AdaptiveAvgPool2d((1, 1)), (2, 3, 6, 6)),
+    (lambda m: m.AdaptiveAvgPool2d(3), (2, 3, 6, 6)),
+])
+def test_more_layers_match_torch(make, shape):
+    test_layer_forward_and_backward_match_torch(make, shape)
+
+
+@pytest.mark.parametrize("name, kwargs, probabilities", [
+    ("BCEWithLogitsLoss", {}, False), ("BCEWithLogitsLoss", {"reduction": "sum"}, False),
+    ("BCELoss", {}, True), ("BCELoss", {"reduction": "none"}, True),
+    ("SmoothL1Loss", {}, False), ("SmoothL1Loss", {"beta": 0.5, "reduction": "sum"}, False),
+    ("L1Loss", {}, False),
+])
+def test_more_losses_match_torch(name, kwargs, probabilities):
+    g = rng(13)
+    x = g.standard_normal((6, 4)).astype(np.float32) * 3
+    x[0, :3] = [0.0, 40.0, -40.0]  # a logit at 0 and large ones (no overflow either way)
+    if probabilities:  # within 1e-6 of 0 and 1 at most: there PyTorch's gradient divides by max(p (1 - p), 1e-12)
+        x = np.clip(1 / (1 + np.exp(-x)), 1e-6, 1 - 1e-6).astype(np.float32)
+    y = (g.uniform(size=(6, 4)) > 0.5).astype(np.float32)
+    xo, xt = mixprec.tensor(x, requires_grad=True), torch.from_numpy(x.copy()).requires_grad_()
+    lo = getattr(nn, name)(**kwargs)(xo, mixprec.tensor(y))
+    lt = getattr(torch.nn, name)(**kwargs)(xt, torch.from_numpy(y))
+    torch.testing.assert_close(to_torch(lo), lt.detach())
+    lo.sum().backward()
+    lt.sum().backward()
+    torch.testing.assert_close(to_torch(xo.grad), xt.grad)
+
+
+def test_cross_entropy_label_smoothing_matches_torch():
+    logits = rng(14).standard_normal((5, 7)).astype(np.float32)
+    target = np.array([0, 6, 3, 3, 1])
+    for reduction in ("mean", "sum", "none"):
+        xo, xt = mixprec.tensor(logits, requires_grad=True), torch.from_numpy(logits.copy()).requires_grad_()
+        lo = nn.CrossEntropyLoss(label_smoothing=0.1, reduction=reduction)(xo, mixprec.tensor(target))
+        lt = torch.nn.CrossEntropyLoss(label_smoothing=0.1, reduction=reduction)(xt, torch.from_numpy(target))
+        torch.testing.assert_close(to_torch(lo), lt.detach())
+        lo.sum().backward()
+        lt.sum().backward()
+        torch.testing.assert_close(to_torch(xo.grad), xt.grad)

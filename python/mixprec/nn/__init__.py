@@ -2,8 +2,8 @@
 from .modules import Module, Parameter
 from .layers import *  # noqa: F401,F403
 from .layers import __all__ as _layers
-from .engine import EngineModule, TransformerEncoderLayer, from_file, model, model_names
+from .engine import EngineModule, TransformerEncoder, TransformerEncoderLayer, from_file, model, model_names
 from . import functional, utils
 
-__all__ = ["Module", "Parameter", "functional", "utils", "EngineModule", "TransformerEncoderLayer",
+__all__ = ["Module", "Parameter", "functional", "utils", "EngineModule", "TransformerEncoder", "TransformerEncoderLayer",
            "from_file", "model", "model_names"] + _layers

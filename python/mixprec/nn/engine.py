@@ -45,6 +45,24 @@ class EngineModule(Module):
         return self._engine.type_name()
 
 
+class TransformerEncoder(Module):
+    """torch.nn.TransformerEncoder: num_layers copies of encoder_layer (each its own weights,
+    all starting from the given layer's), then norm if given; the masks go to every layer."""
+
+    def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
+        super().__init__()
+        from .layers import ModuleList
+        self.layers = ModuleList([encoder_layer.clone() for _ in range(num_layers)])
+        self.num_layers, self.norm = num_layers, norm
+
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+        output = src
+        for layer in self.layers:
+            output = layer(output, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
+                           is_causal=bool(is_causal))
+        return self.norm(output) if self.norm is not None else output
+
+
 class TransformerEncoderLayer(EngineModule):
     """torch.nn.TransformerEncoderLayer: post-norm (norm_first=False), its parameter names
     (self_attn.in_proj_weight, linear1.weight, norm1.weight, ...). batch_first=False (the
@@ -60,8 +78,18 @@ class TransformerEncoderLayer(EngineModule):
                                                        activation, layer_norm_eps))
         object.__setattr__(self, "batch_first", batch_first)
         object.__setattr__(self, "nhead", nhead)
+        object.__setattr__(self, "_args", (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                                           batch_first))
         if dtype is not None:
             self.to(dtype)
+
+    def clone(self):
+        """A new layer with this one's settings, weights (a copy) and mode: what
+        torch.nn.TransformerEncoder makes of its layer (copy.deepcopy there)."""
+        twin = TransformerEncoderLayer(*self._args)
+        twin.to(next(iter(self.parameters())).dtype)
+        twin.load_state_dict(self.state_dict())
+        return twin.train(self.training)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         x = src if self.batch_first else src.transpose(0, 1)  # the engine's [B, S, E]

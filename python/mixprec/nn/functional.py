@@ -94,9 +94,22 @@ def _check_reduction(reduction):
 
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
                   label_smoothing=0.0):
-    if weight is not None or label_smoothing != 0.0:
-        raise NotImplementedError("mixprec's cross_entropy has no class weights or label smoothing")
-    return _C.cross_entropy(input, target, _check_reduction(reduction))
+    """The engine's fused cross_entropy; label_smoothing as PyTorch 1.13's: (1 - e) times it
+    plus e times the mean over classes of -log_softmax, reduced the same way."""
+    if weight is not None:
+        raise NotImplementedError("mixprec's cross_entropy has no class weights")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    reduction = _check_reduction(reduction)
+    loss = _C.cross_entropy(input, target, reduction)
+    if label_smoothing == 0.0:
+        return loss
+    smooth = _C.mean(_C.neg(_C.log_softmax(input, 1)), [1], False)  # per row: mean over classes
+    if reduction == "mean":
+        smooth = _C.mean(smooth)
+    elif reduction == "sum":
+        smooth = _C.sum(smooth)
+    return loss * (1.0 - label_smoothing) + smooth * label_smoothing
 
 
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
@@ -115,6 +128,119 @@ def l1_loss(input, target, reduction="mean"):
     diff = _abs(input - target)
     reduction = _check_reduction(reduction)
     return diff if reduction == "none" else (diff.sum() if reduction == "sum" else diff.mean())
+
+
+def _reduce(loss, reduction):
+    reduction = _check_reduction(reduction)
+    return loss if reduction == "none" else (loss.sum() if reduction == "sum" else loss.mean())
+
+
+def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
+    """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target)."""
+    from .._functions import abs as _abs
+    from .._masks import where
+    d = input - target
+    if beta == 0.0:
+        return _reduce(_abs(d), reduction)
+    a = _abs(d)
+    return _reduce(where(a < beta, d * d * (0.5 / beta), a - 0.5 * beta), reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
+                                     reduction="mean", pos_weight=None):
+    """PyTorch's stable form, (1 - y) x + m + log(e^-m + e^(-x-m)) with m = max(-x, 0): no
+    overflow for any logit, and its gradient is sigmoid(x) - y (0.5 - y at 0, as PyTorch's)."""
+    if pos_weight is not None:
+        raise NotImplementedError("mixprec's binary_cross_entropy_with_logits has no pos_weight")
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Target size ({list(target.shape)}) must be the same as input size ({list(input.shape)})")
+    from .._functions import clamp
+    m = clamp(-input, min=0.0)
+    loss = (1.0 - target) * input + m + _C.log(_C.exp(-m) + _C.exp(-input - m))
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+def _log_at_least_minus_100(p):
+    """max(log p, -100), -100 at p = 0, with a gradient that is 1/p where the log is taken
+    and 0 elsewhere: log never sees a 0 (whose 1/0 would make the gradient NaN)."""
+    from .._functions import clamp
+    from .._masks import where
+    positive = p > 0
+    return clamp(where(positive, _C.log(where(positive, p, 1.0)), -100.0), min=-100.0)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """-(y log p + (1 - y) log(1 - p)), each log at least -100 as PyTorch's, so p = 0 or 1 gives
+    a finite loss (and no NaN in the gradient). Where p or 1 - p is below 1e-12 the gradient
+    differs from PyTorch's, which divides by max(p (1 - p), 1e-12): mixprec's is the exact
+    -y/p + (1 - y)/(1 - p), 0 where the log was clamped. The f32 log is oneDNN's (absolute
+    error up to 3.7e-6, docs/python.md)."""
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Using a target size ({list(target.shape)}) that is different to the input size "
+                         f"({list(input.shape)}) is deprecated. Please ensure they have the same size.")
+    values = input.detach().float().numpy() if input.dtype != _C.dtype.float64 else input.detach().numpy()
+    if values.size and ((values < 0).any() or (values > 1).any()):
+        raise RuntimeError("all elements of input should be between 0 and 1")
+    log_p, log_q = _log_at_least_minus_100(input), _log_at_least_minus_100(1.0 - input)
+    loss = -(target * log_p + (1.0 - target) * log_q)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """x where x > 0, else negative_slope x (the slope's branch at 0, as PyTorch's gradient)."""
+    from .._masks import where
+    return where(input > 0, input, input * negative_slope)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    """x where x > 0, else alpha (e^x - 1); e^x of min(x, 0) so that the branch not taken
+    never overflows into the gradient."""
+    from .._functions import clamp
+    from .._masks import where
+    return where(input > 0, input, (_C.exp(clamp(input, max=0.0)) - 1.0) * alpha)
+
+
+def silu(input, inplace=False):
+    """x sigmoid(x)."""
+    return input * _C.sigmoid(input)
+
+
+def one_hot(tensor, num_classes=-1):
+    """int64 [..., num_classes] with a 1 at each index (num_classes=-1: the largest index + 1)."""
+    import numpy as np
+    if tensor.dtype != _C.dtype.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor.")
+    idx = tensor.numpy()
+    if num_classes == -1:
+        if idx.size == 0:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        num_classes = int(idx.max()) + 1
+    if idx.size and idx.min() < 0:
+        raise RuntimeError("Class values must be non-negative.")
+    if idx.size and idx.max() >= num_classes:
+        raise RuntimeError("Class values must be smaller than num_classes.")
+    out = np.zeros(idx.shape + (num_classes,), dtype=np.int64)
+    np.put_along_axis(out, idx[..., None], 1, axis=-1)
+    return _C.from_numpy(out)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """Average pooling to output_size where each output covers the same number of inputs: 1
+    (the mean over H and W) or a size that divides the input's (an avg_pool2d); other sizes
+    (PyTorch's overlapping windows) are not implemented."""
+    oh, ow = (output_size, output_size) if isinstance(output_size, int) else output_size
+    h, w = input.shape[-2], input.shape[-1]
+    oh, ow = h if oh is None else oh, w if ow is None else ow
+    if (oh, ow) == (1, 1):
+        return _C.mean(input, [input.ndim - 2, input.ndim - 1], True)
+    if h % oh == 0 and w % ow == 0 and h // oh == w // ow:
+        return _C.avg_pool2d(input, h // oh, h // oh, 0)
+    raise NotImplementedError(f"mixprec's adaptive_avg_pool2d: output {oh}x{ow} from {h}x{w} needs equal square "
+                              "windows (output 1, or a size dividing the input by the same factor both ways)")
 
 
 def sigmoid(input):

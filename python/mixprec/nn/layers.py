@@ -90,6 +90,32 @@ class Tanh(Module):
         return F.tanh(input)
 
 
+class LeakyReLU(Module):
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__()
+        self.negative_slope = negative_slope
+
+    def forward(self, input):
+        return F.leaky_relu(input, self.negative_slope)
+
+
+class ELU(Module):
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__()
+        self.alpha = alpha
+
+    def forward(self, input):
+        return F.elu(input, self.alpha)
+
+
+class SiLU(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+
+    def forward(self, input):
+        return F.silu(input)
+
+
 class GELU(Module):
     def __init__(self, approximate="none"):
         super().__init__()
@@ -186,6 +212,27 @@ class BatchNorm2d(Module):
             self.num_batches_tracked.fill_(self.num_batches_tracked.item() + 1)
         return F.batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
                             use_batch_stats, self.momentum, self.eps)
+
+
+class BatchNorm1d(BatchNorm2d):
+    """BatchNorm over [N, C] or [N, C, L]: BatchNorm2d's statistics over N (and L), the input
+    seen as [N, C, L, 1]."""
+
+    def forward(self, input):
+        if input.ndim not in (2, 3):
+            raise ValueError(f"expected 2D or 3D input (got {input.ndim}D input)")
+        shape = list(input.shape)
+        out = super().forward(input.reshape(shape[0], shape[1], shape[2] if input.ndim == 3 else 1, 1))
+        return out.reshape(*shape)
+
+
+class AdaptiveAvgPool2d(Module):
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input):
+        return F.adaptive_avg_pool2d(input, self.output_size)
 
 
 class Embedding(Module):
@@ -307,6 +354,46 @@ class ModuleList(Module):
         return iter(self._modules.values())
 
 
+class ModuleDict(Module):
+    """Modules by name, registered in insertion order (torch.nn.ModuleDict)."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def __getitem__(self, key):
+        return self._modules[key]
+
+    def __setitem__(self, key, module):
+        self.add_module(key, module)
+
+    def __delitem__(self, key):
+        del self._modules[key]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def __contains__(self, key):
+        return key in self._modules
+
+    def keys(self):
+        return self._modules.keys()
+
+    def items(self):
+        return self._modules.items()
+
+    def values(self):
+        return self._modules.values()
+
+    def update(self, modules):
+        for key, module in (modules.items() if hasattr(modules, "items") else modules):
+            self[key] = module
+
+
 class _Loss(Module):
     def __init__(self, reduction="mean"):
         super().__init__()
@@ -327,6 +414,34 @@ class CrossEntropyLoss(_Loss):
 class NLLLoss(_Loss):
     def forward(self, input, target):
         return F.nll_loss(input, target, reduction=self.reduction)
+
+
+class SmoothL1Loss(_Loss):
+    def __init__(self, size_average=None, reduce=None, reduction="mean", beta=1.0):
+        super().__init__(reduction)
+        self.beta = beta
+
+    def forward(self, input, target):
+        return F.smooth_l1_loss(input, target, self.reduction, self.beta)
+
+
+class BCEWithLogitsLoss(_Loss):
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None):
+        super().__init__(reduction)
+        self.weight, self.pos_weight = weight, pos_weight
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy_with_logits(input, target, self.weight, reduction=self.reduction,
+                                                  pos_weight=self.pos_weight)
+
+
+class BCELoss(_Loss):
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(reduction)
+        self.weight = weight
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy(input, target, self.weight, reduction=self.reduction)
 
 
 class L1Loss(_Loss):
@@ -350,6 +465,7 @@ def _cast_parameters(module, target):
         module.to(target)
 
 
-__all__ = ["Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "ReLU", "Sigmoid", "Tanh", "GELU", "Dropout", "Flatten",
-           "Identity", "Softmax", "LogSoftmax", "LayerNorm", "BatchNorm2d", "Embedding",
-           "Sequential", "ModuleList", "CrossEntropyLoss", "NLLLoss", "L1Loss", "MSELoss"]
+__all__ = ["Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "ReLU", "LeakyReLU", "ELU", "SiLU",
+           "Sigmoid", "Tanh", "GELU", "Dropout", "Flatten", "Identity", "Softmax", "LogSoftmax", "LayerNorm",
+           "BatchNorm1d", "BatchNorm2d", "Embedding", "Sequential", "ModuleList", "ModuleDict", "CrossEntropyLoss",
+           "NLLLoss", "L1Loss", "SmoothL1Loss", "MSELoss", "BCELoss", "BCEWithLogitsLoss"]

@@ -222,6 +222,18 @@ class Module:
     def double(self):
         return self.to(dtype.float64)
 
+    def apply(self, fn):
+        """fn(m) for every submodule, children first, then this module (torch's order);
+        returns self."""
+        for module in self.children():
+            module.apply(fn)
+        fn(self)
+        return self
+
+    def cuda(self, device=None):
+        from .._tensor import _check_device
+        _check_device("cuda")  # mixprec runs on CPUs: the error says what to write instead
+
     def cpu(self):
         return self
 

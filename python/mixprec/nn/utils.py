@@ -1,4 +1,4 @@
-"""mixprec.nn.utils: gradient clipping."""
+"""mixprec.nn.utils: gradient clipping (by the global norm, by value)."""
 from .. import _mixprec as _C
 from .._mixprec import Tensor
 
@@ -19,3 +19,16 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
                            "error and scale the gradients by the non-finite norm anyway, set "
                            "`error_if_nonfinite=False`")
     return _C._full([], total, _C.dtype.float32)
+
+
+def clip_grad_value_(parameters, clip_value):
+    """Clamps every gradient into [-clip_value, clip_value] in place (PyTorch's)."""
+    from .._functions import clamp
+    from .._tensor import no_grad
+    if isinstance(parameters, Tensor):
+        parameters = [parameters]
+    clip_value = float(clip_value)
+    with no_grad():
+        for p in parameters:
+            if p.grad is not None:
+                p.grad.copy_(clamp(p.grad, -clip_value, clip_value))

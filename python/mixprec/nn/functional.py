@@ -175,8 +175,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     """-(y log p + (1 - y) log(1 - p)), each log at least -100 as PyTorch's, so p = 0 or 1 gives
     a finite loss (and no NaN in the gradient). Where p or 1 - p is below 1e-12 the gradient
     differs from PyTorch's, which divides by max(p (1 - p), 1e-12): mixprec's is the exact
-    -y/p + (1 - y)/(1 - p), 0 where the log was clamped. The f32 log is oneDNN's (absolute
-    error up to 3.7e-6, docs/python.md)."""
+    -y/p + (1 - y)/(1 - p), 0 where the log was clamped."""
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Using a target size ({list(target.shape)}) that is different to the input size "
                          f"({list(input.shape)}) is deprecated. Please ensure they have the same size.")

@@ -8,7 +8,8 @@
 // Accuracy in f32 (measured over 1M points against libm in f64): exp, tanh, sigmoid, sqrt,
 // square within 2.8e-7 relative; f16 runs these f32 kernels on widened inputs and rounds
 // once (half_emulation.h); log's error is absolute, up to 3.7e-6 over [1e-3, 100]
-// (oneDNN's polynomial), so log(x) for x near 1 has a relative error well above f32's eps.
+// (oneDNN's polynomial), so log(x) for x near 1 has a relative error well above f32's eps:
+// f32 log runs on backend/cpu/log.h instead (ops/elementwise.cpp); bf16 and f16 stay here.
 #include <bit>
 
 #include "backend/kernels.h"

@@ -78,6 +78,15 @@ void bind_nn(py::module_& m) {
       .def(py::init<int64_t, int64_t, int64_t, int64_t, int64_t, bool, int64_t, int64_t>(), py::arg("in_channels"),
            py::arg("out_channels"), py::arg("kernel_size"), py::arg("stride"), py::arg("padding"),
            py::arg("bias"), py::arg("dilation"), py::arg("groups"), release_gil());
+  py::class_<nn::Conv1d, nn::Module, std::shared_ptr<nn::Conv1d>>(nn, "Conv1d")
+      .def(py::init<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>(), py::arg("in_channels"),
+           py::arg("out_channels"), py::arg("kernel_size"), py::arg("stride"), py::arg("padding"),
+           py::arg("dilation"), py::arg("groups"), py::arg("bias"), release_gil());
+  py::class_<nn::ConvTranspose2d, nn::Module, std::shared_ptr<nn::ConvTranspose2d>>(nn, "ConvTranspose2d")
+      .def(py::init<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, int64_t>(),
+           py::arg("in_channels"), py::arg("out_channels"), py::arg("kernel_size"), py::arg("stride"),
+           py::arg("padding"), py::arg("output_padding"), py::arg("groups"), py::arg("bias"), py::arg("dilation"),
+           release_gil());
   py::class_<nn::LayerNorm, nn::Module, std::shared_ptr<nn::LayerNorm>>(nn, "LayerNorm")
       .def(py::init<Shape, double, bool>(), py::arg("normalized_shape"), py::arg("eps"),
            py::arg("elementwise_affine"));

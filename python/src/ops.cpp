@@ -76,6 +76,17 @@ void bind_ops(py::module_& m) {
   using O = const std::optional<Tensor>&;
   m.def("linear", on_dense(+[](T x, T w, O b) { return linear(x, w, opt(b)); }), nogil);
   m.def("matmul", on_dense(&matmul), nogil);
+  m.def("conv1d",
+        on_dense(+[](T x, T w, O b, int64_t stride, int64_t padding, int64_t dilation, int64_t groups) {
+          return conv1d(x, w, opt(b), stride, padding, dilation, groups);
+        }),
+        nogil);
+  m.def("conv_transpose2d",
+        on_dense(+[](T x, T w, O b, int64_t stride, int64_t padding, int64_t output_padding, int64_t groups,
+                     int64_t dilation) {
+          return conv_transpose2d(x, w, opt(b), stride, padding, output_padding, groups, dilation);
+        }),
+        nogil);
   m.def("conv2d",
         on_dense(+[](T x, T w, O b, int64_t stride, int64_t padding, int64_t dilation, int64_t groups) {
           return conv2d(x, w, opt(b), stride, padding, dilation, groups);

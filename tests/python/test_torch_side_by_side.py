@@ -322,6 +322,10 @@ def test_transformer_encoder_layer_per_head_mask_matches_torch():
     (lambda m: m.BatchNorm1d(3), (4, 3, 7)),
     (lambda m: m.AdaptiveAvgPool2d((1, 1)), (2, 3, 6, 6)),
     (lambda m: m.AdaptiveAvgPool2d(3), (2, 3, 6, 6)),
+    (lambda m: m.Conv1d(3, 4, 3, padding=1), (2, 3, 9)),
+    (lambda m: m.Conv1d(4, 6, 3, stride=2, dilation=2, groups=2), (2, 4, 11)),
+    (lambda m: m.ConvTranspose2d(3, 4, 2, stride=2), (2, 3, 5, 5)),
+    (lambda m: m.ConvTranspose2d(4, 2, 3, stride=2, padding=1, output_padding=1), (1, 4, 4, 4)),
 ])
 def test_more_layers_match_torch(make, shape):
     test_layer_forward_and_backward_match_torch(make, shape)

@@ -35,6 +35,16 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
                      int(groups))
 
 
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _C.conv1d(input, weight, bias, _single(stride, "stride"), _single(padding, "padding"),
+                     _single(dilation, "dilation"), int(groups))
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return _C.conv_transpose2d(input, weight, bias, _single(stride, "stride"), _single(padding, "padding"),
+                               _single(output_padding, "output_padding"), int(groups), _single(dilation, "dilation"))
+
+
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     if _single(dilation, "dilation") != 1 or ceil_mode or return_indices:

@@ -51,6 +51,49 @@ class Conv2d(Module):
         return s
 
 
+class Conv1d(Module):
+    """[N, C, L] -> [N, O, OL]: the engine's conv1d (a conv2d of unit height)."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if padding_mode != "zeros" or isinstance(padding, str):
+            raise NotImplementedError("mixprec's Conv1d: padding_mode='zeros' and a numeric padding only")
+        k = F._single(kernel_size, "kernel_size")
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (k,)
+        self.stride, self.padding = F._single(stride, "stride"), F._single(padding, "padding")
+        self.dilation, self.groups = F._single(dilation, "dilation"), int(groups)
+        _adopt(self, _C.nn.Conv1d(in_channels, out_channels, k, self.stride, self.padding, self.dilation,
+                                  self.groups, bias), ["weight", "bias"])
+        _cast_parameters(self, dtype)
+
+    def forward(self, input):
+        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class ConvTranspose2d(Module):
+    """[N, C_in, H, W] -> [N, C_out, OH, OW]; weight [C_in, C_out / groups, k, k] (PyTorch's)."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
+                 groups=1, bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if padding_mode != "zeros":
+            raise NotImplementedError("mixprec's ConvTranspose2d: padding_mode='zeros' only")
+        k = F._single(kernel_size, "kernel_size")
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (k, k)
+        self.stride, self.padding = F._single(stride, "stride"), F._single(padding, "padding")
+        self.output_padding = F._single(output_padding, "output_padding")
+        self.dilation, self.groups = F._single(dilation, "dilation"), int(groups)
+        _adopt(self, _C.nn.ConvTranspose2d(in_channels, out_channels, k, self.stride, self.padding,
+                                           self.output_padding, self.groups, bias, self.dilation),
+               ["weight", "bias"])
+        _cast_parameters(self, dtype)
+
+    def forward(self, input):
+        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding, self.output_padding,
+                                  self.groups, self.dilation)
+
+
 class MaxPool2d(Module):
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
                  ceil_mode=False):
@@ -465,7 +508,7 @@ def _cast_parameters(module, target):
         module.to(target)
 
 
-__all__ = ["Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "ReLU", "LeakyReLU", "ELU", "SiLU",
+__all__ = ["Linear", "Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "ReLU", "LeakyReLU", "ELU", "SiLU",
            "Sigmoid", "Tanh", "GELU", "Dropout", "Flatten", "Identity", "Softmax", "LogSoftmax", "LayerNorm",
            "BatchNorm1d", "BatchNorm2d", "Embedding", "Sequential", "ModuleList", "ModuleDict", "CrossEntropyLoss",
            "NLLLoss", "L1Loss", "SmoothL1Loss", "MSELoss", "BCELoss", "BCEWithLogitsLoss"]

@@ -391,3 +391,23 @@ def test_losses_at_the_edges_stay_finite():
     np.testing.assert_array_equal(F.one_hot(mixprec.tensor([0, 2]), 3).numpy(), [[1, 0, 0], [0, 0, 1]])
     with pytest.raises(RuntimeError, match="Class values must be smaller than num_classes"):
         F.one_hot(mixprec.tensor([3]), 3)
+
+
+def test_group_norm_and_upsample_against_float64():
+    a = rng(15).standard_normal((2, 6, 3, 4))
+    w, b = rng(16).standard_normal(6), rng(17).standard_normal(6)
+
+    def ref(v, weight, bias):
+        g = v.reshape(2, 3, -1)
+        out = ((g - g.mean(2, keepdims=True)) / np.sqrt(g.var(2, keepdims=True) + 1e-5)).reshape(v.shape)
+        return out * weight.reshape(1, 6, 1, 1) + bias.reshape(1, 6, 1, 1)
+
+    F = mixprec.nn.functional
+    check_grad(lambda x, weight, bias: F.group_norm(x, 3, weight, bias), ref, a, w, b, rtol=1e-4, atol=1e-6)
+    with pytest.raises(RuntimeError, match="divisible by num_groups"):
+        F.group_norm(mixprec.zeros(1, 5, 2), 2)
+    up = F.interpolate(mixprec.tensor(a, dtype=mixprec.float64), scale_factor=2)
+    np.testing.assert_array_equal(up.numpy(), a.repeat(2, axis=2).repeat(2, axis=3))
+    check_grad(lambda x: F.interpolate(x, size=(6, 12)), lambda v: v.repeat(2, axis=2).repeat(3, axis=3), a)
+    with pytest.raises(NotImplementedError, match="mode='nearest' only"):
+        F.interpolate(mixprec.zeros(1, 1, 2, 2), scale_factor=2, mode="bilinear")

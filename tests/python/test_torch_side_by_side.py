@@ -326,6 +326,10 @@ def test_transformer_encoder_layer_per_head_mask_matches_torch():
     (lambda m: m.Conv1d(4, 6, 3, stride=2, dilation=2, groups=2), (2, 4, 11)),
     (lambda m: m.ConvTranspose2d(3, 4, 2, stride=2), (2, 3, 5, 5)),
     (lambda m: m.ConvTranspose2d(4, 2, 3, stride=2, padding=1, output_padding=1), (1, 4, 4, 4)),
+    (lambda m: m.GroupNorm(2, 6), (3, 6, 4, 5)),
+    (lambda m: m.GroupNorm(3, 3, affine=False), (2, 3, 7)),
+    (lambda m: m.Upsample(scale_factor=2), (2, 3, 4, 5)),
+    (lambda m: m.Upsample(size=(6, 9)), (1, 2, 2, 3)),
 ])
 def test_more_layers_match_torch(make, shape):
     test_layer_forward_and_backward_match_torch(make, shape)

@@ -252,6 +252,55 @@ def adaptive_avg_pool2d(input, output_size):
                               "windows (output 1, or a size dividing the input by the same factor both ways)")
 
 
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Normalises each sample's channels in num_groups groups (mean and biased variance over
+    the group's channels and positions), then weight * x + bias per channel: torch's GroupNorm,
+    composed of the engine's reductions (f32 statistics for f32 inputs)."""
+    n, c = input.shape[0], input.shape[1]
+    if c % num_groups != 0:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of "
+                           f"shape {list(input.shape)} and num_groups={num_groups}")
+    x = input.reshape(n, num_groups, -1)
+    centered = x - _C.mean(x, [2], True)
+    var = _C.mean(centered * centered, [2], True)
+    out = (centered / _C.sqrt(var + eps)).reshape(*input.shape)
+    if weight is not None or bias is not None:
+        shape = [1, c] + [1] * (input.ndim - 2)
+        if weight is not None:
+            out = out * weight.reshape(*shape)
+        if bias is not None:
+            out = out + bias.reshape(*shape)
+    return out
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """Upsampling by whole factors in mode 'nearest' (each value repeated factor x factor
+    times, its gradient the sum over its copies); other modes and fractional factors are not
+    implemented."""
+    if mode != "nearest":
+        raise NotImplementedError(f"mixprec's interpolate: mode='nearest' only, got mode={mode!r}")
+    if input.ndim != 4:
+        raise NotImplementedError(f"mixprec's interpolate: 4-d input [N, C, H, W] only, got {input.ndim}-d")
+    h, w = input.shape[2], input.shape[3]
+    if (size is None) == (scale_factor is None):
+        raise ValueError("either size or scale_factor should be defined")
+    if size is not None:
+        oh, ow = (size, size) if isinstance(size, int) else tuple(size)
+        if oh % h or ow % w:
+            raise NotImplementedError(f"mixprec's interpolate: size {oh}x{ow} must be a whole multiple of {h}x{w}")
+        fh, fw = oh // h, ow // w
+    else:
+        fh, fw = (scale_factor, scale_factor) if not isinstance(scale_factor, (tuple, list)) else scale_factor
+        if fh != int(fh) or fw != int(fw) or fh < 1 or fw < 1:
+            raise NotImplementedError(f"mixprec's interpolate: whole scale factors only, got {scale_factor}")
+        fh, fw = int(fh), int(fw)
+    n, c = input.shape[0], input.shape[1]
+    from .._functions import expand
+    tiled = expand(input.reshape(n, c, h, 1, w, 1), n, c, h, fh, w, fw)
+    return tiled.reshape(n, c, h * fh, w * fw)
+
+
 def sigmoid(input):
     return _C.sigmoid(input)
 

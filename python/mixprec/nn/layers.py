@@ -278,6 +278,33 @@ class AdaptiveAvgPool2d(Module):
         return F.adaptive_avg_pool2d(input, self.output_size)
 
 
+class GroupNorm(Module):
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None):
+        super().__init__()
+        if num_channels % num_groups != 0:
+            raise ValueError("num_channels must be divisible by num_groups")
+        self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
+        if affine:
+            self.weight = Parameter(_C._full([num_channels], 1.0, dtype or _C.dtype.float32))
+            self.bias = Parameter(_C._zeros([num_channels], dtype or _C.dtype.float32))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, input):
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+
+class Upsample(Module):
+    def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                 recompute_scale_factor=None):
+        super().__init__()
+        self.size, self.scale_factor, self.mode = size, scale_factor, mode
+
+    def forward(self, input):
+        return F.interpolate(input, self.size, self.scale_factor, self.mode)
+
+
 class Embedding(Module):
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
                  norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None,
@@ -510,5 +537,5 @@ def _cast_parameters(module, target):
 
 __all__ = ["Linear", "Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "ReLU", "LeakyReLU", "ELU", "SiLU",
            "Sigmoid", "Tanh", "GELU", "Dropout", "Flatten", "Identity", "Softmax", "LogSoftmax", "LayerNorm",
-           "BatchNorm1d", "BatchNorm2d", "Embedding", "Sequential", "ModuleList", "ModuleDict", "CrossEntropyLoss",
+           "BatchNorm1d", "BatchNorm2d", "GroupNorm", "Upsample", "Embedding", "Sequential", "ModuleList", "ModuleDict", "CrossEntropyLoss",
            "NLLLoss", "L1Loss", "SmoothL1Loss", "MSELoss", "BCELoss", "BCEWithLogitsLoss"]

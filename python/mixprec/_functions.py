@@ -39,6 +39,14 @@ def _take(x, flat_index, shape):
     return _masks._gather_rows(x, x.ndim, flat).reshape(*shape)
 
 
+def _gather_along(x, idx, d):
+    """x's elements at indices idx (int64, x's shape but for dim d) along dim d, with the
+    gradient routed back to them (the engine's gather)."""
+    pos = list(np.indices(idx.shape, sparse=True))
+    pos[d] = idx
+    return _take(x, np.ravel_multi_index(tuple(np.broadcast_arrays(*pos)), x.shape), idx.shape)
+
+
 def _extreme(name, arg, result):
     """Tensor.max / min: over everything, over one dim ((values, indices)), or elementwise
     against another tensor (maximum / minimum)."""
@@ -57,9 +65,7 @@ def _extreme(name, arg, result):
             raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
         # NumPy's argmax/argmin take the first extreme, and the first NaN (which wins), as PyTorch's CPU kernel.
         idx = np.expand_dims(arg(_values(self), axis=d), d)
-        pos = list(np.indices(idx.shape, sparse=True))
-        pos[d] = idx
-        values = _take(self, np.ravel_multi_index(tuple(np.broadcast_arrays(*pos)), self.shape), idx.shape)
+        values = _gather_along(self, idx, d)
         if not keepdim:
             values, idx = values.squeeze(d), idx.squeeze(d)
         return result(values, from_numpy(np.ascontiguousarray(idx, dtype=np.int64)))
@@ -92,14 +98,6 @@ def minimum(input, other):
 
 sort_result = collections.namedtuple("sort", ["values", "indices"])
 topk_result = collections.namedtuple("topk", ["values", "indices"])
-
-
-def _gather_along(x, idx, d):
-    """x's elements at indices idx (int64, x's shape but for dim d) along dim d, with the
-    gradient routed back to them (the engine's gather)."""
-    pos = list(np.indices(idx.shape, sparse=True))
-    pos[d] = idx
-    return _take(x, np.ravel_multi_index(tuple(np.broadcast_arrays(*pos)), x.shape), idx.shape)
 
 
 def sort(input, dim=-1, descending=False, stable=False):

@@ -87,37 +87,40 @@ class _Shipped:
         return (_Shipped, (self.array, self.dtype, self.requires_grad))
 
 
-def _ship(x):
-    """Tensors in x (through tuples, named tuples, lists and dicts) as _Shipped."""
-    if isinstance(x, Tensor):
-        t = x.detach()
-        name = str(t.dtype).replace("mixprec.", "")
-        if t.dtype == _C.dtype.bfloat16:
-            t = _to_dtype(t, _C.dtype.float32)
-        return _Shipped(np.ascontiguousarray(t.numpy()), name, bool(x.requires_grad))
+def _tree_map(x, leaf, fn):
+    """fn on every `leaf` instance in x, through tuples, named tuples, lists and dicts."""
+    if isinstance(x, leaf):
+        return fn(x)
     if isinstance(x, tuple) and hasattr(x, "_fields"):
-        return type(x)(*(_ship(v) for v in x))
+        return type(x)(*(_tree_map(v, leaf, fn) for v in x))
     if isinstance(x, (tuple, list)):
-        return type(x)(_ship(v) for v in x)
+        return type(x)(_tree_map(v, leaf, fn) for v in x)
     if isinstance(x, dict):
-        return {k: _ship(v) for k, v in x.items()}
+        return {k: _tree_map(v, leaf, fn) for k, v in x.items()}
     return x
+
+
+def _shipped(x):
+    t = x.detach()
+    name = str(t.dtype).replace("mixprec.", "")
+    if t.dtype == _C.dtype.bfloat16:
+        t = _to_dtype(t, _C.dtype.float32)
+    return _Shipped(np.ascontiguousarray(t.numpy()), name, bool(x.requires_grad))
+
+
+def _landed(x):
+    t = _to_dtype(from_numpy(x.array), getattr(_C.dtype, x.dtype))
+    return t.requires_grad_(True) if x.requires_grad else t
+
+
+def _ship(x):
+    """Tensors in x as _Shipped (in the worker)."""
+    return _tree_map(x, Tensor, _shipped)
 
 
 def _land(x):
     """_ship's inverse, in the loader: each tensor over its unpickled array (no copy)."""
-    if isinstance(x, _Shipped):
-        t = from_numpy(x.array)
-        target = getattr(_C.dtype, x.dtype)
-        t = _to_dtype(t, target)
-        return t.requires_grad_(True) if x.requires_grad else t
-    if isinstance(x, tuple) and hasattr(x, "_fields"):
-        return type(x)(*(_land(v) for v in x))
-    if isinstance(x, (tuple, list)):
-        return type(x)(_land(v) for v in x)
-    if isinstance(x, dict):
-        return {k: _land(v) for k, v in x.items()}
-    return x
+    return _tree_map(x, _Shipped, _landed)
 
 
 class _WorkerError:

@@ -1,7 +1,6 @@
 // elementwise.cpp: binary ops with numpy broadcasting (promote policy: mixed dtypes run in
 // the widest) and unary math, forward and backward together.
 #include "autograd/node.h"
-#include "backend/cpu/log.h"
 #include "mixprec/autograd/autograd.h"
 #include "ops/autocast_hook.h"
 #include "mixprec/ops/ops.h"

@@ -24,7 +24,8 @@ from .amp import autocast  # torch.autocast
 from ._functions import (maximum, minimum, clamp, abs, isnan, isfinite, isinf, allclose, equal, chunk, split,
                          arange, linspace, randint, randperm, eye, full_like, rand_like, randn_like, as_tensor,
                          is_tensor, is_floating_point, numel, enable_grad, set_grad_enabled, inference_mode, save,
-                         sort, argsort, topk, var, std, norm)
+                         sort, argsort, topk, var, std, norm, floor, ceil, round, floor_divide, remainder,
+                         log1p, logsumexp, triu, tril, unbind, meshgrid)
 from ._functions import tensor_max as _tensor_max, tensor_min as _tensor_min
 
 
@@ -41,6 +42,15 @@ for _name in ("flatten", "reshape", "transpose", "permute", "squeeze", "unsqueez
               "sum", "mean", "argmax", "argmin", "exp", "log", "sigmoid", "tanh", "sqrt", "relu", "softmax",
               "log_softmax", "neg", "pow", "mm", "bmm", "eq", "ne", "lt", "le", "gt", "ge", "clip", "detach"):
     globals()[_name] = _method_alias(_name, f"torch.{_name}(input, ...): input.{_name}(...)")
+def FloatTensor(data):
+    """The legacy constructor torch.FloatTensor(data): tensor(data, dtype=float32)."""
+    return tensor(data, dtype=float32)
+
+
+def LongTensor(data):
+    return tensor(data, dtype=int64)
+
+
 max = _method_alias("max", "torch.max(input), torch.max(input, dim, keepdim=False) -> (values, indices), "
                            "torch.max(input, other): elementwise")
 min = _method_alias("min", "torch.min: as torch.max")
@@ -55,7 +65,8 @@ __all__ = [
     "load", "save", "device", "cuda", "cpu", "utils", "autocast", "maximum", "minimum", "clamp", "clip", "isnan", "isfinite",
     "isinf", "allclose", "equal", "chunk", "split", "arange", "linspace", "randint", "randperm", "eye",
     "full_like", "rand_like", "randn_like", "as_tensor", "is_tensor", "is_floating_point", "numel",
-    "enable_grad", "set_grad_enabled", "inference_mode", "sort", "argsort", "topk", "var", "std", "norm", "flatten", "reshape", "transpose", "permute",
+    "enable_grad", "set_grad_enabled", "inference_mode", "floor", "ceil", "floor_divide", "remainder",
+    "log1p", "logsumexp", "triu", "tril", "unbind", "meshgrid", "FloatTensor", "LongTensor", "sort", "argsort", "topk", "var", "std", "norm", "flatten", "reshape", "transpose", "permute",
     "squeeze", "unsqueeze", "narrow", "clone", "t", "mean", "argmax", "argmin", "exp", "log",
     "sigmoid", "tanh", "sqrt", "relu", "softmax", "log_softmax", "neg", "mm", "bmm", "eq", "ne", "lt",
     "le", "gt", "ge", "detach",  # max, min, abs, sum, pow: not by *, which would hide the builtins

@@ -300,6 +300,87 @@ def split(input, split_size_or_sections, dim=0):
     return tuple(out)
 
 
+def _numpy_op(op, result_dtype=None):
+    """An op PyTorch computes without a gradient (floor, ceil, round, //, %): through NumPy,
+    in the tensor's dtype (bf16 via float32, exact, rounded back)."""
+    def apply(self, *args):
+        args = [_values(a) if isinstance(a, Tensor) else a for a in args]
+        out = np.ascontiguousarray(op(_values(self), *args))
+        t = from_numpy(out.astype(out.dtype if result_dtype is None else result_dtype, copy=False))
+        return _to_dtype(t, self.dtype) if self.dtype == dtype.bfloat16 else t
+    return apply
+
+
+floor = _numpy_op(np.floor)
+ceil = _numpy_op(np.ceil)
+round = _numpy_op(np.round)  # half to even, as torch.round
+floor_divide = _numpy_op(np.floor_divide)
+remainder = _numpy_op(np.remainder)  # the sign of the divisor, as torch.remainder
+
+
+def rpow(self, base):
+    """base ** x for a number base: e^(x ln base), with its gradient."""
+    import math
+    if base == 0:
+        return _masks.where(self == 0, 1.0, self * 0.0)
+    return _C.exp(self * math.log(base))
+
+
+def rtruediv(self, other):
+    """number / x: the number as a full tensor (oneDNN's division broadcasts only its second
+    operand), one rounding as torch's."""
+    return _C.div(_C._full(list(self.shape), builtins.float(other), self.dtype), self)
+
+
+def log1p(input):
+    """log(1 + x), accurate where x is tiny (the classic correction: log(w) x / (w - 1) with
+    w = 1 + x rounded; x itself where w rounds to 1)."""
+    w = input + 1.0
+    exact = w == 1.0
+    d = _masks.where(exact, 1.0, w - 1.0)  # never 0: the branch not taken keeps its gradient finite
+    return _masks.where(exact, input, _C.log(_masks.where(exact, 2.0, w)) * input / d)
+
+
+def logsumexp(input, dim, keepdim=False):
+    """log(sum(e^x)) over dim, shifted by the max (taken without gradient) so that nothing
+    overflows; a row of -inf gives -inf, as torch's."""
+    d = _wrap_dim(dim, input.ndim)
+    m = _values(input).max(axis=d, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0).astype(_values(input).dtype)
+    shift = _to_dtype(from_numpy(np.ascontiguousarray(m)), input.dtype)
+    out = _C.log(_C.sum(_C.exp(input - shift), [d], True)) + shift
+    return out if keepdim else out.squeeze(d)
+
+
+def _tri(upper):
+    def tri(input, diagonal=0):
+        """The matrix's elements on or above (triu) / below (tril) the diagonal, zeros elsewhere
+        (inf and NaN there too)."""
+        rows, cols = input.shape[-2], input.shape[-1]
+        keep = (np.triu if upper else np.tril)(np.ones((rows, cols), np.uint8), diagonal)
+        return _masks.where(from_numpy(keep), input, 0.0 if input.dtype.is_floating_point else 0)
+    return tri
+
+
+triu = _tri(True)
+tril = _tri(False)
+
+
+def unbind(input, dim=0):
+    d = _wrap_dim(dim, input.ndim)
+    return tuple(input.narrow(d, i, 1).squeeze(d) for i in range(input.shape[d]))
+
+
+def meshgrid(*tensors, indexing="ij"):
+    """Coordinate grids of 1-d tensors (no gradient here), indexing 'ij' or 'xy'."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but received: {indexing}")
+    grids = np.meshgrid(*[_values(t) for t in tensors], indexing=indexing)
+    return tuple(_to_dtype(from_numpy(np.ascontiguousarray(g)), t.dtype) for g, t in zip(grids, tensors))
+
+
 # ---- new tensors -------------------------------------------------------------------------
 
 def _default_dtype(*values):

@@ -225,6 +225,16 @@ def _install():
         "sort": F.sort, "argsort": F.argsort, "topk": F.topk, "var": F.var, "std": F.std, "norm": F.norm,
         "expand": F.expand, "expand_as": lambda self, other: F.expand(self, *other.shape), "repeat": F.repeat,
         "cuda": lambda self, *args, **kwargs: _check_device("cuda"),
+        "__abs__": F.abs, "__rpow__": F.rpow, "__rtruediv__": F.rtruediv,
+        "__floordiv__": F.floor_divide, "__mod__": F.remainder, "floor_divide": F.floor_divide,
+        "remainder": F.remainder, "floor": F.floor, "ceil": F.ceil, "round": F.round, "log1p": F.log1p,
+        "logsumexp": F.logsumexp, "triu": F.triu, "tril": F.tril, "unbind": F.unbind,
+        "view_as": lambda self, other: _views.view(self, *other.shape),
+        "mT": property(lambda self: _views.transpose(self, -2, -1)),
+        "type": lambda self, dt=None: _to_dtype(self, dt) if dt is not None else
+        "mixprec." + {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
+                      "int64": "Long", "int32": "Int", "uint8": "Byte"}[str(self.dtype).replace("mixprec.", "")]
+        + "Tensor",
     })
     for name, fn in methods.items():
         setattr(Tensor, name, fn)

@@ -411,3 +411,66 @@ def test_group_norm_and_upsample_against_float64():
     check_grad(lambda x: F.interpolate(x, size=(6, 12)), lambda v: v.repeat(2, axis=2).repeat(3, axis=3), a)
     with pytest.raises(NotImplementedError, match="mode='nearest' only"):
         F.interpolate(mixprec.zeros(1, 1, 2, 2), scale_factor=2, mode="bilinear")
+
+
+def test_rounding_and_integer_arithmetic_as_pytorch():
+    x = mixprec.tensor([-2.5, -1.5, -0.4, 0.5, 1.5, 2.7])
+    np.testing.assert_array_equal(x.round().numpy(), [-2.0, -2.0, -0.0, 0.0, 2.0, 3.0])   # half to even
+    np.testing.assert_array_equal(mixprec.floor(x).numpy(), np.floor(x.numpy()))
+    np.testing.assert_array_equal(x.ceil().numpy(), np.ceil(x.numpy()))
+    i = mixprec.tensor([7, -7, 6])
+    np.testing.assert_array_equal((i // 2).numpy(), [3, -4, 3])                          # floor division
+    np.testing.assert_array_equal((i % 3).numpy(), [1, 2, 0])                            # divisor's sign
+    assert (i // 2).dtype == mixprec.int64
+    np.testing.assert_allclose((2 ** mixprec.tensor([0.0, 1.0, 3.0])).numpy(), [1.0, 2.0, 8.0], rtol=1e-6)
+    np.testing.assert_array_equal(abs(mixprec.tensor([-1.0, 2.0])).numpy(), [1.0, 2.0])
+    np.testing.assert_array_equal((1 / mixprec.tensor([2.0, 4.0])).numpy(), [0.5, 0.25])
+    np.testing.assert_array_equal((3 / mixprec.tensor([3.0])).numpy(), [1.0])
+    assert x.type() == "mixprec.FloatTensor" and x.type(mixprec.float64).dtype == mixprec.float64
+    assert mixprec.FloatTensor([1, 2]).dtype == mixprec.float32 and mixprec.LongTensor([1]).dtype == mixprec.int64
+
+
+def test_log1p_logsumexp_triangles_unbind_meshgrid():
+    a = np.array([1e-10, -1e-7, 0.5, 3.0, -0.9])
+    got = mixprec.log1p(mixprec.tensor(a.astype(np.float32))).numpy()
+    np.testing.assert_allclose(got, np.log1p(a.astype(np.float32).astype(np.float64)), rtol=3e-7)
+    check_grad(lambda t: mixprec.log1p(t), np.log1p, np.array([1e-12, 0.3, 2.0, -0.5]))
+    b = rng(18).standard_normal((3, 4)) * 30
+    check_grad(lambda t: mixprec.logsumexp(t, 1), lambda v: np.log(np.exp(v - v.max(1, keepdims=True)).sum(1))
+               + v.max(1), b, rtol=1e-6, atol=1e-8)
+    big = mixprec.tensor([[1000.0, 1000.0], [-np.inf, -np.inf]])
+    np.testing.assert_allclose(mixprec.logsumexp(big, 1).numpy(), [1000.0 + np.log(2), -np.inf])
+    m = mixprec.tensor(np.full((3, 3), -np.inf, np.float32))
+    np.testing.assert_array_equal(mixprec.triu(m, 1).numpy(), np.triu(m.numpy(), 1) + np.tril(np.zeros((3, 3)), 0))
+    np.testing.assert_array_equal(mixprec.ones(3, 3).tril().numpy(), np.tril(np.ones((3, 3))))
+    rows = mixprec.tensor([[1.0, 2.0], [3.0, 4.0]]).unbind(1)
+    assert [r.numpy().tolist() for r in rows] == [[1.0, 3.0], [2.0, 4.0]]
+    gy, gx = mixprec.meshgrid(mixprec.arange(3), mixprec.arange(2), indexing="ij")
+    np.testing.assert_array_equal(gy.numpy(), [[0, 0], [1, 1], [2, 2]])
+    np.testing.assert_array_equal(gx.numpy(), [[0, 1], [0, 1], [0, 1]])
+    assert mixprec.zeros(2, 3, 4).mT.shape == (2, 4, 3) and mixprec.zeros(6).view_as(mixprec.zeros(2, 3)).shape == (2, 3)
+
+
+def test_normalize_cosine_pad_dropout2d_padding_idx():
+    F = mixprec.nn.functional
+    a, b = rng(19).standard_normal((4, 5)), rng(20).standard_normal((4, 5))
+    check_grad(lambda t: F.normalize(t, dim=1), lambda v: v / np.linalg.norm(v, axis=1, keepdims=True), a)
+    check_grad(lambda s, t: F.cosine_similarity(s, t), lambda s, t: (s * t).sum(1) / np.sqrt((s * s).sum(1) * (t * t).sum(1)),
+               a, b)
+    p = F.pad(mixprec.tensor(a), (1, 2, 0, 1), value=7.0)
+    np.testing.assert_array_equal(p.numpy(), np.pad(a, ((0, 1), (1, 2)), constant_values=7.0))
+    np.testing.assert_array_equal(F.pad(mixprec.tensor(a), (-1, -2)).numpy(), a[:, 1:3])
+    check_grad(lambda t: F.pad(t, (2, 0, 1, 1)), lambda v: np.pad(v, ((1, 1), (2, 0))), a)
+    mixprec.manual_seed(4)
+    y = F.dropout2d(mixprec.ones(8, 16, 3, 3), 0.5)
+    per_channel = y.numpy().reshape(8, 16, 9)
+    assert set(np.unique(per_channel)) <= {0.0, 2.0} and (per_channel.min(2) == per_channel.max(2)).all()
+    assert 0 < (per_channel[:, :, 0] == 0).mean() < 1
+    assert F.dropout2d(mixprec.ones(2, 2, 2, 2), 0.5, training=False).numpy().min() == 1.0
+    emb = mixprec.nn.Embedding(5, 3, padding_idx=0)
+    assert np.abs(emb.weight.detach().numpy()[0]).sum() == 0 and np.abs(emb.weight.detach().numpy()[1:]).sum() > 0
+    out = emb(mixprec.tensor([[0, 2, 0]]))
+    out.sum().backward()
+    np.testing.assert_array_equal(emb.weight.grad.numpy()[0], [0.0, 0.0, 0.0])      # no gradient to padding
+    np.testing.assert_array_equal(emb.weight.grad.numpy()[2], [1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(out.detach().numpy()[0, 0], [0.0, 0.0, 0.0])

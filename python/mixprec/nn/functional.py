@@ -301,6 +301,63 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     return tiled.reshape(n, c, h * fh, w * fw)
 
 
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """input / max(||input||_p over dim, eps) (p = 1 or 2)."""
+    from .._functions import clamp, norm
+    return input / clamp(norm(input, p, dim, keepdim=True), min=eps)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """sum(x1 x2) / sqrt(max(||x1||^2 ||x2||^2, eps^2)) over dim (PyTorch 1.13's formula)."""
+    from .._functions import clamp
+    w12 = _C.sum(x1 * x2, [dim % x1.ndim], False)
+    w1 = _C.sum(x1 * x1, [dim % x1.ndim], False)
+    w2 = _C.sum(x2 * x2, [dim % x2.ndim], False)
+    return w12 / _C.sqrt(clamp(w1 * w2, min=eps * eps))
+
+
+def pad(input, pad, mode="constant", value=0.0):
+    """Constant padding (pad: (left, right) for the last dim, then the one before, ...);
+    negative amounts crop. Differentiable (the engine's cat and narrow)."""
+    if mode != "constant":
+        raise NotImplementedError(f"mixprec's pad: mode='constant' only, got mode={mode!r}")
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise ValueError("Padding length must be divisible by 2 and at most twice the input's dims")
+    out = input
+    for i in range(len(pad) // 2):
+        d = input.ndim - 1 - i
+        before, after = int(pad[2 * i]), int(pad[2 * i + 1])
+        if before < 0:
+            out, before = out.narrow(d, -before, out.shape[d] + before), 0
+        if after < 0:
+            out, after = out.narrow(d, 0, out.shape[d] + after), 0
+        parts = []
+        for n in (before, None, after):
+            if n is None:
+                parts.append(out)
+            elif n:
+                shape = list(out.shape)
+                shape[d] = n
+                parts.append(_C._full(shape, float(value), out.dtype))
+        out = _C.cat(parts, d) if len(parts) > 1 else out
+    return out
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """Whole channels zeroed with probability p (one draw per sample and channel from mixprec's
+    generator), the rest scaled by 1 / (1 - p)."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    shape = list(input.shape[:2]) + [1] * (input.ndim - 2)
+    keep = _C._uniform(shape, 0.0, 1.0, _C.dtype.float64).numpy() >= p
+    mask = _C.from_numpy(keep.astype("float64") / (1.0 - p))
+    return input * _C.cast(mask, input.dtype)
+
+
 def sigmoid(input):
     return _C.sigmoid(input)
 

@@ -179,6 +179,11 @@ class Dropout(Module):
         return F.dropout(input, self.p, self.training)
 
 
+class Dropout2d(Dropout):
+    def forward(self, input):
+        return F.dropout2d(input, self.p, self.training)
+
+
 class Flatten(Module):
     def __init__(self, start_dim=1, end_dim=-1):
         super().__init__()
@@ -306,22 +311,37 @@ class Upsample(Module):
 
 
 class Embedding(Module):
+    """padding_idx: that row starts at zero, gets no gradient and gives zeros (the weight is
+    read through a mask that zeroes the row, one multiply of the table per forward)."""
+
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
                  norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None,
                  device=None, dtype=None):
         super().__init__()
-        if padding_idx is not None or max_norm is not None or scale_grad_by_freq or sparse:
-            raise NotImplementedError("mixprec's Embedding: no padding_idx, max_norm, "
-                                      "scale_grad_by_freq or sparse")
-        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        if max_norm is not None or scale_grad_by_freq or sparse:
+            raise NotImplementedError("mixprec's Embedding: no max_norm, scale_grad_by_freq or sparse")
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise AssertionError("Padding_idx must be within num_embeddings")
+            padding_idx %= num_embeddings
+        self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, padding_idx
         if _weight is not None:
             self.weight = Parameter(_weight)
         else:
             _adopt(self, _C.nn.Embedding(num_embeddings, embedding_dim), ["weight"])
+            if padding_idx is not None:
+                from .._tensor import no_grad
+                with no_grad():
+                    self.weight[padding_idx] = 0.0
         _cast_parameters(self, dtype)
 
     def forward(self, input):
-        return F.embedding(input, self.weight)
+        if self.padding_idx is None:
+            return F.embedding(input, self.weight)
+        import numpy as np
+        keep = np.ones((self.num_embeddings, 1), np.float32)
+        keep[self.padding_idx] = 0.0
+        return F.embedding(input, self.weight * _C.cast(_C.from_numpy(keep), self.weight.dtype))
 
 
 def _as_built(module, cls):
@@ -536,6 +556,6 @@ def _cast_parameters(module, target):
 
 
 __all__ = ["Linear", "Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "ReLU", "LeakyReLU", "ELU", "SiLU",
-           "Sigmoid", "Tanh", "GELU", "Dropout", "Flatten", "Identity", "Softmax", "LogSoftmax", "LayerNorm",
+           "Sigmoid", "Tanh", "GELU", "Dropout", "Dropout2d", "Flatten", "Identity", "Softmax", "LogSoftmax", "LayerNorm",
            "BatchNorm1d", "BatchNorm2d", "GroupNorm", "Upsample", "Embedding", "Sequential", "ModuleList", "ModuleDict", "CrossEntropyLoss",
            "NLLLoss", "L1Loss", "SmoothL1Loss", "MSELoss", "BCELoss", "BCEWithLogitsLoss"]

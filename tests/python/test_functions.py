@@ -20,6 +20,8 @@ def test_module_functions_are_the_methods():
     np.testing.assert_allclose(mixprec.mean(x).item(), x.numpy().astype(np.float64).mean(), rtol=1e-6)
     np.testing.assert_array_equal(mixprec.argmax(x, -1).numpy(), x.numpy().argmax(-1))
     np.testing.assert_array_equal(mixprec.argmin(x, -1).numpy(), x.numpy().argmin(-1))
+    np.testing.assert_array_equal(mixprec.argmax(x, 1).numpy(), x.numpy().argmax(1))       # any dim
+    assert x.argmax(0, keepdim=True).shape == (1, 3, 4)
     np.testing.assert_array_equal(mixprec.unsqueeze(x, 0).shape, (1, 2, 3, 4))
     assert mixprec.numel(x) == 24 and mixprec.is_tensor(x) and not mixprec.is_tensor(x.numpy())
     assert mixprec.is_floating_point(x) and not mixprec.is_floating_point(mixprec.tensor([1]))

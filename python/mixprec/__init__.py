@@ -25,7 +25,7 @@ from ._functions import (maximum, minimum, clamp, abs, isnan, isfinite, isinf, a
                          arange, linspace, randint, randperm, eye, full_like, rand_like, randn_like, as_tensor,
                          is_tensor, is_floating_point, numel, enable_grad, set_grad_enabled, inference_mode, save,
                          sort, argsort, topk, var, std, norm, floor, ceil, round, floor_divide, remainder,
-                         log1p, logsumexp, triu, tril, unbind, meshgrid)
+                         log1p, logsumexp, triu, tril, unbind, meshgrid, index_select, gather, cumsum)
 from ._functions import tensor_max as _tensor_max, tensor_min as _tensor_min
 
 
@@ -66,7 +66,7 @@ __all__ = [
     "isinf", "allclose", "equal", "chunk", "split", "arange", "linspace", "randint", "randperm", "eye",
     "full_like", "rand_like", "randn_like", "as_tensor", "is_tensor", "is_floating_point", "numel",
     "enable_grad", "set_grad_enabled", "inference_mode", "floor", "ceil", "floor_divide", "remainder",
-    "log1p", "logsumexp", "triu", "tril", "unbind", "meshgrid", "FloatTensor", "LongTensor", "sort", "argsort", "topk", "var", "std", "norm", "flatten", "reshape", "transpose", "permute",
+    "log1p", "logsumexp", "triu", "tril", "unbind", "meshgrid", "index_select", "gather", "cumsum", "FloatTensor", "LongTensor", "sort", "argsort", "topk", "var", "std", "norm", "flatten", "reshape", "transpose", "permute",
     "squeeze", "unsqueeze", "narrow", "clone", "t", "mean", "argmax", "argmin", "exp", "log",
     "sigmoid", "tanh", "sqrt", "relu", "softmax", "log_softmax", "neg", "mm", "bmm", "eq", "ne", "lt",
     "le", "gt", "ge", "detach",  # max, min, abs, sum, pow: not by *, which would hide the builtins

@@ -100,6 +100,57 @@ sort_result = collections.namedtuple("sort", ["values", "indices"])
 topk_result = collections.namedtuple("topk", ["values", "indices"])
 
 
+def _index_array(index, size, dim):
+    """An index list, array or integer tensor as int64 in [0, size), negatives wrapped; torch's
+    IndexError for one out of range."""
+    idx = np.asarray(index.numpy() if isinstance(index, Tensor) else index)
+    if idx.dtype.kind not in "iu" and idx.size:
+        raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    idx = idx.astype(np.int64)
+    if idx.size and (idx.min() < -size or idx.max() >= size):
+        bad = idx[(idx < -size) | (idx >= size)].flat[0]
+        raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size {size}")
+    return np.where(idx < 0, idx + size, idx)
+
+
+def index_select(input, dim, index):
+    """The slices of input at `index` (1-d) along dim, with the gradient summed back to them."""
+    d = _wrap_dim(dim, input.ndim)
+    idx = _index_array(index, input.shape[d], d).reshape(-1)
+    shape = [1] * input.ndim
+    shape[d] = idx.size
+    full = list(input.shape)
+    full[d] = idx.size
+    return _gather_along(input, np.broadcast_to(idx.reshape(shape), full), d)
+
+
+def gather(input, dim, index):
+    """out[i][j][k] = input[i][index[i][j][k]][k] for dim 1 (and so on): torch.gather, with the
+    gradient summed back to the gathered elements."""
+    d = _wrap_dim(dim, input.ndim)
+    idx = _index_array(index, input.shape[d], d)
+    if idx.ndim != input.ndim:
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    if any(idx.shape[k] > input.shape[k] for k in range(input.ndim) if k != d):
+        raise RuntimeError(f"Size does not match at dimension {next(k for k in range(input.ndim) if k != d and idx.shape[k] > input.shape[k])} "
+                           f"expected index {list(idx.shape)} to be smaller than self {list(input.shape)} apart from "
+                           f"dimension {d}")
+    return _gather_along(input, idx, d)
+
+
+def cumsum(input, dim, dtype=None):
+    """Running sums along dim, as a product with a triangle of ones (the engine's matmul:
+    exact for integers up to 2^24, within f32 accumulation otherwise; O(n^2) in dim's size)."""
+    d = _wrap_dim(dim, input.ndim)
+    if not input.dtype.is_floating_point:
+        return from_numpy(np.ascontiguousarray(np.cumsum(input.numpy(), axis=d)))
+    n = input.shape[d]
+    upper = _to_dtype(from_numpy(np.triu(np.ones((n, n), np.float32))), input.dtype)
+    moved = input.transpose(d, -1) if d != input.ndim - 1 else input
+    out = _C.matmul(moved.reshape(-1, n), upper).reshape(*moved.shape)
+    return out.transpose(d, -1) if d != input.ndim - 1 else out
+
+
 def sort(input, dim=-1, descending=False, stable=False):
     """(values, indices) along dim, ascending unless descending; equal values keep their order
     (a stable sort, which PyTorch's CPU sort gives too); NaN sorts as the largest."""

@@ -243,11 +243,38 @@ def _parse_index(t, index):
     return shape, strides, offset, steps
 
 
+def _is_index_list(entry):
+    return (isinstance(entry, (list, np.ndarray)) and not _masks.is_mask(entry)) or _masks.is_index_tensor(entry)
+
+
 def getitem(t, index):
     if _masks.is_mask(index):  # x[mask]: a copy, as PyTorch's advanced indexing
         return _masks.mask_select(t, index)
     if _masks.is_index_tensor(index):
         return _masks.index_select0(t, index)
+    if isinstance(index, list) and not any(isinstance(i, (list, slice, tuple)) or i is None or i is Ellipsis
+                                           for i in index):
+        index = (index,)  # x[[0, 2]]: rows 0 and 2, as x[[0, 2], ...]
+    if isinstance(index, tuple) and sum(_is_index_list(i) for i in index) == 1 and not any(e is Ellipsis for e in index):
+        # One list or integer tensor among basic indices (x[:, [0, 2]]): the basic part as a
+        # view, then the listed slices along that dim (a copy, as PyTorch's advanced indexing).
+        k = next(i for i, e in enumerate(index) if _is_index_list(e))
+        dim = sum(1 for e in index[:k] if e is None or isinstance(e, slice))
+        listed = index[k]
+        base = getitem(t, index[:k] + (slice(None),) + index[k + 1:])
+        from ._functions import index_select
+        values = np.asarray(listed.numpy() if isinstance(listed, Tensor) else listed)
+        out = index_select(base, dim, values.reshape(-1))
+        if values.ndim != 1:  # an index of several dims puts them in place of the one
+            shape = list(out.shape)
+            out = out.reshape(*(shape[:dim] + list(values.shape) + shape[dim + 1:]))
+        # NumPy's and PyTorch's rule: integers are advanced indices too, and advanced indices
+        # that a slice or None separates put their dims first (x[1, :, [3, 0]] is [2, rows]).
+        advanced = [i for i, e in enumerate(index) if isinstance(e, builtins.int) or i == k]
+        if advanced[-1] - advanced[0] + 1 != len(advanced) and dim != 0:
+            lead = list(range(dim, dim + max(values.ndim, 1)))
+            out = permute(out, *(lead + [d for d in range(out.ndim) if d not in lead]))
+        return out
     shape, strides, offset, steps = _parse_index(t, index)
     if not _tracks_grad(t):
         return _strided(t, shape, strides, offset)

@@ -476,3 +476,43 @@ def test_normalize_cosine_pad_dropout2d_padding_idx():
     np.testing.assert_array_equal(emb.weight.grad.numpy()[0], [0.0, 0.0, 0.0])      # no gradient to padding
     np.testing.assert_array_equal(emb.weight.grad.numpy()[2], [1.0, 1.0, 1.0])
     np.testing.assert_array_equal(out.detach().numpy()[0, 0], [0.0, 0.0, 0.0])
+
+
+def test_list_and_tensor_indexing_on_any_dim_gather_index_select_cumsum():
+    a = np.arange(24.0).reshape(2, 3, 4)
+    x = mixprec.tensor(a)
+    np.testing.assert_array_equal(x[:, [0, 2]].numpy(), a[:, [0, 2]])
+    np.testing.assert_array_equal(x[[1, 0]].numpy(), a[[1, 0]])
+    np.testing.assert_array_equal(x[1, :, [3, -1, 0]].numpy(), a[1, :, [3, -1, 0]])
+    np.testing.assert_array_equal(x[:, mixprec.tensor([[2], [0]]), 1].numpy(), a[:, np.array([[2], [0]]), 1])
+    np.testing.assert_array_equal(x[None, 0, [1]].numpy(), a[None, 0, [1]])
+    # NumPy's placement rule (PyTorch's too): integers are advanced indices; separated by a
+    # slice or None, the advanced dims go first.
+    for index in [(1, slice(None), [3, 0]), (0, None, [1, 2]), (slice(None), [2, 1], 0), ([1], slice(1, 3), 2),
+                  (1, [0, 2], slice(None)), (slice(None), slice(None), [[1, 2], [3, 0]])]:
+        np.testing.assert_array_equal(x[index].numpy(), a[index], err_msg=str(index))
+    with pytest.raises(IndexError, match="index 3 is out of bounds for dimension 1 with size 3"):
+        x[:, [3]]
+    check_grad(lambda t: t[:, [2, 0, 2]], lambda v: v[:, [2, 0, 2]], a)      # repeated rows sum back
+    idx = np.array([[[0, 3], [1, 1], [2, 0]], [[3, 3], [0, 1], [2, 2]]])
+    np.testing.assert_array_equal(mixprec.gather(x, 2, mixprec.tensor(idx)).numpy(), np.take_along_axis(a, idx, 2))
+    check_grad(lambda t: t.gather(2, mixprec.tensor(idx)), lambda v: np.take_along_axis(v, idx, 2), a)
+    with pytest.raises(RuntimeError, match="Index tensor must have the same number of dimensions"):
+        x.gather(1, mixprec.tensor([0]))
+    np.testing.assert_array_equal(mixprec.index_select(x, 1, mixprec.tensor([2, 0])).numpy(), a[:, [2, 0]])
+    np.testing.assert_array_equal(x.cumsum(1).numpy(), np.cumsum(a, 1))
+    check_grad(lambda t: t.cumsum(0), lambda v: np.cumsum(v, 0), a)
+    np.testing.assert_array_equal(mixprec.tensor([1, 2, 3]).cumsum(0).numpy(), [1, 3, 6])
+
+
+def test_softplus_mish_relu6_hardtanh():
+    F = mixprec.nn.functional
+    v = np.array([-40.0, -20.0, -1.0, 0.0, 1.0, 19.0, 21.0, 50.0])
+    ref = np.where(v > 20, v, np.log1p(np.exp(np.minimum(v, 20))))
+    np.testing.assert_allclose(F.softplus(mixprec.tensor(v)).numpy(), ref, rtol=1e-13)
+    np.testing.assert_allclose(F.softplus(mixprec.tensor(v.astype(np.float32))).numpy(), ref, rtol=3e-7)
+    check_grad(lambda t: F.softplus(t, beta=2), lambda u: np.where(2 * u > 20, u, np.log1p(np.exp(2 * u)) / 2),
+               np.array([-3.0, 0.2, 4.0]))
+    check_grad(lambda t: F.mish(t), lambda u: u * np.tanh(np.log1p(np.exp(u))), np.array([-2.0, 0.3, 1.5]))
+    np.testing.assert_array_equal(mixprec.nn.ReLU6()(mixprec.tensor([-1.0, 3.0, 7.0])).numpy(), [0.0, 3.0, 6.0])
+    np.testing.assert_array_equal(mixprec.nn.Hardtanh()(mixprec.tensor([-2.0, 0.5, 2.0])).numpy(), [-1.0, 0.5, 1.0])

@@ -358,6 +358,31 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
     return input * _C.cast(mask, input.dtype)
 
 
+def softplus(input, beta=1, threshold=20):
+    """log(1 + e^(beta x)) / beta, x itself where beta x > threshold (torch's); log1p keeps the
+    tiny values of very negative x."""
+    from .._functions import clamp, log1p
+    from .._masks import where
+    scaled = input * beta if beta != 1 else input
+    soft = log1p(_C.exp(clamp(scaled, max=float(threshold))))
+    return where(scaled > threshold, input, soft * (1.0 / beta) if beta != 1 else soft)
+
+
+def mish(input, inplace=False):
+    """x tanh(softplus(x))."""
+    return input * _C.tanh(softplus(input))
+
+
+def relu6(input, inplace=False):
+    from .._functions import clamp
+    return clamp(input, 0.0, 6.0)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    from .._functions import clamp
+    return clamp(input, min_val, max_val)
+
+
 def sigmoid(input):
     return _C.sigmoid(input)
 

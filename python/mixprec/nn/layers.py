@@ -159,6 +159,40 @@ class SiLU(Module):
         return F.silu(input)
 
 
+class Softplus(Module):
+    def __init__(self, beta=1, threshold=20):
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, input):
+        return F.softplus(input, self.beta, self.threshold)
+
+
+class Mish(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+
+    def forward(self, input):
+        return F.mish(input)
+
+
+class ReLU6(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+
+    def forward(self, input):
+        return F.relu6(input)
+
+
+class Hardtanh(Module):
+    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
+        super().__init__()
+        self.min_val, self.max_val = min_val, max_val
+
+    def forward(self, input):
+        return F.hardtanh(input, self.min_val, self.max_val)
+
+
 class GELU(Module):
     def __init__(self, approximate="none"):
         super().__init__()
@@ -555,7 +589,7 @@ def _cast_parameters(module, target):
         module.to(target)
 
 
-__all__ = ["Linear", "Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "ReLU", "LeakyReLU", "ELU", "SiLU",
+__all__ = ["Linear", "Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "ReLU", "ReLU6", "LeakyReLU", "ELU", "SiLU", "Softplus", "Mish", "Hardtanh",
            "Sigmoid", "Tanh", "GELU", "Dropout", "Dropout2d", "Flatten", "Identity", "Softmax", "LogSoftmax", "LayerNorm",
            "BatchNorm1d", "BatchNorm2d", "GroupNorm", "Upsample", "Embedding", "Sequential", "ModuleList", "ModuleDict", "CrossEntropyLoss",
            "NLLLoss", "L1Loss", "SmoothL1Loss", "MSELoss", "BCELoss", "BCEWithLogitsLoss"]

@@ -299,9 +299,18 @@ class WorkerProcesses:
             if p.is_alive():
                 p.terminate()
                 p.join(_JOIN_S)
-        for q in self.index_queues + [self.result_queue]:
-            q.cancel_join_thread()
+        # A worker that stopped by itself read its queue to the end: that queue's feeder thread
+        # has flushed and is joined, so no thread outlives the loader. One that was ended may
+        # have left indices unread: its feeder is not waited for (it ends when close() shuts
+        # the pipe).
+        for q, p in zip(self.index_queues, self.processes):
             q.close()
+            if p.exitcode == 0:
+                q.join_thread()
+            else:
+                q.cancel_join_thread()
+        self.result_queue.cancel_join_thread()
+        self.result_queue.close()
 
     def __del__(self):  # a loader dropped mid-epoch, or persistent workers outliving their loop
         try:

@@ -166,7 +166,7 @@ class no_grad(_EngineScope):
     """Context manager and decorator: no autograd graph is recorded inside (thread-local)."""
 
     def _new_scope(self):
-        return _C._NoGradScope()
+        return _C._GradModeScope(False)
 
 
 is_grad_enabled = _C.is_grad_enabled

@@ -18,10 +18,6 @@ namespace mixprec::python {
 
 namespace {
 
-struct NoGradScope {
-  std::optional<NoGradGuard> guard;
-};
-
 struct GradModeScope {
   explicit GradModeScope(bool enabled_) : enabled(enabled_) {}
   bool enabled;
@@ -43,10 +39,6 @@ struct AutocastScope {
 }  // namespace
 
 void bind_autograd_amp(py::module_& m) {
-  py::class_<NoGradScope>(m, "_NoGradScope")
-      .def(py::init<>())
-      .def("enter", [](NoGradScope& s) { s.guard.emplace(); })
-      .def("exit", [](NoGradScope& s) { s.guard.reset(); });
   py::class_<GradModeScope>(m, "_GradModeScope")
       .def(py::init<bool>())
       .def("enter", [](GradModeScope& s) { s.guard.emplace(s.enabled); })

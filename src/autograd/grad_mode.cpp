@@ -1,5 +1,5 @@
-// grad_mode.cpp: the thread-local switches behind NoGradGuard and LeafGradReadyHook, and
-// graph recording.
+// grad_mode.cpp: the thread-local switches behind GradModeGuard (NoGradGuard is one) and
+// LeafGradReadyHook, and graph recording.
 #include "autograd/node.h"
 #include "core/tensor_impl.h"
 #include "mixprec/autograd/autograd.h"
@@ -10,8 +10,6 @@ thread_local bool t_grad_enabled = true;
 thread_local const std::function<void(const Tensor&)>* t_leaf_ready = nullptr;
 }  // namespace
 
-NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
-NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
 bool grad_mode_enabled() { return t_grad_enabled; }
 void set_grad_mode(bool enabled) { t_grad_enabled = enabled; }
 GradModeGuard::GradModeGuard(bool enabled) : previous_(t_grad_enabled) { t_grad_enabled = enabled; }

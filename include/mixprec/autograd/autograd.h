@@ -7,19 +7,6 @@ namespace mixprec {
 
 class Tensor;
 
-// While a NoGradGuard lives on this thread, ops record no graph (inference, optimizer
-// updates, evaluation).
-class NoGradGuard {
- public:
-  NoGradGuard();
-  ~NoGradGuard();
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
-
- private:
-  bool previous_;
-};
-
 bool grad_mode_enabled();
 
 // Sets this thread's grad mode until the next change (PyTorch's torch.set_grad_enabled(mode)
@@ -37,6 +24,13 @@ class GradModeGuard {
 
  private:
   bool previous_;
+};
+
+// While a NoGradGuard lives on this thread, ops record no graph (inference, optimizer
+// updates, evaluation).
+class NoGradGuard : public GradModeGuard {
+ public:
+  NoGradGuard() : GradModeGuard(false) {}
 };
 
 // While a LeafGradReadyHook lives on this thread, Tensor::backward calls `on_ready(leaf)`

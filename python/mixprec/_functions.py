@@ -15,19 +15,15 @@ import numpy as np
 from . import _mixprec as _C
 from ._mixprec import Tensor, dtype
 from . import _masks
-from ._tensor import _EngineScope, _to_dtype, _wrap_dim, from_numpy, tensor
+from ._masks import where
+from ._methods import _numpy_values as _values
+from ._tensor import _EngineScope, _dims, _to_dtype, _wrap_dim, from_numpy, no_grad, tensor
 
 # ---- extremes ---------------------------------------------------------------------------
 
 # torch.return_types.max / min: a named pair (values, indices) that unpacks as a tuple.
 max_result = collections.namedtuple("max", ["values", "indices"])
 min_result = collections.namedtuple("min", ["values", "indices"])
-
-
-def _values(t):
-    """t's values as NumPy (bf16 as float32: exact), without autograd."""
-    t = t.detach()
-    return (t._to_dtype(dtype.float32) if t.dtype == dtype.bfloat16 else t).numpy()
 
 
 def _take(x, flat_index, shape):
@@ -82,18 +78,14 @@ def _argmin(self, dim=None, keepdim=False):
     return tensor_min(self, dim, keepdim).indices
 
 
-def _pick(condition, a, b):
-    return _masks.where(condition, a, b)
-
-
 def maximum(input, other):
     """Elementwise max (NaN wins, as PyTorch's); a tie's gradient goes to input."""
-    return _pick((input >= other) | isnan(input), input, other)
+    return where((input >= other) | isnan(input), input, other)
 
 
 def minimum(input, other):
     """Elementwise min (NaN wins); a tie's gradient goes to input."""
-    return _pick((input <= other) | isnan(input), input, other)
+    return where((input <= other) | isnan(input), input, other)
 
 
 sort_result = collections.namedtuple("sort", ["values", "indices"])
@@ -117,6 +109,8 @@ def index_select(input, dim, index):
     """The slices of input at `index` (1-d) along dim, with the gradient summed back to them."""
     d = _wrap_dim(dim, input.ndim)
     idx = _index_array(index, input.shape[d], d).reshape(-1)
+    if d == 0:  # whole rows: one gather of rows, not of every element
+        return _masks._gather_rows(input, 1, idx)
     shape = [1] * input.ndim
     shape[d] = idx.size
     full = list(input.shape)
@@ -186,12 +180,11 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
 def var(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
     """Variance: mean of squared deviations, divided by n - 1 (unbiased, PyTorch's default) or n."""
     ddof = (1 if unbiased else 0) if correction is None else correction
-    dims = list(range(input.ndim)) if dim is None else [_wrap_dim(d, input.ndim) for d in
-                                                         (dim if isinstance(dim, (tuple, list)) else (dim,))]
+    dims = list(range(input.ndim)) if dim is None else [_wrap_dim(d, input.ndim) for d in _dims(dim)]
     n = builtins.int(np.prod([input.shape[d] for d in dims])) if dims else 1
     centered = input - _C.mean(input, dims, True)
     total = _C.sum(centered * centered, dims, keepdim) if dims else centered * centered
-    return total * (1.0 / builtins.max(n - ddof, 0)) if n - ddof > 0 else total * np.nan
+    return total * (1.0 / (n - ddof)) if n - ddof > 0 else total * np.nan
 
 
 def std(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
@@ -202,7 +195,7 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     """The 2-norm (p=2 or "fro", PyTorch's default) or 1-norm, over everything or dims."""
     if p not in ("fro", 2, 2.0, 1, 1.0):
         raise NotImplementedError(f"mixprec's norm: p=2 (or 'fro') and p=1 only, got p={p!r}")
-    dims = None if dim is None else [_wrap_dim(d, input.ndim) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))]
+    dims = None if dim is None else [_wrap_dim(d, input.ndim) for d in _dims(dim)]
     if p in (1, 1.0):
         a = abs(input)
         return _C.sum(a) if dims is None else _C.sum(a, dims, keepdim)
@@ -262,9 +255,9 @@ def clamp(input, min=None, max=None):
         return from_numpy(np.ascontiguousarray(np.clip(input.numpy(), lo, hi).astype(input.numpy().dtype)))
     out = input
     if min is not None:
-        out = _pick(out < min, min, out)
+        out = where(out < min, min, out)
     if max is not None:
-        out = _pick(out > max, max, out)
+        out = where(out > max, max, out)
     return out
 
 
@@ -272,7 +265,7 @@ def abs(input):
     """|x|; its gradient is sign(x) (0 at 0), as PyTorch's."""
     if not input.dtype.is_floating_point:
         return from_numpy(np.ascontiguousarray(np.abs(input.numpy())))
-    return _pick(input < 0, -input, _pick(input > 0, input, input - input))
+    return where(input < 0, -input, where(input > 0, input, input - input))
 
 
 def isnan(input):
@@ -302,7 +295,7 @@ def _inplace(op):
     def apply(self, *args, **kwargs):
         if self.requires_grad and _C.is_grad_enabled():
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
-        with _no_grad_scope():
+        with no_grad():
             self.copy_(op(self, *args, **kwargs))
         return self
     return apply
@@ -314,11 +307,6 @@ def _add(a, b, alpha=1):
 
 def _sub(a, b, alpha=1):
     return a - (b * alpha if alpha != 1 else b)
-
-
-def _no_grad_scope():
-    from ._tensor import no_grad
-    return no_grad()
 
 
 def chunk(input, chunks, dim=0):
@@ -373,7 +361,7 @@ def rpow(self, base):
     """base ** x for a number base: e^(x ln base), with its gradient."""
     import math
     if base == 0:
-        return _masks.where(self == 0, 1.0, self * 0.0)
+        return where(self == 0, 1.0, self * 0.0)
     return _C.exp(self * math.log(base))
 
 
@@ -388,8 +376,8 @@ def log1p(input):
     w = 1 + x rounded; x itself where w rounds to 1)."""
     w = input + 1.0
     exact = w == 1.0
-    d = _masks.where(exact, 1.0, w - 1.0)  # never 0: the branch not taken keeps its gradient finite
-    return _masks.where(exact, input, _C.log(_masks.where(exact, 2.0, w)) * input / d)
+    d = where(exact, 1.0, w - 1.0)  # never 0: the branch not taken keeps its gradient finite
+    return where(exact, input, _C.log(where(exact, 2.0, w)) * input / d)
 
 
 def logsumexp(input, dim, keepdim=False):
@@ -409,7 +397,7 @@ def _tri(upper):
         (inf and NaN there too)."""
         rows, cols = input.shape[-2], input.shape[-1]
         keep = (np.triu if upper else np.tril)(np.ones((rows, cols), np.uint8), diagonal)
-        return _masks.where(from_numpy(keep), input, 0.0 if input.dtype.is_floating_point else 0)
+        return where(from_numpy(keep), input, 0.0 if input.dtype.is_floating_point else 0)
     return tri
 
 

@@ -10,6 +10,7 @@ raised at its batch, not a lost batch and a hang), tensors as NumPy arrays (bf16
 exact), rebuilt in the loader without another copy. The loader checks its workers while it
 waits: a worker that dies (killed, out of memory, a crash in native code) is an error naming
 its pid, and a worker whose loader is gone stops by itself."""
+import itertools
 import multiprocessing
 import os
 import pickle
@@ -23,6 +24,7 @@ import numpy as np
 
 from . import _mixprec as _C
 from ._mixprec import Tensor
+from ._methods import _numpy_values
 from ._tensor import _to_dtype, from_numpy
 
 # How often a waiting loader checks that its workers live, and a waiting worker that its
@@ -101,11 +103,8 @@ def _tree_map(x, leaf, fn):
 
 
 def _shipped(x):
-    t = x.detach()
-    name = str(t.dtype).replace("mixprec.", "")
-    if t.dtype == _C.dtype.bfloat16:
-        t = _to_dtype(t, _C.dtype.float32)
-    return _Shipped(np.ascontiguousarray(t.numpy()), name, bool(x.requires_grad))
+    name = str(x.dtype).replace("mixprec.", "")
+    return _Shipped(np.ascontiguousarray(_numpy_values(x)), name, bool(x.requires_grad))
 
 
 def _landed(x):
@@ -235,26 +234,26 @@ class WorkerProcesses:
     def iterate(self, batches):
         """The batches (index arrays) built by the workers, round robin, up to prefetch_factor
         per worker ahead, yielded in order. An error ends the iteration and the workers."""
-        batches = iter(batches)
+        jobs = enumerate(batches)
         sent = received = 0
         held = {}
         ok = False
+
+        def send(count):
+            nonlocal sent
+            for number, idx in itertools.islice(jobs, count):
+                self.index_queues[number % self.num_workers].put((number, idx))
+                sent = number + 1
+
         try:
-            for idx in batches:
-                self.index_queues[sent % self.num_workers].put((sent, idx))
-                sent += 1
-                if sent == self.num_workers * self.prefetch_factor:
-                    break
+            send(self.num_workers * self.prefetch_factor)
             while received < sent:
                 while received not in held:
                     number, payload = self._next_result()
                     held[number] = payload
                 payload = held.pop(received)
                 received += 1
-                for idx in batches:  # one more in flight for the one handed out
-                    self.index_queues[sent % self.num_workers].put((sent, idx))
-                    sent += 1
-                    break
+                send(1)  # one more in flight for the one handed out
                 data = pickle.loads(payload)
                 if isinstance(data, _WorkerError):
                     data.reraise()

@@ -61,19 +61,6 @@ def mask_select(x, mask):
     return _gather_rows(x, m.ndim, np.flatnonzero(m))
 
 
-def index_select0(x, index):
-    """x[idx] for an integer tensor idx: rows of dim 0, shape idx.shape + x.shape[1:]."""
-    if x.ndim == 0:
-        raise IndexError("invalid index of a 0-dim tensor")
-    idx = index.numpy().astype(np.int64)
-    size = x.shape[0]
-    if idx.size and (idx.min() < -size or idx.max() >= size):
-        bad = idx[(idx < -size) | (idx >= size)].flat[0]
-        raise IndexError(f"index {bad} is out of bounds for dimension 0 with size {size}")
-    out = _gather_rows(x, 1, np.where(idx < 0, idx + size, idx).reshape(-1))
-    return out.reshape(*(list(idx.shape) + list(x.shape[1:])))
-
-
 def _as_tensor(v, like_dtype):
     if isinstance(v, Tensor):
         return v

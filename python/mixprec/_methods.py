@@ -8,7 +8,7 @@ import numpy as np
 from . import _mixprec as _C
 from ._mixprec import Tensor, dtype
 from . import _masks, _views
-from ._tensor import _check_device, _dims, _to_dtype, _wrap_dim
+from ._tensor import _check_device, _dims, _shape_args, _to_dtype, _wrap_dim, tensor
 
 # ---- Tensor methods --------------------------------------------------------------------
 
@@ -98,14 +98,8 @@ def _ones(shape, dt):
 
 
 def _new(self, make, size, dt, requires_grad):
-    from ._tensor import _shape_args
     t = make(list(_shape_args(size)), dt or self.dtype)
     return t.requires_grad_(True) if requires_grad else t
-
-
-def _tensor_of(data, dt, requires_grad):
-    from ._tensor import tensor
-    return tensor(data, dtype=dt, requires_grad=requires_grad)
 
 
 def _size(self, dim=None):
@@ -219,8 +213,8 @@ def _install():
         "new_ones": lambda self, *size, dtype=None, requires_grad=False: _new(self, _ones, size, dtype, requires_grad),
         "new_full": lambda self, size, fill_value, dtype=None, requires_grad=False: F.full_like(
             _C._zeros(list(size), dtype or self.dtype), fill_value, requires_grad=requires_grad),
-        "new_tensor": lambda self, data, dtype=None, requires_grad=False: _tensor_of(data, dtype or self.dtype,
-                                                                                    requires_grad),
+        "new_tensor": lambda self, data, dtype=None, requires_grad=False: tensor(data, dtype=dtype or self.dtype,
+                                                                                requires_grad=requires_grad),
         "allclose": F.allclose, "equal": F.equal, "maximum": F.maximum, "minimum": F.minimum,
         "sort": F.sort, "argsort": F.argsort, "topk": F.topk, "var": F.var, "std": F.std, "norm": F.norm,
         "expand": F.expand, "expand_as": lambda self, other: F.expand(self, *other.shape), "repeat": F.repeat,

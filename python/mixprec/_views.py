@@ -250,14 +250,15 @@ def _is_index_list(entry):
 def getitem(t, index):
     if _masks.is_mask(index):  # x[mask]: a copy, as PyTorch's advanced indexing
         return _masks.mask_select(t, index)
-    if _masks.is_index_tensor(index):
-        return _masks.index_select0(t, index)
-    if isinstance(index, list) and not any(isinstance(i, (list, slice, tuple)) or i is None or i is Ellipsis
-                                           for i in index):
-        index = (index,)  # x[[0, 2]]: rows 0 and 2, as x[[0, 2], ...]
+    if _masks.is_index_tensor(index) or (
+            isinstance(index, list) and not any(isinstance(i, (list, slice, tuple)) or i is None or i is Ellipsis
+                                                for i in index)):
+        index = (index,)  # x[idx], x[[0, 2]]: rows, as x[idx, ...]
     if isinstance(index, tuple) and sum(_is_index_list(i) for i in index) == 1 and not any(e is Ellipsis for e in index):
         # One list or integer tensor among basic indices (x[:, [0, 2]]): the basic part as a
         # view, then the listed slices along that dim (a copy, as PyTorch's advanced indexing).
+        if t.ndim == 0:
+            raise IndexError("invalid index of a 0-dim tensor")
         k = next(i for i, e in enumerate(index) if _is_index_list(e))
         dim = sum(1 for e in index[:k] if e is None or isinstance(e, slice))
         listed = index[k]

@@ -12,6 +12,7 @@ from . import _mixprec as _C
 from ._mixprec import Tensor
 from ._loader_workers import (WorkerInfo, WorkerProcesses, _worker, build_batch, get_worker_info, start_method,
                               worker_seed)
+from ._functions import randperm
 from ._tensor import from_numpy
 
 DEFAULT_FASHION_MNIST = "/usr/share/datasets/fashion-mnist"  # Debian's dataset-fashion-mnist
@@ -76,7 +77,7 @@ def random_split(dataset, lengths, generator=None):
         lengths = counts
     if sum(lengths) != n:
         raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
-    order = np.argsort(_C._uniform([n], 0.0, 1.0, _C.dtype.float64).numpy(), kind="stable").tolist()
+    order = randperm(n).numpy().tolist()
     starts = itertools.accumulate([0] + list(lengths[:-1]))
     return [Subset(dataset, order[s:s + k]) for s, k in zip(starts, lengths)]
 

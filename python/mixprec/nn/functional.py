@@ -1,5 +1,10 @@
 """mixprec.nn.functional: PyTorch's torch.nn.functional names over the engine's ops."""
+import numpy as np
+
 from .. import _mixprec as _C
+from .._functions import abs as _abs, clamp, expand, log1p, norm
+from .._masks import where
+from .._methods import _numpy_values
 
 _REDUCTIONS = ("none", "mean", "sum")
 
@@ -115,11 +120,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     if label_smoothing == 0.0:
         return loss
     smooth = _C.mean(_C.neg(_C.log_softmax(input, 1)), [1], False)  # per row: mean over classes
-    if reduction == "mean":
-        smooth = _C.mean(smooth)
-    elif reduction == "sum":
-        smooth = _C.sum(smooth)
-    return loss * (1.0 - label_smoothing) + smooth * label_smoothing
+    return loss * (1.0 - label_smoothing) + _reduce(smooth, reduction) * label_smoothing
 
 
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
@@ -134,10 +135,7 @@ def mse_loss(input, target, reduction="mean"):
 
 def l1_loss(input, target, reduction="mean"):
     """Mean (sum, none) of |input - target|; its gradient is sign(input - target), 0 at 0."""
-    from .._functions import abs as _abs
-    diff = _abs(input - target)
-    reduction = _check_reduction(reduction)
-    return diff if reduction == "none" else (diff.sum() if reduction == "sum" else diff.mean())
+    return _reduce(_abs(input - target), reduction)
 
 
 def _reduce(loss, reduction):
@@ -147,8 +145,6 @@ def _reduce(loss, reduction):
 
 def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target)."""
-    from .._functions import abs as _abs
-    from .._masks import where
     d = input - target
     if beta == 0.0:
         return _reduce(_abs(d), reduction)
@@ -164,7 +160,6 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         raise NotImplementedError("mixprec's binary_cross_entropy_with_logits has no pos_weight")
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Target size ({list(target.shape)}) must be the same as input size ({list(input.shape)})")
-    from .._functions import clamp
     m = clamp(-input, min=0.0)
     loss = (1.0 - target) * input + m + _C.log(_C.exp(-m) + _C.exp(-input - m))
     if weight is not None:
@@ -175,8 +170,6 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
 def _log_at_least_minus_100(p):
     """max(log p, -100), -100 at p = 0, with a gradient that is 1/p where the log is taken
     and 0 elsewhere: log never sees a 0 (whose 1/0 would make the gradient NaN)."""
-    from .._functions import clamp
-    from .._masks import where
     positive = p > 0
     return clamp(where(positive, _C.log(where(positive, p, 1.0)), -100.0), min=-100.0)
 
@@ -189,7 +182,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Using a target size ({list(target.shape)}) that is different to the input size "
                          f"({list(input.shape)}) is deprecated. Please ensure they have the same size.")
-    values = input.detach().float().numpy() if input.dtype != _C.dtype.float64 else input.detach().numpy()
+    values = _numpy_values(input)
     if values.size and ((values < 0).any() or (values > 1).any()):
         raise RuntimeError("all elements of input should be between 0 and 1")
     log_p, log_q = _log_at_least_minus_100(input), _log_at_least_minus_100(1.0 - input)
@@ -201,15 +194,12 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     """x where x > 0, else negative_slope x (the slope's branch at 0, as PyTorch's gradient)."""
-    from .._masks import where
     return where(input > 0, input, input * negative_slope)
 
 
 def elu(input, alpha=1.0, inplace=False):
     """x where x > 0, else alpha (e^x - 1); e^x of min(x, 0) so that the branch not taken
     never overflows into the gradient."""
-    from .._functions import clamp
-    from .._masks import where
     return where(input > 0, input, (_C.exp(clamp(input, max=0.0)) - 1.0) * alpha)
 
 
@@ -220,7 +210,6 @@ def silu(input, inplace=False):
 
 def one_hot(tensor, num_classes=-1):
     """int64 [..., num_classes] with a 1 at each index (num_classes=-1: the largest index + 1)."""
-    import numpy as np
     if tensor.dtype != _C.dtype.int64:
         raise RuntimeError("one_hot is only applicable to index tensor.")
     idx = tensor.numpy()
@@ -296,20 +285,17 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             raise NotImplementedError(f"mixprec's interpolate: whole scale factors only, got {scale_factor}")
         fh, fw = int(fh), int(fw)
     n, c = input.shape[0], input.shape[1]
-    from .._functions import expand
     tiled = expand(input.reshape(n, c, h, 1, w, 1), n, c, h, fh, w, fw)
     return tiled.reshape(n, c, h * fh, w * fw)
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     """input / max(||input||_p over dim, eps) (p = 1 or 2)."""
-    from .._functions import clamp, norm
     return input / clamp(norm(input, p, dim, keepdim=True), min=eps)
 
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """sum(x1 x2) / sqrt(max(||x1||^2 ||x2||^2, eps^2)) over dim (PyTorch 1.13's formula)."""
-    from .._functions import clamp
     w12 = _C.sum(x1 * x2, [dim % x1.ndim], False)
     w1 = _C.sum(x1 * x1, [dim % x1.ndim], False)
     w2 = _C.sum(x2 * x2, [dim % x2.ndim], False)
@@ -361,8 +347,6 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
 def softplus(input, beta=1, threshold=20):
     """log(1 + e^(beta x)) / beta, x itself where beta x > threshold (torch's); log1p keeps the
     tiny values of very negative x."""
-    from .._functions import clamp, log1p
-    from .._masks import where
     scaled = input * beta if beta != 1 else input
     soft = log1p(_C.exp(clamp(scaled, max=float(threshold))))
     return where(scaled > threshold, input, soft * (1.0 / beta) if beta != 1 else soft)
@@ -374,12 +358,10 @@ def mish(input, inplace=False):
 
 
 def relu6(input, inplace=False):
-    from .._functions import clamp
     return clamp(input, 0.0, 6.0)
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
-    from .._functions import clamp
     return clamp(input, min_val, max_val)
 
 

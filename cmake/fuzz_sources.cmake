@@ -13,7 +13,7 @@ set(MIXPREC_FUZZ_LIB_SOURCES
   core/convert.cpp core/cpu_features.cpp core/dtype.cpp core/memory.cpp core/random.cpp
   core/status.cpp core/tensor.cpp core/names.cpp core/worker_scope.cpp
   ops/autocast_hook.cpp ops/dispatch.cpp ops/layout.cpp ops/tensor_methods.cpp amp/autocast.cpp amp/policy.cpp
-  core/nonfinite_scan.cpp
+  core/nonfinite_scan.cpp core/strided_copy.cpp
   autograd/engine.cpp autograd/grad_mode.cpp
   backend/onednn/engine.cpp backend/onednn/half_emulation.cpp backend/onednn/memory_desc.cpp backend/onednn/dispatch_log.cpp backend/onednn/dnnl_errors.cpp
   backend/onednn/primitive_cache.cpp backend/onednn/reorder.cpp

@@ -10,6 +10,7 @@
 #include "core/convert.h"
 #include "core/random.h"
 #include "core/strided.h"
+#include "core/strided_copy.h"
 #include "core/tensor_impl.h"
 #include "mixprec/core/status.h"
 
@@ -254,6 +255,15 @@ void Tensor::copy_(const Tensor& other) {
   if (dst.strides == src.strides && is_dense()) {
     // Same dense layout: one linear pass over the buffers (the fast path).
     convert_elements(other.data(), src.dtype, data(), dst.dtype, dst.numel);
+  } else if (dst.dtype == src.dtype) {
+    // Another layout, the same dtype: bits moved by strided_copy (tiles for a transpose).
+    strided_copy(other.data(), src.strides, data(), dst.strides, dst.shape, dtype_size(dst.dtype));
+  } else if (is_dense()) {
+    // Another layout and dtype: into this layout in the source dtype, then one conversion
+    // pass, so every cast rounds by convert_elements.
+    std::vector<unsigned char> tmp(size_t(dst.numel) * dtype_size(src.dtype));
+    strided_copy(other.data(), src.strides, tmp.data(), dst.strides, dst.shape, dtype_size(src.dtype));
+    convert_elements(tmp.data(), src.dtype, data(), dst.dtype, dst.numel);
   } else {
     std::vector<double> v = other.to_vector_f64();
     void* base = dst.storage->data();

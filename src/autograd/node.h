@@ -37,18 +37,24 @@ class Node {
   // accumulation in oneDNN) reach its f32 parameter without a bf16 round trip.
   bool takes_any_float_grad() const { return takes_any_float_grad_; }
   void set_takes_any_float_grad() { takes_any_float_grad_ = true; }
-  // Frees everything backward captured (activations); called once the node has run.
+  // Frees everything backward captured (activations); called once the node has run. A
+  // node that saves no tensors and feeds a leaf directly is kept (set_reusable): the cast
+  // of a weight that autocast caches for its whole region, so that a second forward and
+  // backward in the same region can run through it again, as PyTorch's can.
   bool released() const { return !backward_; }
   void release() {
+    if (reusable_) return;
     backward_ = nullptr;
     edges_.clear();
   }
+  void set_reusable() { reusable_ = true; }
 
  private:
   const char* name_;
   std::vector<Edge> edges_;
   BackwardFn backward_;
   bool takes_any_float_grad_ = false;
+  bool reusable_ = false;
 };
 
 // True when grad mode is on and any of the inputs requires grad.

@@ -37,6 +37,10 @@ void record_cast(const Tensor& src, Tensor& out) {
     return std::vector<Tensor>{cast(diff_dst, src_dtype)};
   });
   out.grad_fn()->set_takes_any_float_grad();  // an f32 gradient for a bf16 copy passes as is
+  // A leaf's cast saves nothing (its closure holds dtypes only) and its edge is the leaf:
+  // autocast's cache hands the same copy to every forward of its region, and each
+  // backward through it must find it whole (node.h).
+  if (to_leaf) out.grad_fn()->set_reusable();
 }
 
 Tensor to_memory_format(const Tensor& src, MemoryFormat format) {

@@ -238,6 +238,38 @@ TEST(AutocastCache, DisabledCacheCastsEveryTime) {
   EXPECT_EQ(cast_cache_stats().hits, 0);
 }
 
+// Two forwards and backwards inside one autocast region (gradient accumulation written
+// with the region around the loop): the second runs through the weight's cached cast again,
+// as PyTorch's does, and the gradients add up to those of two separate regions.
+TEST(AutocastBackward, SecondBackwardThroughTheCachedCastInOneRegion) {
+  nn::Linear a(8, 4), b(8, 4);
+  {
+    NoGradGuard ng;
+    b.weight.copy_(a.weight);
+    b.bias.copy_(a.bias);
+  }
+  const Tensor x1 = rnd({3, 8}, 61), x2 = rnd({3, 8}, 62);
+  {
+    AutocastGuard g(DType::bf16);
+    sum(a(x1)).backward();
+    sum(a(x2)).backward();  // threw "backward through the graph a second time" before
+  }
+  for (const Tensor& x : {x1, x2}) {
+    AutocastGuard g(DType::bf16);
+    sum(b(x)).backward();
+  }
+  EXPECT_TRUE(bit_identical(a.weight.grad(), b.weight.grad()));
+  EXPECT_TRUE(bit_identical(a.bias.grad(), b.bias.grad()));
+  // A non-leaf's graph is still freed by its backward: running it twice stays an error.
+  Tensor y;
+  {
+    AutocastGuard g(DType::bf16);
+    y = sum(a(x1));
+  }
+  y.backward();
+  EXPECT_THROW(y.backward(), Error);
+}
+
 TEST(AutocastBackward, GradientReachingF32LeafIsF32) {
   nn::Linear layer(8, 4);
   const Tensor x = rnd({2, 8}, 53);

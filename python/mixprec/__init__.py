@@ -17,6 +17,7 @@ from ._masks import where
 from ._C_names import (MixprecError, InvalidArgumentError, UnimplementedError, NotFoundError,
                        manual_seed, set_num_threads, get_num_threads, cpu_summary)
 from . import nn, optim, amp, data, debug, cuda, cpu, utils
+from ._samplers import Generator  # torch.Generator, for the samplers and random_split
 from ._train import train
 from ._load import load
 from ._device import device
@@ -27,6 +28,10 @@ from ._functions import (maximum, minimum, clamp, abs, isnan, isfinite, isinf, a
                          sort, argsort, topk, var, std, norm, floor, ceil, round, floor_divide, remainder,
                          log1p, logsumexp, triu, tril, unbind, meshgrid, index_select, gather, cumsum)
 from ._functions import tensor_max as _tensor_max, tensor_min as _tensor_min
+from ._composites import *  # noqa: F401,F403 (torch.diag, torch.scatter_add, ...; also gives Tensor x.mul(y), ...)
+from ._composites import __all__ as _composites_all
+from ._functions import prod
+from ._einsum import einsum
 
 
 def _method_alias(name, doc):
@@ -66,8 +71,9 @@ __all__ = [
     "isinf", "allclose", "equal", "chunk", "split", "arange", "linspace", "randint", "randperm", "eye",
     "full_like", "rand_like", "randn_like", "as_tensor", "is_tensor", "is_floating_point", "numel",
     "enable_grad", "set_grad_enabled", "inference_mode", "floor", "ceil", "floor_divide", "remainder",
-    "log1p", "logsumexp", "triu", "tril", "unbind", "meshgrid", "index_select", "gather", "cumsum", "FloatTensor", "LongTensor", "sort", "argsort", "topk", "var", "std", "norm", "flatten", "reshape", "transpose", "permute",
+    "log1p", "logsumexp", "triu", "tril", "unbind", "meshgrid", "index_select", "gather", "cumsum", "prod", "einsum", "FloatTensor", "LongTensor", "sort", "argsort", "topk", "var", "std", "norm", "flatten", "reshape", "transpose", "permute",
     "squeeze", "unsqueeze", "narrow", "clone", "t", "mean", "argmax", "argmin", "exp", "log",
     "sigmoid", "tanh", "sqrt", "relu", "softmax", "log_softmax", "neg", "mm", "bmm", "eq", "ne", "lt",
     "le", "gt", "ge", "detach",  # max, min, abs, sum, pow: not by *, which would hide the builtins
-]
+    "Generator",
+] + [name for name in _composites_all if name not in ("any", "all")]  # builtins again

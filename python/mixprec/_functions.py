@@ -309,6 +309,53 @@ def _sub(a, b, alpha=1):
     return a - (b * alpha if alpha != 1 else b)
 
 
+def prod(input, dim=None, keepdim=False, *, dtype=None):
+    """torch.prod: the product of every element (a 0-dim tensor) or along dim. Integer and
+    mask inputs give int64, through NumPy (no gradient), as PyTorch's; under autocast a 16-bit
+    input is multiplied in float32, as PyTorch's autocast does for prod. The product is a tree
+    of elementwise multiplications (log2(n) engine ops), so autograd gives each element the
+    product of the others, exactly where there are zeros: with one zero, that element gets the
+    product of the rest; with two, every gradient is zero (PyTorch's rule)."""
+    if dim is not None and not isinstance(dim, (builtins.int, np.integer)):
+        raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
+    if dtype is not None:
+        input = _to_dtype(input, dtype)
+    if not input.dtype.is_floating_point:
+        values = _values(input)
+        axis = None if dim is None or input.ndim == 0 else _wrap_dim(dim, input.ndim)
+        if dim is not None and input.ndim == 0:
+            _wrap_dim(dim, 0)
+        out = np.prod(values, axis=axis, keepdims=keepdim and axis is not None, dtype=np.int64)
+        return from_numpy(np.array(out, dtype=np.int64))  # a 0-dim result stays 0-dim
+    if _C.is_autocast_enabled() and input.dtype in (_C.dtype.bfloat16, _C.dtype.float16):
+        input = _to_dtype(input, _C.dtype.float32)
+    if dim is None:
+        return _product_rows(input.reshape(-1, 1)).reshape()
+    d = _wrap_dim(dim, input.ndim)
+    if input.ndim == 0:
+        return input
+    # The reduced dim first (one copy at most), so each halving is a slice of whole rows.
+    others = [k for k in range(input.ndim) if k != d]
+    columns = builtins.int(np.prod([input.shape[k] for k in others]))
+    rows = input.permute(d, *others).reshape(input.shape[d], columns)
+    out = _product_rows(rows).reshape(*[1 if k == d else s for k, s in enumerate(input.shape)])
+    return out if keepdim else out.squeeze(d)
+
+
+def _product_rows(rows):
+    """The product of the rows of a 2-d tensor, [1, columns]: halves multiplied pairwise."""
+    n = rows.shape[0]
+    if n == 0:  # the empty product is 1
+        return _C.sum(rows, [0], True) * 0.0 + 1.0
+    if n == 1:
+        return rows
+    half = n // 2
+    paired = rows.narrow(0, 0, half) * rows.narrow(0, half, half)
+    if n % 2:
+        return _product_rows(paired) * rows.narrow(0, n - 1, 1)
+    return _product_rows(paired)
+
+
 def chunk(input, chunks, dim=0):
     """Up to `chunks` views along dim, each ceil(size / chunks) long (the last shorter)."""
     if chunks < 1:

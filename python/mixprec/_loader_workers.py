@@ -68,13 +68,117 @@ def seed_this_worker(seed):
     np.random.seed(seed % 2 ** 32)
 
 
+def default_collate(samples):
+    """torch.utils.data.default_collate: a list of samples -> one batch, by the samples'
+    structure: tensors, NumPy arrays and NumPy or Python numbers stacked into one tensor (a new
+    first dimension; Python floats as float64, ints as int64), strings kept as a list, and
+    tuples, named tuples, lists and dicts collated field by field. A tuple of samples gives a
+    tuple (torch gives a list there)."""
+    first = samples[0]
+    if isinstance(first, (Tensor, np.ndarray, np.number, np.bool_, bool, int, float)):
+        arrays = [s.detach().numpy() if isinstance(s, Tensor) else np.asarray(s) for s in samples]
+        if any(a.shape != arrays[0].shape for a in arrays):
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(arrays[0].shape)} at "
+                               f"entry 0 and {list(next(a.shape for a in arrays if a.shape != arrays[0].shape))} "
+                               f"at another entry")
+        return from_numpy(np.ascontiguousarray(np.stack(arrays)))
+    if isinstance(first, (str, bytes)):
+        return list(samples)
+    if isinstance(first, dict):
+        return {key: default_collate([s[key] for s in samples]) for key in first}
+    if isinstance(first, (tuple, list)):
+        if any(len(s) != len(first) for s in samples):
+            raise RuntimeError("each element in list of batch should be of equal size")
+        columns = [default_collate(list(column)) for column in zip(*samples)]
+        if isinstance(first, tuple) and hasattr(first, "_fields"):
+            return type(first)(*columns)
+        return tuple(columns) if isinstance(first, tuple) else columns
+    raise TypeError(f"default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; "
+                    f"found {type(first)}")
+
+
+def default_convert(sample):
+    """torch.utils.data.default_convert, the collate_fn of DataLoader(batch_size=None): NumPy
+    arrays and NumPy numbers as tensors, through tuples, named tuples, lists and dicts; anything
+    else as it is."""
+    if isinstance(sample, (np.ndarray, np.number)) and sample.dtype.kind not in "SUO":
+        return from_numpy(np.asarray(sample, order="C"))  # a NumPy number stays 0-d
+    if isinstance(sample, dict):
+        return {key: default_convert(value) for key, value in sample.items()}
+    if isinstance(sample, tuple) and hasattr(sample, "_fields"):
+        return type(sample)(*(default_convert(v) for v in sample))
+    if isinstance(sample, (tuple, list)):
+        return type(sample)(default_convert(v) for v in sample)
+    return sample
+
+
 def build_batch(dataset, collate_fn, idx):
     """One batch of the samples idx: a TensorDataset's rows gathered straight into the batch
-    (one copy), any other dataset's samples through collate_fn."""
+    (one copy) when collate_fn is the default one, any other dataset's samples through
+    collate_fn."""
     arrays = getattr(dataset, "arrays", None)
-    if arrays is not None:
+    if arrays is not None and collate_fn is default_collate:
         return tuple(from_numpy(np.ascontiguousarray(a[idx])) for a in arrays)
     return collate_fn([dataset[int(i)] for i in idx])
+
+
+class Fetcher:
+    """Builds one batch per request, in the loader (num_workers=0) or in a worker (torch's
+    dataset fetchers). A map-style dataset's request is a list of indices (auto-collation) or
+    one index (batch_size=None). An IterableDataset's request is a batch size (or None: one
+    sample, batch_size=None), filled from this fetcher's own iterator over the dataset, made at
+    the first request of each epoch; StopIteration when the iterator has nothing more (or, with
+    drop_last, only a partial batch)."""
+
+    def __init__(self, dataset, collate_fn, auto_collation, iterable, drop_last):
+        self.dataset, self.collate_fn = dataset, collate_fn
+        self.auto_collation, self.iterable, self.drop_last = auto_collation, iterable, drop_last
+        self.iterator = None  # made in the process that uses it (not pickled to a worker)
+        self.ended = False
+
+    def __getstate__(self):
+        return dict(self.__dict__, iterator=None, ended=False)
+
+    def reset(self):
+        """A new epoch: a new iterator over an IterableDataset."""
+        self.iterator, self.ended = None, False
+
+    def __call__(self, request):
+        if not self.iterable:
+            if self.auto_collation:
+                return build_batch(self.dataset, self.collate_fn, request)
+            return self.collate_fn(self.dataset[request])
+        if self.ended:
+            raise StopIteration
+        if self.iterator is None:
+            self.iterator = iter(self.dataset)
+        if not self.auto_collation:
+            try:
+                return self.collate_fn(next(self.iterator))
+            except StopIteration:
+                self.ended = True
+                raise
+        samples = []
+        for _ in range(request):
+            try:
+                samples.append(next(self.iterator))
+            except StopIteration:
+                self.ended = True
+                break
+        if not samples or (self.drop_last and len(samples) < request):
+            raise StopIteration
+        return self.collate_fn(samples)
+
+
+_END = object()  # no more requests
+
+
+class _Exhausted:
+    """A worker's answer when its IterableDataset's iterator has ended (torch's
+    _IterableDatasetStopIteration)."""
+
+    def __init__(self, worker_id):
+        self.worker_id = worker_id
 
 
 class _Shipped:
@@ -146,7 +250,7 @@ class _WorkerError:
         raise error
 
 
-def _worker_loop(dataset, collate_fn, worker_id, num_workers, seed, init_fn, index_queue, result_queue):
+def _worker_loop(fetcher, worker_id, num_workers, seed, init_fn, index_queue, result_queue):
     """A worker process: seeds, runs worker_init_fn, then builds each batch it is sent until
     it gets None or its loader is gone."""
     # The process that started this one (the loader, or forkserver's server, which ends with
@@ -158,13 +262,14 @@ def _worker_loop(dataset, collate_fn, worker_id, num_workers, seed, init_fn, ind
         # survive fork.
         _C.set_num_threads(1)
         seed_this_worker(seed)
-        _worker.info = WorkerInfo(worker_id, num_workers, seed, dataset)
+        _worker.info = WorkerInfo(worker_id, num_workers, seed, fetcher.dataset)
         init_error = None
         if init_fn is not None:
             try:
                 init_fn(worker_id)
             except Exception as e:  # raised by the loader at every batch sent here
                 init_error = _WorkerError(e, worker_id)
+        epoch = None
         while True:
             try:
                 job = index_queue.get(timeout=_POLL_S)
@@ -174,11 +279,16 @@ def _worker_loop(dataset, collate_fn, worker_id, num_workers, seed, init_fn, ind
                 continue
             if job is None:
                 break
-            number, idx = job
+            number, job_epoch, request = job
+            if job_epoch != epoch:  # persistent workers: an IterableDataset starts over
+                epoch = job_epoch
+                fetcher.reset()
             out = init_error
             if out is None:
                 try:
-                    out = _ship(build_batch(dataset, collate_fn, idx))
+                    out = _ship(fetcher(request))
+                except StopIteration:
+                    out = _Exhausted(worker_id)
                 except Exception as e:
                     out = _WorkerError(e, worker_id)
             try:
@@ -208,20 +318,21 @@ def start_method(context):
 
 
 class WorkerProcesses:
-    """num_workers processes building batches for one loader; iterate(batches) yields them in
+    """num_workers processes building batches for one loader; iterate(requests) yields them in
     order. Persistent across epochs when the loader keeps it (persistent_workers)."""
 
-    def __init__(self, dataset, collate_fn, num_workers, seeds, init_fn, context, prefetch_factor, timeout):
+    def __init__(self, fetcher, num_workers, seeds, init_fn, context, prefetch_factor, timeout):
         context = context or multiprocessing.get_context()
         self.num_workers, self.prefetch_factor, self.timeout = num_workers, prefetch_factor, timeout
         self.index_queues, self.processes = [], []
         self.alive = True
+        self.epochs = 0  # iterate() calls: a worker starts its IterableDataset over at each
         self.result_queue = context.Queue()
         try:
             for wid in range(num_workers):
                 index_queue = context.Queue()
                 p = context.Process(target=_worker_loop, name=f"mixprec-loader-{wid}",
-                                    args=(dataset, collate_fn, wid, num_workers, seeds[wid], init_fn,
+                                    args=(fetcher, wid, num_workers, seeds[wid], init_fn,
                                           index_queue, self.result_queue),
                                     daemon=True)
                 p.start()
@@ -231,19 +342,36 @@ class WorkerProcesses:
             self.shutdown()
             raise
 
-    def iterate(self, batches):
-        """The batches (index arrays) built by the workers, round robin, up to prefetch_factor
-        per worker ahead, yielded in order. An error ends the iteration and the workers."""
-        jobs = enumerate(batches)
+    def iterate(self, requests):
+        """The batches for requests (Fetcher's: index lists, or batch sizes for an
+        IterableDataset) built by the workers, sent round robin to the workers whose dataset
+        has not ended, up to prefetch_factor per worker ahead, yielded in order. A worker whose
+        IterableDataset has ended gets no more requests, and its answers to those already sent
+        are skipped (torch's rule; the epoch ends when every worker's has). An error ends the
+        iteration and the workers."""
+        self.epochs += 1
+        requests = iter(requests)
+        active = [True] * self.num_workers
+        turn = itertools.cycle(range(self.num_workers))
+        owner = {}  # request number -> worker
         sent = received = 0
         held = {}
         ok = False
 
         def send(count):
             nonlocal sent
-            for number, idx in itertools.islice(jobs, count):
-                self.index_queues[number % self.num_workers].put((number, idx))
-                sent = number + 1
+            for _ in range(count):
+                if not any(active):
+                    return
+                worker = next(turn)
+                while not active[worker]:
+                    worker = next(turn)
+                request = next(requests, _END)
+                if request is _END:
+                    return
+                self.index_queues[worker].put((sent, self.epochs, request))
+                owner[sent] = worker
+                sent += 1
 
         try:
             send(self.num_workers * self.prefetch_factor)
@@ -252,9 +380,14 @@ class WorkerProcesses:
                     number, payload = self._next_result()
                     held[number] = payload
                 payload = held.pop(received)
+                worker = owner.pop(received)
                 received += 1
-                send(1)  # one more in flight for the one handed out
                 data = pickle.loads(payload)
+                if isinstance(data, _Exhausted):
+                    active[worker] = False
+                send(1)  # one more in flight for the one handed out (or skipped)
+                if isinstance(data, _Exhausted):
+                    continue
                 if isinstance(data, _WorkerError):
                     data.reraise()
                 yield _land(data)

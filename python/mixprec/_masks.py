@@ -1,8 +1,8 @@
 """Masks without a bool dtype. The engine has no bool tensors, so comparisons give uint8 0/1
 tensors (what PyTorch returned before 1.2, and what 1.13 still takes as a mask): they index
-(x[mask], x[mask] = v), select (mixprec.where, masked_fill), combine (~, &, |, ^) and reduce
-(any, all, sum) as PyTorch's bool masks do. Integer (int64/int32) index tensors select along
-dim 0 (x[idx]).
+(x[mask], x[mask] = v, with lists and other masks too: _views.py's advanced indexing), select
+(mixprec.where, masked_fill), combine (~, &, |, ^) and reduce (any, all, sum) as PyTorch's
+bool masks do.
 
 Selections with autograd are the engine's embedding lookup (a gather whose backward adds each
 gradient back to the row it came from): values are copied exactly (inf and NaN included) and
@@ -52,15 +52,6 @@ def _gather_rows(x, leading, flat_rows):
     return out.reshape(*([idx.size] + tail))
 
 
-def mask_select(x, mask):
-    """x[mask]: mask's shape is x's leading dims; the selected elements (or rows) in order."""
-    m = _mask_array(mask)
-    if tuple(m.shape) != tuple(x.shape[:m.ndim]):
-        raise IndexError(f"The shape of the mask {list(m.shape)} does not match the shape of the "
-                         f"indexed tensor {list(x.shape)}")
-    return _gather_rows(x, m.ndim, np.flatnonzero(m))
-
-
 def _as_tensor(v, like_dtype):
     if isinstance(v, Tensor):
         return v
@@ -101,28 +92,6 @@ def where(condition, input, other):
 
 def masked_fill(x, mask, value):
     return where(mask, value, x)
-
-
-def set_masked(x, mask, value):
-    """x[mask] = value (no autograd): x's memory takes where(mask, value, x)."""
-    m = _mask_array(mask)
-    if tuple(m.shape) != tuple(x.shape[:m.ndim]):
-        raise IndexError(f"The shape of the mask {list(m.shape)} does not match the shape of the "
-                         f"indexed tensor {list(x.shape)}")
-    m = m.reshape(m.shape + (1,) * (x.ndim - m.ndim))
-    if isinstance(value, Tensor) and value.numel() != 1:
-        # values in order of the selected elements (x[mask] = y, y of x[mask]'s shape)
-        full = x.detach().clone()
-        flat = _rows(full, m.ndim)
-        rows = np.flatnonzero(m)
-        sel = value.detach().reshape(len(rows), -1)
-        for i, r in enumerate(rows.tolist()):
-            flat[r].copy_(sel[i])
-        x.copy_(full)
-        return
-    if isinstance(value, Tensor):
-        value = value.item()
-    x.copy_(where(_C.from_numpy(np.ascontiguousarray(m, dtype=np.uint8)), value, x.detach()))
 
 
 def _logical(op):

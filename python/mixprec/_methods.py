@@ -222,7 +222,7 @@ def _install():
         "__abs__": F.abs, "__rpow__": F.rpow, "__rtruediv__": F.rtruediv,
         "__floordiv__": F.floor_divide, "__mod__": F.remainder, "floor_divide": F.floor_divide,
         "remainder": F.remainder, "floor": F.floor, "ceil": F.ceil, "round": F.round, "log1p": F.log1p,
-        "logsumexp": F.logsumexp, "index_select": F.index_select, "gather": F.gather, "cumsum": F.cumsum, "triu": F.triu, "tril": F.tril, "unbind": F.unbind,
+        "logsumexp": F.logsumexp, "index_select": F.index_select, "gather": F.gather, "cumsum": F.cumsum, "prod": F.prod, "triu": F.triu, "tril": F.tril, "unbind": F.unbind,
         "view_as": lambda self, other: _views.view(self, *other.shape),
         "mT": property(lambda self: _views.transpose(self, -2, -1)),
         "type": lambda self, dt=None: _to_dtype(self, dt) if dt is not None else

@@ -243,39 +243,139 @@ def _parse_index(t, index):
     return shape, strides, offset, steps
 
 
-def _is_index_list(entry):
-    return (isinstance(entry, (list, np.ndarray)) and not _masks.is_mask(entry)) or _masks.is_index_tensor(entry)
+# ---- advanced indexing: lists, integer tensors and masks --------------------------------
+#
+# PyTorch's rules (torch/csrc/autograd/python_variable_indexing.cpp and aten's index): the
+# integers, slices, None and ... of an index apply first, as a view; integers are not advanced
+# indices (x[1, :, [3, 0]] is [rows, 2], where NumPy gives [2, rows]). The lists, integer
+# tensors and masks (a mask of k dims is k index arrays: its nonzero positions) then broadcast
+# together; when the dims they index are adjacent in that view their result dims replace them
+# in place, otherwise they go first. All of them run as one index_select over the indexed dims
+# merged into one (a copy with autograd: repeated indices add their gradients).
+
+def _as_index_tuple(index):
+    """The index as a tuple, as PyTorch reads it: a list that holds a sequence, a slice, a
+    tensor, None or ... is a tuple (x[[[0, 1], [2, 3]]] is x[[0, 1], [2, 3]], NumPy's legacy
+    rule that PyTorch keeps); any other list is one index."""
+    if isinstance(index, tuple):
+        return index
+    if isinstance(index, list) and len(index) < 32 and any(
+            isinstance(e, (list, tuple, slice, Tensor, np.ndarray)) or e is None or e is Ellipsis for e in index):
+        return tuple(index)
+    return (index,)
+
+
+_INDEX_DTYPE_ERROR = "tensors used as indices must be long, byte or bool tensors"
+
+
+def _classify(entry):
+    """("basic", entry) for integers, slices, None and ...; ("mask", bool array); ("array",
+    int64 array); a 0-dim integer tensor is an integer, as PyTorch's."""
+    if entry is None or entry is Ellipsis or isinstance(entry, slice):
+        return "basic", entry
+    if isinstance(entry, (builtins.int, np.integer)) and not isinstance(entry, (builtins.bool, np.bool_)):
+        return "basic", builtins.int(entry)
+    if isinstance(entry, Tensor):
+        if _masks.is_mask(entry):
+            return "mask", _masks._mask_array(entry)
+        if not _masks.is_index_tensor(entry):
+            raise IndexError(_INDEX_DTYPE_ERROR)
+        values = entry.detach().numpy().astype(np.int64)
+        return ("basic", builtins.int(values)) if values.ndim == 0 else ("array", values)
+    if isinstance(entry, (list, np.ndarray)):
+        values = np.asarray(entry)
+        if values.dtype == np.bool_:
+            return "mask", values
+        if values.dtype.kind not in "iu" and values.size:
+            raise IndexError(_INDEX_DTYPE_ERROR)
+        return "array", values.astype(np.int64)
+    return "basic", entry  # anything else: _parse_index's TypeError
+
+
+def _advanced_parts(t, kinds):
+    """The basic view of t that an index (classified entries, at least one a list, integer
+    tensor or mask) leaves, the dims of that view the index arrays index, and the arrays:
+    broadcast together, int64, wrapped into range; PyTorch's IndexErrors otherwise."""
+    if sum(e is Ellipsis for _, e in kinds) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    used = sum(e.ndim if kind == "mask" else (0 if e is None or e is Ellipsis else 1) for kind, e in kinds)
+    if used > t.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {t.ndim}")
+    basic, indexed, out_dim = [], [], 0  # indexed: (dim of the view, "array"/"mask", values)
+    for kind, entry in kinds:
+        if entry is Ellipsis:
+            basic += [slice(None)] * (t.ndim - used)
+            out_dim += t.ndim - used
+        elif kind == "basic":
+            basic.append(entry)
+            out_dim += 0 if isinstance(entry, builtins.int) else 1
+        else:
+            span = entry.ndim if kind == "mask" else 1
+            if kind == "mask" and span == 0:
+                raise NotImplementedError("a 0-dim mask index (x[True]) is not supported")
+            basic += [slice(None)] * span
+            indexed.append((out_dim, kind, entry))
+            out_dim += span
+    base = _basic_getitem(t, tuple(basic))
+    dims, arrays = [], []
+    for d, kind, values in indexed:
+        if kind == "mask":
+            for j, size in enumerate(values.shape):
+                if size != base.shape[d + j]:
+                    raise IndexError(f"The shape of the mask {list(values.shape)} at index {j} does not match the "
+                                     f"shape of the indexed tensor {list(base.shape)} at index {d + j}")
+            dims += list(range(d, d + values.ndim))
+            arrays += [p.astype(np.int64) for p in np.nonzero(values)]
+        else:
+            dims.append(d)
+            arrays.append(values)
+    try:
+        arrays = np.broadcast_arrays(*arrays) if len(arrays) > 1 else arrays
+    except ValueError:
+        raise IndexError("shape mismatch: indexing tensors could not be broadcast together with shapes "
+                         + ", ".join(str(list(a.shape)) for a in arrays)) from None
+    sizes = [base.shape[d] for d in dims]
+    if any(a.size and (a.min() < -s or a.max() >= s) for a, s in zip(arrays, sizes)):
+        # the first element out of range, and the first array at it (aten's order)
+        bad = np.stack([((a < -s) | (a >= s)).reshape(-1) for a, s in zip(arrays, sizes)])
+        element = builtins.int(np.argmax(bad.any(axis=0)))
+        k = builtins.int(np.argmax(bad[:, element]))
+        # PyTorch names the array by its rank among the index arrays, not by the tensor's dim
+        raise IndexError(f"index {arrays[k].reshape(-1)[element]} is out of bounds for dimension {k} with size "
+                         f"{sizes[k]}")
+    return base, dims, [a + s * (a < 0) if a.size and a.min() < 0 else a for a, s in zip(arrays, sizes)]
+
+
+def _advanced_getitem(t, kinds):
+    base, dims, arrays = _advanced_parts(t, kinds)
+    k, shape = len(dims), list(arrays[0].shape)
+    if dims != list(range(dims[0], dims[0] + k)):  # separated: the result's dims go first
+        base = permute(base, *(dims + [d for d in range(base.ndim) if d not in dims]))
+        dims = list(range(k))
+    first, sizes = dims[0], [base.shape[d] for d in dims]
+    flat, stride = arrays[-1], sizes[-1]
+    for a, size in zip(reversed(arrays[:-1]), reversed(sizes[:-1])):  # row-major position in the merged dim
+        flat = flat + a * stride
+        stride *= size
+    if k > 1:
+        rest = list(base.shape)
+        base = reshape(base, rest[:first] + [stride] + rest[first + k:])
+    from ._functions import index_select
+    out = index_select(base, first, flat.reshape(-1))
+    if len(shape) != 1:
+        rest = list(out.shape)
+        out = reshape(out, rest[:first] + shape + rest[first + 1:])
+    return out
 
 
 def getitem(t, index):
-    if _masks.is_mask(index):  # x[mask]: a copy, as PyTorch's advanced indexing
-        return _masks.mask_select(t, index)
-    if _masks.is_index_tensor(index) or (
-            isinstance(index, list) and not any(isinstance(i, (list, slice, tuple)) or i is None or i is Ellipsis
-                                                for i in index)):
-        index = (index,)  # x[idx], x[[0, 2]]: rows, as x[idx, ...]
-    if isinstance(index, tuple) and sum(_is_index_list(i) for i in index) == 1 and not any(e is Ellipsis for e in index):
-        # One list or integer tensor among basic indices (x[:, [0, 2]]): the basic part as a
-        # view, then the listed slices along that dim (a copy, as PyTorch's advanced indexing).
-        if t.ndim == 0:
-            raise IndexError("invalid index of a 0-dim tensor")
-        k = next(i for i, e in enumerate(index) if _is_index_list(e))
-        dim = sum(1 for e in index[:k] if e is None or isinstance(e, slice))
-        listed = index[k]
-        base = getitem(t, index[:k] + (slice(None),) + index[k + 1:])
-        from ._functions import index_select
-        values = np.asarray(listed.numpy() if isinstance(listed, Tensor) else listed)
-        out = index_select(base, dim, values.reshape(-1))
-        if values.ndim != 1:  # an index of several dims puts them in place of the one
-            shape = list(out.shape)
-            out = out.reshape(*(shape[:dim] + list(values.shape) + shape[dim + 1:]))
-        # NumPy's and PyTorch's rule: integers are advanced indices too, and advanced indices
-        # that a slice or None separates put their dims first (x[1, :, [3, 0]] is [2, rows]).
-        advanced = [i for i, e in enumerate(index) if isinstance(e, builtins.int) or i == k]
-        if advanced[-1] - advanced[0] + 1 != len(advanced) and dim != 0:
-            lead = list(range(dim, dim + max(values.ndim, 1)))
-            out = permute(out, *(lead + [d for d in range(out.ndim) if d not in lead]))
-        return out
+    kinds = [_classify(e) for e in _as_index_tuple(index)]
+    if any(kind != "basic" for kind, _ in kinds):
+        return _advanced_getitem(t, kinds)
+    return _basic_getitem(t, tuple(e for _, e in kinds))
+
+
+def _basic_getitem(t, index):
     shape, strides, offset, steps = _parse_index(t, index)
     if not _tracks_grad(t):
         return _strided(t, shape, strides, offset)
@@ -299,6 +399,11 @@ def getitem(t, index):
     return out
 
 
+def _numpy_of(value):
+    value = value.detach()
+    return (value.float() if value.dtype == _C.dtype.bfloat16 else value).numpy()
+
+
 def setitem(t, index, value):
     """t[index] = value: writes into t's memory (a view's write reaches its base)."""
     if t.requires_grad and _C.is_grad_enabled():
@@ -307,15 +412,31 @@ def setitem(t, index, value):
                                "operation.")
         raise NotImplementedError("index assignment into a tensor that is part of a graph is not "
                                   "supported (mixprec has no in-place autograd)")
-    if _masks.is_mask(index):
-        return _masks.set_masked(t, index, value)
-    target = getitem(t, index)
+    kinds = [_classify(e) for e in _as_index_tuple(index)]
+    if any(kind != "basic" for kind, _ in kinds):
+        return _advanced_setitem(t, kinds, value)
+    target = _basic_getitem(t, tuple(e for _, e in kinds))
     if isinstance(value, Tensor):
         value = value.detach()
         if value.shape != target.shape:
-            values = value.float() if value.dtype == _C.dtype.bfloat16 else value
-            value = _C.from_numpy(np.ascontiguousarray(np.broadcast_to(values.numpy(), target.shape)))
+            value = _C.from_numpy(np.ascontiguousarray(np.broadcast_to(_numpy_of(value), target.shape)))
     else:
         value = _C.from_numpy(np.ascontiguousarray(np.broadcast_to(np.asarray(value, dtype=np.float64),
                                                                    target.shape)))
     target.copy_(value)
+
+
+def _advanced_setitem(t, kinds, value):
+    """t[lists, masks, ...] = value: the positions the same index reads (so the same rules
+    and errors), written through NumPy (a repeated position takes the last value)."""
+    positions = _advanced_getitem(_C.from_numpy(np.arange(t.numel(), dtype=np.int64).reshape(tuple(t.shape))),
+                                  kinds).numpy()
+    values = _numpy_of(value) if isinstance(value, Tensor) else np.asarray(value, dtype=np.float64)
+    try:
+        values = np.broadcast_to(values, positions.shape)
+    except ValueError:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(values.shape)} cannot be broadcast to "
+                           f"indexing result of shape {list(positions.shape)}") from None
+    current = np.array(_numpy_of(t), copy=True)
+    current.reshape(-1)[positions.reshape(-1)] = values.reshape(-1)
+    t.copy_(_C.from_numpy(current))

@@ -64,7 +64,7 @@ class GradScaler:
 
     @staticmethod
     def _has_grads(optimizer):
-        return any(p.grad is not None for p in optimizer.param_groups[0]["params"])
+        return any(p.grad is not None for group in optimizer.param_groups for p in group["params"])
 
     def unscale_(self, optimizer):
         if not self.is_enabled():
@@ -92,7 +92,7 @@ class GradScaler:
         if not self._had_grads[id(optimizer)]:
             # PyTorch asserts this; a RuntimeError here, as every other misuse.
             raise RuntimeError("No inf checks were recorded for this optimizer.")
-        self._engine.step(optimizer._sync())
+        optimizer._scaled_step(self._engine)  # every parameter group, one inf/NaN check
         self._stage[id(optimizer)] = _STEPPED
         return None
 

@@ -10,9 +10,12 @@ import numpy as np
 
 from . import _mixprec as _C
 from ._mixprec import Tensor
-from ._loader_workers import (WorkerInfo, WorkerProcesses, _worker, build_batch, get_worker_info, start_method,
-                              worker_seed)
+from ._loader_workers import (Fetcher, WorkerInfo, WorkerProcesses, _worker, default_collate,  # noqa: F401
+                              default_convert, get_worker_info, start_method, worker_seed)
 from ._functions import randperm
+from ._samplers import (BatchSampler, Generator, RandomSampler, Sampler, SequentialSampler,  # noqa: F401 (torch's names)
+                        SubsetRandomSampler, WeightedRandomSampler, _check_generator, _InfiniteConstantSampler,
+                        _SeededShuffleSampler)
 from ._tensor import from_numpy
 
 DEFAULT_FASHION_MNIST = "/usr/share/datasets/fashion-mnist"  # Debian's dataset-fashion-mnist
@@ -27,6 +30,39 @@ class Dataset:
 
     def __add__(self, other):
         return ConcatDataset([self, other])
+
+
+class IterableDataset(Dataset):
+    """torch.utils.data.IterableDataset: a stream of samples (subclasses define __iter__). A
+    DataLoader reads it in order, without a sampler; with num_workers > 0 every worker iterates
+    its own copy of the whole dataset unless __iter__ splits the work by get_worker_info()."""
+
+    def __iter__(self):
+        raise NotImplementedError("Subclasses of IterableDataset should implement __iter__.")
+
+    def __add__(self, other):
+        return ChainDataset([self, other])
+
+
+class ChainDataset(IterableDataset):
+    """IterableDatasets one after the other (torch.utils.data.ChainDataset)."""
+
+    def __init__(self, datasets):
+        self.datasets = datasets
+
+    def __iter__(self):
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise AssertionError("ChainDataset only supports IterableDataset")
+            yield from d
+
+    def __len__(self):
+        total = 0
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise AssertionError("ChainDataset only supports IterableDataset")
+            total += len(d)
+        return total
 
 
 class ConcatDataset(Dataset):
@@ -67,8 +103,10 @@ class Subset(Dataset):
 
 def random_split(dataset, lengths, generator=None):
     """Subsets of the given lengths (or fractions summing to 1, PyTorch's rounding: the
-    remainder one by one to the first ones) over a random permutation from mixprec's
-    generator (manual_seed), as torch.utils.data.random_split."""
+    remainder one by one to the first ones) over a random permutation from `generator` (a
+    mixprec.Generator) or else mixprec's global generator (manual_seed), as
+    torch.utils.data.random_split."""
+    _check_generator(generator)
     n = len(dataset)
     if all(0 <= f <= 1 for f in lengths) and abs(sum(lengths) - 1) < 1e-9 and sum(lengths) <= 1:
         counts = [int(np.floor(n * f)) for f in lengths]
@@ -77,7 +115,7 @@ def random_split(dataset, lengths, generator=None):
         lengths = counts
     if sum(lengths) != n:
         raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
-    order = randperm(n).numpy().tolist()
+    order = (generator._randperm(n) if generator is not None else randperm(n).numpy()).tolist()
     starts = itertools.accumulate([0] + list(lengths[:-1]))
     return [Subset(dataset, order[s:s + k]) for s, k in zip(starts, lengths)]
 
@@ -96,51 +134,57 @@ class TensorDataset(Dataset):
         return len(self.arrays[0])
 
     def __getitem__(self, index):
-        return tuple(from_numpy(np.ascontiguousarray(a[index])) for a in self.arrays)
-
-
-def default_collate(samples):
-    """A list of samples (tuples of arrays, tensors or numbers) -> a tuple of batch tensors."""
-    columns = zip(*samples)
-    return tuple(from_numpy(np.stack([s.detach().numpy() if isinstance(s, Tensor) else np.asarray(s)
-                                      for s in column])) for column in columns)
+        # asarray, not ascontiguousarray: a 0-d row stays 0-d (torch gives tensor(5), not [5])
+        return tuple(from_numpy(np.asarray(a[index], order="C")) for a in self.arrays)
 
 
 class DataLoader:
-    """Batches of a dataset, in order or shuffled. The shuffle is the engine's (the order
-    `mixprec train` uses for the same seed and epoch); without a seed, one is drawn from the
-    generator mixprec.manual_seed() seeds. Each iteration is a new epoch.
+    """Batches of a dataset (torch.utils.data.DataLoader's arguments and rules): a map-style
+    dataset's samples in the order of `sampler` (default: in order, or shuffled with
+    shuffle=True), grouped by `batch_sampler` (default: BatchSampler(sampler, batch_size,
+    drop_last)); batch_size=None hands out single samples through collate_fn (default:
+    default_convert). An IterableDataset is read in its own order (no sampler, no shuffle).
+
+    shuffle=True without a sampler or generator is the engine's shuffle (the order
+    `mixprec train` uses for the same seed and epoch; without a seed, one is drawn from the
+    generator mixprec.manual_seed() seeds); with generator= (a mixprec.Generator) it is
+    RandomSampler(dataset, generator=generator). Each iteration is a new epoch.
 
     num_workers > 0 builds the batches in that many worker processes, as PyTorch's DataLoader
     does (multiprocessing_context: None for Python's default start method, "fork" on Linux,
     or "spawn"/"forkserver", whose workers need a dataset and functions that pickle): up to
     prefetch_factor batches per worker ahead, handed out in order, the same batches in the
-    same order as with num_workers=0. Each worker seeds Python's random, NumPy's global
-    generator and mixprec's (get_worker_info().seed, new every epoch), runs
-    worker_init_fn(worker_id), and uses one mixprec thread. An exception in a worker is raised
-    by the iteration at its batch, with the worker's traceback; a worker that dies is an error
-    naming its pid; timeout > 0 bounds the wait for each batch. persistent_workers keeps the
-    processes from one completed epoch to the next (an early break or an error ends them).
-    worker_threads=True (mixprec's own) runs the workers as threads of this process instead:
-    no pickling and no copies of the dataset, but a pure-Python __getitem__ takes turns under
-    the GIL (NumPy indexing and mixprec's ops release it)."""
+    same order as with num_workers=0 for a map-style dataset (the sampler runs in this
+    process; the workers get index lists). With an IterableDataset each worker iterates its
+    own copy (split it with get_worker_info()), its batches handed out in turn, one worker
+    after the other, until every worker's iterator has ended. Each worker seeds Python's
+    random, NumPy's global generator and mixprec's (get_worker_info().seed, new every epoch),
+    runs worker_init_fn(worker_id), and uses one mixprec thread. An exception in a worker is
+    raised by the iteration at its batch, with the worker's traceback; a worker that dies is an
+    error naming its pid; timeout > 0 bounds the wait for each batch. persistent_workers keeps
+    the processes from one completed epoch to the next (an early break or an error ends them).
+    worker_threads=True (mixprec's own, map-style datasets only) runs the workers as threads
+    of this process instead: no pickling and no copies of the dataset, but a pure-Python
+    __getitem__ takes turns under the GIL (NumPy indexing and mixprec's ops release it)."""
 
-    def __init__(self, dataset, batch_size=1, shuffle=False, drop_last=False, seed=None,
-                 collate_fn=None, num_workers=0, pin_memory=False, generator=None, timeout=0,
-                 worker_init_fn=None, multiprocessing_context=None, prefetch_factor=2,
-                 persistent_workers=False, worker_threads=False):
-        if batch_size is None or batch_size < 1:
-            raise ValueError(f"batch_size should be a positive integer value, but got batch_size={batch_size}")
+    _initialized = False
+    # What torch refuses to change once the loader is made (its samplers are made from them).
+    _frozen = ("batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "persistent_workers")
+
+    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None, num_workers=0,
+                 collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
+                 multiprocessing_context=None, generator=None, *, prefetch_factor=2, persistent_workers=False,
+                 pin_memory_device="", seed=None, worker_threads=False):
         if not isinstance(num_workers, int) or num_workers < 0:
             raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable "
                              "multiprocessing.")
+        if timeout < 0:
+            raise ValueError("timeout option should be non-negative")
         if num_workers == 0 and prefetch_factor != 2:
             raise ValueError("prefetch_factor option could only be specified in multiprocessing."
                              "let num_workers > 0 to enable multiprocessing.")
         if not isinstance(prefetch_factor, int) or prefetch_factor < 1:
             raise ValueError(f"prefetch_factor should be a positive integer, but got {prefetch_factor}")
-        if timeout < 0:
-            raise ValueError("timeout option should be non-negative")
         if persistent_workers and num_workers == 0:
             raise ValueError("persistent_workers option needs num_workers > 0")
         if multiprocessing_context is not None:
@@ -150,58 +194,130 @@ class DataLoader:
             if worker_threads:
                 raise ValueError("multiprocessing_context is for worker processes; worker_threads=True "
                                  "runs the workers as threads")
-        self.dataset, self.batch_size = dataset, int(batch_size)
-        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
-        self.collate_fn = collate_fn or default_collate
+        _check_generator(generator)
+        iterable = isinstance(dataset, IterableDataset)
+        # torch's checks, in torch's order: the dataset's kind first.
+        if iterable:
+            if shuffle not in (False, None):
+                raise ValueError(f"DataLoader with IterableDataset: expected unspecified shuffle option, "
+                                 f"but got shuffle={shuffle}")
+            if sampler is not None:
+                raise ValueError(f"DataLoader with IterableDataset: expected unspecified sampler option, "
+                                 f"but got sampler={sampler}")
+            if batch_sampler is not None:
+                raise ValueError(f"DataLoader with IterableDataset: expected unspecified batch_sampler option, "
+                                 f"but got batch_sampler={batch_sampler}")
+            if worker_threads and num_workers > 0:
+                raise ValueError("worker_threads=True is for map-style datasets: an IterableDataset needs "
+                                 "worker processes (worker_threads=False) or num_workers=0")
+        shuffle = bool(shuffle)
+        if sampler is not None and shuffle:
+            raise ValueError("sampler option is mutually exclusive with shuffle")
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError("batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, "
+                                 "and drop_last")
+            batch_size, drop_last = None, False
+        elif batch_size is None and drop_last:
+            raise ValueError("batch_size=None option disables auto-batching and is mutually exclusive with drop_last")
+        if seed is None:
+            # The seed of the engine's shuffle and of the workers' seeds: from the loader's
+            # generator when it has one (torch draws its workers' base seed from it), else
+            # from mixprec's global one.
+            seed = (int(generator._randint(2 ** 62, 1)[0]) if generator is not None
+                    else int(_C._uniform([1], 0.0, 2.0 ** 31, _C.dtype.float64).item()))
+        if sampler is None:
+            if iterable:
+                sampler = _InfiniteConstantSampler()
+            elif shuffle and generator is None:
+                sampler = _SeededShuffleSampler(dataset, seed)
+            elif shuffle:
+                sampler = RandomSampler(dataset, generator=generator)
+            else:
+                sampler = SequentialSampler(dataset)
+        if batch_size is not None and batch_sampler is None:
+            batch_sampler = BatchSampler(sampler, batch_size, drop_last)  # checks both, as torch's
+        self.dataset, self.batch_size, self.drop_last = dataset, batch_size, bool(drop_last)
+        self.sampler, self.batch_sampler, self.generator = sampler, batch_sampler, generator
+        self.shuffle = shuffle
+        self._iterable = iterable
+        self.collate_fn = collate_fn or (default_collate if self._auto_collation else default_convert)
+        self.pin_memory, self.pin_memory_device = pin_memory, pin_memory_device  # no pinned memory on CPUs
         self.num_workers, self.prefetch_factor = num_workers, prefetch_factor
         self.worker_init_fn, self.timeout = worker_init_fn, timeout or None
         self.multiprocessing_context = start_method(multiprocessing_context)
         self.worker_threads = bool(worker_threads)
         self.persistent_workers = bool(persistent_workers)
         self._processes = None  # persistent_workers' WorkerProcesses
-        if seed is None:
-            seed = int(_C._uniform([1], 0.0, 2.0 ** 31, _C.dtype.float64).item())
         self.seed, self.epoch = int(seed), 0
+        self._initialized = True
+
+    def __setattr__(self, name, value):
+        if self._initialized and name in self._frozen:
+            raise ValueError(f"{name} attribute should not be set after {type(self).__name__} is initialized")
+        object.__setattr__(self, name, value)
+
+    @property
+    def _auto_collation(self):
+        return self.batch_sampler is not None
+
+    @property
+    def _index_sampler(self):
+        """What each request comes from: index lists (batch_sampler), else single indices."""
+        return self.batch_sampler if self._auto_collation else self.sampler
 
     def __len__(self):
-        n = len(self.dataset)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        if self._iterable:  # torch's estimate from the dataset's own length
+            n = len(self.dataset)
+            if self.batch_size is None:
+                return n
+            return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        return len(self._index_sampler)
 
     def set_epoch(self, epoch):
         self.epoch = int(epoch)
 
+    def _requests(self):
+        """What the Fetcher is asked for, one per batch: index lists or indices (map-style), a
+        batch size or None (IterableDataset)."""
+        if self._iterable:
+            return itertools.repeat(self.batch_size)
+        return iter(self._index_sampler)
+
     def __iter__(self):
-        n = len(self.dataset)
         epoch = self.epoch
-        order = np.asarray(_C.shuffled_order(n, self.seed, epoch)) if self.shuffle else np.arange(n)
         self.epoch += 1
-        batches = (order[b * self.batch_size:(b + 1) * self.batch_size] for b in range(len(self)))
+        if isinstance(self.sampler, _SeededShuffleSampler):
+            self.sampler.set_epoch(epoch)
+        requests = self._requests()
+        fetcher = Fetcher(self.dataset, self.collate_fn, self._auto_collation, self._iterable, self.drop_last)
         if self.num_workers == 0:
-            for idx in batches:
-                yield self._batch(idx)
+            for request in requests:
+                try:
+                    batch = fetcher(request)
+                except StopIteration:  # the IterableDataset has ended
+                    return
+                yield batch
         elif self.worker_threads:
-            yield from self._prefetched(batches, epoch)
+            yield from self._prefetched(fetcher, requests, epoch)
         else:
-            yield from self._from_processes(batches, epoch)
+            yield from self._from_processes(fetcher, requests, epoch)
 
-    def _batch(self, idx):
-        return build_batch(self.dataset, self.collate_fn, idx)
-
-    def _from_processes(self, batches, epoch):
+    def _from_processes(self, fetcher, requests, epoch):
         workers = self._processes
         if workers is None or not workers.alive:
             seeds = [worker_seed(self.seed, epoch, w) for w in range(self.num_workers)]
-            workers = WorkerProcesses(self.dataset, self.collate_fn, self.num_workers, seeds, self.worker_init_fn,
+            workers = WorkerProcesses(fetcher, self.num_workers, seeds, self.worker_init_fn,
                                       self.multiprocessing_context, self.prefetch_factor, self.timeout)
             self._processes = workers if self.persistent_workers else None
         try:
-            yield from workers.iterate(batches)
+            yield from workers.iterate(requests)
         finally:
             if not self.persistent_workers:
                 workers.shutdown()
 
-    def _prefetched(self, batches, epoch):
-        """The batches built on num_workers threads, up to prefetch_factor each ahead, handed
+    def _prefetched(self, fetcher, batches, epoch):
+        """The batches (of a map-style dataset) built on num_workers threads, up to prefetch_factor each ahead, handed
         out in order."""
         started = itertools.count()
         # Every worker is started and initialised before the first batch, as PyTorch's: N
@@ -234,11 +350,11 @@ class DataLoader:
             except threading.BrokenBarrierError:
                 raise init_errors[0] if init_errors else RuntimeError("DataLoader: a worker failed to start")
             for idx in itertools.islice(batches, self.num_workers * self.prefetch_factor):
-                pending.append(pool.submit(self._batch, idx))
+                pending.append(pool.submit(fetcher, idx))
             while pending:
                 batch = pending.popleft().result(timeout=self.timeout)
                 for idx in itertools.islice(batches, 1):
-                    pending.append(pool.submit(self._batch, idx))
+                    pending.append(pool.submit(fetcher, idx))
                 yield batch
         except concurrent.futures.TimeoutError:
             timed_out = True

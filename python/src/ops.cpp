@@ -81,9 +81,17 @@ void bind_ops(py::module_& m) {
           return conv1d(x, w, opt(b), stride, padding, dilation, groups);
         }),
         nogil);
+  // The 2-D convolutions and pooling take each spatial argument as an int (both axes) or an
+  // (H, W) pair, as PyTorch's; the int overload is tried first.
   m.def("conv_transpose2d",
         on_dense(+[](T x, T w, O b, int64_t stride, int64_t padding, int64_t output_padding, int64_t groups,
                      int64_t dilation) {
+          return conv_transpose2d(x, w, opt(b), stride, padding, output_padding, groups, dilation);
+        }),
+        nogil);
+  m.def("conv_transpose2d",
+        on_dense(+[](T x, T w, O b, Axes2 stride, Axes2 padding, Axes2 output_padding, int64_t groups,
+                     Axes2 dilation) {
           return conv_transpose2d(x, w, opt(b), stride, padding, output_padding, groups, dilation);
         }),
         nogil);
@@ -92,7 +100,13 @@ void bind_ops(py::module_& m) {
           return conv2d(x, w, opt(b), stride, padding, dilation, groups);
         }),
         nogil);
-  m.def("max_pool2d", on_dense(&max_pool2d), nogil);
+  m.def("conv2d",
+        on_dense(+[](T x, T w, O b, Axes2 stride, Axes2 padding, Axes2 dilation, int64_t groups) {
+          return conv2d(x, w, opt(b), stride, padding, dilation, groups);
+        }),
+        nogil);
+  m.def("max_pool2d", on_dense(py::overload_cast<T, int64_t, int64_t, int64_t>(&max_pool2d)), nogil);
+  m.def("max_pool2d", on_dense(py::overload_cast<T, Axes2, Axes2, Axes2>(&max_pool2d)), nogil);
   // The fused blocks nn.Sequential runs Conv2d, ReLU, MaxPool2d(k) as (mixprec/ops/ops_fused.h).
   m.def("relu_max_pool2d", on_dense(&relu_max_pool2d), nogil);
   m.def("conv2d_relu_max_pool2d",
@@ -100,7 +114,8 @@ void bind_ops(py::module_& m) {
           return conv2d_relu_max_pool2d(x, w, opt(b), stride, padding, pool);
         }),
         nogil);
-  m.def("avg_pool2d", on_dense(&avg_pool2d), nogil);
+  m.def("avg_pool2d", on_dense(py::overload_cast<T, int64_t, int64_t, int64_t>(&avg_pool2d)), nogil);
+  m.def("avg_pool2d", on_dense(py::overload_cast<T, Axes2, Axes2, Axes2>(&avg_pool2d)), nogil);
   m.def("sum", on_dense(py::overload_cast<T>(&sum)), nogil);
   m.def("sum", on_dense(py::overload_cast<T, const std::vector<int64_t>&, bool>(&sum)), nogil);
   m.def("mean", on_dense(py::overload_cast<T>(&mean)), nogil);

@@ -36,8 +36,7 @@ Tensor conv2d_with_params(const char* op, const Tensor& src, const Tensor& weigh
     throw Error(Status::invalid_argument(
         std::string(op) + ": src " + shape_str(src.shape()) + " and weights " + shape_str(weights.shape()) +
         " do not fit (expected src [N, C, H, W], weights [O, C / groups, KH, KW])"));
-  check_conv_params(op, p.stride_h, p.pad_h, p.dil_h, p.groups);
-  check_conv_params(op, p.stride_w, p.pad_w, p.dil_w, p.groups);
+  check_conv_params(op, {p.stride_h, p.stride_w}, {p.pad_h, p.pad_w}, {p.dil_h, p.dil_w}, p.groups);
   check_groups(op, src.size(1), src.shape(), weights.shape(), p.groups, /*transposed=*/false);
   if (bias.defined() && (bias.dim() != 1 || bias.size(0) != weights.size(0)))
     throw Error(Status::invalid_argument(std::string(op) + ": bias " + shape_str(bias.shape()) +
@@ -46,11 +45,19 @@ Tensor conv2d_with_params(const char* op, const Tensor& src, const Tensor& weigh
     throw Error(Status::invalid_argument(std::string(op) + ": dtype mismatch: src " + src.str() + ", weights " +
                                          weights.str() + (bias.defined() ? ", bias " + bias.str() : "") +
                                          " (cast one, or use autocast)"));
-  if (p.dil_h * (weights.size(2) - 1) + 1 > src.size(2) + 2 * p.pad_h ||
-      p.dil_w * (weights.size(3) - 1) + 1 > src.size(3) + 2 * p.pad_w)
-    throw Error(Status::invalid_argument(std::string(op) + ": kernel " + shape_str(weights.shape()) +
-                                         (p.dil_h > 1 || p.dil_w > 1 ? " dilated by " + std::to_string(std::max(p.dil_h, p.dil_w)) : "") +
-                                         " is larger than the padded input " + shape_str(src.shape())));
+  // PyTorch's rule, per axis: the dilated kernel fits in the padded input.
+  const Axes2 span{p.dil_h * (weights.size(2) - 1) + 1, p.dil_w * (weights.size(3) - 1) + 1};
+  const Axes2 padded{src.size(2) + 2 * p.pad_h, src.size(3) + 2 * p.pad_w};
+  for (size_t axis = 0; axis < 2; ++axis)
+    if (span[axis] > padded[axis])
+      throw Error(Status::invalid_argument(
+          std::string(op) + ": kernel " + shape_str(weights.shape()) +
+          (p.dil_h > 1 || p.dil_w > 1
+               ? " dilated by " + (p.dil_h == p.dil_w ? std::to_string(p.dil_h) : axes_str({p.dil_h, p.dil_w}))
+               : std::string()) +
+          " is larger than the padded input " + shape_str(src.shape()) + ": it spans " + std::to_string(span[axis]) +
+          " along " + axis_name(axis) + ", the input padded by " + axes_str({p.pad_h, p.pad_w}) + " has " +
+          std::to_string(padded[axis])));
   Tensor dst = ops_detail::dispatch(
       "conv2d", src.dtype(), [&] { return onednn::conv2d_forward(src, weights, bias, p); },
       [&] { return ref::conv2d_forward(src, weights, bias, p); });
@@ -88,12 +95,17 @@ Tensor conv2d_with_params(const char* op, const Tensor& src, const Tensor& weigh
 
 }  // namespace ops_detail
 
-Tensor conv2d(const Tensor& src_in, const Tensor& weights_in, const Tensor& bias_in, int64_t stride,
-              int64_t padding, int64_t dilation, int64_t groups) {
+Tensor conv2d(const Tensor& src_in, const Tensor& weights_in, const Tensor& bias_in, Axes2 stride, Axes2 padding,
+              Axes2 dilation, int64_t groups) {
   const auto in = ops_detail::autocast_inputs(amp::OpId::conv2d, {src_in, weights_in, bias_in});
-  ops_detail::check_conv_params("conv2d", stride, padding, dilation, groups);
-  return ops_detail::conv2d_with_params("conv2d", in[0], in[1], in[2],
-                                        {stride, stride, padding, padding, dilation, dilation, groups});
+  return ops_detail::conv2d_with_params(
+      "conv2d", in[0], in[1], in[2],
+      {stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], groups});
+}
+
+Tensor conv2d(const Tensor& src, const Tensor& weights, const Tensor& bias, int64_t stride, int64_t padding,
+              int64_t dilation, int64_t groups) {
+  return conv2d(src, weights, bias, Axes2{stride, stride}, Axes2{padding, padding}, Axes2{dilation, dilation}, groups);
 }
 
 // input [N, C, L] (or unbatched [C, L]), weight [O, C / groups, K] -> [N, O, (L + 2 padding -

@@ -6,11 +6,13 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "backend/kernel_params.h"
 #include "backend/kernels.h"
 #include "mixprec/core/status.h"
 #include "mixprec/core/tensor.h"
+#include "mixprec/ops/ops.h"
 
 namespace mixprec::ops_detail {
 
@@ -26,15 +28,40 @@ Tensor conv2d_with_params(const char* op, const Tensor& src, const Tensor& weigh
 backend::WeightGrads conv2d_weight_grads(const Tensor& src, const Tensor& diff_dst, const Shape& weights_shape,
                                          bool with_bias, const backend::Conv2dParams& p);
 
-// PyTorch's rules for a convolution's scalar arguments (one axis; the messages name the op):
-// stride >= 1, padding >= 0, dilation >= 1, groups >= 1.
+// PyTorch's rule for one value of a convolution's argument `name`: the message part naming
+// what is wrong, or empty (stride >= 1, padding >= 0, dilation >= 1, groups >= 1).
+inline std::string conv_value_error(const char* name, int64_t value) {
+  const int64_t least = std::string(name) == "padding" ? 0 : 1;
+  if (value >= least) return std::string();
+  return std::string(name) + " " + std::to_string(value) + " (expected >= " + std::to_string(least) + ")";
+}
+
+// PyTorch's rules for a convolution's scalar arguments (one axis; the messages name the op).
 inline void check_conv_params(const char* op, int64_t stride, int64_t padding, int64_t dilation, int64_t groups) {
-  std::string bad;
-  if (stride < 1) bad = "stride " + std::to_string(stride) + " (expected >= 1)";
-  else if (padding < 0) bad = "padding " + std::to_string(padding) + " (expected >= 0)";
-  else if (dilation < 1) bad = "dilation " + std::to_string(dilation) + " (expected >= 1)";
-  else if (groups < 1) bad = "groups " + std::to_string(groups) + " (expected >= 1)";
-  if (!bad.empty()) throw Error(Status::invalid_argument(std::string(op) + ": " + bad));
+  for (const auto& [name, value] : {std::pair{"stride", stride}, {"padding", padding}, {"dilation", dilation},
+                                    {"groups", groups}}) {
+    const std::string bad = conv_value_error(name, value);
+    if (!bad.empty()) throw Error(Status::invalid_argument(std::string(op) + ": " + bad));
+  }
+}
+
+inline std::string axes_str(const Axes2& a) {
+  return "(" + std::to_string(a[0]) + ", " + std::to_string(a[1]) + ")";
+}
+inline const char* axis_name(size_t axis) { return axis == 0 ? "H" : "W"; }
+
+// The same rules per axis of a 2-D op's pairs; a bad value is named with its axis and its
+// pair: "conv2d: padding -1 (expected >= 0) along W, padding (0, -1)".
+inline void check_conv_params(const char* op, const Axes2& stride, const Axes2& padding, const Axes2& dilation,
+                              int64_t groups) {
+  for (const auto& [name, pair] : {std::pair{"stride", stride}, {"padding", padding}, {"dilation", dilation}})
+    for (size_t axis = 0; axis < 2; ++axis) {
+      const std::string bad = conv_value_error(name, pair[axis]);
+      if (!bad.empty())
+        throw Error(Status::invalid_argument(std::string(op) + ": " + bad + " along " + axis_name(axis) + ", " +
+                                             name + " " + axes_str(pair)));
+    }
+  check_conv_params(op, 1, 0, 1, groups);
 }
 
 // PyTorch's channel rules for groups: a direct convolution's weight is [O, C / groups, ...]

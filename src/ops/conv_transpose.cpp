@@ -46,13 +46,18 @@ Tensor conv_transpose2d_with_params(const char* op, const Tensor& input, const T
   if (input.dtype() != weight.dtype() || (bias.defined() && bias.dtype() != input.dtype()))
     fail(std::string(op) + ": dtype mismatch: input " + input.str() + ", weight " + weight.str() +
          (bias.defined() ? ", bias " + bias.str() : "") + " (cast one, or use autocast)");
-  if (out_pad_h < 0 || out_pad_w < 0) fail(std::string(op) + ": output_padding must be >= 0");
-  // PyTorch's rule: the extra rows must be fewer than the stride or the dilation, so that the
-  // output still maps back onto exactly the input's size.
-  if (out_pad_h >= std::max(p.stride_h, p.dil_h) || out_pad_w >= std::max(p.stride_w, p.dil_w))
-    fail(std::string(op) + ": output_padding must be smaller than the stride or the dilation, got output_padding " +
-         std::to_string(std::max(out_pad_h, out_pad_w)) + " with stride " + std::to_string(std::min(p.stride_h, p.stride_w)) +
-         " and dilation " + std::to_string(std::min(p.dil_h, p.dil_w)));
+  // PyTorch's rule, per axis: the extra rows must be fewer than the stride or the dilation,
+  // so that the output still maps back onto exactly the input's size.
+  const Axes2 out_pad{out_pad_h, out_pad_w}, stride{p.stride_h, p.stride_w}, dilation{p.dil_h, p.dil_w};
+  for (size_t axis = 0; axis < 2; ++axis) {
+    const std::string where = " along " + std::string(ops_detail::axis_name(axis)) + ", output_padding " +
+                              ops_detail::axes_str(out_pad);
+    if (out_pad[axis] < 0) fail(std::string(op) + ": output_padding must be >= 0, got " + std::to_string(out_pad[axis]) + where);
+    if (out_pad[axis] >= std::max(stride[axis], dilation[axis]))
+      fail(std::string(op) + ": output_padding must be smaller than the stride or the dilation, got " +
+           std::to_string(out_pad[axis]) + where + " with stride " + ops_detail::axes_str(stride) + " and dilation " +
+           ops_detail::axes_str(dilation));
+  }
   const int64_t N = input.size(0), H = input.size(2), W = input.size(3);
   const int64_t OH = (H - 1) * p.stride_h - 2 * p.pad_h + p.dil_h * (weight.size(2) - 1) + out_pad_h + 1;
   const int64_t OW = (W - 1) * p.stride_w - 2 * p.pad_w + p.dil_w * (weight.size(3) - 1) + out_pad_w + 1;
@@ -101,21 +106,29 @@ Tensor conv_transpose2d_with_params(const char* op, const Tensor& input, const T
 
 }  // namespace
 
-Tensor conv_transpose2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, int64_t stride,
-                        int64_t padding, int64_t output_padding, int64_t groups, int64_t dilation) {
+Tensor conv_transpose2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, Axes2 stride,
+                        Axes2 padding, Axes2 output_padding, int64_t groups, Axes2 dilation) {
   const auto in = ops_detail::autocast_inputs(amp::OpId::conv_transpose2d, {input_in, weight_in, bias_in});
   const Tensor &input = in[0], &weight = in[1], &bias = in[2];
   if (!input.defined() || !weight.defined() || (input.dim() != 3 && input.dim() != 4))
     fail("conv_transpose2d: expected input [N, C_in, H, W] or [C_in, H, W], got " +
          (input.defined() ? shape_str(input.shape()) : std::string("undefined")));
   ops_detail::check_conv_params("conv_transpose2d", stride, padding, dilation, groups);
-  const Conv2dParams p{stride, stride, padding, padding, dilation, dilation, groups};
+  const Conv2dParams p{stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], groups};
   if (input.dim() == 4)
-    return conv_transpose2d_with_params("conv_transpose2d", input, weight, bias, p, output_padding, output_padding);
+    return conv_transpose2d_with_params("conv_transpose2d", input, weight, bias, p, output_padding[0],
+                                        output_padding[1]);
   ops_detail::AutocastOff inside;  // unbatched: as a batch of one
-  const Tensor out = conv_transpose2d_with_params("conv_transpose2d", reshape(input, {1, input.size(0), input.size(1), input.size(2)}),
-                                                  weight, bias, p, output_padding, output_padding);
+  const Tensor out =
+      conv_transpose2d_with_params("conv_transpose2d", reshape(input, {1, input.size(0), input.size(1), input.size(2)}),
+                                   weight, bias, p, output_padding[0], output_padding[1]);
   return reshape(out, {out.size(1), out.size(2), out.size(3)});
+}
+
+Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding,
+                        int64_t output_padding, int64_t groups, int64_t dilation) {
+  return conv_transpose2d(input, weight, bias, Axes2{stride, stride}, Axes2{padding, padding},
+                          Axes2{output_padding, output_padding}, groups, Axes2{dilation, dilation});
 }
 
 Tensor conv_transpose1d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, int64_t stride,

@@ -411,8 +411,8 @@ def test_group_norm_and_upsample_against_float64():
     up = F.interpolate(mixprec.tensor(a, dtype=mixprec.float64), scale_factor=2)
     np.testing.assert_array_equal(up.numpy(), a.repeat(2, axis=2).repeat(2, axis=3))
     check_grad(lambda x: F.interpolate(x, size=(6, 12)), lambda v: v.repeat(2, axis=2).repeat(3, axis=3), a)
-    with pytest.raises(NotImplementedError, match="mode='nearest' only"):
-        F.interpolate(mixprec.zeros(1, 1, 2, 2), scale_factor=2, mode="bilinear")
+    with pytest.raises(NotImplementedError, match="mode 'nearest' or 'bilinear'"):
+        F.interpolate(mixprec.zeros(1, 1, 2, 2), scale_factor=2, mode="bicubic")
 
 
 def test_rounding_and_integer_arithmetic_as_pytorch():
@@ -483,15 +483,20 @@ def test_list_and_tensor_indexing_on_any_dim_gather_index_select_cumsum():
     x = mixprec.tensor(a)
     np.testing.assert_array_equal(x[:, [0, 2]].numpy(), a[:, [0, 2]])
     np.testing.assert_array_equal(x[[1, 0]].numpy(), a[[1, 0]])
-    np.testing.assert_array_equal(x[1, :, [3, -1, 0]].numpy(), a[1, :, [3, -1, 0]])
+    np.testing.assert_array_equal(x[1, :, [3, -1, 0]].numpy(), a[1][:, [3, -1, 0]])  # PyTorch: the integer first
     np.testing.assert_array_equal(x[:, mixprec.tensor([[2], [0]]), 1].numpy(), a[:, np.array([[2], [0]]), 1])
     np.testing.assert_array_equal(x[None, 0, [1]].numpy(), a[None, 0, [1]])
-    # NumPy's placement rule (PyTorch's too): integers are advanced indices; separated by a
-    # slice or None, the advanced dims go first.
-    for index in [(1, slice(None), [3, 0]), (0, None, [1, 2]), (slice(None), [2, 1], 0), ([1], slice(1, 3), 2),
+    # PyTorch's placement rule: integers are basic indices, applied first (NumPy counts them as
+    # advanced: its a[1, :, [3, 0]] is the transpose of PyTorch's); lists separated by a slice or
+    # None put their dims first. tests/python/test_advanced_indexing.py has the full set.
+    assert x[1, :, [3, 0]].shape == (3, 2) and x[0, None, [1, 2]].shape == (1, 2, 4)
+    np.testing.assert_array_equal(x[1, :, [3, 0]].numpy(), a[1][:, [3, 0]])
+    np.testing.assert_array_equal(x[0, None, [1, 2]].numpy(), a[0][None][:, [1, 2]])
+    for index in [(slice(None), [2, 1], 0), ([1], slice(1, 3), 2),
                   (1, [0, 2], slice(None)), (slice(None), slice(None), [[1, 2], [3, 0]])]:
         np.testing.assert_array_equal(x[index].numpy(), a[index], err_msg=str(index))
-    with pytest.raises(IndexError, match="index 3 is out of bounds for dimension 1 with size 3"):
+    # PyTorch names the index array's rank among the index arrays, not the tensor's dim
+    with pytest.raises(IndexError, match="index 3 is out of bounds for dimension 0 with size 3"):
         x[:, [3]]
     check_grad(lambda t: t[:, [2, 0, 2]], lambda v: v[:, [2, 0, 2]], a)      # repeated rows sum back
     idx = np.array([[[0, 3], [1, 1], [2, 0]], [[3, 3], [0, 1], [2, 2]]])

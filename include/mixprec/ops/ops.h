@@ -11,6 +11,9 @@
 
 namespace mixprec {
 
+// A per-axis argument of the 2-D convolutions and pooling: {H, W}, PyTorch's pair.
+using Axes2 = std::array<int64_t, 2>;
+
 // ---- layout and dtype ----
 Tensor cast(const Tensor& src, DType dtype);                   // differentiable
 Tensor to_memory_format(const Tensor& src, MemoryFormat format);  // differentiable copy
@@ -64,9 +67,15 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // (in - 1) stride - 2 padding + dilation (k - 1) + output_padding + 1 with output_padding <
 // max(stride, dilation). Bad arguments raise an Error naming the op.
 //
-// src [N, C, H, W], weights [O, C / groups, KH, KW], bias [O] -> [N, O, OH, OW]
+// The 2-D ops take each spatial argument as one int (the same on H and W) or per axis as an
+// Axes2 {H, W}, PyTorch's int-or-pair; the int form is the pair form with both axes equal, and
+// each axis follows the rules on its own (a bad value's message names its axis).
+//
+// src [N, C, H, W], weights [O, C / groups, KH, KW] (KH and KW may differ), bias [O] -> [N, O, OH, OW]
 Tensor conv2d(const Tensor& src, const Tensor& weights, const Tensor& bias = Tensor(),
               int64_t stride = 1, int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
+Tensor conv2d(const Tensor& src, const Tensor& weights, const Tensor& bias, Axes2 stride, Axes2 padding,
+              Axes2 dilation = {1, 1}, int64_t groups = 1);
 // F.conv1d: input [N, C, L] (or unbatched [C, L]), weight [O, C / groups, K], bias [O] ->
 // [N, O, OL]. A conv2d of unit height (exact).
 Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int64_t stride = 1,
@@ -81,6 +90,8 @@ Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias = Te
 // decoders' and segmentation heads' upsampling.
 Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int64_t stride = 1,
                         int64_t padding = 0, int64_t output_padding = 0, int64_t groups = 1, int64_t dilation = 1);
+Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Axes2 stride, Axes2 padding,
+                        Axes2 output_padding = {0, 0}, int64_t groups = 1, Axes2 dilation = {1, 1});
 // F.conv_transpose1d: input [N, C_in, L] (or [C_in, L]), weight [C_in, C_out / groups, K]; as
 // conv_transpose2d of unit height.
 Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(), int64_t stride = 1,
@@ -113,8 +124,13 @@ Tensor addbmm(const Tensor& input, const Tensor& batch1, const Tensor& batch2, d
 Tensor chain_matmul(const std::vector<Tensor>& matrices);
 
 // ---- pooling ----
+// src [N, C, H, W]; PyTorch's rules per axis: kernel >= 1, stride >= 1 (the int form's stride
+// -1: the kernel's), 0 <= padding <= kernel / 2, and at least one output row and column.
+// Average pooling counts the padding in its divisor (PyTorch's count_include_pad).
 Tensor max_pool2d(const Tensor& src, int64_t kernel, int64_t stride = -1, int64_t padding = 0);
+Tensor max_pool2d(const Tensor& src, Axes2 kernel, Axes2 stride, Axes2 padding = {0, 0});
 Tensor avg_pool2d(const Tensor& src, int64_t kernel, int64_t stride = -1, int64_t padding = 0);
+Tensor avg_pool2d(const Tensor& src, Axes2 kernel, Axes2 stride, Axes2 padding = {0, 0});
 
 // ---- reductions ----
 Tensor sum(const Tensor& src);                                          // all elements

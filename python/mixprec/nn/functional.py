@@ -1,9 +1,11 @@
 """mixprec.nn.functional: PyTorch's torch.nn.functional names over the engine's ops."""
+import math
+
 import numpy as np
 
 from .. import _mixprec as _C
-from .._functions import abs as _abs, clamp, expand, log1p, norm
-from .._masks import where
+from .._functions import abs as _abs, clamp, log1p, norm
+from .._masks import _gather_rows, where
 from .._methods import _numpy_values
 
 _REDUCTIONS = ("none", "mean", "sum")
@@ -19,7 +21,7 @@ def linear(input, weight, bias=None):
 
 
 def _single(value, name):
-    """The engine's conv and pooling take one size for both spatial dims."""
+    """The engine's conv1d takes one size (a 1-element sequence is that size)."""
     if isinstance(value, (tuple, list)):
         if len(set(value)) != 1:
             raise NotImplementedError(f"mixprec supports square {name}s only, got {tuple(value)}")
@@ -27,17 +29,47 @@ def _single(value, name):
     return int(value)
 
 
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    dilation = _single(dilation, "dilation")
+def _pair(value, name, op):
+    """PyTorch's int-or-pair argument of a 2-D op as an (H, W) tuple of ints: an int is both
+    axes, a sequence of 1 is that int, a sequence of 2 is (H, W)."""
+    values = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    if len(values) not in (1, 2) or any(isinstance(v, bool) or not hasattr(v, "__index__") for v in values):
+        raise RuntimeError(f"{op}: {name} must be a single int or a pair of ints (H, W), got {name}={value!r}")
+    values = tuple(v.__index__() for v in values)
+    return values * 2 if len(values) == 1 else values
+
+
+def _same_padding(kernel, stride, dilation, op):
+    """padding='same' as PyTorch 1.13 computes it per axis: dilation * (kernel - 1) in total,
+    half of it (rounded down) on each side and the odd one at the end (bottom, right).
+    Returns the symmetric padding and the extra (H, W) rows/columns at the end."""
+    if stride != (1, 1):
+        raise RuntimeError(f"{op}: padding='same' is not supported for strided convolutions")
+    total = tuple(d * (k - 1) for k, d in zip(kernel, dilation))
+    return tuple(t // 2 for t in total), tuple(t % 2 for t in total)
+
+
+def _string_padding(padding, kernel, stride, dilation, op):
+    """'valid' (no padding) or 'same' as (symmetric padding, extra at the end) per axis."""
+    if padding == "valid":
+        return (0, 0), (0, 0)
     if padding == "same":
-        k = weight.shape[-1]
-        if _single(stride, "stride") != 1 or (dilation * (k - 1)) % 2 == 1:
-            raise NotImplementedError("padding='same' needs stride 1 and an even dilation * (kernel - 1) here")
-        padding = dilation * (k - 1) // 2
-    elif padding == "valid":
-        padding = 0
-    return _C.conv2d(input, weight, bias, _single(stride, "stride"), _single(padding, "padding"), dilation,
-                     int(groups))
+        return _same_padding(kernel, stride, dilation, op)
+    raise RuntimeError(f"Invalid padding string: '{padding}' (expected 'valid' or 'same')")
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """Each of stride, padding and dilation an int (both axes) or an (H, W) pair; padding
+    'valid' or 'same' (stride 1; an odd total along an axis pads its extra row or column at
+    the end, as PyTorch's)."""
+    stride, dilation = _pair(stride, "stride", "conv2d"), _pair(dilation, "dilation", "conv2d")
+    if isinstance(padding, str):
+        padding, extra = _string_padding(padding, tuple(weight.shape[-2:]), stride, dilation, "conv2d")
+        if any(extra):
+            input = pad(input, (0, extra[1], 0, extra[0]))
+    else:
+        padding = _pair(padding, "padding", "conv2d")
+    return _C.conv2d(input, weight, bias, stride, padding, dilation, int(groups))
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -46,21 +78,33 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 
 
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
-    return _C.conv_transpose2d(input, weight, bias, _single(stride, "stride"), _single(padding, "padding"),
-                               _single(output_padding, "output_padding"), int(groups), _single(dilation, "dilation"))
+    op = "conv_transpose2d"
+    return _C.conv_transpose2d(input, weight, bias, _pair(stride, "stride", op), _pair(padding, "padding", op),
+                               _pair(output_padding, "output_padding", op), int(groups),
+                               _pair(dilation, "dilation", op))
+
+
+def _pool_args(op, kernel_size, stride, padding):
+    """A pooling's kernel, stride (None or empty: the kernel's, as PyTorch's) and padding as
+    (H, W) pairs."""
+    kernel = _pair(kernel_size, "kernel_size", op)
+    no_stride = stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0)
+    return kernel, kernel if no_stride else _pair(stride, "stride", op), _pair(padding, "padding", op)
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
-    if _single(dilation, "dilation") != 1 or ceil_mode or return_indices:
+    if _pair(dilation, "dilation", "max_pool2d") != (1, 1) or ceil_mode or return_indices:
         raise NotImplementedError("mixprec's max_pool2d has no dilation, ceil_mode or return_indices")
-    stride = -1 if stride is None else _single(stride, "stride")
-    return _C.max_pool2d(input, _single(kernel_size, "kernel_size"), stride, _single(padding, "padding"))
+    return _C.max_pool2d(input, *_pool_args("max_pool2d", kernel_size, stride, padding))
 
 
-def avg_pool2d(input, kernel_size, stride=None, padding=0):
-    stride = -1 if stride is None else _single(stride, "stride")
-    return _C.avg_pool2d(input, _single(kernel_size, "kernel_size"), stride, _single(padding, "padding"))
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    if ceil_mode or not count_include_pad or divisor_override is not None:
+        raise NotImplementedError("mixprec's avg_pool2d: ceil_mode=False, count_include_pad=True and "
+                                  "divisor_override=None only")
+    return _C.avg_pool2d(input, *_pool_args("avg_pool2d", kernel_size, stride, padding))
 
 
 def relu(input, inplace=False):
@@ -262,31 +306,133 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     return out
 
 
+_INTERPOLATING_MODES = ("linear", "bilinear", "bicubic", "trilinear")
+
+
+def _interpolate_sizes(input, size, scale_factor, recompute_scale_factor):
+    """PyTorch 1.13's output size (H, W) and the scales its kernels use: a given scale_factor
+    (recompute_scale_factor None or False) is kept, so a source index is dst / scale_factor,
+    else (size, or recompute_scale_factor=True) in / out."""
+    spatial = list(input.shape[2:])
+    if size is not None and scale_factor is not None:
+        raise ValueError("only one of size or scale_factor should be defined")
+    if size is not None:
+        if recompute_scale_factor:
+            raise ValueError("recompute_scale_factor is not meaningful with an explicit size.")
+        out = tuple(size) if isinstance(size, (tuple, list)) else (size, size)
+        if len(out) != 2:
+            raise ValueError(f"Input and output must have the same number of spatial dimensions, but got input with "
+                             f"spatial dimensions of {spatial} and output size of {size}. Please provide input tensor "
+                             "in (N, C, d1, d2, ...,dK) format and output size in (o1, o2, ...,oK) format.")
+        return tuple(int(o) for o in out), (None, None)
+    if scale_factor is None:
+        raise ValueError("either size or scale_factor should be defined")
+    factors = tuple(scale_factor) if isinstance(scale_factor, (tuple, list)) else (scale_factor, scale_factor)
+    if len(factors) != 2:
+        raise ValueError(f"Input and scale_factor must have the same number of spatial dimensions, but got input with "
+                         f"spatial dimensions of {spatial} and scale_factor of shape {scale_factor}. Please provide "
+                         "input tensor in (N, C, d1, d2, ...,dK) format and scale_factor in (s1, s2, ...,sK) format.")
+    out = tuple(int(math.floor(float(n) * float(f))) for n, f in zip(spatial, factors))
+    return out, (None, None) if recompute_scale_factor else tuple(float(f) for f in factors)
+
+
+def _source_scale(in_size, out_size, scale, acc):
+    """PyTorch's compute_scales_value: 1 / the given scale, else in / out, in the kernel's
+    accumulation type `acc`."""
+    return acc(1.0 / scale) if scale is not None and scale > 0 else acc(in_size) / acc(out_size)
+
+
+def _nearest_source(in_size, out_size, scale):
+    """PyTorch 1.13's nearest_idx: out == in copies, out == 2 in halves, else
+    min(floor(dst * s), in - 1) with s and the product in float32, as its CPU kernel."""
+    dst = np.arange(out_size, dtype=np.int64)
+    if out_size == in_size:
+        return dst
+    if out_size == 2 * in_size:
+        return dst >> 1
+    s = _source_scale(in_size, out_size, scale, np.float32)
+    src = np.floor(dst.astype(np.float32) * s).astype(np.int64)
+    return np.minimum(src, in_size - 1)
+
+
+def _linear_source(in_size, out_size, scale, align_corners, acc):
+    """PyTorch 1.13's linear interpolation taps along one axis: for each output index the two
+    input indices and their weights (compute_source_index_and_lambda, in the kernel's
+    accumulation type `acc`: float32 for 16- and 32-bit inputs, float64 for float64)."""
+    dst = np.arange(out_size, dtype=acc)
+    if out_size == in_size:  # PyTorch copies (whatever the scale)
+        idx = np.arange(out_size, dtype=np.int64)
+        return idx, idx, np.ones(out_size, acc), np.zeros(out_size, acc)
+    if align_corners:
+        ratio = acc(in_size - 1) / acc(out_size - 1) if out_size > 1 else acc(0)
+        real = ratio * dst
+    else:
+        ratio = _source_scale(in_size, out_size, scale, acc)
+        real = np.maximum(ratio * (dst + acc(0.5)) - acc(0.5), acc(0))
+    i0 = real.astype(np.int64)  # real >= 0: truncation is floor
+    i1 = i0 + (i0 < in_size - 1)
+    l1 = np.clip(real - i0.astype(acc), acc(0), acc(1)).astype(acc)
+    return i0, i1, (acc(1) - l1).astype(acc), l1
+
+
+def _select_rows(x, index):
+    """x [N, C, H, W] at rows `index` along H -> [N, C, len(index), W]: one gather of whole
+    rows, whose gradient sums back into the rows read."""
+    n, c, h, w = x.shape
+    flat = (np.arange(n * c, dtype=np.int64)[:, None] * h + index[None, :]).reshape(-1)
+    return _gather_rows(x.reshape(n * c * h, w), 1, flat).reshape(n, c, index.size, w)
+
+
+def _select_columns(x, index):
+    """x [N, C, H, W] at columns `index` along W (rows of the transpose)."""
+    return _C.transpose(_select_rows(_C.transpose(x, 2, 3), index), 2, 3)
+
+
+def _lerp(select, x, taps, dim):
+    """Linear interpolation along dim (2 or 3): w0 x[i0] + w1 x[i1] per output index."""
+    i0, i1, w0, w1 = taps
+    if np.array_equal(i0, np.arange(x.shape[dim])) and not w1.any():
+        return x  # the same size: PyTorch copies
+    shape = [1, 1, 1, 1]
+    shape[dim] = i0.size
+
+    def weight(w):
+        return _C.cast(_C.from_numpy(np.ascontiguousarray(w.reshape(shape))), x.dtype)
+    return select(x, i0) * weight(w0) + select(x, i1) * weight(w1)
+
+
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
-    """Upsampling by whole factors in mode 'nearest' (each value repeated factor x factor
-    times, its gradient the sum over its copies); other modes and fractional factors are not
-    implemented."""
-    if mode != "nearest":
-        raise NotImplementedError(f"mixprec's interpolate: mode='nearest' only, got mode={mode!r}")
+    """PyTorch 1.13's F.interpolate on [N, C, H, W] in mode 'nearest' (its nearest_idx rule,
+    any size or factor) and 'bilinear' (align_corners False or True), composed of row gathers
+    and weighted sums: gradients sum back into the rows and columns read. A 16-bit input is
+    interpolated in float32 (PyTorch's accumulation type) and rounded once to its dtype."""
+    if mode in _INTERPOLATING_MODES:
+        align_corners = bool(align_corners)
+    elif align_corners is not None:
+        raise ValueError("align_corners option can only be set with the interpolating modes: "
+                         "linear | bilinear | bicubic | trilinear")
+    if mode not in ("nearest", "bilinear") or antialias:
+        raise NotImplementedError(f"mixprec's interpolate: mode 'nearest' or 'bilinear' (antialias=False) only, "
+                                  f"got mode={mode!r}, antialias={antialias}")
     if input.ndim != 4:
+        if mode == "bilinear":
+            raise NotImplementedError(f"Got {input.ndim}D input, but bilinear mode needs 4D input")
         raise NotImplementedError(f"mixprec's interpolate: 4-d input [N, C, H, W] only, got {input.ndim}-d")
+    (oh, ow), (sh, sw) = _interpolate_sizes(input, size, scale_factor, recompute_scale_factor)
     h, w = input.shape[2], input.shape[3]
-    if (size is None) == (scale_factor is None):
-        raise ValueError("either size or scale_factor should be defined")
-    if size is not None:
-        oh, ow = (size, size) if isinstance(size, int) else tuple(size)
-        if oh % h or ow % w:
-            raise NotImplementedError(f"mixprec's interpolate: size {oh}x{ow} must be a whole multiple of {h}x{w}")
-        fh, fw = oh // h, ow // w
-    else:
-        fh, fw = (scale_factor, scale_factor) if not isinstance(scale_factor, (tuple, list)) else scale_factor
-        if fh != int(fh) or fw != int(fw) or fh < 1 or fw < 1:
-            raise NotImplementedError(f"mixprec's interpolate: whole scale factors only, got {scale_factor}")
-        fh, fw = int(fh), int(fw)
-    n, c = input.shape[0], input.shape[1]
-    tiled = expand(input.reshape(n, c, h, 1, w, 1), n, c, h, fh, w, fw)
-    return tiled.reshape(n, c, h * fh, w * fw)
+    if oh <= 0 or ow <= 0 or h <= 0 or w <= 0:
+        raise RuntimeError(f"Input and output sizes should be greater than 0, but got input (H: {h}, W: {w}) "
+                           f"output (H: {oh}, W: {ow})")
+    if mode == "nearest":
+        return _select_columns(_select_rows(input, _nearest_source(h, oh, sh)), _nearest_source(w, ow, sw))
+    acc = np.float64 if input.dtype == _C.dtype.float64 else np.float32
+    work = input if input.dtype in (_C.dtype.float32, _C.dtype.float64) else _C.cast(input, _C.dtype.float32)
+    out = _lerp(_select_rows, work, _linear_source(h, oh, sh, align_corners, acc), 2)
+    out = _lerp(_select_columns, out, _linear_source(w, ow, sw, align_corners, acc), 3)
+    if out is input:  # the same size both ways: a copy, as PyTorch's, never the input itself
+        return input.clone()
+    return out if out.dtype == input.dtype else _C.cast(out, input.dtype)
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
@@ -375,3 +521,6 @@ def tanh(input):
 
 def flatten(input, start_dim=0, end_dim=-1):
     return _C.flatten(input, start_dim, end_dim)
+
+
+from ._functional_more import *  # noqa: E402,F401,F403 (activations, pads, 1-d pools, losses; its pad extends this one)

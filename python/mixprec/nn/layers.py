@@ -1,4 +1,5 @@
 """The built-in layers (torch.nn's names, arguments and parameter names)."""
+import math
 from collections import OrderedDict
 
 from .. import _mixprec as _C
@@ -20,35 +21,77 @@ class Linear(Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
+def _conv_parameters(module, engine_layer, weight_shape, fan_in, bias):
+    """A convolution's weight and bias: the engine layer's (`engine_layer()`, PyTorch's default
+    initialisation as the C++ API and the CLI draw it) where it builds this kernel (a square
+    one), else drawn by the same rule from the same generator (U(-1/sqrt(fan_in),
+    1/sqrt(fan_in)) in float32, weight then bias), the values the engine would draw."""
+    if weight_shape[-1] == weight_shape[-2]:
+        _adopt(module, engine_layer(), ["weight", "bias"])
+        return
+    bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+    module.weight = Parameter(_C._uniform(list(weight_shape), -bound, bound, _C.dtype.float32))
+    if bias:
+        module.bias = Parameter(_C._uniform([module.out_channels],
+                                            -bound, bound, _C.dtype.float32))
+    else:
+        module.register_parameter("bias", None)
+
+
+def _conv_repr(module):
+    """torch's _ConvNd.extra_repr: the arguments that differ from their defaults."""
+    s = (f"{module.in_channels}, {module.out_channels}, kernel_size={module.kernel_size}, "
+         f"stride={module.stride}")
+    if module.padding != (0,) * len(module.padding):
+        s += f", padding={module.padding}"
+    if module.dilation != (1,) * len(module.dilation):
+        s += f", dilation={module.dilation}"
+    if module.output_padding != (0,) * len(module.output_padding):
+        s += f", output_padding={module.output_padding}"
+    if module.groups != 1:
+        s += f", groups={module.groups}"
+    if module.bias is None:
+        s += ", bias=False"
+    return s
+
+
 class Conv2d(Module):
+    """kernel_size, stride, padding and dilation each an int or an (H, W) pair, stored as
+    pairs (padding may be 'valid' or 'same'), as torch.nn.Conv2d."""
+
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
                  groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
         super().__init__()
         if padding_mode != "zeros":
             raise NotImplementedError("mixprec's Conv2d: padding_mode='zeros' only")
-        k = F._single(kernel_size, "kernel_size")
-        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (k, k)
-        self.stride = F._single(stride, "stride")
-        self.dilation, self.groups = F._single(dilation, "dilation"), int(groups)
-        self.padding = padding if isinstance(padding, str) else F._single(padding, "padding")
-        same = self.dilation * (k - 1) // 2
-        engine_padding = same if padding == "same" else 0 if padding == "valid" else self.padding
-        _adopt(self, _C.nn.Conv2d(in_channels, out_channels, k, self.stride, engine_padding, bias,
-                                  self.dilation, self.groups),
-               ["weight", "bias"])
+        kernel = F._pair(kernel_size, "kernel_size", "Conv2d")
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel
+        self.stride, self.dilation = F._pair(stride, "stride", "Conv2d"), F._pair(dilation, "dilation", "Conv2d")
+        self.groups, self.transposed, self.output_padding = int(groups), False, (0, 0)
+        if isinstance(padding, str):
+            if padding not in ("valid", "same"):
+                raise ValueError(f"Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
+            if padding == "same" and self.stride != (1, 1):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+            self.padding = padding
+        else:
+            self.padding = F._pair(padding, "padding", "Conv2d")
+        if in_channels % self.groups != 0:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % self.groups != 0:
+            raise ValueError("out_channels must be divisible by groups")
+        # The engine layer's stride and padding are never used: forward() runs F.conv2d.
+        _conv_parameters(self, lambda: _C.nn.Conv2d(in_channels, out_channels, kernel[0], 1, 0, bias,
+                                                    self.dilation[0], self.groups),
+                         (out_channels, in_channels // self.groups) + kernel,
+                         in_channels // self.groups * kernel[0] * kernel[1], bias)
         _cast_parameters(self, dtype)
 
     def forward(self, input):
         return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
     def extra_repr(self):
-        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-             f"stride={self.stride}, padding={self.padding}")
-        if self.dilation != 1:
-            s += f", dilation={self.dilation}"
-        if self.groups != 1:
-            s += f", groups={self.groups}"
-        return s
+        return _conv_repr(self)
 
 
 class Conv1d(Module):
@@ -72,47 +115,75 @@ class Conv1d(Module):
 
 
 class ConvTranspose2d(Module):
-    """[N, C_in, H, W] -> [N, C_out, OH, OW]; weight [C_in, C_out / groups, k, k] (PyTorch's)."""
+    """[N, C_in, H, W] -> [N, C_out, OH, OW]; weight [C_in, C_out / groups, KH, KW] (PyTorch's);
+    kernel_size, stride, padding, output_padding and dilation each an int or an (H, W) pair."""
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0,
                  groups=1, bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
         super().__init__()
         if padding_mode != "zeros":
             raise NotImplementedError("mixprec's ConvTranspose2d: padding_mode='zeros' only")
-        k = F._single(kernel_size, "kernel_size")
-        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (k, k)
-        self.stride, self.padding = F._single(stride, "stride"), F._single(padding, "padding")
-        self.output_padding = F._single(output_padding, "output_padding")
-        self.dilation, self.groups = F._single(dilation, "dilation"), int(groups)
-        _adopt(self, _C.nn.ConvTranspose2d(in_channels, out_channels, k, self.stride, self.padding,
-                                           self.output_padding, self.groups, bias, self.dilation),
-               ["weight", "bias"])
+        op = "ConvTranspose2d"
+        kernel = F._pair(kernel_size, "kernel_size", op)
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel
+        self.stride, self.padding = F._pair(stride, "stride", op), F._pair(padding, "padding", op)
+        self.output_padding = F._pair(output_padding, "output_padding", op)
+        self.dilation, self.groups, self.transposed = F._pair(dilation, "dilation", op), int(groups), True
+        if in_channels % self.groups != 0:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % self.groups != 0:
+            raise ValueError("out_channels must be divisible by groups")
+        # PyTorch's fan_in of a transposed weight: its dim 1 times the kernel's area.
+        _conv_parameters(self, lambda: _C.nn.ConvTranspose2d(in_channels, out_channels, kernel[0], 1, 0, 0,
+                                                             self.groups, bias, self.dilation[0]),
+                         (in_channels, out_channels // self.groups) + kernel,
+                         out_channels // self.groups * kernel[0] * kernel[1], bias)
         _cast_parameters(self, dtype)
 
     def forward(self, input):
         return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding, self.output_padding,
                                   self.groups, self.dilation)
 
+    def extra_repr(self):
+        return _conv_repr(self)
+
 
 class MaxPool2d(Module):
+    """kernel_size, stride (None: the kernel's), padding and dilation each an int or an (H, W)
+    pair, kept as given (torch's)."""
+
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
                  ceil_mode=False):
         super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-        self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding, self.dilation = padding, dilation
+        self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
     def forward(self, input):
         return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
                             self.ceil_mode, self.return_indices)
 
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
 
 class AvgPool2d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                 divisor_override=None):
         super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding, self.ceil_mode = padding, ceil_mode
+        self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
 
     def forward(self, input):
-        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding)
+        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class ReLU(Module):
@@ -335,13 +406,25 @@ class GroupNorm(Module):
 
 
 class Upsample(Module):
+    """F.interpolate with the layer's arguments (torch's: a scale_factor is kept as float)."""
+
     def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None,
                  recompute_scale_factor=None):
         super().__init__()
-        self.size, self.scale_factor, self.mode = size, scale_factor, mode
+        self.size, self.mode, self.align_corners = size, mode, align_corners
+        if isinstance(scale_factor, tuple):
+            self.scale_factor = tuple(float(f) for f in scale_factor)
+        else:
+            self.scale_factor = float(scale_factor) if scale_factor else None
+        self.recompute_scale_factor = recompute_scale_factor
 
     def forward(self, input):
-        return F.interpolate(input, self.size, self.scale_factor, self.mode)
+        return F.interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners,
+                             recompute_scale_factor=self.recompute_scale_factor)
+
+    def extra_repr(self):
+        info = f"scale_factor={self.scale_factor!r}" if self.scale_factor is not None else f"size={self.size!r}"
+        return info + f", mode={self.mode}"
 
 
 class Embedding(Module):
@@ -380,28 +463,33 @@ class Embedding(Module):
 
 def _as_built(module, cls):
     """module is a cls exactly as the library builds it (not a subclass, no forward set on the
-    instance): Sequential may run it inside a fused op."""
-    return type(module) is cls and "forward" not in module.__dict__
+    instance, no forward hooks, which a fused op would not call): Sequential may run it
+    inside a fused op."""
+    return (type(module) is cls and "forward" not in module.__dict__
+            and not module.__dict__.get("_forward_hooks") and not module.__dict__.get("_forward_pre_hooks"))
 
 
 def _fusable_pool(module):
-    """The kernel of a MaxPool2d that relu_max_pool2d computes (stride = kernel, no padding,
-    dilation, ceil_mode or indices), else None."""
+    """The kernel of a MaxPool2d that relu_max_pool2d computes (a square kernel k, stride k, no
+    padding, dilation, ceil_mode or indices), else None."""
     if not _as_built(module, MaxPool2d) or module.return_indices or module.ceil_mode:
         return None
     try:
-        k = F._single(module.kernel_size, "kernel_size")
-        stride = k if module.stride is None else F._single(module.stride, "stride")
-        plain = F._single(module.padding, "padding") == 0 and F._single(module.dilation, "dilation") == 1
-    except (NotImplementedError, TypeError, ValueError):
+        kernel = F._pair(module.kernel_size, "kernel_size", "MaxPool2d")
+        plain = (F._pair(module.stride, "stride", "MaxPool2d") == kernel
+                 and F._pair(module.padding, "padding", "MaxPool2d") == (0, 0)
+                 and F._pair(module.dilation, "dilation", "MaxPool2d") == (1, 1))
+    except (RuntimeError, TypeError, ValueError):
         return None
-    return k if stride == k and plain and k >= 1 else None
+    return kernel[0] if plain and kernel[0] == kernel[1] and kernel[0] >= 1 else None
 
 
 def _fusable_conv(module):
-    """A Conv2d that conv2d_relu_max_pool2d computes: a numeric padding, no dilation or groups."""
-    return (_as_built(module, Conv2d) and isinstance(module.padding, int) and module.dilation == 1
-            and module.groups == 1)
+    """A Conv2d that conv2d_relu_max_pool2d computes: the same numeric stride and padding on
+    both axes (its int arguments), no dilation or groups."""
+    return (_as_built(module, Conv2d) and not isinstance(module.padding, str)
+            and module.stride[0] == module.stride[1] and module.padding[0] == module.padding[1]
+            and module.dilation == (1, 1) and module.groups == 1)
 
 
 class Sequential(Module):
@@ -444,8 +532,8 @@ class Sequential(Module):
             if getattr(input, "ndim", 0) == 4:
                 k = _fusable_pool(modules[i + 2]) if i + 2 < len(modules) else None
                 if k and _fusable_conv(module) and _as_built(modules[i + 1], ReLU):
-                    input = _C.conv2d_relu_max_pool2d(input, module.weight, module.bias, module.stride,
-                                                      module.padding, k)
+                    input = _C.conv2d_relu_max_pool2d(input, module.weight, module.bias, module.stride[0],
+                                                      module.padding[0], k)
                     i += 3
                     continue
                 k = _fusable_pool(modules[i + 1]) if i + 1 < len(modules) else None

@@ -5,6 +5,8 @@ are initialised as the C++ API and the CLI initialise them for the same seed, an
 same ops as the engine's forward(). Their parameters are ordinary Parameters of the Python
 module: replace, freeze or load them as in PyTorch.
 """
+import itertools
+import weakref
 from collections import OrderedDict, namedtuple
 
 import numpy as np
@@ -43,6 +45,63 @@ class Parameter(Tensor):
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
 
+class RemovableHandle:
+    """torch.utils.hooks.RemovableHandle: remove() takes its hook out of the table it was put in
+    (a no-op once done, or once the module is gone); also a context manager that removes it."""
+
+    _next_id = itertools.count()
+
+    def __init__(self, hooks_dict):
+        self.hooks_dict_ref = weakref.ref(hooks_dict)
+        self.id = next(RemovableHandle._next_id)
+
+    def remove(self):
+        hooks_dict = self.hooks_dict_ref()
+        if hooks_dict is not None and self.id in hooks_dict:
+            del hooks_dict[self.id]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+# torch.nn.modules.module's global hooks: run for every module, before the module's own.
+_global_forward_pre_hooks = OrderedDict()
+_global_forward_hooks = OrderedDict()
+
+
+def register_module_forward_pre_hook(hook):
+    """hook(module, input) before every module's forward (torch's global hook)."""
+    handle = RemovableHandle(_global_forward_pre_hooks)
+    _global_forward_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_forward_hook(hook):
+    """hook(module, input, output) after every module's forward (torch's global hook)."""
+    handle = RemovableHandle(_global_forward_hooks)
+    _global_forward_hooks[handle.id] = hook
+    return handle
+
+
+def _no_backward_hooks(name):
+    """Why mixprec has no module backward hooks."""
+    return NotImplementedError(
+        f"{name} is not supported by mixprec: backward runs in the C++ engine, whose autograd "
+        f"graph has no Python hooks (no Tensor.register_hook or autograd.Function), so nothing "
+        f"can see or replace the gradients of a module's inputs and outputs while they are "
+        f"computed. Read parameter gradients (.grad) after backward() instead, or use "
+        f"register_forward_hook to record activations")
+
+
+def _typename(obj):
+    """torch.typename(obj) for error messages."""
+    cls = type(obj)
+    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+
+
 class Module:
     """Base class of every layer and model; subclass it and write forward()."""
 
@@ -51,16 +110,22 @@ class Module:
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
+        object.__setattr__(self, "_forward_hooks", OrderedDict())
 
     # ---- attribute registration (PyTorch's rules) ----
     def __setattr__(self, name, value):
         if "_parameters" not in self.__dict__:
             raise AttributeError("cannot assign to a Module before Module.__init__() call")
         if isinstance(value, (Parameter, Module)):
+            # Out of the other tables; a name already in its own table keeps its place there
+            # (torch's: the order of named_parameters() and state_dict() does not change).
+            own = self._parameters if isinstance(value, Parameter) else self._modules
             for table in (self._parameters, self._buffers, self._modules):
-                table.pop(name, None)
+                if table is not own:
+                    table.pop(name, None)
             self.__dict__.pop(name, None)
-            (self._parameters if isinstance(value, Parameter) else self._modules)[name] = value
+            own[name] = value
         elif name in self._parameters:
             if value is not None:
                 raise TypeError(f"cannot assign '{type(value).__name__}' as parameter '{name}' "
@@ -106,14 +171,114 @@ class Module:
         self._buffers[name] = tensor
 
     def add_module(self, name, module):
+        """Registers module (or None) as the child `name`, with torch's checks."""
+        if not isinstance(module, Module) and module is not None:
+            raise TypeError(f"{_typename(module)} is not a Module subclass")
+        if not isinstance(name, str):
+            raise TypeError(f"module name should be a string. Got {_typename(name)}")
+        if hasattr(self, name) and name not in self._modules:
+            raise KeyError(f"attribute '{name}' already exists")
+        if "." in name:
+            raise KeyError(f'module name can\'t contain ".", got: {name}')
+        if name == "":
+            raise KeyError('module name can\'t be empty string ""')
         self._modules[name] = module
+
+    def register_module(self, name, module):
+        """Alias for add_module."""
+        self.add_module(name, module)
+
+    def _get_name(self):
+        return type(self).__name__
+
+    def get_submodule(self, target):
+        """The submodule at the dotted path target ("" is this module)."""
+        if target == "":
+            return self
+        module = self
+        for item in target.split("."):
+            if not hasattr(module, item):
+                raise AttributeError(module._get_name() + " has no attribute `" + item + "`")
+            module = getattr(module, item)
+            if not isinstance(module, Module):
+                raise AttributeError("`" + item + "` is not an nn.Module")
+        return module
+
+    def get_parameter(self, target):
+        """The Parameter at the dotted path target."""
+        module_path, _, name = target.rpartition(".")
+        module = self.get_submodule(module_path)
+        if not hasattr(module, name):
+            raise AttributeError(module._get_name() + " has no attribute `" + name + "`")
+        param = getattr(module, name)
+        if not isinstance(param, Parameter):
+            raise AttributeError("`" + name + "` is not an nn.Parameter")
+        return param
+
+    def get_buffer(self, target):
+        """The buffer at the dotted path target."""
+        module_path, _, name = target.rpartition(".")
+        module = self.get_submodule(module_path)
+        if not hasattr(module, name):
+            raise AttributeError(module._get_name() + " has no attribute `" + name + "`")
+        buffer = getattr(module, name)
+        if name not in module._buffers:
+            raise AttributeError("`" + name + "` is not a buffer")
+        return buffer
 
     # ---- calling ----
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        # A module made before hooks existed (an old pickle) or without Module.__init__ has no tables.
+        pre_hooks = self.__dict__.get("_forward_pre_hooks")
+        hooks = self.__dict__.get("_forward_hooks")
+        if not (pre_hooks or hooks or _global_forward_pre_hooks or _global_forward_hooks):
+            return self.forward(*args, **kwargs)
+        # torch's order and rules: global hooks first; a pre-hook's non-None result replaces the
+        # positional inputs (a non-tuple as a 1-tuple); a forward hook's non-None result
+        # replaces the output; keyword arguments go to forward only.
+        for hook in (*_global_forward_pre_hooks.values(), *(pre_hooks or {}).values()):
+            result = hook(self, args)
+            if result is not None:
+                args = result if isinstance(result, tuple) else (result,)
+        output = self.forward(*args, **kwargs)
+        for hook in (*_global_forward_hooks.values(), *(hooks or {}).values()):
+            result = hook(self, args, output)
+            if result is not None:
+                output = result
+        return output
+
+    # ---- hooks ----
+    def _hook_table(self, name):
+        table = self.__dict__.get(name)
+        if table is None:
+            table = OrderedDict()
+            object.__setattr__(self, name, table)
+        return table
+
+    def _add_hook(self, name, hook):
+        table = self._hook_table(name)
+        handle = RemovableHandle(table)
+        table[handle.id] = hook
+        return handle
+
+    def register_forward_pre_hook(self, hook):
+        """hook(module, input) -> None or a new input (a tuple, or one value), before forward
+        runs; input is the tuple of positional arguments. Returns a handle: handle.remove()."""
+        return self._add_hook("_forward_pre_hooks", hook)
+
+    def register_forward_hook(self, hook):
+        """hook(module, input, output) -> None or a new output, after forward runs. Returns a
+        handle: handle.remove()."""
+        return self._add_hook("_forward_hooks", hook)
+
+    def register_full_backward_hook(self, hook):
+        raise _no_backward_hooks("register_full_backward_hook")
+
+    def register_backward_hook(self, hook):
+        raise _no_backward_hooks("register_backward_hook")
 
     # ---- traversal ----
     def named_modules(self, memo=None, prefix=""):
@@ -222,6 +387,29 @@ class Module:
     def double(self):
         return self.to(dtype.float64)
 
+    def type(self, dst_type):
+        """Every parameter and buffer as dst_type (a dtype, or a name such as 'torch.FloatTensor'
+        or 'mixprec.float64'), integer ones included, as torch's Module.type. A module whose
+        tensors are the engine's own (EngineModule) converts its floating ones only."""
+        target = _dtype_named(dst_type)
+        for m in self.modules():
+            if type(m)._convert is not Module._convert:
+                if not target.is_floating_point:
+                    raise TypeError(f"{type(m).__name__} holds the engine's own tensors: its type() "
+                                    f"takes floating point dtypes only, but got {target!r}")
+                m._convert(target)
+                continue
+            for name, p in m._parameters.items():
+                if p is not None and p.dtype != target:
+                    if p.requires_grad and not target.is_floating_point:
+                        raise RuntimeError("data set to a tensor that requires gradients must be floating point "
+                                           "or complex dtype")
+                    m._parameters[name] = Parameter(p.detach()._to_dtype(target), p.requires_grad)
+            for name, b in m._buffers.items():
+                if b is not None and b.dtype != target:
+                    m._buffers[name] = b._to_dtype(target)
+        return self
+
     def apply(self, fn):
         """fn(m) for every submodule, children first, then this module (torch's order);
         returns self."""
@@ -293,6 +481,24 @@ class Module:
         if lines:
             return main + "\n  " + "\n  ".join(lines) + "\n)"
         return main + ")"
+
+
+# Module.type's names: torch's legacy tensor type names, and dtypes by name.
+_TYPE_NAMES = {"FloatTensor": dtype.float32, "DoubleTensor": dtype.float64, "HalfTensor": dtype.float16,
+               "BFloat16Tensor": dtype.bfloat16, "LongTensor": dtype.int64, "IntTensor": dtype.int32,
+               "ByteTensor": dtype.uint8}
+
+
+def _dtype_named(dst_type):
+    if isinstance(dst_type, dtype):
+        return dst_type
+    if isinstance(dst_type, str):
+        name = dst_type.rpartition(".")[2]
+        if name in _TYPE_NAMES:
+            return _TYPE_NAMES[name]
+        if isinstance(getattr(dtype, name, None), dtype):
+            return getattr(dtype, name)
+    raise ValueError(f"invalid type: {dst_type!r}")
 
 
 def _adopt(module, engine_layer, names):

@@ -1,11 +1,20 @@
-"""mixprec.optim.lr_scheduler: PyTorch 1.13's schedulers (the same formulas, applied in the
-same order, so the learning rates are the same floats), and the CLI's warm-up schedules."""
+"""mixprec.optim.lr_scheduler: PyTorch 1.13's schedulers, ported from its lr_scheduler.py
+(BSD licence): the same formulas, applied in the same order and over every parameter group
+(a base_lr per group), so the learning rates are the same floats; plus the CLI's warm-up
+schedules (WarmupSchedule). As in PyTorch, schedulers that cycle the momentum (CyclicLR,
+OneCycleLR) write each group's 'momentum' or 'betas', which the optimizers apply at the next
+step. Unlike PyTorch, optimizer.step() is not wrapped to warn about a scheduler stepped
+before the optimizer."""
 import math
+import types
 import warnings
+from bisect import bisect_right
+from collections import Counter
 
 from .. import _mixprec as _C
+from .optimizer import Optimizer
 
-# PyTorch 1.13's warning for step(epoch=...), which ReduceLROnPlateau still takes.
+# PyTorch 1.13's warning for step(epoch=...).
 _EPOCH_DEPRECATION_WARNING = (
     "The epoch parameter in `scheduler.step()` was not necessary and is being "
     "deprecated where possible. Please use `scheduler.step()` to step the "
@@ -14,120 +23,474 @@ _EPOCH_DEPRECATION_WARNING = (
     "Please open an issue if you are unable to replicate your use case: "
     "https://github.com/pytorch/pytorch/issues/new/choose."
 )
+_GET_LR_WARNING = ("To get the last learning rate computed by the scheduler, "
+                   "please use `get_last_lr()`.")
+
+
+def _check_optimizer(optimizer):
+    if not isinstance(optimizer, Optimizer):
+        raise TypeError("{} is not an Optimizer".format(type(optimizer).__name__))
+
+
+def _format_param(name, optimizer, param):
+    """PyTorch's _format_param: one value per group, from a scalar or a list/tuple."""
+    if isinstance(param, (list, tuple)):
+        if len(param) != len(optimizer.param_groups):
+            raise ValueError("expected {} values for {}, got {}".format(
+                len(optimizer.param_groups), name, len(param)))
+        return list(param)
+    return [param] * len(optimizer.param_groups)
+
+
+class _GetLrInStep:
+    def __init__(self, scheduler):
+        self.scheduler = scheduler
+
+    def __enter__(self):
+        self.scheduler._get_lr_called_within_step = True
+
+    def __exit__(self, *exc):
+        self.scheduler._get_lr_called_within_step = False
 
 
 class _LRScheduler:
-    """Sets optimizer.param_groups[0]['lr'] each step(); get_last_lr() as PyTorch's."""
+    """Sets every group's 'lr' each step(); base_lrs holds each group's 'initial_lr'."""
 
-    def __init__(self, optimizer, last_epoch=-1):
+    def __init__(self, optimizer, last_epoch=-1, verbose=False):
+        _check_optimizer(optimizer)
         self.optimizer = optimizer
-        group = optimizer.param_groups[0]
         if last_epoch == -1:
-            group.setdefault("initial_lr", group["lr"])
-        elif "initial_lr" not in group:
-            raise KeyError("param 'initial_lr' is not specified in param_groups[0] when resuming an optimizer")
-        self.base_lrs = [group["initial_lr"]]
+            for group in optimizer.param_groups:
+                group.setdefault("initial_lr", group["lr"])
+        else:
+            for i, group in enumerate(optimizer.param_groups):
+                if "initial_lr" not in group:
+                    raise KeyError("param 'initial_lr' is not specified in param_groups[{}] when "
+                                   "resuming an optimizer".format(i))
+        self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
+        self.verbose = verbose
+        self._initial_step()
+
+    def _initial_step(self):
+        self.optimizer._step_count = 0
+        self._step_count = 0
         self.step()
 
-    def get_lr(self):
-        raise NotImplementedError
-
-    def get_last_lr(self):
-        return self._last_lr
-
-    def step(self):
-        self.last_epoch += 1
-        lr = self.get_lr()[0]
-        self.optimizer.param_groups[0]["lr"] = lr
-        self._last_lr = [lr]
-
     def state_dict(self):
-        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambda")}
+        return {key: value for key, value in self.__dict__.items() if key != "optimizer"}
 
     def load_state_dict(self, state_dict):
         self.__dict__.update(state_dict)
 
-    @property
-    def _lr(self):
-        return self.optimizer.param_groups[0]["lr"]
-
-
-class LambdaLR(_LRScheduler):
-    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
-        self.lr_lambda = lr_lambda
-        super().__init__(optimizer, last_epoch)
+    def get_last_lr(self):
+        return self._last_lr
 
     def get_lr(self):
-        return [self.base_lrs[0] * self.lr_lambda(self.last_epoch)]
+        raise NotImplementedError
+
+    def _warn_outside_step(self):
+        if not getattr(self, "_get_lr_called_within_step", False):
+            warnings.warn(_GET_LR_WARNING, UserWarning)
+
+    def print_lr(self, is_verbose, group, lr, epoch=None):
+        if is_verbose:
+            if epoch is None:
+                print("Adjusting learning rate of group {} to {:.4e}.".format(group, lr))
+            else:
+                epoch_str = ("%.2f" if isinstance(epoch, float) else "%.5d") % epoch
+                print("Epoch {}: adjusting learning rate of group {} to {:.4e}.".format(epoch_str, group, lr))
+
+    def step(self, epoch=None):
+        self._step_count += 1
+        with _GetLrInStep(self):
+            if epoch is None:
+                self.last_epoch += 1
+                values = self.get_lr()
+            else:
+                warnings.warn(_EPOCH_DEPRECATION_WARNING, UserWarning)
+                self.last_epoch = epoch
+                values = (self._get_closed_form_lr() if hasattr(self, "_get_closed_form_lr")
+                          else self.get_lr())
+        for i, (group, lr) in enumerate(zip(self.optimizer.param_groups, values)):
+            group["lr"] = lr
+            self.print_lr(self.verbose, i, lr, epoch)
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+    def _lrs(self, factor=None):
+        """Every group's lr, times factor if given."""
+        if factor is None:
+            return [group["lr"] for group in self.optimizer.param_groups]
+        return [group["lr"] * factor for group in self.optimizer.param_groups]
+
+
+class _LambdaScheduler(_LRScheduler):
+    """LambdaLR and MultiplicativeLR: a function per group (or one for all); state_dict()
+    keeps the __dict__ of callable objects, not plain functions, as PyTorch's."""
+
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1, verbose=False):
+        self.optimizer = optimizer
+        if not isinstance(lr_lambda, (list, tuple)):
+            self.lr_lambdas = [lr_lambda] * len(optimizer.param_groups)
+        else:
+            if len(lr_lambda) != len(optimizer.param_groups):
+                raise ValueError("Expected {} lr_lambdas, but got {}".format(
+                    len(optimizer.param_groups), len(lr_lambda)))
+            self.lr_lambdas = list(lr_lambda)
+        super().__init__(optimizer, last_epoch, verbose)
+
+    def state_dict(self):
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+        state["lr_lambdas"] = [None if isinstance(fn, types.FunctionType) else fn.__dict__.copy()
+                               for fn in self.lr_lambdas]
+        return state
+
+    def load_state_dict(self, state_dict):
+        state = dict(state_dict)
+        lr_lambdas = state.pop("lr_lambdas")
+        self.__dict__.update(state)
+        for fn, saved in zip(self.lr_lambdas, lr_lambdas):
+            if saved is not None:
+                fn.__dict__.update(saved)
+
+
+class LambdaLR(_LambdaScheduler):
+    def get_lr(self):
+        self._warn_outside_step()
+        return [base_lr * lmbda(self.last_epoch) for lmbda, base_lr in zip(self.lr_lambdas, self.base_lrs)]
+
+
+class MultiplicativeLR(_LambdaScheduler):
+    def get_lr(self):
+        self._warn_outside_step()
+        if self.last_epoch > 0:
+            return [group["lr"] * lmbda(self.last_epoch)
+                    for lmbda, group in zip(self.lr_lambdas, self.optimizer.param_groups)]
+        return self._lrs()
 
 
 class StepLR(_LRScheduler):
-    def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
+    def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1, verbose=False):
         self.step_size, self.gamma = step_size, gamma
-        super().__init__(optimizer, last_epoch)
+        super().__init__(optimizer, last_epoch, verbose)
 
     def get_lr(self):
+        self._warn_outside_step()
         if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
-            return [self._lr]
-        return [self._lr * self.gamma]
+            return self._lrs()
+        return self._lrs(self.gamma)
+
+    def _get_closed_form_lr(self):
+        return [base_lr * self.gamma ** (self.last_epoch // self.step_size) for base_lr in self.base_lrs]
 
 
 class MultiStepLR(_LRScheduler):
-    def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
-        self.milestones, self.gamma = sorted(milestones), gamma
-        super().__init__(optimizer, last_epoch)
+    def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1, verbose=False):
+        self.milestones, self.gamma = Counter(milestones), gamma
+        super().__init__(optimizer, last_epoch, verbose)
 
     def get_lr(self):
+        self._warn_outside_step()
         if self.last_epoch not in self.milestones:
-            return [self._lr]
-        return [self._lr * self.gamma ** self.milestones.count(self.last_epoch)]
+            return self._lrs()
+        return self._lrs(self.gamma ** self.milestones[self.last_epoch])
+
+    def _get_closed_form_lr(self):
+        milestones = sorted(self.milestones.elements())
+        return [base_lr * self.gamma ** bisect_right(milestones, self.last_epoch) for base_lr in self.base_lrs]
 
 
-class ExponentialLR(_LRScheduler):
-    def __init__(self, optimizer, gamma, last_epoch=-1):
-        self.gamma = gamma
-        super().__init__(optimizer, last_epoch)
+class ConstantLR(_LRScheduler):
+    def __init__(self, optimizer, factor=1.0 / 3, total_iters=5, last_epoch=-1, verbose=False):
+        if factor > 1.0 or factor < 0:
+            raise ValueError("Constant multiplicative factor expected to be between 0 and 1.")
+        self.factor, self.total_iters = factor, total_iters
+        super().__init__(optimizer, last_epoch, verbose)
 
     def get_lr(self):
+        self._warn_outside_step()
         if self.last_epoch == 0:
-            return [self._lr]
-        return [self._lr * self.gamma]
+            return self._lrs(self.factor)
+        if self.last_epoch > self.total_iters or self.last_epoch != self.total_iters:
+            return self._lrs()
+        return self._lrs(1.0 / self.factor)
+
+    def _get_closed_form_lr(self):
+        return [base_lr * (self.factor + (self.last_epoch >= self.total_iters) * (1 - self.factor))
+                for base_lr in self.base_lrs]
 
 
 class LinearLR(_LRScheduler):
-    def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5, last_epoch=-1):
-        if start_factor > 1.0 or start_factor <= 0:
-            raise ValueError("Starting multiplicative factor expected to be greater than 0 and less or equal to 1.")
+    def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5, last_epoch=-1,
+                 verbose=False):
+        if start_factor > 1.0 or start_factor < 0:
+            raise ValueError("Starting multiplicative factor expected to be between 0 and 1.")
         if end_factor > 1.0 or end_factor < 0:
             raise ValueError("Ending multiplicative factor expected to be between 0 and 1.")
         self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
-        super().__init__(optimizer, last_epoch)
+        super().__init__(optimizer, last_epoch, verbose)
 
     def get_lr(self):
+        self._warn_outside_step()
         if self.last_epoch == 0:
-            return [self._lr * self.start_factor]
+            return self._lrs(self.start_factor)
         if self.last_epoch > self.total_iters:
-            return [self._lr]
-        return [self._lr * (1.0 + (self.end_factor - self.start_factor) /
-                            (self.total_iters * self.start_factor + (self.last_epoch - 1) *
-                             (self.end_factor - self.start_factor)))]
+            return self._lrs()
+        return self._lrs(1. + (self.end_factor - self.start_factor) /
+                         (self.total_iters * self.start_factor + (self.last_epoch - 1) *
+                          (self.end_factor - self.start_factor)))
+
+    def _get_closed_form_lr(self):
+        return [base_lr * (self.start_factor + (self.end_factor - self.start_factor) *
+                           min(self.total_iters, self.last_epoch) / self.total_iters)
+                for base_lr in self.base_lrs]
+
+
+class ExponentialLR(_LRScheduler):
+    def __init__(self, optimizer, gamma, last_epoch=-1, verbose=False):
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch, verbose)
+
+    def get_lr(self):
+        self._warn_outside_step()
+        if self.last_epoch == 0:
+            return self._lrs()
+        return self._lrs(self.gamma)
+
+    def _get_closed_form_lr(self):
+        return [base_lr * self.gamma ** self.last_epoch for base_lr in self.base_lrs]
+
+
+class PolynomialLR(_LRScheduler):
+    def __init__(self, optimizer, total_iters=5, power=1.0, last_epoch=-1, verbose=False):
+        self.total_iters, self.power = total_iters, power
+        super().__init__(optimizer, last_epoch, verbose)
+
+    def get_lr(self):
+        self._warn_outside_step()
+        if self.last_epoch == 0 or self.last_epoch > self.total_iters:
+            return self._lrs()
+        decay_factor = ((1.0 - self.last_epoch / self.total_iters) /
+                        (1.0 - (self.last_epoch - 1) / self.total_iters)) ** self.power
+        return self._lrs(decay_factor)
+
+    def _get_closed_form_lr(self):
+        return [base_lr * (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters) ** self.power
+                for base_lr in self.base_lrs]
 
 
 class CosineAnnealingLR(_LRScheduler):
-    def __init__(self, optimizer, T_max, eta_min=0, last_epoch=-1):
+    def __init__(self, optimizer, T_max, eta_min=0, last_epoch=-1, verbose=False):
         self.T_max, self.eta_min = T_max, eta_min
-        super().__init__(optimizer, last_epoch)
+        super().__init__(optimizer, last_epoch, verbose)
 
     def get_lr(self):
-        base, lr = self.base_lrs[0], self._lr
+        self._warn_outside_step()
+        groups = self.optimizer.param_groups
         if self.last_epoch == 0:
-            return [lr]
+            return self._lrs()
+        if self._step_count == 1 and self.last_epoch > 0:  # resumed with last_epoch
+            return [self.eta_min + (base_lr - self.eta_min) *
+                    (1 + math.cos(self.last_epoch * math.pi / self.T_max)) / 2
+                    for base_lr in self.base_lrs]
         if (self.last_epoch - 1 - self.T_max) % (2 * self.T_max) == 0:
-            return [lr + (base - self.eta_min) * (1 - math.cos(math.pi / self.T_max)) / 2]
+            return [group["lr"] + (base_lr - self.eta_min) * (1 - math.cos(math.pi / self.T_max)) / 2
+                    for base_lr, group in zip(self.base_lrs, groups)]
         return [(1 + math.cos(math.pi * self.last_epoch / self.T_max)) /
                 (1 + math.cos(math.pi * (self.last_epoch - 1) / self.T_max)) *
-                (lr - self.eta_min) + self.eta_min]
+                (group["lr"] - self.eta_min) + self.eta_min for group in groups]
+
+    def _get_closed_form_lr(self):
+        return [self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+                for base_lr in self.base_lrs]
+
+
+class _SchedulerList:
+    """state_dict() of SequentialLR and ChainedScheduler: each scheduler's own."""
+
+    def state_dict(self):
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict):
+        state = dict(state_dict)
+        schedulers = state.pop("_schedulers")
+        self.__dict__.update(state)
+        for scheduler, saved in zip(self._schedulers, schedulers):
+            scheduler.load_state_dict(saved)
+
+
+class SequentialLR(_SchedulerList, _LRScheduler):
+    def __init__(self, optimizer, schedulers, milestones, last_epoch=-1, verbose=False):
+        for i in range(len(schedulers)):
+            if schedulers[i].optimizer is not optimizer:
+                raise ValueError(
+                    "Sequential Schedulers expects all schedulers to belong to the same optimizer, but "
+                    f"got schedulers at index {i} to be different than the optimizer passed in.")
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError(
+                "Sequential Schedulers expects number of schedulers provided to be one more "
+                "than the number of milestone points, but got number of schedulers {} and the "
+                "number of milestones to be equal to {}".format(len(schedulers), len(milestones)))
+        self._schedulers = schedulers
+        self._milestones = milestones
+        self.last_epoch = last_epoch + 1
+        self.optimizer = optimizer
+        for group in optimizer.param_groups:  # back to the initial learning rates
+            group["lr"] = group["initial_lr"]
+        for scheduler in schedulers:  # "undo" the step each scheduler made at construction
+            scheduler.last_epoch -= 1
+        schedulers[0]._initial_step()
+        self._last_lr = schedulers[0].get_last_lr()
+
+    def step(self):
+        self.last_epoch += 1
+        idx = bisect_right(self._milestones, self.last_epoch)
+        scheduler = self._schedulers[idx]
+        if idx > 0 and self._milestones[idx - 1] == self.last_epoch:
+            scheduler.step(0)
+        else:
+            scheduler.step()
+        self._last_lr = scheduler.get_last_lr()
+
+
+class ChainedScheduler(_SchedulerList, _LRScheduler):
+    def __init__(self, schedulers):
+        for i in range(1, len(schedulers)):
+            if schedulers[i].optimizer is not schedulers[0].optimizer:
+                raise ValueError(
+                    "ChainedScheduler expects all schedulers to belong to the same optimizer, but "
+                    "got schedulers at index {} and {} to be different".format(0, i))
+        self._schedulers = list(schedulers)
+        self.optimizer = schedulers[0].optimizer
+        self._last_lr = [group["lr"] for group in self._schedulers[-1].optimizer.param_groups]
+
+    def step(self):
+        for scheduler in self._schedulers:
+            scheduler.step()
+        self._last_lr = [group["lr"] for group in self._schedulers[-1].optimizer.param_groups]
+
+
+class CyclicLR(_LRScheduler):
+    """PyTorch 1.13's: mode 'triangular', 'triangular2', 'exp_range' or scale_fn; with
+    cycle_momentum (default True) each group's 'momentum' cycles inversely to its lr (an
+    optimizer without 'momentum' in its defaults, as Adam, is PyTorch's ValueError). The
+    built-in scale functions are named, not bound methods, so state_dict() pickles."""
+
+    def __init__(self, optimizer, base_lr, max_lr, step_size_up=2000, step_size_down=None,
+                 mode="triangular", gamma=1., scale_fn=None, scale_mode="cycle", cycle_momentum=True,
+                 base_momentum=0.8, max_momentum=0.9, last_epoch=-1, verbose=False):
+        _check_optimizer(optimizer)
+        self.optimizer = optimizer
+        base_lrs = _format_param("base_lr", optimizer, base_lr)
+        if last_epoch == -1:
+            for lr, group in zip(base_lrs, optimizer.param_groups):
+                group["lr"] = lr
+        self.max_lrs = _format_param("max_lr", optimizer, max_lr)
+        step_size_up = float(step_size_up)
+        step_size_down = float(step_size_down) if step_size_down is not None else step_size_up
+        self.total_size = step_size_up + step_size_down
+        self.step_ratio = step_size_up / self.total_size
+        if mode not in ["triangular", "triangular2", "exp_range"] and scale_fn is None:
+            raise ValueError("mode is invalid and scale_fn is None")
+        self.mode = mode
+        self.gamma = gamma
+        self._scale_fn_custom = scale_fn
+        if scale_fn is None:
+            self.scale_mode = "iterations" if mode == "exp_range" else "cycle"
+        else:
+            self.scale_mode = scale_mode
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults:
+                raise ValueError("optimizer must support momentum with `cycle_momentum` option enabled")
+            base_momentums = _format_param("base_momentum", optimizer, base_momentum)
+            if last_epoch == -1:
+                for momentum, group in zip(base_momentums, optimizer.param_groups):
+                    group["momentum"] = momentum
+            self.base_momentums = [group["momentum"] for group in optimizer.param_groups]
+            self.max_momentums = _format_param("max_momentum", optimizer, max_momentum)
+        super().__init__(optimizer, last_epoch, verbose)
+        self.base_lrs = base_lrs
+
+    def scale_fn(self, x):
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        if self.mode == "triangular":
+            return 1.
+        if self.mode == "triangular2":
+            return 1 / (2. ** (x - 1))
+        return self.gamma ** x
+
+    def state_dict(self):
+        state = super().state_dict()
+        state.pop("_scale_fn_custom", None)  # a function: as PyTorch's (it drops _scale_fn_ref)
+        return state
+
+    def get_lr(self):
+        self._warn_outside_step()
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1. + self.last_epoch / self.total_size - cycle
+        if x <= self.step_ratio:
+            scale_factor = x / self.step_ratio
+        else:
+            scale_factor = (x - 1) / (self.step_ratio - 1)
+        at = cycle if self.scale_mode == "cycle" else self.last_epoch
+        lrs = [base_lr + (max_lr - base_lr) * scale_factor * self.scale_fn(at)
+               for base_lr, max_lr in zip(self.base_lrs, self.max_lrs)]
+        if self.cycle_momentum:
+            for group, base_m, max_m in zip(self.optimizer.param_groups, self.base_momentums,
+                                            self.max_momentums):
+                group["momentum"] = max_m - (max_m - base_m) * scale_factor * self.scale_fn(at)
+        return lrs
+
+
+class CosineAnnealingWarmRestarts(_LRScheduler):
+    def __init__(self, optimizer, T_0, T_mult=1, eta_min=0, last_epoch=-1, verbose=False):
+        if T_0 <= 0 or not isinstance(T_0, int):
+            raise ValueError("Expected positive integer T_0, but got {}".format(T_0))
+        if T_mult < 1 or not isinstance(T_mult, int):
+            raise ValueError("Expected integer T_mult >= 1, but got {}".format(T_mult))
+        self.T_0, self.T_i, self.T_mult = T_0, T_0, T_mult
+        self.eta_min = eta_min
+        self.T_cur = last_epoch
+        super().__init__(optimizer, last_epoch, verbose)
+
+    def get_lr(self):
+        self._warn_outside_step()
+        return [self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+                for base_lr in self.base_lrs]
+
+    def step(self, epoch=None):
+        """step() after each batch or step(epoch + i / iters) with a fractional epoch."""
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur = self.T_cur + 1
+            if self.T_cur >= self.T_i:
+                self.T_cur = self.T_cur - self.T_i
+                self.T_i = self.T_i * self.T_mult
+        else:
+            if epoch < 0:
+                raise ValueError("Expected non-negative epoch, but got {}".format(epoch))
+            if epoch >= self.T_0:
+                if self.T_mult == 1:
+                    self.T_cur = epoch % self.T_0
+                else:
+                    n = int(math.log((epoch / self.T_0 * (self.T_mult - 1) + 1), self.T_mult))
+                    self.T_cur = epoch - self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1)
+                    self.T_i = self.T_0 * self.T_mult ** n
+            else:
+                self.T_i = self.T_0
+                self.T_cur = epoch
+        self.last_epoch = math.floor(epoch)
+        with _GetLrInStep(self):
+            for i, (group, lr) in enumerate(zip(self.optimizer.param_groups, self.get_lr())):
+                group["lr"] = lr
+                self.print_lr(self.verbose, i, lr, epoch)
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
 
 class WarmupSchedule(_LRScheduler):
@@ -144,17 +507,8 @@ class WarmupSchedule(_LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
-        return [_C.lr_at(self.base_lrs[0], self.schedule, self.warmup_steps, self.min_lr,
-                         self.last_epoch + 1, self.total_steps)]
-
-
-def _one_per_group(name, value):
-    """PyTorch's _format_param for mixprec's one group: a scalar, or a list/tuple of one."""
-    if isinstance(value, (list, tuple)):
-        if len(value) != 1:
-            raise ValueError(f"expected 1 values for {name}, got {len(value)}")
-        return value[0]
-    return value
+        return [_C.lr_at(base_lr, self.schedule, self.warmup_steps, self.min_lr,
+                         self.last_epoch + 1, self.total_steps) for base_lr in self.base_lrs]
 
 
 def _phase(end_step, start_lr, end_lr, start_momentum, end_momentum):
@@ -167,23 +521,23 @@ class OneCycleLR(_LRScheduler):
     """PyTorch 1.13's 1cycle policy, stepped after every batch: from max_lr / div_factor up to
     max_lr over the first pct_start of total_steps (or epochs * steps_per_epoch), then down to
     max_lr / div_factor / final_div_factor; three_phase=True goes back to max_lr / div_factor
-    first, as the paper does. anneal_strategy 'cos' or 'linear'. As PyTorch's, the
-    total_steps-th step() (after the last batch) still sets an lr, past the end of the cycle,
-    and one more is a ValueError. Like PyTorch it writes 'initial_lr', 'max_lr' and 'min_lr'
-    into the group, so the optimizer's state_dict() carries them for a resume with last_epoch.
+    first, as the paper does. anneal_strategy 'cos' or 'linear'. max_lr, base_momentum and
+    max_momentum take one value or one per group. As PyTorch's, the total_steps-th step()
+    (after the last batch) still sets an lr, past the end of the cycle, and one more is a
+    ValueError. Like PyTorch it writes 'initial_lr', 'max_lr' and 'min_lr' into each group, so
+    the optimizer's state_dict() carries them for a resume with last_epoch.
 
-    cycle_momentum (PyTorch's default True) moves SGD's momentum or Adam's betas[0] inversely to
-    the lr, between max_momentum and base_momentum. mixprec optimizers fix those at
-    construction (only 'lr' may change), so cycle_momentum=True is taken only where it changes
-    nothing: base_momentum == max_momentum == the optimizer's momentum (betas[0]). Otherwise
-    construction raises a ValueError saying to pass cycle_momentum=False -- rather than
-    silently giving another schedule than PyTorch's, or failing later at optimizer.step().
-    verbose prints PyTorch's line for each step."""
+    cycle_momentum (PyTorch's default True) moves each group's momentum (SGD, RMSprop) or
+    betas[0] (Adam & co.) inversely to the lr, between max_momentum and base_momentum; the
+    optimizer applies them at its next step (the engine's SGD/Adam/AdamW make the group's
+    engine object anew with its state, a copy of the state tensors per step)."""
 
     def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None,
                  pct_start=0.3, anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85,
                  max_momentum=0.95, div_factor=25.0, final_div_factor=1e4, three_phase=False,
                  last_epoch=-1, verbose=False):
+        _check_optimizer(optimizer)
+        self.optimizer = optimizer
         # PyTorch's checks and messages, in its order, so the first bad argument named is its.
         if total_steps is None and epochs is None and steps_per_epoch is None:
             raise ValueError("You must define either total_steps OR (epochs AND steps_per_epoch)")
@@ -198,13 +552,6 @@ class OneCycleLR(_LRScheduler):
                 raise ValueError(
                     f"Expected positive integer steps_per_epoch, but got {steps_per_epoch}")
             self.total_steps = epochs * steps_per_epoch
-        if pct_start < 0 or pct_start > 1 or not isinstance(pct_start, float):
-            raise ValueError(f"Expected float between 0 and 1 pct_start, but got {pct_start}")
-        if anneal_strategy not in ("cos", "linear"):
-            raise ValueError("anneal_strategy must by one of 'cos' or 'linear', instead got "
-                             f"{anneal_strategy}")  # sic: PyTorch's "must by"
-        # A name, not PyTorch's bound method anneal_func: the state_dict() stays picklable.
-        self.anneal_strategy = anneal_strategy
         # The phase ends are PyTorch's expressions as written (2 * pct_start first): their
         # rounding is part of the learning rates.
         if three_phase:
@@ -222,39 +569,37 @@ class OneCycleLR(_LRScheduler):
                        "initial_lr", "max_lr", "max_momentum", "base_momentum"),
                 _phase(self.total_steps - 1, "max_lr", "min_lr", "base_momentum", "max_momentum"),
             ]
-        max_lr = _one_per_group("max_lr", max_lr)
-
-        group = optimizer.param_groups[0]
+        if pct_start < 0 or pct_start > 1 or not isinstance(pct_start, float):
+            raise ValueError(f"Expected float between 0 and 1 pct_start, but got {pct_start}")
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError("anneal_strategy must by one of 'cos' or 'linear', instead got "
+                             f"{anneal_strategy}")  # sic: PyTorch's "must by"
+        # A name, not PyTorch's bound method anneal_func: the state_dict() stays picklable.
+        self.anneal_strategy = anneal_strategy
+        max_lrs = _format_param("max_lr", optimizer, max_lr)
+        if last_epoch == -1:
+            for group, lr in zip(optimizer.param_groups, max_lrs):
+                group["initial_lr"] = lr / div_factor
+                group["max_lr"] = lr
+                group["min_lr"] = group["initial_lr"] / final_div_factor
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
             if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
                 raise ValueError(
                     "optimizer must support momentum with `cycle_momentum` option enabled")
             self.use_beta1 = "betas" in optimizer.defaults
-            max_momentum = _one_per_group("max_momentum", max_momentum)
-            base_momentum = _one_per_group("base_momentum", base_momentum)
-            name = "betas[0]" if self.use_beta1 else "momentum"
-            current = group["betas"][0] if self.use_beta1 else group["momentum"]
-            # Checked before the group is written, so a refused scheduler leaves it as it was.
-            if not max_momentum == base_momentum == current:
-                raise ValueError(
-                    f"OneCycleLR: cycle_momentum=True (PyTorch's default) sets the optimizer's "
-                    f"{name} (here {current}) between max_momentum={max_momentum} and "
-                    f"base_momentum={base_momentum} each step, but mixprec optimizers fix {name} "
-                    f"at construction (only 'lr' may change): pass cycle_momentum=False")
-        if last_epoch == -1:
-            group["initial_lr"] = max_lr / div_factor
-            group["max_lr"] = max_lr
-            group["min_lr"] = group["initial_lr"] / final_div_factor
-            if cycle_momentum:  # the optimizer's own value, as checked above
-                if self.use_beta1:
-                    group["betas"] = (max_momentum, *group["betas"][1:])
-                else:
-                    group["momentum"] = max_momentum
-                group["max_momentum"] = max_momentum
-                group["base_momentum"] = base_momentum
-        self.verbose = verbose
-        super().__init__(optimizer, last_epoch)
+            max_momentums = _format_param("max_momentum", optimizer, max_momentum)
+            base_momentums = _format_param("base_momentum", optimizer, base_momentum)
+            if last_epoch == -1:
+                for m_momentum, b_momentum, group in zip(max_momentums, base_momentums,
+                                                         optimizer.param_groups):
+                    if self.use_beta1:
+                        group["betas"] = (m_momentum, *group["betas"][1:])
+                    else:
+                        group["momentum"] = m_momentum
+                    group["max_momentum"] = m_momentum
+                    group["base_momentum"] = b_momentum
+        super().__init__(optimizer, last_epoch, verbose)
 
     @staticmethod
     def _annealing_cos(start, end, pct):
@@ -266,32 +611,32 @@ class OneCycleLR(_LRScheduler):
         return (end - start) * pct + start
 
     def get_lr(self):
+        self._warn_outside_step()
         step_num = self.last_epoch
         if step_num > self.total_steps:
             raise ValueError(f"Tried to step {step_num + 1} times. The specified number of total "
                              f"steps is {self.total_steps}")
         anneal = self._annealing_cos if self.anneal_strategy == "cos" else self._annealing_linear
-        group = self.optimizer.param_groups[0]
-        start_step = 0
-        for i, phase in enumerate(self._schedule_phases):
-            end_step = phase["end_step"]
-            if step_num <= end_step or i == len(self._schedule_phases) - 1:
-                pct = (step_num - start_step) / (end_step - start_step)
-                lr = anneal(group[phase["start_lr"]], group[phase["end_lr"]], pct)
-                if self.cycle_momentum:  # PyTorch's write; the value is the fixed one
-                    momentum = anneal(group[phase["start_momentum"]],
-                                      group[phase["end_momentum"]], pct)
-                    if self.use_beta1:
-                        group["betas"] = (momentum, *group["betas"][1:])
-                    else:
-                        group["momentum"] = momentum
-                return [lr]
-            start_step = end_step
-
-    def step(self):
-        super().step()
-        if self.verbose:
-            print(f"Adjusting learning rate of group 0 to {self._last_lr[0]:.4e}.")
+        lrs = []
+        for group in self.optimizer.param_groups:
+            start_step = 0
+            for i, phase in enumerate(self._schedule_phases):
+                end_step = phase["end_step"]
+                if step_num <= end_step or i == len(self._schedule_phases) - 1:
+                    pct = (step_num - start_step) / (end_step - start_step)
+                    lr = anneal(group[phase["start_lr"]], group[phase["end_lr"]], pct)
+                    if self.cycle_momentum:
+                        momentum = anneal(group[phase["start_momentum"]],
+                                          group[phase["end_momentum"]], pct)
+                    break
+                start_step = phase["end_step"]
+            lrs.append(lr)
+            if self.cycle_momentum:
+                if self.use_beta1:
+                    group["betas"] = (momentum, *group["betas"][1:])
+                else:
+                    group["momentum"] = momentum
+        return lrs
 
     def load_state_dict(self, state_dict):
         """Also takes PyTorch 1.13's state_dict(), whose 'anneal_func' (a bound method of its
@@ -319,13 +664,15 @@ class ReduceLROnPlateau:
         if factor >= 1.0:
             raise ValueError("Factor should be < 1.0.")
         self.factor = factor
+        _check_optimizer(optimizer)
         self.optimizer = optimizer
         if isinstance(min_lr, (list, tuple)):
-            if len(min_lr) != 1:
-                raise ValueError(f"expected 1 min_lrs, got {len(min_lr)}")
+            if len(min_lr) != len(optimizer.param_groups):
+                raise ValueError("expected {} min_lrs, got {}".format(
+                    len(optimizer.param_groups), len(min_lr)))
             self.min_lrs = list(min_lr)
         else:
-            self.min_lrs = [min_lr]
+            self.min_lrs = [min_lr] * len(optimizer.param_groups)
         # PyTorch's attribute names, so its state_dict() loads here and ours there.
         self.patience = patience
         self.verbose = verbose
@@ -341,7 +688,7 @@ class ReduceLROnPlateau:
         self.last_epoch = 0
         self._init_is_better(mode=mode, threshold=threshold, threshold_mode=threshold_mode)
         self._reset()
-        self._last_lr = [optimizer.param_groups[0]["lr"]]
+        self._last_lr = [group["lr"] for group in optimizer.param_groups]
 
     def _reset(self):
         self.best = self.mode_worse
@@ -368,17 +715,17 @@ class ReduceLROnPlateau:
             self._reduce_lr(epoch)
             self.cooldown_counter = self.cooldown
             self.num_bad_epochs = 0
-        self._last_lr = [self.optimizer.param_groups[0]["lr"]]
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
     def _reduce_lr(self, epoch):
-        group = self.optimizer.param_groups[0]
-        old_lr = float(group["lr"])
-        new_lr = max(old_lr * self.factor, self.min_lrs[0])
-        if old_lr - new_lr > self.eps:
-            group["lr"] = new_lr
-            if self.verbose:
-                epoch_str = ("%.2f" if isinstance(epoch, float) else "%.5d") % epoch
-                print(f"Epoch {epoch_str}: reducing learning rate of group 0 to {new_lr:.4e}.")
+        for i, group in enumerate(self.optimizer.param_groups):
+            old_lr = float(group["lr"])
+            new_lr = max(old_lr * self.factor, self.min_lrs[i])
+            if old_lr - new_lr > self.eps:
+                group["lr"] = new_lr
+                if self.verbose:
+                    epoch_str = ("%.2f" if isinstance(epoch, float) else "%.5d") % epoch
+                    print(f"Epoch {epoch_str}: reducing learning rate of group {i} to {new_lr:.4e}.")
 
     @property
     def in_cooldown(self):

@@ -111,6 +111,7 @@ MIXPREC_DECLARE_KERNELS
 #include "backend/cpu/flash_attention.h"
 #include "backend/cpu/layout.h"
 #include "backend/cpu/log.h"
+#include "backend/cpu/reduce_sum.h"
 #include "backend/cpu/loss.h"
 #include "backend/cpu/norm.h"
 #include "backend/cpu/relu.h"

@@ -48,9 +48,12 @@ Tensor reduce_op(const char* op, ReduceOp kind, const Tensor& src, std::vector<i
   if (!is_floating(src.dtype()))
     throw Error(Status::invalid_argument(std::string(op) + ": needs a floating tensor, got " + src.str()));
   const std::vector<int64_t> axes = normalize_axes(op, src, std::move(dims));
-  Tensor dst = ops_detail::dispatch(op, src.dtype(),
-                                    [&] { return onednn::reduce(kind, src, axes, keepdim); },
-                                    [&] { return ref::reduce(kind, src, axes, keepdim); });
+  // Sums and means over axes oneDNN runs on its reference kernel (not one trailing run):
+  // backend/cpu/reduce_sum.h.
+  const bool cpu_applies = (kind == ReduceOp::sum || kind == ReduceOp::mean) && cpu::reduce_sum_applies(src, axes);
+  Tensor dst = ops_detail::route(
+      op, src.dtype(), cpu_applies, [&] { return cpu::reduce_sum(src, axes, keepdim, kind == ReduceOp::mean); },
+      [&] { return onednn::reduce(kind, src, axes, keepdim); }, [&] { return ref::reduce(kind, src, axes, keepdim); });
   if (any_requires_grad({&src})) {
     int64_t count = 1;
     for (auto a : axes) count *= src.size(a);

@@ -567,21 +567,12 @@ def scatter_add(input, dim, index, src):
         return _array_tensor(out.reshape(input.shape))
     if target.size == 0:
         return input.clone()
-    # The writers in target order (stable: row-major within a target), summed within each
-    # target's run by a segmented scan; each run's last element is its total, placed into
-    # input's shape (untouched positions read an appended zero) and added to input.
-    order = np.argsort(target, kind="stable")
-    sorted_target = target[order]
-    first = np.r_[True, sorted_target[1:] != sorted_target[:-1]]
-    last = np.r_[sorted_target[1:] != sorted_target[:-1], True]
-    segment_start = np.maximum.accumulate(np.where(first, np.arange(order.size), 0))
-    writers = F._take(src, source[order], (order.size,))
-    totals = F._take(_segmented_scan(writers, segment_start, lambda a, b: a + b, 0.0), np.flatnonzero(last),
-                     (builtins.int(last.sum()),))
-    slot = np.full(input.numel(), totals.shape[0], dtype=np.int64)
-    slot[sorted_target[last]] = np.arange(totals.shape[0])
-    placed = F._take(cat([totals, _C._zeros([1], src.dtype)]), slot, tuple(input.shape))
-    return input + placed
+    # The engine's index_add over input's elements as rows of one: the writers' values added
+    # at their targets in the order of the writers (f32 sums), each writer's gradient the
+    # output's at its target.
+    writers = F._take(src, source, (builtins.int(source.size),)).reshape(-1, 1)
+    rows = input.reshape(-1, 1)
+    return _C.index_add(rows, from_numpy(np.ascontiguousarray(target, dtype=np.int64)), writers).reshape(input.shape)
 
 
 def index_add(input, dim, index, source, *, alpha=1):
@@ -591,11 +582,20 @@ def index_add(input, dim, index, source, *, alpha=1):
     if source.ndim and idx.size != source.shape[d]:
         raise RuntimeError(f"index_add_(): Number of indices ({idx.size}) should be equal to source.size(dim): "
                            f"({source.shape[d]}), for dim: {d}")
+    source = source if alpha == 1 else mul(source, alpha)
+    if _is_float(input) and input.ndim and source.ndim == input.ndim:
+        # The engine's index_add adds whole rows along dim 0: dim d is moved there and back.
+        _check_same_dtype(input, source)
+        rows = from_numpy(np.ascontiguousarray(idx, dtype=np.int64))
+        if d == 0:
+            return _C.index_add(input, rows, source)
+        out = _C.index_add(movedim(input, d, 0).contiguous(), rows, movedim(source, d, 0).contiguous())
+        return movedim(out, 0, d).contiguous()
     shape = [1] * source.ndim
     if source.ndim:
         shape[d] = idx.size
     full = np.ascontiguousarray(np.broadcast_to(idx.reshape(shape), tuple(source.shape)))
-    return scatter_add(input, d, from_numpy(full), source if alpha == 1 else mul(source, alpha))
+    return scatter_add(input, d, from_numpy(full), source)
 
 
 def index_fill(input, dim, index, value):

@@ -138,6 +138,7 @@ void bind_ops(py::module_& m) {
   m.def("cat", on_dense(&cat), nogil);
   m.def("stack", on_dense(&stack), nogil);
   m.def("embedding", on_dense(&embedding), nogil);
+  m.def("index_add", on_dense(&index_add), nogil);
   m.def("argmax", on_dense(&argmax), nogil);
 }
 

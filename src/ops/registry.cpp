@@ -179,6 +179,10 @@ std::vector<OpEntry> make_registry() {
   // ---- embedding.cpp (index 3 repeats: the backward must sum both rows' gradients) ----
   add({"embedding", OpId::embedding, {InputSpec{{2, 3}, 0, 0, false, 5}, in({5, 4})},
        [](V x) { return embedding(x[0], x[1]); }, [](V x) { return ref::embedding_reference(x[0], w(x[1])); }});
+  // index_add: embedding's adjoint (row 1 named twice: both source rows add up there).
+  add({"index_add", OpId::index_add, {in({4, 3}), in({3, 3})},
+       [](V x) { return index_add(x[0], Tensor::from_vector_i64({1, 3, 1}, {3}), x[1]); },
+       [](V x) { return ref::index_add_reference(w(x[0]), Tensor::from_vector_i64({1, 3, 1}, {3}), w(x[1])); }});
 
   // ---- elementwise.cpp ----
   // The ops of one tensor with a UnaryOp kernel and of two with a BinaryOp kernel (b

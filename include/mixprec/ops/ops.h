@@ -226,6 +226,12 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 // [rows, dim] weight; shape indices.shape + [dim]. The weight's gradient accumulates in f32
 // (f64 for f64) and is rounded once to its dtype. An index out of range throws, naming it.
 Tensor embedding(const Tensor& indices, const Tensor& weight);
+// Tensor.index_add(0, indices, source): input [rows, ...] with source's rows [n, ...] added
+// at rows indices[i] (1-D integers in [0, rows)), repeated rows adding up: embedding's
+// adjoint, on its backward's kernel (the added rows summed in f32, f64 for f64, in the order
+// of i, rounded once, then added to input). Gradients: input's passes through, source row i
+// gets the output gradient's row indices[i]. input and source in one floating dtype.
+Tensor index_add(const Tensor& input, const Tensor& indices, const Tensor& source);
 
 // ---- no autograd ----
 // Index of the max along the last dim: logits [N, C] -> [N] i64.

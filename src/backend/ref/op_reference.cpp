@@ -189,6 +189,15 @@ Tensor embedding_reference(const Tensor& indices, const Tensor& weight) {
   return Tensor::from_vector_f64(out, shape, DType::f64);
 }
 
+Tensor index_add_reference(const Tensor& input, const Tensor& indices, const Tensor& source) {
+  std::vector<double> out = input.to_vector_f64();
+  const std::vector<double> src = source.to_vector_f64(), idx = indices.to_vector_f64();
+  const size_t width = idx.empty() ? 0 : src.size() / idx.size();
+  for (size_t i = 0; i < idx.size(); ++i)
+    for (size_t j = 0; j < width; ++j) out[size_t(idx[i]) * width + j] += src[i * width + j];
+  return Tensor::from_vector_f64(out, input.shape(), DType::f64);
+}
+
 Tensor argmax_reference(const Tensor& src) {
   const std::vector<double> x = read_f64(src);
   const int64_t N = src.size(0), C = src.size(1);

@@ -59,6 +59,9 @@ Tensor causal_softmax_reference(const Tensor& src);
 // out[i..., :] = weight[indices[i...], :] (indices: integers in [0, rows)), shape
 // indices.shape + [dim].
 Tensor embedding_reference(const Tensor& indices, const Tensor& weight);
+// input [rows, ...] with source's row i added at row indices[i] (a 1-D integer tensor), in
+// float64.
+Tensor index_add_reference(const Tensor& input, const Tensor& indices, const Tensor& source);
 // index of the first maximum of each row of [N, C], as f64
 Tensor argmax_reference(const Tensor& src);
 // relu then max pooling (kernel = stride, no padding).

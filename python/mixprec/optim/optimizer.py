@@ -120,7 +120,6 @@ class Optimizer:
 
     def zero_grad(self, set_to_none=False):
         """PyTorch 1.13's default zeroes the gradients in place; set_to_none drops them."""
-        self._check_carrier()
         _zero_grads(self._all_params(), set_to_none)
 
     # GradScaler (amp.py) protocol: _sync() is the engine object that the scaler unscales
@@ -131,7 +130,6 @@ class Optimizer:
         group of an engine optimizer (the scaler's fused step is then the update itself);
         otherwise a carrier over all parameters whose own step (lr 0, no state) changes
         nothing, after which _scaled_step runs the groups' real updates."""
-        self._check_carrier()
         params = self._all_params()
         ids = [id(p) for p in params]
         if self._carrier is None or self._carrier[0] != ids:
@@ -142,17 +140,6 @@ class Optimizer:
         target = self._sync()
         if scaler_engine.step(target) and self._carrier is not None and target is self._carrier[1]:
             self._step_groups()
-        if self._carrier is not None:
-            self._carrier_steps = self._carrier[1].step_count
-
-    def _check_carrier(self):
-        """A GradScaler that stepped the carrier without _scaled_step() (an amp.py older than
-        this protocol) applied no update: an error rather than a silently frozen model."""
-        if self._carrier is not None and self._carrier[1].step_count != getattr(self, "_carrier_steps", 0):
-            raise RuntimeError(
-                f"GradScaler.step() stepped this {type(self).__name__} through a mixprec.amp that "
-                f"does not call optimizer._scaled_step(), so no update was applied: with several "
-                f"parameter groups (or a Python-composed optimizer) it needs that amp.py")
 
     # ---- state ---------------------------------------------------------------------------
 
